@@ -1,0 +1,832 @@
+//! `http.request`: one HTTP request, with the response as status, headers, text and JSON.
+//!
+//! Header values are never logged or put in error messages: they may hold tokens. URLs in
+//! messages are shown without their query string for the same reason.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use agentloom_core::{
+    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
+    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, StatusCode, Url};
+
+use crate::Registry;
+
+const METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
+const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
+const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register(Box::new(HttpRequest::new()));
+}
+
+struct HttpRequest {
+    meta: BlockMeta,
+}
+
+impl HttpRequest {
+    fn new() -> Self {
+        Self {
+            // Not marked side-effecting: block metadata is static, and most requests are
+            // reads. Safe mode therefore does not stop an HTTP request; graphs that write
+            // through HTTP should use the service's own block where there is one.
+            meta: BlockMeta::new(
+                "http.request",
+                "HTTP request",
+                "Network",
+                "Sends an HTTP request and outputs the response's status, headers and body.",
+            )
+            .field(
+                ConfigField::choice("method", "Method", &METHODS)
+                    .default_value(serde_json::json!("GET"))
+                    .help("The HTTP method."),
+            )
+            .field(
+                ConfigField::text("url", "URL")
+                    .help("An http:// or https:// URL. Leave empty to take it from the `url` input."),
+            )
+            .field(ConfigField::json("headers", "Headers").help(
+                "A JSON object of header names to values, e.g. {\"Accept\": \"application/json\"}. Put tokens in credentials, not here.",
+            ))
+            .field(
+                ConfigField::json("query", "Query parameters")
+                    .help("A JSON object added to the URL's query string; a list value repeats the parameter."),
+            )
+            .field(
+                ConfigField::integer("timeout_ms", "Timeout (ms)", Some(1), None)
+                    .default_value(serde_json::json!(DEFAULT_TIMEOUT_MS))
+                    .help("Give up when the whole request, body included, takes longer than this."),
+            )
+            .field(
+                ConfigField::integer("max_response_bytes", "Max response size (bytes)", Some(1), None)
+                    .default_value(serde_json::json!(DEFAULT_MAX_RESPONSE_BYTES))
+                    .help("Fail when the response body is larger than this."),
+            ),
+        }
+    }
+}
+
+impl Block for HttpRequest {
+    fn meta(&self) -> &BlockMeta {
+        &self.meta
+    }
+
+    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        let reader = ConfigReader(config);
+        let method_name = reader.choice_or("method", &METHODS, "GET")?;
+        let method = Method::from_bytes(method_name.as_bytes()).map_err(|_| {
+            ConfigError::new("method", format!("`{method_name}` is not an HTTP method"))
+        })?;
+        let url = match reader.str("url")?.map(str::trim).filter(|u| !u.is_empty()) {
+            Some(text) => {
+                Some(parse_url(text).map_err(|message| ConfigError::new("url", message))?)
+            }
+            None => None,
+        };
+        let headers = config_headers(reader.get("headers"))?;
+        let query = config_query(reader.get("query"))?;
+        let timeout_ms = reader.u64_or("timeout_ms", DEFAULT_TIMEOUT_MS)?;
+        if timeout_ms == 0 {
+            return Err(ConfigError::new("timeout_ms", "must be at least 1"));
+        }
+        let max_response_bytes = reader.u64_or("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)?;
+        if max_response_bytes == 0 {
+            return Err(ConfigError::new("max_response_bytes", "must be at least 1"));
+        }
+        let mut inputs = Vec::new();
+        if url.is_none() {
+            inputs.push(PortSpec::new("url", ValueType::Text).describe("The URL to request."));
+        }
+        inputs.push(
+            PortSpec::new("body", ValueType::Any)
+                .optional()
+                .describe("The request body: text is sent as is, other values as JSON."),
+        );
+        let ports = Ports::new(
+            inputs,
+            vec![
+                PortSpec::new("status", ValueType::Integer).describe("The response status code."),
+                PortSpec::new("headers", ValueType::Object)
+                    .describe("The response headers, by lower-case name."),
+                PortSpec::new("body", ValueType::Text).describe("The response body as text."),
+                PortSpec::new("json", ValueType::Any)
+                    .describe("The body parsed as JSON, or null if it is not JSON."),
+            ],
+        );
+        Ok(Arc::new(HttpNode {
+            method,
+            url,
+            headers,
+            query,
+            timeout: Duration::from_millis(timeout_ms),
+            max_response_bytes,
+            ports,
+            client: OnceLock::new(),
+        }))
+    }
+}
+
+fn parse_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text)
+        .map_err(|e| format!("`{}` is not a valid URL: {e}", without_query(text)))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!(
+            "URL scheme `{other}` is not supported; use http:// or https://"
+        )),
+    }
+}
+
+fn config_headers(json: Option<&serde_json::Value>) -> Result<HeaderMap, ConfigError> {
+    let mut headers = HeaderMap::new();
+    let Some(json) = json else { return Ok(headers) };
+    let serde_json::Value::Object(map) = json else {
+        return Err(ConfigError::new(
+            "headers",
+            "must be a JSON object of header names to values",
+        ));
+    };
+    for (name, value) in map {
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            ConfigError::new("headers", format!("`{name}` is not a valid header name"))
+        })?;
+        let text = match value {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => value.to_string(),
+            _ => {
+                return Err(ConfigError::new(
+                    "headers",
+                    format!("the value of `{name}` must be text"),
+                ));
+            }
+        };
+        // The value itself is never echoed: it may be a token.
+        let mut value = HeaderValue::from_str(&text).map_err(|_| {
+            ConfigError::new(
+                "headers",
+                format!("the value of `{name}` has characters not allowed in a header"),
+            )
+        })?;
+        value.set_sensitive(true);
+        headers.append(header, value);
+    }
+    Ok(headers)
+}
+
+fn config_query(json: Option<&serde_json::Value>) -> Result<Vec<(String, String)>, ConfigError> {
+    let Some(json) = json else {
+        return Ok(Vec::new());
+    };
+    let serde_json::Value::Object(map) = json else {
+        return Err(ConfigError::new(
+            "query",
+            "must be a JSON object of parameter names to values",
+        ));
+    };
+    let mut pairs = Vec::new();
+    for (name, value) in map {
+        let values: Vec<&serde_json::Value> = match value {
+            serde_json::Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        };
+        for value in values {
+            let text = match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => value.to_string(),
+                _ => {
+                    return Err(ConfigError::new(
+                        "query",
+                        format!("the value of `{name}` must be text, a number or a list of them"),
+                    ));
+                }
+            };
+            pairs.push((name.clone(), text));
+        }
+    }
+    Ok(pairs)
+}
+
+/// A URL for messages: no query string, no user info.
+fn without_query(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(mut parsed) => {
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        Err(_) => url.split(['?', '#']).next().unwrap_or_default().to_owned(),
+    }
+}
+
+struct HttpNode {
+    method: Method,
+    url: Option<Url>,
+    headers: HeaderMap,
+    query: Vec<(String, String)>,
+    timeout: Duration,
+    max_response_bytes: u64,
+    ports: Ports,
+    /// Built on first use, so that loading a graph stays cheap.
+    client: OnceLock<reqwest::Client>,
+}
+
+/// What came back.
+struct Response {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl HttpNode {
+    fn client(&self) -> Result<&reqwest::Client, BlockError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let client = reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .build()
+            .map_err(|e| {
+                BlockError::permanent(format!(
+                    "the HTTP client could not be set up: {}",
+                    chain(&e)
+                ))
+            })?;
+        Ok(self.client.get_or_init(|| client))
+    }
+
+    async fn send(&self, url: Url, body: Option<Value>) -> Result<Response, BlockError> {
+        let shown = format!("{} {}", self.method, without_query(url.as_str()));
+        let mut request = self
+            .client()?
+            .request(self.method.clone(), url)
+            .headers(self.headers.clone())
+            .timeout(self.timeout);
+        if !self.query.is_empty() {
+            request = request.query(&self.query);
+        }
+        let has_content_type = self.headers.contains_key(CONTENT_TYPE);
+        match body {
+            None => {}
+            Some(Value::Text(text)) => {
+                if !has_content_type {
+                    request = request.header(CONTENT_TYPE, "text/plain; charset=utf-8");
+                }
+                request = request.body(text);
+            }
+            Some(Value::Bytes(bytes)) => {
+                if !has_content_type {
+                    request = request.header(CONTENT_TYPE, "application/octet-stream");
+                }
+                request = request.body(bytes);
+            }
+            Some(other) => {
+                if !has_content_type {
+                    request = request.header(CONTENT_TYPE, "application/json");
+                }
+                request = request.body(other.to_json().to_string());
+            }
+        }
+        tracing::debug!(method = %self.method, "sending HTTP request");
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| self.request_error(&shown, e))?;
+        let cap = self.max_response_bytes;
+        let too_big = || {
+            BlockError::permanent(format!(
+                "the response from {shown} is larger than max_response_bytes ({cap} bytes); raise the limit if this is expected"
+            ))
+        };
+        if response.content_length().is_some_and(|len| len > cap) {
+            return Err(too_big());
+        }
+        let status = response.status();
+        let headers = response.headers().clone();
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.request_error(&shown, e))?
+        {
+            if body.len() as u64 + chunk.len() as u64 > cap {
+                return Err(too_big());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    fn request_error(&self, shown: &str, err: reqwest::Error) -> BlockError {
+        if err.is_timeout() {
+            return BlockError::transient(format!(
+                "{shown} timed out after {} ms",
+                self.timeout.as_millis()
+            ));
+        }
+        let err = err.without_url();
+        if err.is_builder() {
+            return BlockError::permanent(format!("{shown} could not be sent: {}", chain(&err)));
+        }
+        if err.is_connect() {
+            return BlockError::transient(format!(
+                "could not connect for {shown}: {}",
+                chain(&err)
+            ));
+        }
+        BlockError::transient(format!("{shown} failed: {}", chain(&err)))
+    }
+}
+
+/// An error and its causes, on one line.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn headers_value(headers: &HeaderMap) -> Value {
+    let mut map: BTreeMap<String, Value> = BTreeMap::new();
+    for name in headers.keys() {
+        let values: Vec<String> = headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        map.insert(name.as_str().to_owned(), Value::Text(values.join(", ")));
+    }
+    Value::Object(map)
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is not read).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?;
+    text.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+#[async_trait]
+impl NodeImpl for HttpNode {
+    fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let url = match &self.url {
+            Some(url) => url.clone(),
+            None => parse_url(inputs.take_text("url")?.trim())
+                .map_err(|message| BlockError::input("url", message))?,
+        };
+        let body = inputs.take_optional("body");
+        let shown = format!("{} {}", self.method, without_query(url.as_str()));
+        let response = tokio::select! {
+            () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
+            response = self.send(url, body) => response?,
+        };
+        let status = response.status;
+        let headers = headers_value(&response.headers);
+        let text = String::from_utf8_lossy(&response.body).into_owned();
+        if !status.is_success() {
+            let data = Value::Object(BTreeMap::from([
+                (
+                    "status".to_owned(),
+                    Value::Integer(i64::from(status.as_u16())),
+                ),
+                ("headers".to_owned(), headers),
+                ("body".to_owned(), Value::Text(text)),
+            ]));
+            let message = format!("HTTP {status} from {shown}");
+            let err = if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+                let err = BlockError::transient(message);
+                match retry_after(&response.headers) {
+                    Some(wait) => err.with_retry_after(wait),
+                    None => err,
+                }
+            } else {
+                BlockError::permanent(message)
+            };
+            return Err(err.with_data(data));
+        }
+        let json = serde_json::from_slice::<serde_json::Value>(&response.body)
+            .map(Value::from_json)
+            .unwrap_or(Value::Null);
+        Ok(agentloom_core::outputs([
+            ("status", Value::Integer(i64::from(status.as_u16()))),
+            ("headers", headers),
+            ("body", Value::Text(text)),
+            ("json", json),
+        ]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{TestCtx, config_error, inputs, instantiate, run_block, run_block_with};
+    use agentloom_core::ErrorClass;
+    use axum::Router;
+    use axum::extract::{Path, Query};
+    use axum::http::{HeaderMap as AxumHeaders, StatusCode as AxumStatus};
+    use axum::response::IntoResponse;
+    use axum::routing::{any, get};
+    use serde_json::json;
+
+    /// A real HTTP server on 127.0.0.1 with a free port; returns its base URL.
+    async fn server() -> String {
+        async fn echo(
+            method: axum::http::Method,
+            headers: AxumHeaders,
+            body: String,
+        ) -> axum::Json<serde_json::Value> {
+            let content_type = headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            axum::Json(
+                json!({"method": method.as_str(), "body": body, "content_type": content_type}),
+            )
+        }
+        async fn inspect(
+            Query(query): Query<Vec<(String, String)>>,
+            headers: AxumHeaders,
+        ) -> axum::Json<serde_json::Value> {
+            let get = |name: &str| {
+                headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            axum::Json(
+                json!({"query": query, "x_test": get("x-test"), "user_agent": get("user-agent")}),
+            )
+        }
+        async fn status(Path(code): Path<u16>) -> impl IntoResponse {
+            let status = AxumStatus::from_u16(code).unwrap_or(AxumStatus::INTERNAL_SERVER_ERROR);
+            let mut headers = AxumHeaders::new();
+            if code == 429 {
+                headers.insert("retry-after", "7".parse().unwrap());
+            }
+            (status, headers, format!("status body {code}"))
+        }
+        async fn streamed() -> axum::body::Body {
+            let chunks = (0..10).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 500]));
+            axum::body::Body::from_stream(futures::stream::iter(chunks))
+        }
+        let app = Router::new()
+            .route(
+                "/json",
+                get(|| async { axum::Json(json!({"hello": "world", "n": [1, 2]})) }),
+            )
+            .route("/text", get(|| async { "plain words" }))
+            .route("/echo", any(echo))
+            .route("/inspect", get(inspect))
+            .route("/status/{code}", get(status))
+            .route("/big", get(|| async { vec![b'y'; 5000] }))
+            .route("/streamed", get(streamed))
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    "late"
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn get_json() {
+        let base = server().await;
+        let out = run_block(
+            "http.request",
+            json!({"url": format!("{base}/json")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.get("status"), Some(&Value::Integer(200)));
+        assert_eq!(
+            out.get("json"),
+            Some(&Value::from_json(json!({"hello": "world", "n": [1, 2]})))
+        );
+        assert_eq!(
+            out.get("body"),
+            Some(&Value::from(r#"{"hello":"world","n":[1,2]}"#))
+        );
+        let headers = out.get("headers").and_then(Value::as_object).unwrap();
+        assert_eq!(
+            headers.get("content-type"),
+            Some(&Value::from("application/json"))
+        );
+        // A body that is not JSON gives null.
+        let out = run_block(
+            "http.request",
+            json!({"url": format!("{base}/text")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.get("json"), Some(&Value::Null));
+        assert_eq!(out.get("body"), Some(&Value::from("plain words")));
+    }
+
+    #[tokio::test]
+    async fn post_sends_text_as_is_and_other_values_as_json() {
+        let base = server().await;
+        let config = json!({"method": "POST", "url": format!("{base}/echo")});
+        let out = run_block(
+            "http.request",
+            config.clone(),
+            inputs([("body", Value::from("hi there"))]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out.get("json"),
+            Some(&Value::from_json(
+                json!({"method": "POST", "body": "hi there", "content_type": "text/plain; charset=utf-8"})
+            ))
+        );
+        let out = run_block(
+            "http.request",
+            config,
+            inputs([("body", Value::from_json(json!({"a": 1})))]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out.get("json"),
+            Some(&Value::from_json(
+                json!({"method": "POST", "body": "{\"a\":1}", "content_type": "application/json"})
+            ))
+        );
+    }
+
+    #[tokio::test]
+    async fn url_comes_from_the_input_when_not_configured() {
+        let base = server().await;
+        let node = instantiate("http.request", json!({"method": "PUT"})).unwrap();
+        let names: Vec<&str> = node
+            .ports()
+            .inputs
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["url", "body"]);
+        let out = run_block(
+            "http.request",
+            json!({"method": "PUT"}),
+            inputs([("url", Value::from(format!("{base}/echo")))]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out.get("json")
+                .and_then(|j| j.as_object())
+                .and_then(|o| o.get("method")),
+            Some(&Value::from("PUT"))
+        );
+        let err = run_block(
+            "http.request",
+            json!({}),
+            inputs([("url", Value::from("ftp://x/y"))]),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "input `url`: URL scheme `ftp` is not supported; use http:// or https://"
+        );
+    }
+
+    #[tokio::test]
+    async fn sends_query_parameters_and_headers() {
+        let base = server().await;
+        let out = run_block(
+            "http.request",
+            json!({
+                "url": format!("{base}/inspect?fixed=1"),
+                "query": {"q": "rust lang", "tag": ["a", "b"], "n": 3},
+                "headers": {"X-Test": "yes"}
+            }),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap();
+        let json = out.get("json").unwrap().to_json();
+        assert_eq!(
+            json["query"],
+            json!([
+                ["fixed", "1"],
+                ["n", "3"],
+                ["q", "rust lang"],
+                ["tag", "a"],
+                ["tag", "b"]
+            ])
+        );
+        assert_eq!(json["x_test"], "yes");
+        assert!(
+            json["user_agent"]
+                .as_str()
+                .unwrap()
+                .starts_with("agentloom/")
+        );
+    }
+
+    #[tokio::test]
+    async fn not_found_is_permanent_with_data() {
+        let base = server().await;
+        let err = run_block(
+            "http.request",
+            json!({"url": format!("{base}/status/404?token=abc")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Permanent);
+        assert_eq!(
+            err.message,
+            format!("HTTP 404 Not Found from GET {base}/status/404")
+        );
+        assert!(!err.message.contains("abc"));
+        let data = err.data.unwrap().to_json();
+        assert_eq!(data["status"], 404);
+        assert_eq!(data["body"], "status body 404");
+        assert!(data["headers"].is_object());
+    }
+
+    #[tokio::test]
+    async fn server_errors_and_rate_limits_are_transient() {
+        let base = server().await;
+        let err = run_block(
+            "http.request",
+            json!({"url": format!("{base}/status/503")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Transient);
+        assert_eq!(err.retry_after, None);
+        assert!(
+            err.message.starts_with("HTTP 503 Service Unavailable"),
+            "{}",
+            err.message
+        );
+        let err = run_block(
+            "http.request",
+            json!({"url": format!("{base}/status/429")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Transient);
+        assert_eq!(err.retry_after, Some(Duration::from_secs(7)));
+        assert_eq!(err.data.unwrap().to_json()["headers"]["retry-after"], "7");
+    }
+
+    #[tokio::test]
+    async fn responses_over_the_cap_are_refused() {
+        let base = server().await;
+        for path in ["big", "streamed"] {
+            let err = run_block(
+                "http.request",
+                json!({"url": format!("{base}/{path}"), "max_response_bytes": 1000}),
+                ValueMap::new(),
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(err.class, ErrorClass::Permanent, "{path}");
+            assert!(
+                err.message
+                    .contains("larger than max_response_bytes (1000 bytes)"),
+                "{path}: {}",
+                err.message
+            );
+        }
+        let out = run_block(
+            "http.request",
+            json!({"url": format!("{base}/streamed"), "max_response_bytes": 5000}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out.get("body").and_then(Value::as_str).map(str::len),
+            Some(5000)
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_is_transient() {
+        let base = server().await;
+        let started = std::time::Instant::now();
+        let err = run_block(
+            "http.request",
+            json!({"url": format!("{base}/slow"), "timeout_ms": 200}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(err.class, ErrorClass::Transient);
+        assert_eq!(
+            err.message,
+            format!("GET {base}/slow timed out after 200 ms")
+        );
+    }
+
+    #[tokio::test]
+    async fn cancellation_stops_the_request() {
+        let base = server().await;
+        let ctx = Arc::new(TestCtx::new());
+        let canceller = ctx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            canceller.cancel();
+        });
+        let err = run_block_with(
+            &ctx,
+            "http.request",
+            json!({"url": format!("{base}/slow")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn connection_refused_is_transient() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let err = run_block(
+            "http.request",
+            json!({"url": format!("http://{addr}/x")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Transient);
+        assert!(
+            err.message
+                .starts_with(&format!("could not connect for GET http://{addr}/x")),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn config_errors_do_not_echo_header_values() {
+        let err = config_error(
+            "http.request",
+            json!({"headers": {"Authorization": "Bearer sec\nret"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            err,
+            "config `headers`: the value of `Authorization` has characters not allowed in a header"
+        );
+        let err = config_error("http.request", json!({"headers": {"bad name": "x"}})).unwrap();
+        assert_eq!(
+            err,
+            "config `headers`: `bad name` is not a valid header name"
+        );
+        let err = config_error("http.request", json!({"url": "not a url"})).unwrap();
+        assert!(
+            err.starts_with("config `url`: `not a url` is not a valid URL"),
+            "{err}"
+        );
+        let err = config_error("http.request", json!({"method": "FETCH"})).unwrap();
+        assert!(
+            err.starts_with("config `method`: `FETCH` is not one of GET"),
+            "{err}"
+        );
+        let err = config_error("http.request", json!({"query": [1]})).unwrap();
+        assert!(
+            err.starts_with("config `query`: must be a JSON object"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,286 @@
+//! Helpers for testing blocks without the executor: a [`TestCtx`] that records what a node
+//! does, and [`run_block`] to instantiate and run a built-in block in one call.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agentloom_core::{
+    BlockCatalog as _, BlockError, CancellationToken, Config, GraphDoc, NodeImpl, RunCtx, Secret,
+    SecretError, Usage, Value, ValueMap, async_trait, secret_env_var,
+};
+
+/// A [`RunCtx`] for tests: run inputs and secrets from memory, and a record of partial
+/// output, usage and run outputs.
+pub struct TestCtx {
+    run_id: String,
+    node_id: String,
+    attempt: u32,
+    previous_error: Option<String>,
+    cancel: CancellationToken,
+    workspace: PathBuf,
+    graph_inputs: ValueMap,
+    secrets: BTreeMap<String, String>,
+    partials: Mutex<Vec<(String, String)>>,
+    usage: Mutex<Usage>,
+    graph_outputs: Mutex<ValueMap>,
+}
+
+impl Default for TestCtx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestCtx {
+    /// A context whose workspace is the system temp dir; use [`TestCtx::with_workspace`]
+    /// for tests that touch files.
+    pub fn new() -> Self {
+        Self {
+            run_id: "test-run".to_owned(),
+            node_id: "test-node".to_owned(),
+            attempt: 1,
+            previous_error: None,
+            cancel: CancellationToken::new(),
+            workspace: std::env::temp_dir(),
+            graph_inputs: ValueMap::new(),
+            secrets: BTreeMap::new(),
+            partials: Mutex::new(Vec::new()),
+            usage: Mutex::new(Usage::default()),
+            graph_outputs: Mutex::new(ValueMap::new()),
+        }
+    }
+
+    #[must_use]
+    pub fn with_workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = dir.into();
+        self
+    }
+
+    /// Gives run input `name`.
+    #[must_use]
+    pub fn with_input(mut self, name: &str, value: impl Into<Value>) -> Self {
+        self.graph_inputs.insert(name.to_owned(), value.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_secret(mut self, name: &str, value: &str) -> Self {
+        self.secrets.insert(name.to_owned(), value.to_owned());
+        self
+    }
+
+    #[must_use]
+    pub fn with_node_id(mut self, id: &str) -> Self {
+        self.node_id = id.to_owned();
+        self
+    }
+
+    /// Makes this a retry: attempt `attempt`, after `previous_error`.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: u32, previous_error: Option<&str>) -> Self {
+        self.attempt = attempt;
+        self.previous_error = previous_error.map(str::to_owned);
+        self
+    }
+
+    /// Cancels the run, as the stop button would.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Every `(port, chunk)` streamed so far, in order.
+    pub fn partials(&self) -> Vec<(String, String)> {
+        self.partials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The sum of the usage reported so far.
+    pub fn usage(&self) -> Usage {
+        *self.usage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run outputs published so far.
+    pub fn graph_outputs(&self) -> ValueMap {
+        self.graph_outputs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait]
+impl RunCtx for TestCtx {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    fn previous_error(&self) -> Option<&str> {
+        self.previous_error.as_deref()
+    }
+
+    fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    fn partial(&self, port: &str, chunk: &str) {
+        self.partials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((port.to_owned(), chunk.to_owned()));
+    }
+
+    fn report_usage(&self, usage: Usage) {
+        *self.usage.lock().unwrap_or_else(PoisonError::into_inner) += usage;
+    }
+
+    fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        self.secrets
+            .get(name)
+            .map(|s| Secret::new(s.clone()))
+            .ok_or_else(|| SecretError::Missing {
+                name: name.to_owned(),
+                env_var: secret_env_var(name),
+            })
+    }
+
+    fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    fn graph_input(&self, name: &str) -> Option<Value> {
+        self.graph_inputs.get(name).cloned()
+    }
+
+    fn set_graph_output(&self, name: &str, value: Value) {
+        self.graph_outputs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), value);
+    }
+
+    async fn run_subgraph(
+        &self,
+        _graph: &GraphDoc,
+        _inputs: ValueMap,
+    ) -> Result<ValueMap, BlockError> {
+        Err(BlockError::permanent("sub-graphs need the executor"))
+    }
+
+    fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError> {
+        let block = crate::registry::shared_builtin()
+            .block(kind)
+            .ok_or_else(|| BlockError::permanent(format!("unknown block kind `{kind}`")))?;
+        block
+            .instantiate(config)
+            .map_err(|e| BlockError::permanent(format!("block `{kind}`: {e}")))
+    }
+}
+
+/// Instantiates built-in block `kind` with `config` (a JSON object) and runs it once on
+/// `inputs` with a fresh [`TestCtx`].
+pub async fn run_block(
+    kind: &str,
+    config: serde_json::Value,
+    inputs: ValueMap,
+) -> Result<ValueMap, BlockError> {
+    run_block_with(&TestCtx::new(), kind, config, inputs).await
+}
+
+/// [`run_block`] with a given context.
+pub async fn run_block_with(
+    ctx: &TestCtx,
+    kind: &str,
+    config: serde_json::Value,
+    inputs: ValueMap,
+) -> Result<ValueMap, BlockError> {
+    let node = ctx.instantiate(kind, &config_object(config)?)?;
+    node.run(inputs, ctx).await
+}
+
+/// Instantiates built-in block `kind` with `config`, returning the config error as text.
+pub fn instantiate(kind: &str, config: serde_json::Value) -> Result<Arc<dyn NodeImpl>, String> {
+    let config = config_object(config).map_err(|e| e.message)?;
+    let block = crate::registry::shared_builtin()
+        .block(kind)
+        .ok_or_else(|| format!("unknown block kind `{kind}`"))?;
+    block.instantiate(&config).map_err(|e| e.to_string())
+}
+
+/// The config error instantiating built-in block `kind` with `config` gives, if any.
+pub fn config_error(kind: &str, config: serde_json::Value) -> Option<String> {
+    instantiate(kind, config).err()
+}
+
+fn config_object(config: serde_json::Value) -> Result<Config, BlockError> {
+    match config {
+        serde_json::Value::Object(map) => Ok(map),
+        serde_json::Value::Null => Ok(Config::new()),
+        other => Err(BlockError::permanent(format!(
+            "a config must be a JSON object, got {other}"
+        ))),
+    }
+}
+
+/// Builds an input map from `(port, value)` pairs.
+pub fn inputs<const N: usize>(pairs: [(&str, Value); N]) -> ValueMap {
+    agentloom_core::outputs(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn records_what_a_node_reports() {
+        let ctx = TestCtx::new()
+            .with_secret("github", "tok")
+            .with_input("q", "hi");
+        ctx.partial("text", "a");
+        ctx.partial("text", "b");
+        ctx.report_usage(Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+            cost_usd: 0.5,
+        });
+        ctx.report_usage(Usage {
+            input_tokens: 1,
+            output_tokens: 0,
+            cost_usd: 0.25,
+        });
+        ctx.set_graph_output("out", Value::Integer(1));
+        assert_eq!(
+            ctx.partials(),
+            vec![("text".into(), "a".into()), ("text".into(), "b".into())]
+        );
+        assert_eq!(ctx.usage().input_tokens, 4);
+        assert!((ctx.usage().cost_usd - 0.75).abs() < 1e-9);
+        assert_eq!(ctx.graph_outputs().get("out"), Some(&Value::Integer(1)));
+        assert_eq!(ctx.graph_input("q"), Some(Value::from("hi")));
+        assert_eq!(
+            ctx.secret("github").map(|s| s.expose().to_owned()),
+            Ok("tok".to_owned())
+        );
+        let missing = ctx.secret("open ai").unwrap_err();
+        assert!(
+            missing.to_string().contains("AGENTLOOM_SECRET_OPEN_AI"),
+            "{missing}"
+        );
+        let sub = ctx
+            .run_subgraph(&GraphDoc::new("x"), ValueMap::new())
+            .await
+            .unwrap_err();
+        assert!(sub.message.contains("sub-graphs need the executor"));
+        assert!(ctx.instantiate("no.such", &Config::new()).is_err());
+    }
+}

@@ -1,0 +1,392 @@
+//! What a block is: its description ([`BlockMeta`]), its config-dependent ports
+//! ([`Ports`]), and how it runs ([`NodeImpl::run`] with a [`RunCtx`]).
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ConfigError, ConfigField};
+use crate::graph::GraphDoc;
+use crate::types::ValueType;
+use crate::value::{Value, ValueMap};
+
+/// The output every node has: wire it to catch the node's failure instead of failing the run.
+pub const ERROR_PORT: &str = "error";
+
+/// One input or output of a node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PortSpec {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: ValueType,
+    /// An input the node cannot run without. Outputs are never required.
+    pub required: bool,
+    pub description: String,
+}
+
+impl PortSpec {
+    pub fn new(name: impl Into<String>, ty: ValueType) -> Self {
+        Self {
+            name: name.into(),
+            ty,
+            required: true,
+            description: String::new(),
+        }
+    }
+
+    #[must_use]
+    pub fn optional(mut self) -> Self {
+        self.required = false;
+        self
+    }
+
+    #[must_use]
+    pub fn describe(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+}
+
+/// The ports of one node, as they follow from its config.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Ports {
+    pub inputs: Vec<PortSpec>,
+    /// Declared outputs; the implicit [`ERROR_PORT`] is not listed here.
+    pub outputs: Vec<PortSpec>,
+}
+
+impl Ports {
+    pub fn new(inputs: Vec<PortSpec>, outputs: Vec<PortSpec>) -> Self {
+        Self { inputs, outputs }
+    }
+
+    pub fn input(&self, name: &str) -> Option<&PortSpec> {
+        self.inputs.iter().find(|p| p.name == name)
+    }
+
+    /// Finds an output, including the implicit `error` output.
+    pub fn output(&self, name: &str) -> Option<PortSpec> {
+        if let Some(port) = self.outputs.iter().find(|p| p.name == name) {
+            return Some(port.clone());
+        }
+        (name == ERROR_PORT).then(error_port)
+    }
+
+    /// Declared outputs followed by the implicit `error` output.
+    pub fn outputs_with_error(&self) -> Vec<PortSpec> {
+        let mut all = self.outputs.clone();
+        if !all.iter().any(|p| p.name == ERROR_PORT) {
+            all.push(error_port());
+        }
+        all
+    }
+}
+
+fn error_port() -> PortSpec {
+    PortSpec::new(ERROR_PORT, ValueType::Object)
+        .describe("The failure of this node ({message, node, data}); wiring it keeps the run going.")
+}
+
+/// A block's description: what the palette, the inspector and `agentloom blocks` show.
+#[derive(Clone, Debug, Serialize)]
+pub struct BlockMeta {
+    /// Stable kind id, `family.name`, e.g. `http.request`.
+    pub kind: String,
+    pub title: String,
+    /// Palette group, e.g. `Control`, `Data`, `Network`.
+    pub category: String,
+    pub description: String,
+    pub config: Vec<ConfigField>,
+    /// Writes to the outside world (sends, creates, deletes): safe mode asks before running it.
+    pub side_effects: bool,
+    /// The credential provider this block needs (`github`, `openai`…), if any.
+    pub credential: Option<String>,
+}
+
+impl BlockMeta {
+    pub fn new(kind: &str, title: &str, category: &str, description: &str) -> Self {
+        Self {
+            kind: kind.to_owned(),
+            title: title.to_owned(),
+            category: category.to_owned(),
+            description: description.to_owned(),
+            config: Vec::new(),
+            side_effects: false,
+            credential: None,
+        }
+    }
+
+    #[must_use]
+    pub fn field(mut self, field: ConfigField) -> Self {
+        self.config.push(field);
+        self
+    }
+
+    #[must_use]
+    pub fn with_side_effects(mut self) -> Self {
+        self.side_effects = true;
+        self
+    }
+
+    #[must_use]
+    pub fn needs_credential(mut self, provider: &str) -> Self {
+        self.credential = Some(provider.to_owned());
+        self
+    }
+
+    /// The JSON Schema of this block's config, generated from its field list.
+    pub fn config_schema(&self) -> serde_json::Value {
+        crate::config::fields_json_schema(&self.config)
+    }
+}
+
+/// A kind of block, registered in a catalog. Turns a config into a runnable node.
+pub trait Block: Send + Sync + 'static {
+    fn meta(&self) -> &BlockMeta;
+
+    /// Reads and checks `config` once, and returns the node that runs with it.
+    /// Ports may depend on the config (a template's variables become inputs).
+    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError>;
+}
+
+/// How a node takes part in the graph's interface, if it does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GraphInterface {
+    /// Receives the run input `name` (asked of the user, or `--input name=…`).
+    Input {
+        name: String,
+        ty: ValueType,
+        default: Option<Value>,
+    },
+    /// Publishes its value as the run output `name`.
+    Output { name: String },
+}
+
+/// A configured node, ready to run any number of times.
+#[async_trait::async_trait]
+pub trait NodeImpl: Send + Sync {
+    fn ports(&self) -> &Ports;
+
+    /// Whether this node is one of the graph's inputs or outputs.
+    fn interface(&self) -> Option<GraphInterface> {
+        None
+    }
+
+    /// Runs once. Inputs have been checked against the ports; outputs not produced are
+    /// treated as not taken (their downstream is skipped).
+    async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError>;
+}
+
+/// Tokens and money spent by a node or a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl Usage {
+    pub fn is_zero(&self) -> bool {
+        self.input_tokens == 0 && self.output_tokens == 0 && self.cost_usd == 0.0
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Self) {
+        self.input_tokens += rhs.input_tokens;
+        self.output_tokens += rhs.output_tokens;
+        self.cost_usd += rhs.cost_usd;
+    }
+}
+
+/// A secret value. Its `Debug` and `Display` never show it.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself: pass it to the wire, never to a log or an error.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A credential could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error(
+        "credential `{name}` is not set: add it in Credentials, or set the environment variable {env_var} for headless runs"
+    )]
+    Missing { name: String, env_var: String },
+    #[error("the keychain could not be reached ({detail}); {hint}")]
+    Unavailable { detail: String, hint: String },
+}
+
+/// Where secrets come from (keychain, environment…). Implemented by the engine.
+pub trait SecretSource: Send + Sync {
+    fn secret(&self, name: &str) -> Result<Secret, SecretError>;
+}
+
+/// The environment variable that carries credential `name` for headless runs:
+/// `AGENTLOOM_SECRET_` + the name upper-cased, with every non-alphanumeric as `_`.
+pub fn secret_env_var(name: &str) -> String {
+    let suffix: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .collect();
+    format!("AGENTLOOM_SECRET_{suffix}")
+}
+
+/// What a running node can ask of the run.
+#[async_trait::async_trait]
+pub trait RunCtx: Send + Sync {
+    fn run_id(&self) -> &str;
+    fn node_id(&self) -> &str;
+    /// 1 for the first attempt.
+    fn attempt(&self) -> u32;
+    /// The error of the previous attempt, to feed back to a model on retry.
+    fn previous_error(&self) -> Option<&str>;
+    /// Cancelled when the run is stopped or this node timed out.
+    fn cancel_token(&self) -> &CancellationToken;
+    /// Streams a piece of output as it arrives (e.g. LLM tokens) to the canvas.
+    fn partial(&self, port: &str, chunk: &str);
+    /// Adds tokens and cost to this node and the run; the run's cost limit is checked here.
+    fn report_usage(&self, usage: Usage);
+    /// The credential called `name`, from the keychain or the environment.
+    fn secret(&self, name: &str) -> Result<Secret, SecretError>;
+    /// The directory file blocks are confined to.
+    fn workspace(&self) -> &Path;
+    /// The value given for run input `name`, if any.
+    fn graph_input(&self, name: &str) -> Option<Value>;
+    /// Publishes run output `name`.
+    fn set_graph_output(&self, name: &str, value: Value);
+    /// Runs `graph` as a sub-run with the given inputs and returns its outputs.
+    async fn run_subgraph(&self, graph: &GraphDoc, inputs: ValueMap) -> Result<ValueMap, BlockError>;
+    /// Instantiates block `kind` with `config` from the run's catalog (for blocks that run blocks).
+    fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError>;
+}
+
+/// How a failure should be treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// Retrying will not help (bad input, 4xx, refused).
+    Permanent,
+    /// May succeed on retry (network error, 5xx, 429, timeout).
+    Transient,
+    /// The run was stopped.
+    Cancelled,
+}
+
+/// A block's failure: a message a person can act on, and optional data for the `error` output.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct BlockError {
+    pub class: ErrorClass,
+    pub message: String,
+    /// Wait at least this long before retrying (e.g. from `Retry-After`).
+    pub retry_after: Option<Duration>,
+    /// Extra data for the `error` output (e.g. an HTTP status and body).
+    pub data: Option<Value>,
+}
+
+impl BlockError {
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self {
+            class: ErrorClass::Permanent,
+            message: message.into(),
+            retry_after: None,
+            data: None,
+        }
+    }
+
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self {
+            class: ErrorClass::Transient,
+            ..Self::permanent(message)
+        }
+    }
+
+    pub fn cancelled() -> Self {
+        Self {
+            class: ErrorClass::Cancelled,
+            ..Self::permanent("cancelled")
+        }
+    }
+
+    /// A required input is missing or has the wrong shape.
+    pub fn input(port: &str, problem: impl fmt::Display) -> Self {
+        Self::permanent(format!("input `{port}`: {problem}"))
+    }
+
+    #[must_use]
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    #[must_use]
+    pub fn with_retry_after(mut self, wait: Duration) -> Self {
+        self.retry_after = Some(wait);
+        self
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        self.class == ErrorClass::Transient
+    }
+}
+
+impl From<SecretError> for BlockError {
+    fn from(err: SecretError) -> Self {
+        BlockError::permanent(err.to_string())
+    }
+}
+
+/// Reads typed inputs with errors that name the port.
+pub trait InputsExt {
+    fn take_value(&mut self, port: &str) -> Result<Value, BlockError>;
+    fn take_text(&mut self, port: &str) -> Result<String, BlockError>;
+    fn take_optional(&mut self, port: &str) -> Option<Value>;
+}
+
+impl InputsExt for ValueMap {
+    fn take_value(&mut self, port: &str) -> Result<Value, BlockError> {
+        self.remove(port)
+            .ok_or_else(|| BlockError::input(port, "no value arrived"))
+    }
+
+    fn take_text(&mut self, port: &str) -> Result<String, BlockError> {
+        match self.take_value(port)? {
+            Value::Text(s) => Ok(s),
+            other => Ok(other.to_text()),
+        }
+    }
+
+    fn take_optional(&mut self, port: &str) -> Option<Value> {
+        self.remove(port).filter(|v| *v != Value::Null)
+    }
+}
+
+/// Builds an output map from `(port, value)` pairs.
+pub fn outputs<const N: usize>(pairs: [(&str, Value); N]) -> ValueMap {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}

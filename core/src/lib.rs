@@ -1,0 +1,32 @@
+//! agentloom-core: the data model every other crate builds on.
+//!
+//! - [`Value`] and [`ValueType`], with the one compatibility function [`compatibility`]
+//!   and its runtime twin [`coerce`];
+//! - [`GraphDoc`], the versioned, deterministic graph file format;
+//! - [`validate`], which turns a document into a runnable [`ValidGraph`] or a list of
+//!   [`Problem`]s naming node, port and JSON path;
+//! - the [`Block`] / [`NodeImpl`] traits and the [`RunCtx`] a running node talks to.
+//!
+//! No UI and no storage here.
+
+mod block;
+mod config;
+mod graph;
+mod types;
+mod validate;
+mod value;
+
+pub use block::{
+    BlockError, BlockMeta, Block, ERROR_PORT, ErrorClass, GraphInterface, InputsExt, NodeImpl, PortSpec, Ports,
+    RunCtx, Secret, SecretError, SecretSource, Usage, outputs, secret_env_var,
+};
+pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
+pub use graph::{EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, LoadError, NodeDoc, RetryPolicy, RunSettings};
+pub use types::{Compat, CoerceError, TypeMismatch, UnknownType, ValueType, coerce, compatibility, message};
+pub use validate::{
+    BlockCatalog, InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode, instantiate_node, validate,
+};
+pub use value::{Value, ValueMap};
+
+pub use async_trait::async_trait;
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,450 @@
+//! Turning a [`GraphDoc`] into a [`ValidGraph`] the executor can run, or into the full
+//! list of [`Problem`]s, each naming the node, the port and the JSON path.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::block::{Block, BlockMeta, GraphInterface, NodeImpl};
+use crate::graph::{GraphDoc, NodeDoc, RetryPolicy};
+use crate::types::{Compat, ValueType, compatibility};
+
+/// The set of blocks a graph may use.
+pub trait BlockCatalog: Send + Sync {
+    fn block(&self, kind: &str) -> Option<&dyn Block>;
+    /// Every block, sorted by kind id.
+    fn blocks(&self) -> Vec<&dyn Block>;
+}
+
+/// What is wrong, as a machine-readable kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    UnknownBlock,
+    BadConfig,
+    DuplicateId,
+    UnknownNode,
+    UnknownPort,
+    TypeMismatch,
+    MultipleWires,
+    MissingInput,
+    Cycle,
+    DuplicateInterface,
+}
+
+/// One thing wrong with a graph.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    /// The node the problem is on.
+    pub node: Option<String>,
+    pub port: Option<String>,
+    /// JSON path into the graph file, e.g. `$.edges[3].to`.
+    pub path: String,
+    /// A sentence that names the node and port and says what to do.
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// A wired input of a valid node.
+#[derive(Clone, Debug)]
+pub struct InputSlot {
+    pub port: String,
+    pub ty: ValueType,
+    pub required: bool,
+    /// Index of the node the wire comes from.
+    pub source_node: usize,
+    pub source_port: String,
+    pub compat: Compat,
+}
+
+/// Where one output port of a valid node is wired to.
+#[derive(Clone, Debug)]
+pub struct OutputFanout {
+    pub port: String,
+    /// `(node index, input slot index)` pairs.
+    pub targets: Vec<(usize, usize)>,
+}
+
+/// A node that passed validation, with its wiring resolved to indices.
+#[derive(Clone)]
+pub struct ValidNode {
+    pub id: String,
+    pub meta: BlockMeta,
+    pub node: Arc<dyn NodeImpl>,
+    pub credential: Option<String>,
+    pub timeout: Option<Duration>,
+    pub retry: RetryPolicy,
+    pub inputs: Vec<InputSlot>,
+    pub outputs: Vec<OutputFanout>,
+}
+
+/// A graph the executor can run: every block known, every wire typed, no cycles.
+#[derive(Clone)]
+pub struct ValidGraph {
+    pub doc: GraphDoc,
+    pub nodes: Vec<ValidNode>,
+    /// Node indices in a topological order (ties broken by node id, so it is stable).
+    pub topo_order: Vec<usize>,
+    /// Each node's position in `topo_order`.
+    pub topo_rank: Vec<usize>,
+}
+
+impl ValidGraph {
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id == id)
+    }
+
+    /// The graph's declared inputs: `(name, type, default)`, sorted by name.
+    pub fn interface_inputs(&self) -> Vec<(String, ValueType, Option<crate::Value>)> {
+        let mut inputs: Vec<_> = self
+            .nodes
+            .iter()
+            .filter_map(|n| match n.node.interface() {
+                Some(GraphInterface::Input { name, ty, default }) => Some((name, ty, default)),
+                _ => None,
+            })
+            .collect();
+        inputs.sort_by(|a, b| a.0.cmp(&b.0));
+        inputs
+    }
+
+    /// The graph's declared output names, sorted.
+    pub fn interface_outputs(&self) -> Vec<String> {
+        let mut outputs: Vec<_> = self
+            .nodes
+            .iter()
+            .filter_map(|n| match n.node.interface() {
+                Some(GraphInterface::Output { name }) => Some(name),
+                _ => None,
+            })
+            .collect();
+        outputs.sort();
+        outputs
+    }
+}
+
+/// Instantiates one node from its document, or says why it cannot be.
+pub fn instantiate_node(
+    index: usize,
+    node: &NodeDoc,
+    catalog: &dyn BlockCatalog,
+) -> Result<(BlockMeta, Arc<dyn NodeImpl>), Problem> {
+    let Some(block) = catalog.block(&node.block) else {
+        return Err(Problem {
+            kind: ProblemKind::UnknownBlock,
+            node: Some(node.id.clone()),
+            port: None,
+            path: format!("$.nodes[{index}].block"),
+            message: format!(
+                "node `{}` uses unknown block `{}`; see `agentloom blocks` for the available kinds",
+                node.id, node.block
+            ),
+        });
+    };
+    match block.instantiate(&node.config) {
+        Ok(imp) => Ok((block.meta().clone(), imp)),
+        Err(err) => Err(Problem {
+            kind: ProblemKind::BadConfig,
+            node: Some(node.id.clone()),
+            port: None,
+            path: format!("$.nodes[{index}].config.{}", err.field),
+            message: format!("node `{}`: {err}", node.id),
+        }),
+    }
+}
+
+/// Checks a whole graph and resolves it for running. Returns every problem found.
+pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph, Vec<Problem>> {
+    let mut problems = Vec::new();
+
+    let mut index_by_id: HashMap<&str, usize> = HashMap::with_capacity(doc.nodes.len());
+    for (i, node) in doc.nodes.iter().enumerate() {
+        if index_by_id.insert(node.id.as_str(), i).is_some() {
+            problems.push(Problem {
+                kind: ProblemKind::DuplicateId,
+                node: Some(node.id.clone()),
+                port: None,
+                path: format!("$.nodes[{i}].id"),
+                message: format!("node id `{}` is used more than once; ids must be unique", node.id),
+            });
+        }
+    }
+
+    let mut instances: Vec<Option<(BlockMeta, Arc<dyn NodeImpl>)>> = Vec::with_capacity(doc.nodes.len());
+    for (i, node) in doc.nodes.iter().enumerate() {
+        match instantiate_node(i, node, catalog) {
+            Ok(pair) => instances.push(Some(pair)),
+            Err(problem) => {
+                problems.push(problem);
+                instances.push(None);
+            }
+        }
+    }
+
+    check_interface_names(doc, &instances, &mut problems);
+
+    // Resolve wires. Slots are per input port of the target node.
+    let mut inputs: Vec<Vec<InputSlot>> = vec![Vec::new(); doc.nodes.len()];
+    let mut wired_from: Vec<Vec<(usize, String, usize)>> = vec![Vec::new(); doc.nodes.len()];
+    let mut wire_into: HashMap<(usize, &str), usize> = HashMap::new();
+    for (e, edge) in doc.edges.iter().enumerate() {
+        let (from_id, from_port) = (&edge.from.0, &edge.from.1);
+        let (to_id, to_port) = (&edge.to.0, &edge.to.1);
+        let from_index = index_by_id.get(from_id.as_str()).copied();
+        let to_index = index_by_id.get(to_id.as_str()).copied();
+        let mut ends_known = true;
+        for (end, id, index) in [("from", from_id, from_index), ("to", to_id, to_index)] {
+            if index.is_none() {
+                ends_known = false;
+                problems.push(Problem {
+                    kind: ProblemKind::UnknownNode,
+                    node: Some(id.clone()),
+                    port: None,
+                    path: format!("$.edges[{e}].{end}"),
+                    message: format!("a wire refers to node `{id}`, which is not in the graph"),
+                });
+            }
+        }
+        let (Some(from_index), Some(to_index)) = (from_index, to_index) else {
+            continue;
+        };
+        if !ends_known {
+            continue;
+        }
+        let (Some((_, from_node)), Some((_, to_node))) = (&instances[from_index], &instances[to_index]) else {
+            continue;
+        };
+        let Some(out_spec) = from_node.ports().output(from_port) else {
+            problems.push(unknown_port(e, "from", from_id, from_port, "output", &from_node.ports().outputs_with_error()));
+            continue;
+        };
+        let Some(in_spec) = to_node.ports().input(to_port) else {
+            problems.push(unknown_port(e, "to", to_id, to_port, "input", &to_node.ports().inputs));
+            continue;
+        };
+        let compat = match compatibility(&out_spec.ty, &in_spec.ty) {
+            Ok(compat) => compat,
+            Err(mismatch) => {
+                problems.push(Problem {
+                    kind: ProblemKind::TypeMismatch,
+                    node: Some(to_id.clone()),
+                    port: Some(to_port.clone()),
+                    path: format!("$.edges[{e}]"),
+                    message: format!(
+                        "wire `{from_id}.{from_port}` → `{to_id}.{to_port}`: {mismatch}"
+                    ),
+                });
+                continue;
+            }
+        };
+        if let Some(previous) = wire_into.insert((to_index, to_port.as_str()), e) {
+            problems.push(Problem {
+                kind: ProblemKind::MultipleWires,
+                node: Some(to_id.clone()),
+                port: Some(to_port.clone()),
+                path: format!("$.edges[{e}]"),
+                message: format!(
+                    "input `{to_id}.{to_port}` has two wires (edges {previous} and {e}); an input takes one wire"
+                ),
+            });
+            continue;
+        }
+        let slot = inputs[to_index].len();
+        inputs[to_index].push(InputSlot {
+            port: to_port.clone(),
+            ty: in_spec.ty.clone(),
+            required: in_spec.required,
+            source_node: from_index,
+            source_port: from_port.clone(),
+            compat,
+        });
+        wired_from[from_index].push((to_index, from_port.clone(), slot));
+    }
+
+    for (i, node) in doc.nodes.iter().enumerate() {
+        let Some((_, imp)) = &instances[i] else { continue };
+        for port in &imp.ports().inputs {
+            if port.required && !inputs[i].iter().any(|slot| slot.port == port.name) {
+                problems.push(Problem {
+                    kind: ProblemKind::MissingInput,
+                    node: Some(node.id.clone()),
+                    port: Some(port.name.clone()),
+                    path: format!("$.nodes[{i}]"),
+                    message: format!(
+                        "node `{}`: required input `{}` ({}) is not wired; connect an output to it",
+                        node.id, port.name, port.ty
+                    ),
+                });
+            }
+        }
+    }
+
+    let topo_order = match topological_order(doc, &inputs) {
+        Ok(order) => order,
+        Err(cycle) => {
+            let names: Vec<&str> = cycle.iter().map(|&i| doc.nodes[i].id.as_str()).collect();
+            problems.push(Problem {
+                kind: ProblemKind::Cycle,
+                node: names.first().map(|s| (*s).to_owned()),
+                port: None,
+                path: format!("$.nodes[{}]", cycle.first().copied().unwrap_or(0)),
+                message: format!(
+                    "the wires form a cycle through {}; a graph must not loop back on itself (use a for-each or agent block to repeat)",
+                    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" → ")
+                ),
+            });
+            Vec::new()
+        }
+    };
+
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+
+    let mut topo_rank = vec![0; doc.nodes.len()];
+    for (rank, &i) in topo_order.iter().enumerate() {
+        topo_rank[i] = rank;
+    }
+    let nodes = doc
+        .nodes
+        .iter()
+        .zip(instances)
+        .zip(inputs)
+        .zip(wired_from)
+        .filter_map(|(((doc_node, instance), inputs), wired)| {
+            let (meta, node) = instance?;
+            let mut by_port: BTreeMap<String, Vec<(usize, usize)>> = BTreeMap::new();
+            for (target, port, slot) in wired {
+                by_port.entry(port).or_default().push((target, slot));
+            }
+            Some(ValidNode {
+                id: doc_node.id.clone(),
+                meta,
+                node,
+                credential: doc_node.credential.clone(),
+                timeout: doc_node.timeout_ms.map(Duration::from_millis),
+                retry: doc_node.retry.clone().unwrap_or_default(),
+                inputs,
+                outputs: by_port
+                    .into_iter()
+                    .map(|(port, targets)| OutputFanout { port, targets })
+                    .collect(),
+            })
+        })
+        .collect();
+    Ok(ValidGraph {
+        doc: doc.clone(),
+        nodes,
+        topo_order,
+        topo_rank,
+    })
+}
+
+fn unknown_port(edge: usize, end: &str, node: &str, port: &str, direction: &str, known: &[crate::block::PortSpec]) -> Problem {
+    let names: Vec<String> = known.iter().map(|p| format!("`{}`", p.name)).collect();
+    let choices = if names.is_empty() {
+        format!("it has no {direction}s")
+    } else {
+        format!("its {direction}s are {}", names.join(", "))
+    };
+    Problem {
+        kind: ProblemKind::UnknownPort,
+        node: Some(node.to_owned()),
+        port: Some(port.to_owned()),
+        path: format!("$.edges[{edge}].{end}"),
+        message: format!("node `{node}` has no {direction} `{port}`; {choices}"),
+    }
+}
+
+fn check_interface_names(
+    doc: &GraphDoc,
+    instances: &[Option<(BlockMeta, Arc<dyn NodeImpl>)>],
+    problems: &mut Vec<Problem>,
+) {
+    let mut seen: HashMap<(bool, String), &str> = HashMap::new();
+    for (i, instance) in instances.iter().enumerate() {
+        let Some((_, imp)) = instance else { continue };
+        let key = match imp.interface() {
+            Some(GraphInterface::Input { name, .. }) => (true, name),
+            Some(GraphInterface::Output { name }) => (false, name),
+            None => continue,
+        };
+        let id = doc.nodes[i].id.as_str();
+        if let Some(first) = seen.get(&key) {
+            let what = if key.0 { "input" } else { "output" };
+            problems.push(Problem {
+                kind: ProblemKind::DuplicateInterface,
+                node: Some(id.to_owned()),
+                port: None,
+                path: format!("$.nodes[{i}].config.name"),
+                message: format!(
+                    "node `{id}` declares graph {what} `{}`, which node `{first}` declares already; names must be unique",
+                    key.1
+                ),
+            });
+        } else {
+            seen.insert(key, id);
+        }
+    }
+}
+
+/// Kahn's algorithm, iterative (graphs of 100,000 nodes must not overflow the stack).
+/// Ready nodes are taken in document order, so the result is stable.
+fn topological_order(doc: &GraphDoc, inputs: &[Vec<InputSlot>]) -> Result<Vec<usize>, Vec<usize>> {
+    let n = doc.nodes.len();
+    let mut indegree = vec![0usize; n];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (target, slots) in inputs.iter().enumerate() {
+        for slot in slots {
+            indegree[target] += 1;
+            dependents[slot.source_node].push(target);
+        }
+    }
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> =
+        (0..n).filter(|&i| indegree[i] == 0).map(std::cmp::Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(std::cmp::Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &d in &dependents[i] {
+            indegree[d] -= 1;
+            if indegree[d] == 0 {
+                ready.push(std::cmp::Reverse(d));
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    // Walk back along unfinished inputs from any node left to find one actual cycle.
+    let Some(start) = (0..n).find(|&i| indegree[i] > 0) else {
+        return Err(Vec::new());
+    };
+    let mut path = vec![start];
+    let mut position: HashMap<usize, usize> = HashMap::from([(start, 0)]);
+    let mut current = start;
+    loop {
+        let Some(next) = inputs[current]
+            .iter()
+            .map(|slot| slot.source_node)
+            .find(|&s| indegree[s] > 0)
+        else {
+            return Err(path);
+        };
+        if let Some(&at) = position.get(&next) {
+            let mut cycle: Vec<usize> = path[at..].to_vec();
+            cycle.reverse();
+            return Err(cycle);
+        }
+        position.insert(next, path.len());
+        path.push(next);
+        current = next;
+    }
+}

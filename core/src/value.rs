@@ -1,0 +1,268 @@
+//! The runtime value that travels along wires.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use base64::Engine as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A map of port name to value: a node's inputs or outputs. Sorted, so it prints stably.
+pub type ValueMap = BTreeMap<String, Value>;
+
+/// The key under which bytes are carried when a [`Value`] is written as JSON.
+const BYTES_KEY: &str = "$bytes";
+
+/// A value flowing between blocks. JSON-shaped, plus raw bytes.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Value {
+    #[default]
+    Null,
+    Bool(bool),
+    Integer(i64),
+    Number(f64),
+    Text(String),
+    List(Vec<Value>),
+    Object(BTreeMap<String, Value>),
+    Bytes(Vec<u8>),
+}
+
+impl Value {
+    /// A short name of the value's shape, for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Integer(_) => "integer",
+            Value::Number(_) => "number",
+            Value::Text(_) => "text",
+            Value::List(_) => "list",
+            Value::Object(_) => "object",
+            Value::Bytes(_) => "bytes",
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Number(n) => Some(*n),
+            #[allow(clippy::cast_precision_loss, reason = "JSON numbers are f64 anyway")]
+            Value::Integer(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Integer(i) => Some(*i),
+            #[allow(clippy::cast_possible_truncation, reason = "checked to be integral")]
+            Value::Number(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => Some(*n as i64),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    pub fn as_list(&self) -> Option<&[Value]> {
+        match self {
+            Value::List(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn as_object(&self) -> Option<&BTreeMap<String, Value>> {
+        match self {
+            Value::Object(map) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// Truthiness as a person would expect it in a condition: empty things and zero are false.
+    pub fn is_truthy(&self) -> bool {
+        match self {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Integer(i) => *i != 0,
+            Value::Number(n) => *n != 0.0,
+            Value::Text(s) => !s.is_empty() && s != "false",
+            Value::List(l) => !l.is_empty(),
+            Value::Object(o) => !o.is_empty(),
+            Value::Bytes(b) => !b.is_empty(),
+        }
+    }
+
+    /// The value as text: strings as they are, everything else as compact JSON.
+    pub fn to_text(&self) -> String {
+        match self {
+            Value::Text(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_json().to_string(),
+        }
+    }
+
+    /// Converts to plain JSON. Bytes become `{"$bytes": "<base64>"}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Null => serde_json::Value::Null,
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::Integer(i) => serde_json::Value::from(*i),
+            Value::Number(n) => serde_json::Number::from_f64(*n)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Value::Text(s) => serde_json::Value::String(s.clone()),
+            Value::List(items) => serde_json::Value::Array(items.iter().map(Value::to_json).collect()),
+            Value::Object(map) => serde_json::Value::Object(
+                map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
+            ),
+            Value::Bytes(bytes) => {
+                let mut map = serde_json::Map::new();
+                map.insert(
+                    BYTES_KEY.to_owned(),
+                    serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                );
+                serde_json::Value::Object(map)
+            }
+        }
+    }
+
+    /// Converts from plain JSON; the inverse of [`Value::to_json`].
+    pub fn from_json(json: serde_json::Value) -> Value {
+        match json {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Value::Integer(i),
+                None => Value::Number(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            serde_json::Value::String(s) => Value::Text(s),
+            serde_json::Value::Array(items) => Value::List(items.into_iter().map(Value::from_json).collect()),
+            serde_json::Value::Object(map) => {
+                if map.len() == 1
+                    && let Some(serde_json::Value::String(encoded)) = map.get(BYTES_KEY)
+                    && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(encoded)
+                {
+                    return Value::Bytes(bytes);
+                }
+                Value::Object(map.into_iter().map(|(k, v)| (k, Value::from_json(v))).collect())
+            }
+        }
+    }
+
+    /// A one-line preview at most `max_chars` long, for showing on a node.
+    pub fn preview(&self, max_chars: usize) -> String {
+        let full = match self {
+            Value::Bytes(b) => format!("<{} bytes>", b.len()),
+            other => other.to_text(),
+        };
+        let single_line: String = full.chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
+        if single_line.chars().count() <= max_chars {
+            single_line
+        } else {
+            let mut cut: String = single_line.chars().take(max_chars.saturating_sub(1)).collect();
+            cut.push('…');
+            cut
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_text())
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(deserializer).map(Value::from_json)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::Text(s.to_owned())
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Text(s)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(i: i64) -> Self {
+        Value::Integer(i)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(n: f64) -> Self {
+        Value::Number(n)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+
+impl From<serde_json::Value> for Value {
+    fn from(json: serde_json::Value) -> Self {
+        Value::from_json(json)
+    }
+}
+
+impl From<Vec<Value>> for Value {
+    fn from(items: Vec<Value>) -> Self {
+        Value::List(items)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trip_keeps_bytes_and_numbers() {
+        let value = Value::Object(BTreeMap::from([
+            ("b".to_owned(), Value::Bytes(vec![0, 1, 255])),
+            ("i".to_owned(), Value::Integer(-3)),
+            ("n".to_owned(), Value::Number(1.5)),
+            ("l".to_owned(), Value::List(vec![Value::Null, Value::from("x")])),
+        ]));
+        let text = serde_json::to_string(&value).unwrap();
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, value);
+    }
+
+    #[test]
+    fn preview_is_cut_and_single_line() {
+        assert_eq!(Value::from("a\nb").preview(10), "a⏎b");
+        assert_eq!(Value::from("abcdefghij").preview(5), "abcd…");
+    }
+
+    #[test]
+    fn truthiness() {
+        assert!(!Value::from("").is_truthy());
+        assert!(!Value::from("false").is_truthy());
+        assert!(Value::from("yes").is_truthy());
+        assert!(!Value::Integer(0).is_truthy());
+        assert!(Value::List(vec![Value::Null]).is_truthy());
+    }
+}

@@ -1,0 +1,256 @@
+//! The typed event stream of a run. The CLI, the canvas and the run store all consume it.
+
+use std::sync::Mutex;
+
+use agentloom_core::{Usage, ValueMap};
+use serde::{Deserialize, Serialize};
+
+/// The state a run ends in (or is in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    /// The process died while the run was going (found so afterwards).
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        Some(match text {
+            "running" => RunStatus::Running,
+            "completed" => RunStatus::Completed,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            "interrupted" => RunStatus::Interrupted,
+            _ => return None,
+        })
+    }
+}
+
+/// The state of one node within a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    /// Not reached (yet, or ever: the run stopped first).
+    Pending,
+    Queued,
+    Running,
+    AwaitingApproval,
+    Done,
+    Failed,
+    Skipped,
+}
+
+impl NodeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStatus::Pending => "pending",
+            NodeStatus::Queued => "queued",
+            NodeStatus::Running => "running",
+            NodeStatus::AwaitingApproval => "awaiting_approval",
+            NodeStatus::Done => "done",
+            NodeStatus::Failed => "failed",
+            NodeStatus::Skipped => "skipped",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<NodeStatus> {
+        Some(match text {
+            "pending" => NodeStatus::Pending,
+            "queued" => NodeStatus::Queued,
+            "running" => NodeStatus::Running,
+            "awaiting_approval" => NodeStatus::AwaitingApproval,
+            "done" => NodeStatus::Done,
+            "failed" => NodeStatus::Failed,
+            "skipped" => NodeStatus::Skipped,
+            _ => return None,
+        })
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            NodeStatus::Done | NodeStatus::Failed | NodeStatus::Skipped
+        )
+    }
+}
+
+/// One thing that happened in a run. `seq` orders events within the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunEvent {
+    pub seq: u64,
+    /// Milliseconds since the run started.
+    pub at_ms: u64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    RunStarted {
+        run_id: String,
+        graph_name: String,
+        node_count: usize,
+        inputs: ValueMap,
+    },
+    NodeQueued {
+        node: String,
+    },
+    NodeStarted {
+        node: String,
+        attempt: u32,
+        inputs: ValueMap,
+    },
+    /// A piece of streamed output (e.g. LLM tokens) for `port`.
+    NodePartial {
+        node: String,
+        port: String,
+        chunk: String,
+    },
+    /// Tokens and cost just reported by the node (an increment).
+    NodeUsage {
+        node: String,
+        usage: Usage,
+    },
+    NodeRetrying {
+        node: String,
+        /// The attempt that failed.
+        attempt: u32,
+        error: String,
+        wait_ms: u64,
+    },
+    NodeAwaitingApproval {
+        node: String,
+    },
+    NodeFinished {
+        node: String,
+        outputs: ValueMap,
+        attempts: u32,
+        duration_ms: u64,
+        usage: Usage,
+    },
+    NodeFailed {
+        node: String,
+        error: String,
+        attempts: u32,
+        duration_ms: u64,
+        usage: Usage,
+        /// The failure went to the node's wired `error` output; the run goes on.
+        caught: bool,
+    },
+    NodeSkipped {
+        node: String,
+        reason: String,
+    },
+    RunFinished {
+        status: RunStatus,
+        outputs: ValueMap,
+        error: Option<String>,
+        usage: Usage,
+        duration_ms: u64,
+    },
+}
+
+impl EventKind {
+    /// The node this event is about, if any.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            EventKind::NodeQueued { node }
+            | EventKind::NodeStarted { node, .. }
+            | EventKind::NodePartial { node, .. }
+            | EventKind::NodeUsage { node, .. }
+            | EventKind::NodeRetrying { node, .. }
+            | EventKind::NodeAwaitingApproval { node }
+            | EventKind::NodeFinished { node, .. }
+            | EventKind::NodeFailed { node, .. }
+            | EventKind::NodeSkipped { node, .. } => Some(node),
+            EventKind::RunStarted { .. } | EventKind::RunFinished { .. } => None,
+        }
+    }
+
+    /// The snake_case name used in the run log (`node_finished`…).
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::RunStarted { .. } => "run_started",
+            EventKind::NodeQueued { .. } => "node_queued",
+            EventKind::NodeStarted { .. } => "node_started",
+            EventKind::NodePartial { .. } => "node_partial",
+            EventKind::NodeUsage { .. } => "node_usage",
+            EventKind::NodeRetrying { .. } => "node_retrying",
+            EventKind::NodeAwaitingApproval { .. } => "node_awaiting_approval",
+            EventKind::NodeFinished { .. } => "node_finished",
+            EventKind::NodeFailed { .. } => "node_failed",
+            EventKind::NodeSkipped { .. } => "node_skipped",
+            EventKind::RunFinished { .. } => "run_finished",
+        }
+    }
+}
+
+/// A consumer of run events. Called on the executor's task: it must not block (hand the
+/// event to a channel or a buffer and return).
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: &RunEvent);
+}
+
+/// Discards every event.
+pub struct NullSink;
+
+impl EventSink for NullSink {
+    fn emit(&self, _event: &RunEvent) {}
+}
+
+/// Sends every event to several sinks in order.
+pub struct FanoutSink(pub Vec<std::sync::Arc<dyn EventSink>>);
+
+impl EventSink for FanoutSink {
+    fn emit(&self, event: &RunEvent) {
+        for sink in &self.0 {
+            sink.emit(event);
+        }
+    }
+}
+
+/// Keeps every event in memory (tests, small tools).
+#[derive(Default)]
+pub struct CollectSink(Mutex<Vec<RunEvent>>);
+
+impl CollectSink {
+    pub fn events(&self) -> Vec<RunEvent> {
+        self.0
+            .lock()
+            .map(|events| events.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl EventSink for CollectSink {
+    fn emit(&self, event: &RunEvent) {
+        if let Ok(mut events) = self.0.lock() {
+            events.push(event.clone());
+        }
+    }
+}
+
+/// Forwards events into a tokio channel (the canvas drains it each frame).
+pub struct ChannelSink(pub tokio::sync::mpsc::UnboundedSender<RunEvent>);
+
+impl EventSink for ChannelSink {
+    fn emit(&self, event: &RunEvent) {
+        // A closed receiver means nobody watches any more; the run goes on regardless.
+        let _ = self.0.send(event.clone());
+    }
+}

@@ -1,0 +1,835 @@
+//! The executor: runs a [`ValidGraph`] as a dataflow.
+//!
+//! One scheduler task owns all run state; node futures are polled on it through a
+//! `FuturesUnordered` (no task spawn per node, no locks on the hot path). A node starts when
+//! every wired input has either a value or is known to be absent. A node whose required input
+//! is absent is skipped, and its outputs become absent in turn: that is how untaken branches
+//! are skipped, with no sentinel value on the wires. Ready nodes start in topological order,
+//! so event order is deterministic for equal inputs.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentloom_core::{
+    BlockCatalog, BlockError, Compat, Config, ErrorClass, GraphDoc, NodeImpl, RunCtx, Secret,
+    SecretError, SecretSource, Usage, ValidGraph, Value, ValueMap, coerce, validate,
+};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
+
+/// Asks a person whether a side-effecting node may run (safe mode).
+#[async_trait::async_trait]
+pub trait Approver: Send + Sync {
+    /// Returns true to let `node` run. May wait as long as it needs.
+    async fn approve(&self, run_id: &str, node: &str, block_title: &str, inputs: &ValueMap)
+    -> bool;
+}
+
+/// Per-run choices that are not part of the graph.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// Defaults to a fresh time-ordered id.
+    pub run_id: Option<String>,
+    /// Cancel this to stop the run.
+    pub cancel: CancellationToken,
+    /// Overrides the graph's concurrency setting.
+    pub concurrency: Option<usize>,
+}
+
+/// What happened to one node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeReport {
+    pub id: String,
+    pub status: NodeStatus,
+    pub attempts: u32,
+    pub duration_ms: u64,
+    pub error: Option<String>,
+    pub usage: Usage,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub outputs: ValueMap,
+    /// Sorted by node id.
+    pub nodes: Vec<NodeReport>,
+    pub usage: Usage,
+    pub duration_ms: u64,
+    pub error: Option<String>,
+}
+
+/// Runs graphs. Cheap to clone; one executor can run many graphs at once.
+#[derive(Clone)]
+pub struct Executor {
+    catalog: Arc<dyn BlockCatalog>,
+    secrets: Arc<dyn SecretSource>,
+    workspace: PathBuf,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+/// Secrets from `AGENTLOOM_SECRET_<NAME>` environment variables only.
+pub struct EnvSecrets;
+
+impl SecretSource for EnvSecrets {
+    fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        let env_var = agentloom_core::secret_env_var(name);
+        match std::env::var(&env_var) {
+            Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
+            _ => Err(SecretError::Missing {
+                name: name.to_owned(),
+                env_var,
+            }),
+        }
+    }
+}
+
+impl Executor {
+    pub fn new(catalog: Arc<dyn BlockCatalog>) -> Self {
+        Self {
+            catalog,
+            secrets: Arc::new(EnvSecrets),
+            workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            approver: None,
+        }
+    }
+
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: Arc<dyn SecretSource>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    #[must_use]
+    pub fn with_workspace(mut self, workspace: PathBuf) -> Self {
+        self.workspace = workspace;
+        self
+    }
+
+    #[must_use]
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    pub fn catalog(&self) -> &Arc<dyn BlockCatalog> {
+        &self.catalog
+    }
+
+    /// Runs `graph` to the end (completed, failed or cancelled), emitting every event to `sink`.
+    pub async fn run(
+        &self,
+        graph: Arc<ValidGraph>,
+        inputs: ValueMap,
+        options: RunOptions,
+        sink: Arc<dyn EventSink>,
+    ) -> RunReport {
+        let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
+        let shared = Arc::new(RunShared {
+            run_id,
+            executor: self.clone(),
+            inputs,
+            outputs: Mutex::new(ValueMap::new()),
+            sink,
+            started: Instant::now(),
+            seq: AtomicU64::new(0),
+            usage: Mutex::new(Usage::default()),
+            cancel: options.cancel.clone(),
+            limit_error: Mutex::new(None),
+            max_cost_usd: graph.doc.settings.max_cost_usd,
+        });
+        let concurrency = options
+            .concurrency
+            .or(graph.doc.settings.concurrency)
+            .unwrap_or(8)
+            .max(1);
+        Scheduler::new(graph, shared, concurrency).run().await
+    }
+}
+
+/// A new run id: time-ordered, so ids sort by start time.
+pub fn new_run_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// State shared by the scheduler and every running node.
+struct RunShared {
+    run_id: String,
+    executor: Executor,
+    inputs: ValueMap,
+    outputs: Mutex<ValueMap>,
+    sink: Arc<dyn EventSink>,
+    started: Instant,
+    seq: AtomicU64,
+    usage: Mutex<Usage>,
+    cancel: CancellationToken,
+    /// Set when a run limit stopped the run.
+    limit_error: Mutex<Option<String>>,
+    max_cost_usd: Option<f64>,
+}
+
+impl RunShared {
+    fn emit(&self, kind: EventKind) {
+        let event = RunEvent {
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            at_ms: elapsed_ms(self.started),
+            kind,
+        };
+        self.sink.emit(&event);
+    }
+
+    fn stop_for_limit(&self, message: String) {
+        if let Ok(mut slot) = self.limit_error.lock()
+            && slot.is_none()
+        {
+            *slot = Some(message);
+        }
+        self.cancel.cancel();
+    }
+
+    fn limit_error(&self) -> Option<String> {
+        self.limit_error.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    fn total_usage(&self) -> Usage {
+        self.usage.lock().map(|u| *u).unwrap_or_default()
+    }
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What a running node sees.
+struct NodeCtx {
+    shared: Arc<RunShared>,
+    node_id: String,
+    attempt: u32,
+    previous_error: Option<String>,
+    cancel: CancellationToken,
+    usage: Mutex<Usage>,
+}
+
+#[async_trait::async_trait]
+impl RunCtx for NodeCtx {
+    fn run_id(&self) -> &str {
+        &self.shared.run_id
+    }
+
+    fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    fn previous_error(&self) -> Option<&str> {
+        self.previous_error.as_deref()
+    }
+
+    fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    fn partial(&self, port: &str, chunk: &str) {
+        self.shared.emit(EventKind::NodePartial {
+            node: self.node_id.clone(),
+            port: port.to_owned(),
+            chunk: chunk.to_owned(),
+        });
+    }
+
+    fn report_usage(&self, usage: Usage) {
+        if let Ok(mut mine) = self.usage.lock() {
+            *mine += usage;
+        }
+        let total = match self.shared.usage.lock() {
+            Ok(mut total) => {
+                *total += usage;
+                *total
+            }
+            Err(_) => return,
+        };
+        self.shared.emit(EventKind::NodeUsage {
+            node: self.node_id.clone(),
+            usage,
+        });
+        if let Some(max) = self.shared.max_cost_usd
+            && total.cost_usd > max
+        {
+            self.shared.stop_for_limit(format!(
+                "cost limit reached: the run spent ${:.4}, more than its max_cost_usd of ${max:.4} (node `{}`)",
+                total.cost_usd, self.node_id
+            ));
+        }
+    }
+
+    fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        self.shared.executor.secrets.secret(name)
+    }
+
+    fn workspace(&self) -> &std::path::Path {
+        &self.shared.executor.workspace
+    }
+
+    fn graph_input(&self, name: &str) -> Option<Value> {
+        self.shared.inputs.get(name).cloned()
+    }
+
+    fn set_graph_output(&self, name: &str, value: Value) {
+        if let Ok(mut outputs) = self.shared.outputs.lock() {
+            outputs.insert(name.to_owned(), value);
+        }
+    }
+
+    async fn run_subgraph(
+        &self,
+        graph: &GraphDoc,
+        inputs: ValueMap,
+    ) -> Result<ValueMap, BlockError> {
+        let executor = &self.shared.executor;
+        let valid = validate(graph, executor.catalog.as_ref()).map_err(|problems| {
+            let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            BlockError::permanent(format!("the sub-graph is invalid: {}", list.join("; ")))
+        })?;
+        let options = RunOptions {
+            run_id: Some(format!("{}/{}", self.shared.run_id, self.node_id)),
+            cancel: self.cancel.child_token(),
+            concurrency: None,
+        };
+        // Sub-run events stay inside the node; its usage counts towards the parent run.
+        let report = Box::pin(executor.run(
+            Arc::new(valid),
+            inputs,
+            options,
+            Arc::new(crate::events::NullSink),
+        ))
+        .await;
+        if !report.usage.is_zero() {
+            self.report_usage(report.usage);
+        }
+        match report.status {
+            RunStatus::Completed => Ok(report.outputs),
+            RunStatus::Cancelled => Err(BlockError::cancelled()),
+            _ => Err(BlockError::permanent(format!(
+                "the sub-graph failed: {}",
+                report.error.unwrap_or_else(|| "unknown error".to_owned())
+            ))),
+        }
+    }
+
+    fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError> {
+        let block = self
+            .shared
+            .executor
+            .catalog
+            .block(kind)
+            .ok_or_else(|| BlockError::permanent(format!("unknown block `{kind}`")))?;
+        block
+            .instantiate(config)
+            .map_err(|e| BlockError::permanent(format!("block `{kind}`: {e}")))
+    }
+}
+
+/// The result of running one node (all its attempts).
+struct NodeOutcome {
+    index: usize,
+    result: Result<ValueMap, BlockError>,
+    attempts: u32,
+    duration_ms: u64,
+    usage: Usage,
+}
+
+/// Per-node bookkeeping of the scheduler.
+struct NodeState {
+    status: NodeStatus,
+    /// Wired inputs not yet settled (value or absent).
+    waiting: usize,
+    /// One slot per wired input: `None` until settled, `Some(None)` when absent.
+    slots: Vec<Option<Option<Value>>>,
+    attempts: u32,
+    duration_ms: u64,
+    error: Option<String>,
+    usage: Usage,
+}
+
+struct Scheduler {
+    graph: Arc<ValidGraph>,
+    shared: Arc<RunShared>,
+    concurrency: usize,
+    states: Vec<NodeState>,
+    /// Ready nodes keyed by topological rank.
+    ready: BinaryHeap<Reverse<(usize, usize)>>,
+    steps: u64,
+    failure: Option<String>,
+}
+
+impl Scheduler {
+    fn new(graph: Arc<ValidGraph>, shared: Arc<RunShared>, concurrency: usize) -> Self {
+        let states = graph
+            .nodes
+            .iter()
+            .map(|node| NodeState {
+                status: NodeStatus::Pending,
+                waiting: node.inputs.len(),
+                slots: vec![None; node.inputs.len()],
+                attempts: 0,
+                duration_ms: 0,
+                error: None,
+                usage: Usage::default(),
+            })
+            .collect();
+        Self {
+            graph,
+            shared,
+            concurrency,
+            states,
+            ready: BinaryHeap::new(),
+            steps: 0,
+            failure: None,
+        }
+    }
+
+    async fn run(mut self) -> RunReport {
+        let graph = Arc::clone(&self.graph);
+        self.shared.emit(EventKind::RunStarted {
+            run_id: self.shared.run_id.clone(),
+            graph_name: graph.doc.name.clone(),
+            node_count: graph.nodes.len(),
+            inputs: self.shared.inputs.clone(),
+        });
+        for &index in &graph.topo_order {
+            if graph.nodes[index].inputs.is_empty() {
+                self.enqueue(index);
+            }
+        }
+
+        let deadline = graph
+            .doc
+            .settings
+            .max_wall_ms
+            .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+        let mut running: FuturesUnordered<BoxFuture<'static, NodeOutcome>> =
+            FuturesUnordered::new();
+        loop {
+            while running.len() < self.concurrency
+                && self.failure.is_none()
+                && !self.shared.cancel.is_cancelled()
+            {
+                let Some(Reverse((_, index))) = self.ready.pop() else {
+                    break;
+                };
+                if let Some(limit) = graph.doc.settings.max_steps
+                    && self.steps >= limit
+                {
+                    self.shared.stop_for_limit(format!(
+                        "step limit reached: the run may execute at most {limit} nodes"
+                    ));
+                    break;
+                }
+                self.steps += 1;
+                running.push(self.start(index));
+            }
+            if running.is_empty() {
+                break;
+            }
+            let next = tokio::select! {
+                biased;
+                outcome = running.next() => outcome,
+                () = self.shared.cancel.cancelled() => None,
+                () = sleep_until(deadline) => {
+                    if let Some(ms) = graph.doc.settings.max_wall_ms {
+                        self.shared.stop_for_limit(format!("time limit reached: the run may take at most {ms} ms"));
+                    }
+                    None
+                }
+            };
+            match next {
+                Some(outcome) => self.finish(outcome),
+                None => {
+                    // Cancelled: give nodes a moment to notice their token, then drop them.
+                    let grace = tokio::time::sleep(Duration::from_millis(200));
+                    tokio::pin!(grace);
+                    loop {
+                        tokio::select! {
+                            outcome = running.next() => match outcome {
+                                Some(outcome) => self.finish(outcome),
+                                None => break,
+                            },
+                            () = &mut grace => break,
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        drop(running);
+        self.report()
+    }
+
+    fn enqueue(&mut self, index: usize) {
+        self.states[index].status = NodeStatus::Queued;
+        self.ready
+            .push(Reverse((self.graph.topo_rank[index], index)));
+        self.shared.emit(EventKind::NodeQueued {
+            node: self.graph.nodes[index].id.clone(),
+        });
+    }
+
+    /// Builds the future that runs node `index` through all its attempts.
+    fn start(&mut self, index: usize) -> BoxFuture<'static, NodeOutcome> {
+        let state = &mut self.states[index];
+        state.status = NodeStatus::Running;
+        let node = &self.graph.nodes[index];
+        let mut inputs = ValueMap::new();
+        let mut conversion_error = None;
+        for (slot, value) in node.inputs.iter().zip(state.slots.iter_mut()) {
+            if let Some(Some(value)) = value.take() {
+                let value = if slot.compat == Compat::Exact {
+                    Ok(value)
+                } else {
+                    coerce(value, &slot.ty)
+                };
+                match value {
+                    Ok(value) => {
+                        inputs.insert(slot.port.clone(), value);
+                    }
+                    Err(err) => {
+                        conversion_error.get_or_insert_with(|| {
+                            BlockError::input(
+                                &slot.port,
+                                format!(
+                                    "the value from `{}.{}` does not fit: {err}",
+                                    self.graph.nodes[slot.source_node].id, slot.source_port
+                                ),
+                            )
+                        });
+                    }
+                }
+            }
+        }
+        let graph = Arc::clone(&self.graph);
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move {
+            let node = &graph.nodes[index];
+            let started = Instant::now();
+            let node_usage = Mutex::new(Usage::default());
+            let mut previous_error: Option<String> = None;
+            let mut attempt = 0;
+            let result = loop {
+                attempt += 1;
+                shared.emit(EventKind::NodeStarted {
+                    node: node.id.clone(),
+                    attempt,
+                    inputs: inputs.clone(),
+                });
+                if let Some(err) = conversion_error.take() {
+                    break Err(err);
+                }
+                if attempt == 1
+                    && graph.doc.settings.safe_mode
+                    && node.meta.side_effects
+                    && let Err(err) =
+                        ask_approval(&shared, &node.id, &node.meta.title, &inputs).await
+                {
+                    break Err(err);
+                }
+                let ctx = NodeCtx {
+                    shared: Arc::clone(&shared),
+                    node_id: node.id.clone(),
+                    attempt,
+                    previous_error: previous_error.take(),
+                    cancel: shared.cancel.child_token(),
+                    usage: Mutex::new(Usage::default()),
+                };
+                let attempt_result =
+                    run_attempt(node.node.as_ref(), inputs.clone(), &ctx, node.timeout).await;
+                if let (Ok(mut total), Ok(mine)) = (node_usage.lock(), ctx.usage.lock()) {
+                    *total += *mine;
+                }
+                match attempt_result {
+                    Ok(outputs) => break Ok(outputs),
+                    Err(err)
+                        if err.is_retryable()
+                            && attempt < node.retry.max_attempts
+                            && !shared.cancel.is_cancelled() =>
+                    {
+                        let wait = err
+                            .retry_after
+                            .unwrap_or_default()
+                            .max(node.retry.backoff_before(attempt + 1));
+                        shared.emit(EventKind::NodeRetrying {
+                            node: node.id.clone(),
+                            attempt,
+                            error: err.message.clone(),
+                            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                        });
+                        previous_error = Some(err.message);
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = shared.cancel.cancelled() => break Err(BlockError::cancelled()),
+                        }
+                    }
+                    Err(err) => break Err(err),
+                }
+            };
+            NodeOutcome {
+                index,
+                result,
+                attempts: attempt,
+                duration_ms: elapsed_ms(started),
+                usage: node_usage.lock().map(|u| *u).unwrap_or_default(),
+            }
+        })
+    }
+
+    /// Records a node's outcome and settles its dependents' inputs.
+    fn finish(&mut self, outcome: NodeOutcome) {
+        let graph = Arc::clone(&self.graph);
+        let node = &graph.nodes[outcome.index];
+        let state = &mut self.states[outcome.index];
+        state.attempts = outcome.attempts;
+        state.duration_ms = outcome.duration_ms;
+        state.usage = outcome.usage;
+        match outcome.result {
+            Ok(mut outputs) => {
+                state.status = NodeStatus::Done;
+                for fanout in &node.outputs {
+                    let value = outputs.get(&fanout.port).cloned();
+                    for &(target, slot) in &fanout.targets {
+                        self.settle(target, slot, value.clone());
+                    }
+                }
+                outputs.retain(|port, _| node.node.ports().outputs.iter().any(|p| &p.name == port));
+                self.shared.emit(EventKind::NodeFinished {
+                    node: node.id.clone(),
+                    outputs,
+                    attempts: outcome.attempts,
+                    duration_ms: outcome.duration_ms,
+                    usage: outcome.usage,
+                });
+            }
+            Err(err) => {
+                state.status = NodeStatus::Failed;
+                state.error = Some(err.message.clone());
+                let error_fanout = node
+                    .outputs
+                    .iter()
+                    .find(|f| f.port == agentloom_core::ERROR_PORT);
+                let caught = error_fanout.is_some() && err.class != ErrorClass::Cancelled;
+                self.shared.emit(EventKind::NodeFailed {
+                    node: node.id.clone(),
+                    error: err.message.clone(),
+                    attempts: outcome.attempts,
+                    duration_ms: outcome.duration_ms,
+                    usage: outcome.usage,
+                    caught,
+                });
+                if caught {
+                    let mut error_value = ValueMap::from([
+                        ("message".to_owned(), Value::Text(err.message.clone())),
+                        ("node".to_owned(), Value::Text(node.id.clone())),
+                    ]);
+                    if let Some(data) = err.data {
+                        error_value.insert("data".to_owned(), data);
+                    }
+                    let error_value = Value::Object(error_value);
+                    for fanout in &node.outputs {
+                        let value = (fanout.port == agentloom_core::ERROR_PORT)
+                            .then(|| error_value.clone());
+                        for &(target, slot) in &fanout.targets {
+                            self.settle(target, slot, value.clone());
+                        }
+                    }
+                } else if err.class == ErrorClass::Cancelled && self.shared.cancel.is_cancelled() {
+                    // The run is stopping; the run's own status says why.
+                } else if self.failure.is_none() {
+                    self.failure = Some(format!("node `{}` failed: {}", node.id, err.message));
+                    self.shared.cancel.cancel();
+                }
+            }
+        }
+    }
+
+    /// Settles one input slot; starts or skips the node when it has all it needs.
+    /// Iterative, so a skip that cascades down a long chain cannot overflow the stack.
+    fn settle(&mut self, target: usize, slot: usize, value: Option<Value>) {
+        let mut pending = vec![(target, slot, value)];
+        while let Some((target, slot, value)) = pending.pop() {
+            let state = &mut self.states[target];
+            if state.slots[slot].is_some() {
+                continue;
+            }
+            state.slots[slot] = Some(value);
+            state.waiting -= 1;
+            if state.waiting > 0 {
+                continue;
+            }
+            let node = &self.graph.nodes[target];
+            let missing = node
+                .inputs
+                .iter()
+                .zip(&state.slots)
+                .find(|(spec, value)| spec.required && matches!(value, Some(None)));
+            // A node whose inputs are all absent has nothing to work on, even if they are optional.
+            let all_absent = state.slots.iter().all(|v| matches!(v, Some(None)));
+            let skip_because = match missing {
+                Some((spec, _)) => Some(spec),
+                None if all_absent => node.inputs.first(),
+                None => None,
+            };
+            if let Some(spec) = skip_because {
+                let source = &self.graph.nodes[spec.source_node].id;
+                let reason = format!(
+                    "input `{}` has no value: `{source}.{}` was not produced",
+                    spec.port, spec.source_port
+                );
+                state.status = NodeStatus::Skipped;
+                self.shared.emit(EventKind::NodeSkipped {
+                    node: node.id.clone(),
+                    reason,
+                });
+                for fanout in &node.outputs {
+                    for &(next, next_slot) in &fanout.targets {
+                        pending.push((next, next_slot, None));
+                    }
+                }
+            } else {
+                self.enqueue(target);
+            }
+        }
+    }
+
+    fn report(self) -> RunReport {
+        let limit_error = self.shared.limit_error();
+        let status = if self.failure.is_some() || limit_error.is_some() {
+            RunStatus::Failed
+        } else if self.shared.cancel.is_cancelled()
+            || self.states.iter().any(|s| !s.status.is_final())
+        {
+            RunStatus::Cancelled
+        } else {
+            RunStatus::Completed
+        };
+        let error = self.failure.clone().or(limit_error).or_else(|| {
+            (status == RunStatus::Cancelled).then(|| "the run was cancelled".to_owned())
+        });
+        let outputs = self
+            .shared
+            .outputs
+            .lock()
+            .map(|o| o.clone())
+            .unwrap_or_default();
+        let usage = self.shared.total_usage();
+        let duration_ms = elapsed_ms(self.shared.started);
+        self.shared.emit(EventKind::RunFinished {
+            status,
+            outputs: outputs.clone(),
+            error: error.clone(),
+            usage,
+            duration_ms,
+        });
+        let mut nodes: Vec<NodeReport> = self
+            .graph
+            .nodes
+            .iter()
+            .zip(self.states)
+            .map(|(node, state)| NodeReport {
+                id: node.id.clone(),
+                status: match state.status {
+                    NodeStatus::Queued | NodeStatus::Running | NodeStatus::AwaitingApproval => {
+                        NodeStatus::Pending
+                    }
+                    other => other,
+                },
+                attempts: state.attempts,
+                duration_ms: state.duration_ms,
+                error: state.error,
+                usage: state.usage,
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.id.cmp(&b.id));
+        RunReport {
+            run_id: self.shared.run_id.clone(),
+            status,
+            outputs,
+            nodes,
+            usage,
+            duration_ms,
+            error,
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One attempt: the node's own future, bounded by its timeout and the run's cancellation.
+async fn run_attempt(
+    node: &dyn NodeImpl,
+    inputs: ValueMap,
+    ctx: &NodeCtx,
+    timeout: Option<Duration>,
+) -> Result<ValueMap, BlockError> {
+    let work = node.run(inputs, ctx);
+    let bounded = async {
+        match timeout {
+            Some(limit) => match tokio::time::timeout(limit, work).await {
+                Ok(result) => result,
+                Err(_) => {
+                    ctx.cancel.cancel();
+                    Err(BlockError::transient(format!(
+                        "timed out after {} ms",
+                        limit.as_millis()
+                    )))
+                }
+            },
+            None => work.await,
+        }
+    };
+    tokio::select! {
+        biased;
+        result = bounded => result,
+        () = ctx.cancel.cancelled() => Err(BlockError::cancelled()),
+    }
+}
+
+async fn ask_approval(
+    shared: &Arc<RunShared>,
+    node: &str,
+    title: &str,
+    inputs: &ValueMap,
+) -> Result<(), BlockError> {
+    let Some(approver) = shared.executor.approver.clone() else {
+        return Err(BlockError::permanent(format!(
+            "safe mode: `{node}` ({title}) has side effects and needs approval, but nobody can approve it here; run it from the app, or turn safe mode off"
+        )));
+    };
+    shared.emit(EventKind::NodeAwaitingApproval {
+        node: node.to_owned(),
+    });
+    let approved = tokio::select! {
+        approved = approver.approve(&shared.run_id, node, title, inputs) => approved,
+        () = shared.cancel.cancelled() => return Err(BlockError::cancelled()),
+    };
+    if approved {
+        Ok(())
+    } else {
+        Err(BlockError::permanent(format!("`{node}` was not approved")))
+    }
+}

@@ -1,0 +1,121 @@
+//! The schema of the run log, as an ordered list of steps keyed on `PRAGMA user_version`.
+//!
+//! Step `n` (1-based) upgrades a database from `user_version = n - 1` to `n`. Steps are
+//! only ever appended: a released step never changes.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::StoreError;
+
+/// Schema steps, applied in order, each in its own transaction.
+const MIGRATIONS: &[&str] = &[
+    // 1: runs, node executions and events.
+    r"
+CREATE TABLE runs (
+    id              TEXT PRIMARY KEY NOT NULL,
+    graph_name      TEXT NOT NULL,
+    graph_json      TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    started_at_ms   INTEGER NOT NULL,
+    finished_at_ms  INTEGER,
+    duration_ms     INTEGER,
+    inputs_json     TEXT NOT NULL DEFAULT '{}',
+    outputs_json    TEXT NOT NULL DEFAULT '{}',
+    error           TEXT,
+    input_tokens    INTEGER NOT NULL DEFAULT 0,
+    output_tokens   INTEGER NOT NULL DEFAULT 0,
+    cost_usd        REAL NOT NULL DEFAULT 0,
+    node_count      INTEGER NOT NULL DEFAULT 0,
+    pid             INTEGER,
+    owner           TEXT,
+    heartbeat_at_ms INTEGER
+) STRICT;
+CREATE INDEX runs_by_start ON runs (started_at_ms DESC, id DESC);
+CREATE INDEX runs_by_status ON runs (status);
+
+CREATE TABLE node_runs (
+    run_id          TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    node_id         TEXT NOT NULL,
+    block           TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    started_at_ms   INTEGER,
+    finished_at_ms  INTEGER,
+    duration_ms     INTEGER,
+    inputs_json     TEXT,
+    outputs_json    TEXT,
+    error           TEXT,
+    error_caught    INTEGER NOT NULL DEFAULT 0,
+    skip_reason     TEXT,
+    partial_json    TEXT,
+    input_tokens    INTEGER NOT NULL DEFAULT 0,
+    output_tokens   INTEGER NOT NULL DEFAULT 0,
+    cost_usd        REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, node_id)
+) STRICT;
+
+CREATE TABLE events (
+    run_id          TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq             INTEGER NOT NULL,
+    at_ms           INTEGER NOT NULL,
+    kind            TEXT NOT NULL,
+    node_id         TEXT,
+    payload_json    TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) STRICT;
+",
+];
+
+/// The schema version this build writes.
+#[allow(clippy::cast_possible_truncation, reason = "a handful of steps")]
+pub(crate) const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// Brings the database up to [`SCHEMA_VERSION`]; refuses one written by a newer build.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let found = user_version(conn).map_err(|source| StoreError::open(path, source))?;
+    check_not_newer(found, path)?;
+    for (index, step) in MIGRATIONS.iter().enumerate() {
+        let version = index + 1;
+        #[allow(clippy::cast_possible_wrap, reason = "a handful of steps")]
+        let version_i64 = version as i64;
+        if found >= version_i64 {
+            continue;
+        }
+        let migrate_error = |source| StoreError::Migrate {
+            path: path.to_owned(),
+            version,
+            source,
+        };
+        // IMMEDIATE: two processes opening a fresh file at once apply each step only once.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(migrate_error)?;
+        let current = user_version(&tx).map_err(migrate_error)?;
+        check_not_newer(current, path)?;
+        if current >= version_i64 {
+            continue;
+        }
+        tx.execute_batch(step).map_err(migrate_error)?;
+        tx.pragma_update(None, "user_version", version_i64)
+            .map_err(migrate_error)?;
+        tx.commit().map_err(migrate_error)?;
+    }
+    Ok(())
+}
+
+fn check_not_newer(found: i64, path: &Path) -> Result<(), StoreError> {
+    if found > i64::from(SCHEMA_VERSION) {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}

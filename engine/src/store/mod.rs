@@ -1,0 +1,280 @@
+//! The run store: every run, node execution and event, in an SQLite file.
+//!
+//! - [`RunStore::open`] opens (or creates) the file in WAL mode and applies the versioned
+//!   migrations; a file from a newer build is refused. Runs left `running` by a process
+//!   that no longer exists are marked `interrupted` (see `liveness.rs` for how).
+//! - [`RunStore::recorder`] gives a [`RunRecorder`], an [`crate::EventSink`] whose `emit`
+//!   only queues the event: a writer thread with its own connection writes them in
+//!   batches (one transaction each, at least every 50 ms, at once for run start/finish).
+//! - [`RunStore::list_runs`], [`RunStore::get_run`] and [`RunStore::events`] read it back.
+//!
+//! Streamed partial output (`node_partial` events) is not stored event by event: the
+//! writer keeps each running node's text so far in its row (`partial`), dropped once the
+//! node has finished and its outputs hold the final text.
+
+mod liveness;
+mod migrations;
+mod queries;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use agentloom_core::GraphDoc;
+use rusqlite::{Connection, ErrorCode, OpenFlags, params};
+
+pub use queries::{NodeRow, RunDetail, RunRow};
+pub use writer::RunRecorder;
+
+/// The file name of the run log inside the data directory.
+pub const RUN_LOG_FILE: &str = "runs.sqlite3";
+
+/// How long a connection waits for another writer before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What went wrong with the run log. Every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "cannot find a home directory to keep the run log in; pass --db <file> to choose where runs are recorded"
+    )]
+    NoHomeDir,
+    #[error("cannot create the folder {} for the run log: {source}; pass --db <file> to use another location", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the run log at {}: {source}; check that the file and its folder are writable, or pass --db <file> to use another one", path.display())]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("{} is not an SQLite database, so it cannot hold the run log; move it away or pass --db <file> to use another file", path.display())]
+    NotADatabase { path: PathBuf },
+    #[error("the run log at {} is from a newer Agentloom (schema {found}, this build knows {known}); update Agentloom, or pass --db <file> to use another run log", path.display())]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        known: u32,
+    },
+    #[error("cannot upgrade the run log at {} to schema {version}: {source}", path.display())]
+    Migrate {
+        path: PathBuf,
+        version: usize,
+        source: rusqlite::Error,
+    },
+    #[error("cannot read the run log at {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("cannot write to the run log at {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("the run log at {} holds a damaged record: {message}", path.display())]
+    Damaged { path: PathBuf, message: String },
+    #[error("`{prefix}` matches several runs ({}); type more of the id", matches.join(", "))]
+    AmbiguousRunId {
+        prefix: String,
+        matches: Vec<String>,
+    },
+    #[error("could not record the run in {}: {message}", path.display())]
+    Recording { path: PathBuf, message: String },
+}
+
+impl StoreError {
+    fn open(path: &Path, source: rusqlite::Error) -> StoreError {
+        if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
+            StoreError::NotADatabase {
+                path: path.to_owned(),
+            }
+        } else {
+            StoreError::Open {
+                path: path.to_owned(),
+                source,
+            }
+        }
+    }
+}
+
+/// The run log: one SQLite file shared by every Agentloom process of the user.
+pub struct RunStore {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for RunStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunStore {
+    /// `<per-user data dir>/runs.sqlite3`, e.g. `~/.local/share/agentloom/runs.sqlite3`.
+    pub fn default_path() -> Result<PathBuf, StoreError> {
+        let dirs = directories::ProjectDirs::from("dev", "agentloom", "agentloom")
+            .ok_or(StoreError::NoHomeDir)?;
+        Ok(dirs.data_dir().join(RUN_LOG_FILE))
+    }
+
+    /// Opens (creating it and its folders if needed) the run log at `path`, brings its
+    /// schema up to date and marks runs whose process died as interrupted.
+    pub fn open(path: &Path) -> Result<RunStore, StoreError> {
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::CreateDir {
+                path: parent.to_owned(),
+                source,
+            })?;
+        }
+        let mut conn = connect(path)?;
+        migrations::migrate(&mut conn, path)?;
+        let store = RunStore {
+            path: path.to_owned(),
+            conn: Mutex::new(conn),
+        };
+        store.recover_interrupted()?;
+        Ok(store)
+    }
+
+    /// The file this store reads and writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version this build writes.
+    pub fn schema_version() -> u32 {
+        migrations::SCHEMA_VERSION
+    }
+
+    /// Starts recording a run of `graph` (the document as run): hand the recorder to the
+    /// executor as its sink (or in a [`crate::FanoutSink`]), then call
+    /// [`RunRecorder::finish`] once the run has ended.
+    pub fn recorder(&self, graph: &GraphDoc) -> Result<RunRecorder, StoreError> {
+        let conn = connect(&self.path)?;
+        RunRecorder::start(self.path.clone(), conn, graph)
+    }
+
+    /// Marks every `running` run whose recording process is gone as `interrupted`, along
+    /// with its unfinished nodes. Returns the ids marked. Called by [`RunStore::open`].
+    pub fn recover_interrupted(&self) -> Result<Vec<String>, StoreError> {
+        let now = now_ms();
+        let read_error = |source| StoreError::Read {
+            path: self.path.clone(),
+            source,
+        };
+        let write_error = |source| StoreError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let mut conn = self.lock();
+        let candidates: Vec<(String, Option<String>, Option<i64>, i64)> = {
+            let mut stmt = conn
+                .prepare("SELECT id, owner, heartbeat_at_ms, started_at_ms FROM runs WHERE status = 'running'")
+                .map_err(read_error)?;
+            stmt.query_map([], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })
+            .and_then(Iterator::collect)
+            .map_err(read_error)?
+        };
+        let mut abandoned = Vec::new();
+        for (id, owner, heartbeat, started) in candidates {
+            let last_seen = from_i64(heartbeat.unwrap_or(started));
+            let dead = match owner
+                .as_deref()
+                .map_or(liveness::Liveness::Unknown, liveness::liveness)
+            {
+                liveness::Liveness::Alive => false,
+                liveness::Liveness::Dead => true,
+                liveness::Liveness::Unknown => {
+                    now.saturating_sub(last_seen) > liveness::STALE_HEARTBEAT_MS
+                }
+            };
+            if dead {
+                abandoned.push((id, last_seen));
+            }
+        }
+        if abandoned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tx = conn.transaction().map_err(write_error)?;
+        for (id, last_seen) in &abandoned {
+            tx.execute(
+                "UPDATE runs SET status = 'interrupted',
+                        finished_at_ms = ?2,
+                        duration_ms = max(0, ?2 - started_at_ms),
+                        error = coalesce(error, 'the process recording this run stopped before the run finished')
+                 WHERE id = ?1 AND status = 'running'",
+                params![id, to_i64(*last_seen)],
+            )
+            .map_err(write_error)?;
+            tx.execute(
+                "UPDATE node_runs SET status = 'failed',
+                        error = coalesce(error, 'interrupted: the process stopped while this node was ' ||
+                                         replace(status, '_', ' '))
+                 WHERE run_id = ?1 AND status IN ('queued', 'running', 'awaiting_approval')",
+                params![id],
+            )
+            .map_err(write_error)?;
+        }
+        tx.commit().map_err(write_error)?;
+        let ids: Vec<String> = abandoned.into_iter().map(|(id, _)| id).collect();
+        tracing::info!(count = ids.len(), db = %self.path.display(), "marked runs of stopped processes as interrupted");
+        Ok(ids)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves the connection itself usable.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Opens one connection with the run log's settings.
+fn connect(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|source| StoreError::open(path, source))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|source| StoreError::open(path, source))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|source| StoreError::open(path, source))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        // Some network file systems cannot do WAL; the log still works, only slower.
+        tracing::warn!(db = %path.display(), mode = %mode, "the run log could not switch to WAL mode");
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
+        .map_err(|source| StoreError::open(path, source))?;
+    Ok(conn)
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+/// SQLite integers are signed; our counters never reach `i64::MAX`.
+pub(crate) fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn from_i64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;

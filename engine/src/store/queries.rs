@@ -1,0 +1,406 @@
+//! Reading the run log back: run lists, one run in detail, its events.
+
+use std::collections::BTreeMap;
+
+use agentloom_core::{GraphDoc, LoadError, Usage, ValueMap};
+use rusqlite::{OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+
+use super::{RunStore, StoreError, from_i64};
+use crate::events::{EventKind, NodeStatus, RunEvent, RunStatus};
+
+/// One run in a list of runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRow {
+    pub id: String,
+    pub graph_name: String,
+    pub status: RunStatus,
+    /// Unix milliseconds.
+    pub started_at_ms: u64,
+    pub finished_at_ms: Option<u64>,
+    pub duration_ms: Option<u64>,
+    /// Tokens and cost of the whole run (so far, for a run still going).
+    pub usage: Usage,
+    pub error: Option<String>,
+    pub node_count: usize,
+}
+
+/// One run with everything recorded about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub run: RunRow,
+    /// The graph document as run.
+    pub graph: serde_json::Value,
+    pub inputs: ValueMap,
+    pub outputs: ValueMap,
+    /// The process that recorded the run.
+    pub pid: Option<u32>,
+    /// Every node of the graph (and any other that reported), sorted by node id.
+    pub nodes: Vec<NodeRow>,
+}
+
+impl RunDetail {
+    /// The graph as run, as a document (to run it again or open it on the canvas).
+    pub fn graph_doc(&self) -> Result<GraphDoc, LoadError> {
+        GraphDoc::from_json_value(self.graph.clone())
+    }
+
+    pub fn node(&self, id: &str) -> Option<&NodeRow> {
+        self.nodes.iter().find(|n| n.node_id == id)
+    }
+}
+
+/// One node's execution within a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeRow {
+    pub node_id: String,
+    /// The block kind (empty if the node was not in the graph document).
+    pub block: String,
+    pub status: NodeStatus,
+    pub attempts: u32,
+    /// Unix milliseconds of the first attempt's start.
+    pub started_at_ms: Option<u64>,
+    pub finished_at_ms: Option<u64>,
+    pub duration_ms: Option<u64>,
+    /// The inputs of the last attempt.
+    pub inputs: ValueMap,
+    pub outputs: ValueMap,
+    pub error: Option<String>,
+    /// The failure went to the node's `error` output and the run went on.
+    pub error_caught: bool,
+    pub skip_reason: Option<String>,
+    /// Streamed output so far, per port, while the node was running (kept if the run
+    /// stopped before the node finished).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub partial: BTreeMap<String, String>,
+    pub usage: Usage,
+}
+
+const RUN_COLUMNS: &str = "id, graph_name, status, started_at_ms, finished_at_ms, duration_ms, \
+                           input_tokens, output_tokens, cost_usd, error, node_count";
+
+/// The raw columns of a run row, checked afterwards (a rusqlite row callback cannot
+/// return our own errors).
+struct RawRun {
+    id: String,
+    graph_name: String,
+    status: String,
+    started_at_ms: i64,
+    finished_at_ms: Option<i64>,
+    duration_ms: Option<i64>,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost_usd: f64,
+    error: Option<String>,
+    node_count: i64,
+}
+
+impl RawRun {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<RawRun> {
+        Ok(RawRun {
+            id: row.get(0)?,
+            graph_name: row.get(1)?,
+            status: row.get(2)?,
+            started_at_ms: row.get(3)?,
+            finished_at_ms: row.get(4)?,
+            duration_ms: row.get(5)?,
+            input_tokens: row.get(6)?,
+            output_tokens: row.get(7)?,
+            cost_usd: row.get(8)?,
+            error: row.get(9)?,
+            node_count: row.get(10)?,
+        })
+    }
+
+    fn check(self, store: &RunStore) -> Result<RunRow, StoreError> {
+        let status = RunStatus::parse(&self.status).ok_or_else(|| {
+            store.damaged(format!(
+                "run {} has the unknown status `{}`",
+                self.id, self.status
+            ))
+        })?;
+        Ok(RunRow {
+            graph_name: self.graph_name,
+            status,
+            started_at_ms: from_i64(self.started_at_ms),
+            finished_at_ms: self.finished_at_ms.map(from_i64),
+            duration_ms: self.duration_ms.map(from_i64),
+            usage: Usage {
+                input_tokens: from_i64(self.input_tokens),
+                output_tokens: from_i64(self.output_tokens),
+                cost_usd: self.cost_usd,
+            },
+            error: self.error,
+            node_count: usize::try_from(self.node_count).unwrap_or(0),
+            id: self.id,
+        })
+    }
+}
+
+struct RawNode {
+    node_id: String,
+    block: String,
+    status: String,
+    attempts: i64,
+    started_at_ms: Option<i64>,
+    finished_at_ms: Option<i64>,
+    duration_ms: Option<i64>,
+    inputs_json: Option<String>,
+    outputs_json: Option<String>,
+    error: Option<String>,
+    error_caught: bool,
+    skip_reason: Option<String>,
+    partial_json: Option<String>,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost_usd: f64,
+}
+
+impl RawNode {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<RawNode> {
+        Ok(RawNode {
+            node_id: row.get(0)?,
+            block: row.get(1)?,
+            status: row.get(2)?,
+            attempts: row.get(3)?,
+            started_at_ms: row.get(4)?,
+            finished_at_ms: row.get(5)?,
+            duration_ms: row.get(6)?,
+            inputs_json: row.get(7)?,
+            outputs_json: row.get(8)?,
+            error: row.get(9)?,
+            error_caught: row.get(10)?,
+            skip_reason: row.get(11)?,
+            partial_json: row.get(12)?,
+            input_tokens: row.get(13)?,
+            output_tokens: row.get(14)?,
+            cost_usd: row.get(15)?,
+        })
+    }
+
+    fn check(self, store: &RunStore, run_id: &str) -> Result<NodeRow, StoreError> {
+        let what = |field: &str| format!("run {run_id}, node {}: {field}", self.node_id);
+        let status = NodeStatus::parse(&self.status).ok_or_else(|| {
+            store.damaged(format!("{} `{}`", what("unknown status"), self.status))
+        })?;
+        let inputs = parse_map(store, self.inputs_json.as_deref(), || what("inputs"))?;
+        let outputs = parse_map(store, self.outputs_json.as_deref(), || what("outputs"))?;
+        let partial = match self.partial_json.as_deref() {
+            None => BTreeMap::new(),
+            Some(text) => serde_json::from_str(text).map_err(|e| {
+                store.damaged(format!(
+                    "{} are not valid JSON: {e}",
+                    what("partial outputs")
+                ))
+            })?,
+        };
+        Ok(NodeRow {
+            block: self.block,
+            status,
+            attempts: u32::try_from(self.attempts).unwrap_or(0),
+            started_at_ms: self.started_at_ms.map(from_i64),
+            finished_at_ms: self.finished_at_ms.map(from_i64),
+            duration_ms: self.duration_ms.map(from_i64),
+            inputs,
+            outputs,
+            error: self.error,
+            error_caught: self.error_caught,
+            skip_reason: self.skip_reason,
+            partial,
+            usage: Usage {
+                input_tokens: from_i64(self.input_tokens),
+                output_tokens: from_i64(self.output_tokens),
+                cost_usd: self.cost_usd,
+            },
+            node_id: self.node_id,
+        })
+    }
+}
+
+fn parse_map(
+    store: &RunStore,
+    text: Option<&str>,
+    what: impl Fn() -> String,
+) -> Result<ValueMap, StoreError> {
+    match text {
+        None => Ok(ValueMap::new()),
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| store.damaged(format!("{} are not valid JSON: {e}", what()))),
+    }
+}
+
+impl RunStore {
+    fn read_error(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Read {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn damaged(&self, message: String) -> StoreError {
+        StoreError::Damaged {
+            path: self.path.clone(),
+            message,
+        }
+    }
+
+    /// The newest `limit` runs, newest first.
+    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let raw: Vec<RawRun> = {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs ORDER BY started_at_ms DESC, id DESC LIMIT ?1"
+                ))
+                .map_err(|e| self.read_error(e))?;
+            stmt.query_map(params![limit], RawRun::from_row)
+                .and_then(Iterator::collect)
+                .map_err(|e| self.read_error(e))?
+        };
+        raw.into_iter().map(|run| run.check(self)).collect()
+    }
+
+    /// The full id of the run whose id is `id_or_prefix` or starts with it (like git's
+    /// short hashes). `None` if no run matches; an error if several do.
+    pub fn resolve_run_id(&self, id_or_prefix: &str) -> Result<Option<String>, StoreError> {
+        if id_or_prefix.is_empty() {
+            return Ok(None);
+        }
+        let conn = self.lock();
+        let exact: Option<String> = conn
+            .query_row(
+                "SELECT id FROM runs WHERE id = ?1",
+                params![id_or_prefix],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| self.read_error(e))?;
+        if exact.is_some() {
+            return Ok(exact);
+        }
+        // Every id starting with the prefix sorts between it and prefix + the last char.
+        let upper = format!("{id_or_prefix}{}", char::MAX);
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id FROM runs WHERE id >= ?1 AND id < ?2 AND substr(id, 1, length(?1)) = ?1
+                 ORDER BY id LIMIT 6",
+            )
+            .map_err(|e| self.read_error(e))?;
+        let matches: Vec<String> = stmt
+            .query_map(params![id_or_prefix, upper], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(|e| self.read_error(e))?;
+        match matches.len() {
+            0 => Ok(None),
+            1 => Ok(matches.into_iter().next()),
+            _ => Err(StoreError::AmbiguousRunId {
+                prefix: id_or_prefix.to_owned(),
+                matches,
+            }),
+        }
+    }
+
+    /// One run in full, by id or unambiguous id prefix.
+    pub fn get_run(&self, id_or_prefix: &str) -> Result<Option<RunDetail>, StoreError> {
+        let Some(id) = self.resolve_run_id(id_or_prefix)? else {
+            return Ok(None);
+        };
+        type Extra = (String, String, String, Option<i64>);
+        let (raw, extra, raw_nodes) = {
+            let conn = self.lock();
+            let found = conn
+                .query_row(
+                    &format!(
+                        "SELECT {RUN_COLUMNS}, graph_json, inputs_json, outputs_json, pid FROM runs WHERE id = ?1"
+                    ),
+                    params![id],
+                    |row| {
+                        let extra: Extra = (row.get(11)?, row.get(12)?, row.get(13)?, row.get(14)?);
+                        Ok((RawRun::from_row(row)?, extra))
+                    },
+                )
+                .optional()
+                .map_err(|e| self.read_error(e))?;
+            // Deleted between the two queries.
+            let Some((raw, extra)) = found else {
+                return Ok(None);
+            };
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT node_id, block, status, attempts, started_at_ms, finished_at_ms, duration_ms,
+                            inputs_json, outputs_json, error, error_caught, skip_reason, partial_json,
+                            input_tokens, output_tokens, cost_usd
+                     FROM node_runs WHERE run_id = ?1 ORDER BY node_id",
+                )
+                .map_err(|e| self.read_error(e))?;
+            let raw_nodes: Vec<RawNode> = stmt
+                .query_map(params![id], RawNode::from_row)
+                .and_then(Iterator::collect)
+                .map_err(|e| self.read_error(e))?;
+            (raw, extra, raw_nodes)
+        };
+        let (graph_json, inputs_json, outputs_json, pid) = extra;
+        let graph = serde_json::from_str(&graph_json)
+            .map_err(|e| self.damaged(format!("run {id}: the graph is not valid JSON: {e}")))?;
+        let inputs = parse_map(self, Some(&inputs_json), || format!("run {id}: inputs"))?;
+        let outputs = parse_map(self, Some(&outputs_json), || format!("run {id}: outputs"))?;
+        let nodes = raw_nodes
+            .into_iter()
+            .map(|node| node.check(self, &id))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(RunDetail {
+            run: raw.check(self)?,
+            graph,
+            inputs,
+            outputs,
+            pid: pid.and_then(|pid| u32::try_from(pid).ok()),
+            nodes,
+        }))
+    }
+
+    /// The recorded events of a run (by id or unambiguous prefix) in `seq` order. Streamed
+    /// partial output is not among them (see [`NodeRow::partial`]).
+    pub fn events(&self, id_or_prefix: &str) -> Result<Vec<RunEvent>, StoreError> {
+        let Some(id) = self.resolve_run_id(id_or_prefix)? else {
+            return Ok(Vec::new());
+        };
+        let raw: Vec<(i64, i64, String)> = {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT seq, at_ms, payload_json FROM events WHERE run_id = ?1 ORDER BY seq",
+                )
+                .map_err(|e| self.read_error(e))?;
+            stmt.query_map(params![id], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .and_then(Iterator::collect)
+            .map_err(|e| self.read_error(e))?
+        };
+        raw.into_iter()
+            .map(|(seq, at_ms, payload)| {
+                let kind: EventKind = serde_json::from_str(&payload)
+                    .map_err(|e| self.damaged(format!("run {id}, event {seq}: {e}")))?;
+                Ok(RunEvent {
+                    seq: from_i64(seq),
+                    at_ms: from_i64(at_ms),
+                    kind,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes a run (exact id) with its nodes and events. Returns whether it existed.
+    pub fn delete_run(&self, id: &str) -> Result<bool, StoreError> {
+        let conn = self.lock();
+        let deleted = conn
+            .execute("DELETE FROM runs WHERE id = ?1", params![id])
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(deleted > 0)
+    }
+}

@@ -1,0 +1,824 @@
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agentloom_core::{GraphDoc, NodeDoc, Usage, Value, ValueMap};
+use rusqlite::{Connection, params};
+
+use super::*;
+use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
+
+fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("data").join(RUN_LOG_FILE);
+    (dir, path)
+}
+
+fn graph() -> GraphDoc {
+    let mut doc = GraphDoc::new("Summarize");
+    doc.nodes.push(NodeDoc::new("fetch", "http.request"));
+    doc.nodes.push(NodeDoc::new("summarize", "llm.chat"));
+    doc.nodes.push(NodeDoc::new("notify", "control.branch"));
+    doc.nodes.push(NodeDoc::new("never", "text.template"));
+    doc
+}
+
+fn map(pairs: &[(&str, Value)]) -> ValueMap {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+fn ev(seq: u64, at_ms: u64, kind: EventKind) -> RunEvent {
+    RunEvent { seq, at_ms, kind }
+}
+
+fn usage(input_tokens: u64, output_tokens: u64, cost_usd: f64) -> Usage {
+    Usage {
+        input_tokens,
+        output_tokens,
+        cost_usd,
+    }
+}
+
+fn run_started(run_id: &str) -> RunEvent {
+    ev(
+        0,
+        0,
+        EventKind::RunStarted {
+            run_id: run_id.to_owned(),
+            graph_name: "Summarize".to_owned(),
+            node_count: 4,
+            inputs: map(&[("topic", Value::from("rust")), ("n", Value::Integer(3))]),
+        },
+    )
+}
+
+/// A complete run: a node that works, one that streams and is retried, one whose error is
+/// caught, one never reached.
+fn full_run(run_id: &str) -> Vec<RunEvent> {
+    let node = |n: &str| n.to_owned();
+    vec![
+        run_started(run_id),
+        ev(
+            1,
+            1,
+            EventKind::NodeQueued {
+                node: node("fetch"),
+            },
+        ),
+        ev(
+            2,
+            2,
+            EventKind::NodeStarted {
+                node: node("fetch"),
+                attempt: 1,
+                inputs: map(&[("url", Value::from("http://127.0.0.1:9/x"))]),
+            },
+        ),
+        ev(
+            3,
+            40,
+            EventKind::NodeFinished {
+                node: node("fetch"),
+                outputs: map(&[
+                    ("body", Value::from("hello")),
+                    ("status", Value::Integer(200)),
+                    ("raw", Value::Bytes(vec![0, 159, 255])),
+                ]),
+                attempts: 1,
+                duration_ms: 38,
+                usage: Usage::default(),
+            },
+        ),
+        ev(
+            4,
+            41,
+            EventKind::NodeQueued {
+                node: node("summarize"),
+            },
+        ),
+        ev(
+            5,
+            42,
+            EventKind::NodeStarted {
+                node: node("summarize"),
+                attempt: 1,
+                inputs: map(&[("prompt", Value::from("hello"))]),
+            },
+        ),
+        ev(
+            6,
+            50,
+            EventKind::NodeRetrying {
+                node: node("summarize"),
+                attempt: 1,
+                error: "HTTP 429 from the provider".to_owned(),
+                wait_ms: 10,
+            },
+        ),
+        ev(
+            7,
+            60,
+            EventKind::NodeStarted {
+                node: node("summarize"),
+                attempt: 2,
+                inputs: map(&[("prompt", Value::from("hello"))]),
+            },
+        ),
+        ev(
+            8,
+            61,
+            EventKind::NodePartial {
+                node: node("summarize"),
+                port: "text".to_owned(),
+                chunk: "Hel".to_owned(),
+            },
+        ),
+        ev(
+            9,
+            62,
+            EventKind::NodePartial {
+                node: node("summarize"),
+                port: "text".to_owned(),
+                chunk: "lo!".to_owned(),
+            },
+        ),
+        ev(
+            10,
+            70,
+            EventKind::NodeUsage {
+                node: node("summarize"),
+                usage: usage(12, 3, 0.25),
+            },
+        ),
+        ev(
+            11,
+            71,
+            EventKind::NodeFinished {
+                node: node("summarize"),
+                outputs: map(&[("text", Value::from("Hello!"))]),
+                attempts: 2,
+                duration_ms: 29,
+                usage: usage(12, 3, 0.25),
+            },
+        ),
+        ev(
+            12,
+            72,
+            EventKind::NodeAwaitingApproval {
+                node: node("notify"),
+            },
+        ),
+        ev(
+            13,
+            80,
+            EventKind::NodeFailed {
+                node: node("notify"),
+                error: "the webhook answered 500".to_owned(),
+                attempts: 1,
+                duration_ms: 8,
+                usage: Usage::default(),
+                caught: true,
+            },
+        ),
+        ev(
+            14,
+            81,
+            EventKind::RunFinished {
+                status: RunStatus::Completed,
+                outputs: map(&[("summary", Value::from("Hello!"))]),
+                error: None,
+                usage: usage(12, 3, 0.25),
+                duration_ms: 81,
+            },
+        ),
+    ]
+}
+
+fn record(store: &RunStore, events: &[RunEvent]) {
+    let recorder = store.recorder(&graph()).unwrap();
+    for event in events {
+        recorder.emit(event);
+    }
+    recorder.finish().unwrap();
+}
+
+fn raw(path: &Path) -> Connection {
+    Connection::open(path).unwrap()
+}
+
+#[test]
+fn open_creates_the_file_its_folders_and_the_schema() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    assert!(path.exists());
+    assert_eq!(store.path(), path);
+    assert!(store.list_runs(10).unwrap().is_empty());
+
+    let conn = raw(&path);
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, i64::from(RunStore::schema_version()));
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(tables, ["events", "node_runs", "runs"]);
+}
+
+#[test]
+fn a_recorded_run_reads_back_in_full_and_survives_reopening() {
+    let (_dir, path) = temp_db();
+    let run_id = "0193aaaa0000700080000000000000a1";
+    let events = full_run(run_id);
+    let before = now_ms();
+    {
+        let store = RunStore::open(&path).unwrap();
+        record(&store, &events);
+    }
+    let store = RunStore::open(&path).unwrap();
+
+    let runs = store.list_runs(10).unwrap();
+    assert_eq!(runs.len(), 1);
+    let row = &runs[0];
+    assert_eq!(row.id, run_id);
+    assert_eq!(row.graph_name, "Summarize");
+    assert_eq!(row.status, RunStatus::Completed);
+    assert_eq!(row.duration_ms, Some(81));
+    assert_eq!(row.usage, usage(12, 3, 0.25));
+    assert_eq!(row.error, None);
+    assert_eq!(row.node_count, 4);
+    assert!(
+        row.started_at_ms >= before && row.started_at_ms <= now_ms(),
+        "{row:?}"
+    );
+    assert_eq!(row.finished_at_ms, Some(row.started_at_ms + 81));
+
+    let detail = store.get_run(run_id).unwrap().unwrap();
+    assert_eq!(&detail.run, row);
+    assert_eq!(
+        detail.inputs,
+        map(&[("n", Value::Integer(3)), ("topic", Value::from("rust"))])
+    );
+    assert_eq!(detail.outputs, map(&[("summary", Value::from("Hello!"))]));
+    assert_eq!(detail.pid, Some(std::process::id()));
+    assert_eq!(detail.graph_doc().unwrap(), {
+        let mut doc = graph();
+        doc.normalize();
+        doc
+    });
+
+    let ids: Vec<&str> = detail.nodes.iter().map(|n| n.node_id.as_str()).collect();
+    assert_eq!(ids, ["fetch", "never", "notify", "summarize"]);
+
+    let fetch = detail.node("fetch").unwrap();
+    assert_eq!(fetch.block, "http.request");
+    assert_eq!(fetch.status, NodeStatus::Done);
+    assert_eq!(fetch.attempts, 1);
+    assert_eq!(fetch.started_at_ms, Some(row.started_at_ms + 2));
+    assert_eq!(fetch.finished_at_ms, Some(row.started_at_ms + 40));
+    assert_eq!(fetch.duration_ms, Some(38));
+    assert_eq!(
+        fetch.inputs,
+        map(&[("url", Value::from("http://127.0.0.1:9/x"))])
+    );
+    assert_eq!(
+        fetch.outputs.get("raw"),
+        Some(&Value::Bytes(vec![0, 159, 255]))
+    );
+    assert_eq!(fetch.outputs.get("status"), Some(&Value::Integer(200)));
+
+    let summarize = detail.node("summarize").unwrap();
+    assert_eq!(summarize.block, "llm.chat");
+    assert_eq!(summarize.status, NodeStatus::Done);
+    assert_eq!(summarize.attempts, 2);
+    assert_eq!(
+        summarize.started_at_ms,
+        Some(row.started_at_ms + 42),
+        "first attempt's start"
+    );
+    assert_eq!(
+        summarize.error, None,
+        "the retried error is gone once the node succeeded"
+    );
+    assert_eq!(summarize.usage, usage(12, 3, 0.25));
+    assert_eq!(summarize.outputs, map(&[("text", Value::from("Hello!"))]));
+    assert!(
+        summarize.partial.is_empty(),
+        "finished nodes keep no partial output"
+    );
+
+    let notify = detail.node("notify").unwrap();
+    assert_eq!(notify.status, NodeStatus::Failed);
+    assert_eq!(notify.error.as_deref(), Some("the webhook answered 500"));
+    assert!(notify.error_caught);
+
+    let never = detail.node("never").unwrap();
+    assert_eq!(never.status, NodeStatus::Pending);
+    assert_eq!(never.block, "text.template");
+    assert_eq!(never.attempts, 0);
+    assert_eq!(never.started_at_ms, None);
+
+    // Every event but the streamed chunks, identical and in order.
+    let expected: Vec<RunEvent> = events
+        .iter()
+        .filter(|e| !matches!(e.kind, EventKind::NodePartial { .. }))
+        .cloned()
+        .collect();
+    assert_eq!(store.events(run_id).unwrap(), expected);
+
+    let json = serde_json::to_value(&detail).unwrap();
+    assert_eq!(json["status"], "completed");
+    assert_eq!(json["nodes"][0]["node_id"], "fetch");
+    assert_eq!(json["graph"]["name"], "Summarize");
+}
+
+#[test]
+fn run_start_and_node_rows_reach_the_file_without_an_explicit_flush() {
+    // What a process killed mid-run leaves behind: the recorder writes on its own, fast.
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let recorder = store.recorder(&graph()).unwrap();
+    let run_id = "0193bbbb000070008000000000000001";
+    recorder.emit(&run_started(run_id));
+    recorder.emit(&ev(
+        1,
+        5,
+        EventKind::NodeStarted {
+            node: "summarize".to_owned(),
+            attempt: 1,
+            inputs: map(&[("prompt", Value::from("hi"))]),
+        },
+    ));
+    let reader = RunStore::open(&path).unwrap();
+    let started = Instant::now();
+    let detail = loop {
+        if let Some(detail) = reader.get_run(run_id).unwrap()
+            && detail.node("summarize").unwrap().status == NodeStatus::Running
+        {
+            break detail;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "nothing written after 2 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(
+        detail.run.status,
+        RunStatus::Running,
+        "the recorder's own process is alive"
+    );
+    assert_eq!(
+        detail.nodes.len(),
+        4,
+        "every graph node has a row from the start"
+    );
+    recorder.finish().unwrap();
+}
+
+#[test]
+fn streamed_output_of_a_running_node_is_kept_in_its_row() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let recorder = store.recorder(&graph()).unwrap();
+    let run_id = "0193cccc000070008000000000000001";
+    recorder.emit(&run_started(run_id));
+    recorder.emit(&ev(
+        1,
+        1,
+        EventKind::NodeStarted {
+            node: "summarize".to_owned(),
+            attempt: 1,
+            inputs: ValueMap::new(),
+        },
+    ));
+    for (seq, chunk) in [(2, "Once "), (3, "upon "), (4, "a time")] {
+        recorder.emit(&ev(
+            seq,
+            seq,
+            EventKind::NodePartial {
+                node: "summarize".to_owned(),
+                port: "text".to_owned(),
+                chunk: chunk.to_owned(),
+            },
+        ));
+    }
+    recorder.flush().unwrap();
+    let node = store
+        .get_run(run_id)
+        .unwrap()
+        .unwrap()
+        .node("summarize")
+        .cloned()
+        .unwrap();
+    assert_eq!(node.status, NodeStatus::Running);
+    assert_eq!(
+        node.partial.get("text").map(String::as_str),
+        Some("Once upon a time")
+    );
+    let kinds: Vec<&str> = store
+        .events(run_id)
+        .unwrap()
+        .iter()
+        .map(|e| e.kind.name())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["run_started", "node_started"],
+        "chunks are not stored as events"
+    );
+    recorder.finish().unwrap();
+}
+
+#[test]
+fn runs_are_listed_newest_first_and_found_by_unambiguous_prefix() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let ids = ["0193aa01", "0193aa02", "0193bb01"];
+    for id in ids {
+        record(&store, &full_run(id));
+        // Distinct start times.
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let listed: Vec<String> = store
+        .list_runs(10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(listed, ["0193bb01", "0193aa02", "0193aa01"]);
+    assert_eq!(store.list_runs(2).unwrap().len(), 2);
+
+    assert_eq!(store.get_run("0193b").unwrap().unwrap().run.id, "0193bb01");
+    assert_eq!(
+        store.get_run("0193aa02").unwrap().unwrap().run.id,
+        "0193aa02"
+    );
+    assert_eq!(
+        store.events("0193bb").unwrap().len(),
+        13,
+        "15 events less 2 chunks"
+    );
+    assert!(store.get_run("0193c").unwrap().is_none());
+    assert!(store.get_run("").unwrap().is_none());
+    assert!(store.get_run("%").unwrap().is_none(), "no LIKE wildcards");
+    let err = store.get_run("0193a").unwrap_err();
+    assert!(matches!(err, StoreError::AmbiguousRunId { .. }));
+    let text = err.to_string();
+    assert!(
+        text.contains("0193aa01") && text.contains("0193aa02") && text.contains("type more"),
+        "{text}"
+    );
+
+    assert!(store.delete_run("0193aa01").unwrap());
+    assert!(!store.delete_run("0193aa01").unwrap());
+    assert_eq!(store.get_run("0193a").unwrap().unwrap().run.id, "0193aa02");
+    let conn = raw(&path);
+    let orphans: i64 = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM events WHERE run_id = '0193aa01')
+                  + (SELECT count(*) FROM node_runs WHERE run_id = '0193aa01')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(orphans, 0, "deleting a run deletes its nodes and events");
+}
+
+#[test]
+fn a_run_log_from_a_newer_build_is_refused() {
+    let (_dir, path) = temp_db();
+    drop(RunStore::open(&path).unwrap());
+    raw(&path).pragma_update(None, "user_version", 5).unwrap();
+    let err = RunStore::open(&path).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::NewerSchema {
+                found: 5,
+                known: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    assert!(
+        text.contains("newer Agentloom (schema 5, this build knows 1)"),
+        "{text}"
+    );
+    assert!(text.contains("--db"), "{text}");
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_with_its_path() {
+    let (_dir, path) = temp_db();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        "this is a text file, not a database, and it is long enough to be checked",
+    )
+    .unwrap();
+    let err = RunStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::NotADatabase { .. }), "{err:?}");
+    assert!(err.to_string().contains(&path.display().to_string()));
+}
+
+#[test]
+fn a_folder_that_cannot_be_created_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "x").unwrap();
+    let path = blocker.join("sub").join(RUN_LOG_FILE);
+    let err = RunStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::CreateDir { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains(&blocker.join("sub").display().to_string()),
+        "{err}"
+    );
+}
+
+/// Records the start of a run and a node left running, then stops the recorder as a
+/// killed process would have left it.
+fn record_unfinished(store: &RunStore, run_id: &str) {
+    record(
+        store,
+        &[
+            run_started(run_id),
+            ev(
+                1,
+                3,
+                EventKind::NodeFinished {
+                    node: "fetch".to_owned(),
+                    outputs: map(&[("body", Value::from("ok"))]),
+                    attempts: 1,
+                    duration_ms: 3,
+                    usage: Usage::default(),
+                },
+            ),
+            ev(
+                2,
+                4,
+                EventKind::NodeStarted {
+                    node: "summarize".to_owned(),
+                    attempt: 1,
+                    inputs: ValueMap::new(),
+                },
+            ),
+            ev(
+                3,
+                5,
+                EventKind::NodeQueued {
+                    node: "notify".to_owned(),
+                },
+            ),
+            ev(
+                4,
+                6,
+                EventKind::NodeUsage {
+                    node: "summarize".to_owned(),
+                    usage: usage(7, 1, 0.5),
+                },
+            ),
+        ],
+    );
+}
+
+fn set_owner(path: &Path, run_id: &str, owner: &str, heartbeat_at_ms: u64) {
+    let changed = raw(path)
+        .execute(
+            "UPDATE runs SET owner = ?2, heartbeat_at_ms = ?3 WHERE id = ?1",
+            params![run_id, owner, to_i64(heartbeat_at_ms)],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_run_left_running_by_a_dead_process_is_interrupted_on_reopen() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    record_unfinished(&store, "dead-run");
+    record_unfinished(&store, "live-run");
+    drop(store);
+
+    // A real process that recorded "dead-run" and is gone, one that is still alive.
+    let mut dead = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let dead_token = liveness::linux_token(dead.id()).unwrap();
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    let mut live = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let live_token = liveness::linux_token(live.id()).unwrap();
+    let last_seen = now_ms() - 1_000;
+    set_owner(&path, "dead-run", &dead_token, last_seen);
+    set_owner(&path, "live-run", &live_token, last_seen);
+
+    let store = RunStore::open(&path).unwrap();
+    let dead_run = store.get_run("dead-run").unwrap().unwrap();
+    assert_eq!(dead_run.run.status, RunStatus::Interrupted);
+    assert_eq!(dead_run.run.finished_at_ms, Some(last_seen));
+    assert!(
+        dead_run
+            .run
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("stopped before the run finished")
+    );
+    assert_eq!(dead_run.run.usage, usage(7, 1, 0.5), "usage so far is kept");
+    assert_eq!(dead_run.node("fetch").unwrap().status, NodeStatus::Done);
+    assert_eq!(
+        dead_run.node("fetch").unwrap().outputs,
+        map(&[("body", Value::from("ok"))])
+    );
+    let summarize = dead_run.node("summarize").unwrap();
+    assert_eq!(summarize.status, NodeStatus::Failed);
+    assert_eq!(
+        summarize.error.as_deref(),
+        Some("interrupted: the process stopped while this node was running")
+    );
+    assert_eq!(
+        dead_run.node("notify").unwrap().error.as_deref(),
+        Some("interrupted: the process stopped while this node was queued")
+    );
+    assert_eq!(dead_run.node("never").unwrap().status, NodeStatus::Pending);
+
+    assert_eq!(
+        store.get_run("live-run").unwrap().unwrap().run.status,
+        RunStatus::Running
+    );
+    live.kill().unwrap();
+    live.wait().unwrap();
+    assert_eq!(store.recover_interrupted().unwrap(), ["live-run"]);
+    assert_eq!(
+        store.get_run("live-run").unwrap().unwrap().run.status,
+        RunStatus::Interrupted
+    );
+    assert!(store.recover_interrupted().unwrap().is_empty());
+}
+
+#[test]
+fn an_uncheckable_owner_is_judged_by_its_heartbeat() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    record_unfinished(&store, "stale");
+    record_unfinished(&store, "fresh");
+    set_owner(
+        &path,
+        "stale",
+        "proc:0193ffff",
+        now_ms() - 2 * liveness::STALE_HEARTBEAT_MS,
+    );
+    set_owner(&path, "fresh", "proc:0193eeee", now_ms());
+    assert_eq!(store.recover_interrupted().unwrap(), ["stale"]);
+    assert_eq!(
+        store.get_run("stale").unwrap().unwrap().run.status,
+        RunStatus::Interrupted
+    );
+    assert_eq!(
+        store.get_run("fresh").unwrap().unwrap().run.status,
+        RunStatus::Running
+    );
+}
+
+#[test]
+fn a_run_of_this_process_is_never_interrupted_and_finishes_normally() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let recorder = store.recorder(&graph()).unwrap();
+    let events = full_run("mine");
+    let (start, rest) = events.split_at(3);
+    for event in start {
+        recorder.emit(event);
+    }
+    recorder.flush().unwrap();
+    // Another window or CLI opening the log meanwhile leaves the run alone.
+    let other = RunStore::open(&path).unwrap();
+    assert_eq!(
+        other.get_run("mine").unwrap().unwrap().run.status,
+        RunStatus::Running
+    );
+    for event in rest {
+        recorder.emit(event);
+    }
+    recorder.finish().unwrap();
+    recorder.finish().unwrap();
+    // Events after finish are dropped, not written and not a panic.
+    recorder.emit(&run_started("after"));
+    assert_eq!(
+        other.get_run("mine").unwrap().unwrap().run.status,
+        RunStatus::Completed
+    );
+    assert!(other.get_run("after").unwrap().is_none());
+}
+
+#[test]
+fn events_before_run_started_are_ignored_and_a_rerun_id_starts_clean() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let recorder = store.recorder(&graph()).unwrap();
+    recorder.emit(&ev(
+        0,
+        0,
+        EventKind::NodeQueued {
+            node: "fetch".to_owned(),
+        },
+    ));
+    recorder.finish().unwrap();
+    assert!(store.list_runs(10).unwrap().is_empty());
+
+    record(&store, &full_run("same"));
+    record(&store, &[run_started("same")]);
+    let detail = store.get_run("same").unwrap().unwrap();
+    assert_eq!(detail.run.status, RunStatus::Running);
+    assert_eq!(detail.node("fetch").unwrap().status, NodeStatus::Pending);
+    assert_eq!(store.events("same").unwrap().len(), 1);
+}
+
+/// Set in the child process of the kill test: the database it records into.
+const CHILD_DB_ENV: &str = "AGENTLOOM_STORE_TEST_CHILD_DB";
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_recording_process_killed_mid_run_leaves_an_interrupted_run() {
+    if let Some(path) = std::env::var_os(CHILD_DB_ENV) {
+        // The child: start recording a run, then hang until killed.
+        let store = RunStore::open(Path::new(&path)).unwrap();
+        let recorder = store.recorder(&graph()).unwrap();
+        recorder.emit(&run_started("killed"));
+        recorder.emit(&ev(
+            1,
+            1,
+            EventKind::NodeStarted {
+                node: "summarize".to_owned(),
+                attempt: 1,
+                inputs: map(&[("prompt", Value::from("hi"))]),
+            },
+        ));
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
+    let (_dir, path) = temp_db();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store::tests::a_recording_process_killed_mid_run_leaves_an_interrupted_run",
+            "--nocapture",
+        ])
+        .env(CHILD_DB_ENV, &path)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let running = path.exists()
+            && RunStore::open(&path)
+                .unwrap()
+                .get_run("killed")
+                .unwrap()
+                .and_then(|run| {
+                    run.node("summarize")
+                        .map(|n| n.status == NodeStatus::Running)
+                })
+                .unwrap_or(false);
+        if running {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the child process recorded nothing within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no destructor, no final flush.
+    child.wait().unwrap();
+
+    let store = RunStore::open(&path).unwrap();
+    let run = store.get_run("killed").unwrap().unwrap();
+    assert_eq!(run.run.status, RunStatus::Interrupted);
+    assert_eq!(run.node("summarize").unwrap().status, NodeStatus::Failed);
+    assert_eq!(
+        run.node("summarize").unwrap().inputs,
+        map(&[("prompt", Value::from("hi"))])
+    );
+    assert_eq!(store.events("killed").unwrap().len(), 2);
+}

@@ -1,0 +1,742 @@
+//! Recording a run: [`RunRecorder::emit`] queues events, a writer thread batches them into
+//! SQLite transactions.
+//!
+//! The writer keeps the run row and every node row in memory and writes whole rows, so a
+//! batch that failed (disk full, database locked for too long) is simply written again on
+//! the next try.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use agentloom_core::{GraphDoc, Usage};
+use rusqlite::{Connection, params};
+use serde::Serialize;
+
+use super::liveness::{HEARTBEAT_INTERVAL_MS, this_process_token};
+use super::{StoreError, now_ms, to_i64};
+use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
+
+/// Events wait at most this long before they are written.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
+/// Rows that changed only by streamed output are rewritten at most this often.
+const PARTIAL_INTERVAL: Duration = Duration::from_millis(500);
+/// A batch is written as soon as it holds this many events.
+const MAX_BATCH: usize = 10_000;
+/// After a failed write, wait this long before trying again.
+const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+/// Events kept for a database that keeps failing; beyond this they are dropped (the run
+/// and node rows are kept).
+const MAX_PENDING_EVENTS: usize = 200_000;
+/// Streamed output kept per node port in the `partial` column.
+const MAX_PARTIAL_BYTES: usize = 1 << 20;
+/// How long an idle writer sleeps when there is nothing to do.
+const IDLE_WAIT: Duration = Duration::from_secs(3600);
+
+enum Msg {
+    /// An event, with the wall clock (Unix ms) when it was emitted for `RunStarted`.
+    Event(RunEvent, Option<u64>),
+    /// Write everything queued so far, then answer.
+    Flush(mpsc::SyncSender<Result<(), String>>),
+    Shutdown,
+}
+
+/// Records one run into the run log. An [`EventSink`]: `emit` never touches SQLite, it
+/// queues the event for the writer thread, which owns its own connection.
+///
+/// Call [`RunRecorder::finish`] when the run is over (dropping the recorder does it too,
+/// but cannot report errors). The run row and node rows reach the file within ~50 ms of
+/// the events, at once for run start and finish, so a process killed mid-run leaves them.
+pub struct RunRecorder {
+    path: PathBuf,
+    tx: Sender<Msg>,
+    handle: Mutex<Option<JoinHandle<Result<(), String>>>>,
+}
+
+impl std::fmt::Debug for RunRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRecorder")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunRecorder {
+    pub(super) fn start(
+        path: PathBuf,
+        conn: Connection,
+        graph: &GraphDoc,
+    ) -> Result<RunRecorder, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer::new(path.clone(), conn, graph);
+        let handle = std::thread::Builder::new()
+            .name("agentloom-run-log".to_owned())
+            .spawn(move || writer.run(&rx))
+            .map_err(|e| StoreError::Recording {
+                path: path.clone(),
+                message: format!("cannot start the writer thread: {e}"),
+            })?;
+        Ok(RunRecorder {
+            path,
+            tx,
+            handle: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// The run log file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Waits until every event emitted so far is written (or the write failed).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        if self.tx.send(Msg::Flush(ack_tx)).is_err() {
+            // Finished already: everything was written then.
+            return Ok(());
+        }
+        match ack_rx.recv() {
+            Ok(result) => result.map_err(|message| self.recording_error(message)),
+            Err(_) => {
+                Err(self.recording_error("the writer thread stopped unexpectedly".to_owned()))
+            }
+        }
+    }
+
+    /// Writes what is left and stops the writer thread. Returns the first write error of
+    /// the whole recording, if any. Events emitted afterwards are dropped; calling it
+    /// again returns `Ok`.
+    pub fn finish(&self) -> Result<(), StoreError> {
+        let handle = self
+            .handle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(handle) = handle else {
+            return Ok(());
+        };
+        // A send error means the thread is gone already; join tells how it ended.
+        let _ = self.tx.send(Msg::Shutdown);
+        match handle.join() {
+            Ok(result) => result.map_err(|message| self.recording_error(message)),
+            Err(_) => {
+                Err(self.recording_error("the writer thread stopped unexpectedly".to_owned()))
+            }
+        }
+    }
+
+    fn recording_error(&self, message: String) -> StoreError {
+        StoreError::Recording {
+            path: self.path.clone(),
+            message,
+        }
+    }
+}
+
+impl EventSink for RunRecorder {
+    fn emit(&self, event: &RunEvent) {
+        let wall_ms = matches!(event.kind, EventKind::RunStarted { .. }).then(now_ms);
+        // After finish() nobody listens; the event is dropped as documented.
+        let _ = self.tx.send(Msg::Event(event.clone(), wall_ms));
+    }
+}
+
+impl Drop for RunRecorder {
+    fn drop(&mut self) {
+        if let Err(error) = self.finish() {
+            tracing::warn!(%error, "the run log is incomplete");
+        }
+    }
+}
+
+/// The recorded state of one node.
+struct NodeState {
+    block: String,
+    status: NodeStatus,
+    attempts: u32,
+    started_at_ms: Option<u64>,
+    finished_at_ms: Option<u64>,
+    duration_ms: Option<u64>,
+    inputs_json: Option<String>,
+    outputs_json: Option<String>,
+    error: Option<String>,
+    error_caught: bool,
+    skip_reason: Option<String>,
+    partial: BTreeMap<String, String>,
+    usage: Usage,
+}
+
+impl NodeState {
+    fn new(block: String) -> Self {
+        Self {
+            block,
+            status: NodeStatus::Pending,
+            attempts: 0,
+            started_at_ms: None,
+            finished_at_ms: None,
+            duration_ms: None,
+            inputs_json: None,
+            outputs_json: None,
+            error: None,
+            error_caught: false,
+            skip_reason: None,
+            partial: BTreeMap::new(),
+            usage: Usage::default(),
+        }
+    }
+}
+
+/// The recorded state of the run, and what has not reached the file yet.
+struct RunState {
+    id: String,
+    /// The row exists in the file.
+    inserted: bool,
+    /// The row changed since it was last written.
+    dirty: bool,
+    graph_name: String,
+    status: RunStatus,
+    started_at_ms: u64,
+    finished_at_ms: Option<u64>,
+    duration_ms: Option<u64>,
+    inputs_json: String,
+    outputs_json: String,
+    error: Option<String>,
+    /// Set by `RunFinished`; until then the sum of the nodes' usage.
+    final_usage: Option<Usage>,
+    node_count: usize,
+    heartbeat_at_ms: u64,
+    nodes: BTreeMap<String, NodeState>,
+    dirty_nodes: BTreeSet<String>,
+    /// Nodes changed only by streamed output (written less often).
+    partial_nodes: BTreeSet<String>,
+    events: Vec<RunEvent>,
+}
+
+impl RunState {
+    fn has_pending(&self) -> bool {
+        !self.inserted || self.dirty || !self.dirty_nodes.is_empty() || !self.events.is_empty()
+    }
+
+    fn usage(&self) -> Usage {
+        self.final_usage.unwrap_or_else(|| {
+            let mut total = Usage::default();
+            for node in self.nodes.values() {
+                total += node.usage;
+            }
+            total
+        })
+    }
+
+    fn at(&self, at_ms: u64) -> u64 {
+        self.started_at_ms.saturating_add(at_ms)
+    }
+
+    fn node(&mut self, id: &str, blocks: &BTreeMap<String, String>) -> &mut NodeState {
+        self.dirty_nodes.insert(id.to_owned());
+        self.partial_nodes.remove(id);
+        self.nodes
+            .entry(id.to_owned())
+            .or_insert_with(|| NodeState::new(blocks.get(id).cloned().unwrap_or_default()))
+    }
+}
+
+enum Control {
+    Continue,
+    Stop,
+}
+
+struct Writer {
+    path: PathBuf,
+    conn: Connection,
+    graph_json: String,
+    /// Node id → block kind, from the graph as run.
+    blocks: BTreeMap<String, String>,
+    run: Option<RunState>,
+    /// When the oldest unwritten change was made.
+    first_pending: Option<Instant>,
+    /// Write at once (run started or finished, flush asked).
+    urgent: bool,
+    last_partial_write: Instant,
+    last_heartbeat: Instant,
+    retry_at: Option<Instant>,
+    /// The first error, reported by `finish`.
+    error: Option<String>,
+    warned_without_start: bool,
+}
+
+impl Writer {
+    fn new(path: PathBuf, conn: Connection, graph: &GraphDoc) -> Self {
+        let now = Instant::now();
+        Self {
+            path,
+            conn,
+            graph_json: graph.to_json_string(),
+            blocks: graph
+                .nodes
+                .iter()
+                .map(|n| (n.id.clone(), n.block.clone()))
+                .collect(),
+            run: None,
+            first_pending: None,
+            urgent: false,
+            last_partial_write: now,
+            last_heartbeat: now,
+            retry_at: None,
+            error: None,
+            warned_without_start: false,
+        }
+    }
+
+    fn run(mut self, rx: &Receiver<Msg>) -> Result<(), String> {
+        'outer: loop {
+            let timeout = self.next_deadline().map_or(IDLE_WAIT, |deadline| {
+                deadline.saturating_duration_since(Instant::now())
+            });
+            match rx.recv_timeout(timeout) {
+                Ok(msg) => {
+                    if let Control::Stop = self.handle(msg) {
+                        break 'outer;
+                    }
+                    // Take everything already queued into this batch.
+                    while !self.batch_full() {
+                        match rx.try_recv() {
+                            Ok(msg) => {
+                                if let Control::Stop = self.handle(msg) {
+                                    break 'outer;
+                                }
+                            }
+                            Err(TryRecvError::Empty) => break,
+                            Err(TryRecvError::Disconnected) => break 'outer,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.tick(false);
+        }
+        self.tick(true);
+        self.error.map_or(Ok(()), Err)
+    }
+
+    fn handle(&mut self, msg: Msg) -> Control {
+        match msg {
+            Msg::Event(event, wall_ms) => self.apply(event, wall_ms),
+            Msg::Flush(ack) => {
+                self.tick(true);
+                let _ = ack.send(self.error.clone().map_or(Ok(()), Err));
+            }
+            Msg::Shutdown => return Control::Stop,
+        }
+        Control::Continue
+    }
+
+    fn batch_full(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|run| run.events.len() >= MAX_BATCH)
+    }
+
+    /// When the writer must wake up next, if at all.
+    fn next_deadline(&self) -> Option<Instant> {
+        let run = self.run.as_ref()?;
+        let mut deadline: Option<Instant> = None;
+        let mut consider = |at: Instant| deadline = Some(deadline.map_or(at, |d| d.min(at)));
+        if run.has_pending() {
+            consider(
+                self.first_pending
+                    .map_or_else(Instant::now, |t| t + FLUSH_INTERVAL),
+            );
+        }
+        if !run.partial_nodes.is_empty() {
+            consider(self.last_partial_write + PARTIAL_INTERVAL);
+        }
+        if run.status == RunStatus::Running {
+            consider(self.last_heartbeat + Duration::from_millis(HEARTBEAT_INTERVAL_MS));
+        }
+        match (deadline, self.retry_at) {
+            (Some(d), Some(retry)) => Some(d.max(retry)),
+            (d, _) => d,
+        }
+    }
+
+    fn mark_pending(&mut self) {
+        if self.first_pending.is_none() {
+            self.first_pending = Some(Instant::now());
+        }
+    }
+
+    /// Updates the in-memory rows from one event.
+    fn apply(&mut self, event: RunEvent, wall_ms: Option<u64>) {
+        if let EventKind::RunStarted {
+            run_id,
+            graph_name,
+            node_count,
+            inputs,
+        } = &event.kind
+        {
+            // A recorder reused for a second run: write out the first one completely.
+            if self.run.is_some() {
+                self.tick(true);
+            }
+            let now = wall_ms.unwrap_or_else(now_ms);
+            let started_at_ms = now.saturating_sub(event.at_ms);
+            let nodes = self
+                .blocks
+                .iter()
+                .map(|(id, block)| (id.clone(), NodeState::new(block.clone())))
+                .collect::<BTreeMap<_, _>>();
+            self.run = Some(RunState {
+                id: run_id.clone(),
+                inserted: false,
+                dirty: true,
+                graph_name: graph_name.clone(),
+                status: RunStatus::Running,
+                started_at_ms,
+                finished_at_ms: None,
+                duration_ms: None,
+                inputs_json: json_text(inputs, "{}"),
+                outputs_json: "{}".to_owned(),
+                error: None,
+                final_usage: None,
+                node_count: *node_count,
+                heartbeat_at_ms: now,
+                dirty_nodes: nodes.keys().cloned().collect(),
+                nodes,
+                partial_nodes: BTreeSet::new(),
+                events: vec![event],
+            });
+            self.last_heartbeat = Instant::now();
+            self.urgent = true;
+            self.mark_pending();
+            return;
+        }
+        let blocks = &self.blocks;
+        let Some(run) = self.run.as_mut() else {
+            if !self.warned_without_start {
+                self.warned_without_start = true;
+                tracing::warn!(db = %self.path.display(), "run events before `run_started` are not recorded");
+            }
+            return;
+        };
+        let at = run.at(event.at_ms);
+        match &event.kind {
+            EventKind::RunStarted { .. } => {}
+            EventKind::NodeQueued { node } => {
+                let state = run.node(node, blocks);
+                if !state.status.is_final() {
+                    state.status = NodeStatus::Queued;
+                }
+            }
+            EventKind::NodeStarted {
+                node,
+                attempt,
+                inputs,
+            } => {
+                let state = run.node(node, blocks);
+                state.status = NodeStatus::Running;
+                state.attempts = *attempt;
+                state.started_at_ms.get_or_insert(at);
+                state.inputs_json = Some(json_text(inputs, "{}"));
+                state.partial.clear();
+            }
+            EventKind::NodePartial { node, port, chunk } => {
+                let entry = run.nodes.entry(node.clone()).or_insert_with(|| {
+                    run.dirty_nodes.insert(node.clone());
+                    NodeState::new(blocks.get(node).cloned().unwrap_or_default())
+                });
+                let text = entry.partial.entry(port.clone()).or_default();
+                if text.len() < MAX_PARTIAL_BYTES {
+                    text.push_str(chunk);
+                    if !run.dirty_nodes.contains(node) {
+                        run.partial_nodes.insert(node.clone());
+                    }
+                }
+                // Not stored as an event: the node's outputs hold the final text.
+                return;
+            }
+            EventKind::NodeUsage { node, usage } => {
+                run.node(node, blocks).usage += *usage;
+                run.dirty = true;
+            }
+            EventKind::NodeRetrying {
+                node,
+                attempt,
+                error,
+                ..
+            } => {
+                let state = run.node(node, blocks);
+                state.attempts = *attempt;
+                state.error = Some(error.clone());
+            }
+            EventKind::NodeAwaitingApproval { node } => {
+                run.node(node, blocks).status = NodeStatus::AwaitingApproval;
+            }
+            EventKind::NodeFinished {
+                node,
+                outputs,
+                attempts,
+                duration_ms,
+                usage,
+            } => {
+                let state = run.node(node, blocks);
+                state.status = NodeStatus::Done;
+                state.attempts = *attempts;
+                state.finished_at_ms = Some(at);
+                state.duration_ms = Some(*duration_ms);
+                state.outputs_json = Some(json_text(outputs, "{}"));
+                state.error = None;
+                state.usage = *usage;
+                state.partial.clear();
+                run.dirty = true;
+            }
+            EventKind::NodeFailed {
+                node,
+                error,
+                attempts,
+                duration_ms,
+                usage,
+                caught,
+            } => {
+                let state = run.node(node, blocks);
+                state.status = NodeStatus::Failed;
+                state.attempts = *attempts;
+                state.finished_at_ms = Some(at);
+                state.duration_ms = Some(*duration_ms);
+                state.error = Some(error.clone());
+                state.error_caught = *caught;
+                state.usage = *usage;
+                state.partial.clear();
+                run.dirty = true;
+            }
+            EventKind::NodeSkipped { node, reason } => {
+                let state = run.node(node, blocks);
+                state.status = NodeStatus::Skipped;
+                state.finished_at_ms = Some(at);
+                state.skip_reason = Some(reason.clone());
+            }
+            EventKind::RunFinished {
+                status,
+                outputs,
+                error,
+                usage,
+                duration_ms,
+            } => {
+                run.status = *status;
+                run.outputs_json = json_text(outputs, "{}");
+                run.error.clone_from(error);
+                run.final_usage = Some(*usage);
+                run.duration_ms = Some(*duration_ms);
+                run.finished_at_ms = Some(run.started_at_ms.saturating_add(*duration_ms));
+                run.dirty = true;
+                self.urgent = true;
+            }
+        }
+        run.events.push(event);
+        self.mark_pending();
+    }
+
+    /// Writes what is due (everything when `force`).
+    fn tick(&mut self, force: bool) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        if run.status == RunStatus::Running
+            && now.duration_since(self.last_heartbeat)
+                >= Duration::from_millis(HEARTBEAT_INTERVAL_MS)
+        {
+            run.heartbeat_at_ms = now_ms();
+            run.dirty = true;
+            self.last_heartbeat = now;
+            if self.first_pending.is_none() {
+                self.first_pending = Some(now);
+            }
+        }
+        let partial_due = force || now.duration_since(self.last_partial_write) >= PARTIAL_INTERVAL;
+        let main_due = run.has_pending()
+            && (force
+                || self.urgent
+                || run.events.len() >= MAX_BATCH
+                || self
+                    .first_pending
+                    .is_some_and(|t| now.duration_since(t) >= FLUSH_INTERVAL));
+        let partial_pending = partial_due && !run.partial_nodes.is_empty();
+        if !main_due && !partial_pending {
+            return;
+        }
+        if !force && self.retry_at.is_some_and(|at| now < at) {
+            return;
+        }
+        match write_batch(&mut self.conn, &self.graph_json, run, partial_due) {
+            Ok(()) => {
+                run.inserted = true;
+                run.dirty = false;
+                run.dirty_nodes.clear();
+                if partial_due {
+                    run.partial_nodes.clear();
+                    self.last_partial_write = now;
+                }
+                run.events.clear();
+                self.first_pending = None;
+                self.urgent = false;
+                self.retry_at = None;
+            }
+            Err(error) => {
+                tracing::warn!(db = %self.path.display(), %error, "cannot write to the run log; will try again");
+                self.retry_at = Some(now + RETRY_INTERVAL);
+                let mut message = error.to_string();
+                if run.events.len() > MAX_PENDING_EVENTS {
+                    let dropped = run.events.len();
+                    run.events.clear();
+                    message = format!("{message} ({dropped} events could not be kept)");
+                }
+                self.error.get_or_insert(message);
+            }
+        }
+    }
+}
+
+/// One transaction: the run row, the changed node rows, the new events.
+fn write_batch(
+    conn: &mut Connection,
+    graph_json: &str,
+    run: &RunState,
+    with_partials: bool,
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    let usage = run.usage();
+    if run.inserted {
+        if run.dirty {
+            tx.prepare_cached(
+                "UPDATE runs SET status = ?2, finished_at_ms = ?3, duration_ms = ?4, outputs_json = ?5,
+                        error = ?6, input_tokens = ?7, output_tokens = ?8, cost_usd = ?9, heartbeat_at_ms = ?10
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                run.id,
+                run.status.as_str(),
+                run.finished_at_ms.map(to_i64),
+                run.duration_ms.map(to_i64),
+                run.outputs_json,
+                run.error,
+                to_i64(usage.input_tokens),
+                to_i64(usage.output_tokens),
+                usage.cost_usd,
+                to_i64(run.heartbeat_at_ms),
+            ])?;
+        }
+    } else {
+        // A run id recorded before (a rerun under the same id) starts from a clean slate.
+        tx.execute("DELETE FROM events WHERE run_id = ?1", params![run.id])?;
+        tx.execute("DELETE FROM node_runs WHERE run_id = ?1", params![run.id])?;
+        tx.execute(
+            "INSERT INTO runs (id, graph_name, graph_json, status, started_at_ms, finished_at_ms, duration_ms,
+                               inputs_json, outputs_json, error, input_tokens, output_tokens, cost_usd,
+                               node_count, pid, owner, heartbeat_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+             ON CONFLICT (id) DO UPDATE SET
+                graph_name = excluded.graph_name, graph_json = excluded.graph_json, status = excluded.status,
+                started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
+                duration_ms = excluded.duration_ms, inputs_json = excluded.inputs_json,
+                outputs_json = excluded.outputs_json, error = excluded.error,
+                input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+                cost_usd = excluded.cost_usd, node_count = excluded.node_count, pid = excluded.pid,
+                owner = excluded.owner, heartbeat_at_ms = excluded.heartbeat_at_ms",
+            params![
+                run.id,
+                run.graph_name,
+                graph_json,
+                run.status.as_str(),
+                to_i64(run.started_at_ms),
+                run.finished_at_ms.map(to_i64),
+                run.duration_ms.map(to_i64),
+                run.inputs_json,
+                run.outputs_json,
+                run.error,
+                to_i64(usage.input_tokens),
+                to_i64(usage.output_tokens),
+                usage.cost_usd,
+                to_i64(u64::try_from(run.node_count).unwrap_or(u64::MAX)),
+                i64::from(std::process::id()),
+                this_process_token(),
+                to_i64(run.heartbeat_at_ms),
+            ],
+        )?;
+    }
+    {
+        let mut upsert = tx.prepare_cached(
+            "INSERT INTO node_runs (run_id, node_id, block, status, attempts, started_at_ms, finished_at_ms,
+                                    duration_ms, inputs_json, outputs_json, error, error_caught, skip_reason,
+                                    partial_json, input_tokens, output_tokens, cost_usd)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+             ON CONFLICT (run_id, node_id) DO UPDATE SET
+                block = excluded.block, status = excluded.status, attempts = excluded.attempts,
+                started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
+                duration_ms = excluded.duration_ms, inputs_json = excluded.inputs_json,
+                outputs_json = excluded.outputs_json, error = excluded.error,
+                error_caught = excluded.error_caught, skip_reason = excluded.skip_reason,
+                partial_json = excluded.partial_json, input_tokens = excluded.input_tokens,
+                output_tokens = excluded.output_tokens, cost_usd = excluded.cost_usd",
+        )?;
+        let partial_ids = if with_partials {
+            Some(&run.partial_nodes)
+        } else {
+            None
+        };
+        let ids = run
+            .dirty_nodes
+            .iter()
+            .chain(partial_ids.into_iter().flatten());
+        for id in ids {
+            let Some(node) = run.nodes.get(id) else {
+                continue;
+            };
+            let partial = (!node.partial.is_empty()).then(|| json_text(&node.partial, "{}"));
+            upsert.execute(params![
+                run.id,
+                id,
+                node.block,
+                node.status.as_str(),
+                node.attempts,
+                node.started_at_ms.map(to_i64),
+                node.finished_at_ms.map(to_i64),
+                node.duration_ms.map(to_i64),
+                node.inputs_json,
+                node.outputs_json,
+                node.error,
+                node.error_caught,
+                node.skip_reason,
+                partial,
+                to_i64(node.usage.input_tokens),
+                to_i64(node.usage.output_tokens),
+                node.usage.cost_usd,
+            ])?;
+        }
+    }
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT OR REPLACE INTO events (run_id, seq, at_ms, kind, node_id, payload_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        for event in &run.events {
+            insert.execute(params![
+                run.id,
+                to_i64(event.seq),
+                to_i64(event.at_ms),
+                event.kind.name(),
+                event.kind.node(),
+                json_text(&event.kind, "null"),
+            ])?;
+        }
+    }
+    tx.commit()
+}
+
+/// JSON text of plain data (serializing it cannot fail; `fallback` keeps the row valid).
+fn json_text<T: Serialize + ?Sized>(value: &T, fallback: &str) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| fallback.to_owned())
+}
