@@ -106,6 +106,8 @@ impl Value {
         match self {
             Value::Text(s) => s.clone(),
             Value::Null => String::new(),
+            // Whole numbers print without a trailing `.0`, as a person writes them.
+            Value::Number(n) if n.fract() == 0.0 && n.abs() < 1e15 => format!("{n:.0}"),
             other => other.to_json().to_string(),
         }
     }

@@ -1,1 +1,27 @@
-fn main() {}
+//! The `agentloom` binary: the desktop app with no arguments, the CLI otherwise.
+
+use clap::Parser as _;
+
+// Keeps freed memory for reuse between frames instead of returning it to the OS each time.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AGENTLOOM_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = agentloom::cli::Cli::parse();
+    let command = cli.command.unwrap_or(agentloom::cli::Command::Open { graph: None, db: None });
+    let code = match agentloom::cli::run_command(command) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            agentloom::cli::EXIT_FAILED
+        }
+    };
+    std::process::exit(code);
+}
