@@ -112,7 +112,7 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(out.get("value"), Some(&Value::Number(2.0)));
+        assert_eq!(out.get("value"), Some(&Value::Integer(2)), "a whole number stays integral");
     }
 
     #[test]

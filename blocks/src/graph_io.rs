@@ -224,7 +224,7 @@ mod tests {
     #[tokio::test]
     async fn parses_command_line_text_into_the_declared_type() {
         let cases = [
-            ("number", "3", Value::Number(3.0)),
+            ("number", "3", Value::Integer(3)),
             ("number", "2.5", Value::Number(2.5)),
             ("integer", "42", Value::Integer(42)),
             ("bool", "true", Value::Bool(true)),
@@ -260,7 +260,7 @@ mod tests {
             TestCtx::new().with_input("x", Value::Integer(3)),
         )
         .await;
-        assert_eq!(got, Ok(Value::Number(3.0)));
+        assert_eq!(got, Ok(Value::Integer(3)));
     }
 
     #[tokio::test]

@@ -154,7 +154,7 @@ pub struct TypeMismatch {
 /// |------------------------------|-----------|---------------------------------------|
 /// | anything                     | json      | unchanged                             |
 /// | json                         | anything  | checked on arrival                    |
-/// | integer                      | number    | widened                               |
+/// | integer                      | number    | unchanged (integers are numbers)      |
 /// | number, integer, bool        | text      | formatted                             |
 /// | object, list, messages, tool | text      | compact JSON                          |
 /// | text                         | messages  | one user message                      |
@@ -219,8 +219,8 @@ pub fn coerce(value: Value, to: &ValueType) -> Result<Value, CoerceError> {
             }),
         (T::Text, v) => Ok(Value::Text(v.to_text())),
         (T::Number, Value::Number(n)) => Ok(Value::Number(n)),
-        #[allow(clippy::cast_precision_loss, reason = "widening as JSON does")]
-        (T::Number, Value::Integer(i)) => Ok(Value::Number(i as f64)),
+        // Whole numbers are numbers already; keeping them integral keeps `3` printing as `3`.
+        (T::Number, Value::Integer(i)) => Ok(Value::Integer(i)),
         (T::Integer, v) => v.as_i64().map(Value::Integer).ok_or_else(|| fail(&v)),
         (T::Bool, Value::Bool(b)) => Ok(Value::Bool(b)),
         (T::Object, Value::Object(o)) => Ok(Value::Object(o)),
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn coerce_follows_the_table() {
-        assert_eq!(coerce(Value::Integer(2), &t("number")), Ok(Value::Number(2.0)));
+        assert_eq!(coerce(Value::Integer(2), &t("number")), Ok(Value::Integer(2)));
         assert_eq!(coerce(Value::Number(2.0), &t("integer")), Ok(Value::Integer(2)));
         assert!(coerce(Value::Number(2.5), &t("integer")).is_err());
         assert_eq!(coerce(Value::Bool(true), &t("text")), Ok(Value::from("true")));

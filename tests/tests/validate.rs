@@ -1,0 +1,160 @@
+//! The validator: one test per kind of problem, each checking that the message names the
+//! node and the port, and that the JSON path points at the right place.
+
+use agentloom_blocks::Registry;
+use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, Problem, ProblemKind, validate};
+use serde_json::json;
+
+fn node(id: &str, block: &str, config: serde_json::Value) -> NodeDoc {
+    NodeDoc::new(id, block).with_config(config)
+}
+
+fn problems(doc: &GraphDoc) -> Vec<Problem> {
+    match validate(doc, &Registry::builtin()) {
+        Ok(_) => Vec::new(),
+        Err(problems) => problems,
+    }
+}
+
+fn only(doc: &GraphDoc, kind: ProblemKind) -> Problem {
+    let found = problems(doc);
+    let matching: Vec<&Problem> = found.iter().filter(|p| p.kind == kind).collect();
+    assert_eq!(matching.len(), 1, "expected one {kind:?} in {found:#?}");
+    matching[0].clone()
+}
+
+/// `greet` (template with variable `name`) fed by a text input, out to an output.
+fn valid_graph() -> GraphDoc {
+    let mut doc = GraphDoc::new("ok");
+    doc.nodes.push(node("who", "graph.input", json!({"name": "who"})));
+    doc.nodes.push(node("greet", "text.template", json!({"template": "Hi {{ name }}"})));
+    doc.nodes.push(node("out", "graph.output", json!({"name": "out"})));
+    doc.edges.push(EdgeDoc::new("who", "value", "greet", "name"));
+    doc.edges.push(EdgeDoc::new("greet", "text", "out", "value"));
+    doc
+}
+
+#[test]
+fn a_valid_graph_has_no_problems() {
+    assert!(problems(&valid_graph()).is_empty());
+}
+
+#[test]
+fn unknown_block() {
+    let mut doc = valid_graph();
+    doc.nodes.push(node("mystery", "nope.nothing", json!({})));
+    let p = only(&doc, ProblemKind::UnknownBlock);
+    assert_eq!(p.node.as_deref(), Some("mystery"));
+    assert_eq!(p.path, "$.nodes[3].block");
+    assert!(p.message.contains("`mystery`") && p.message.contains("`nope.nothing`"), "{}", p.message);
+}
+
+#[test]
+fn bad_config() {
+    let mut doc = valid_graph();
+    doc.nodes.push(node("wait", "control.delay", json!({"ms": "soon"})));
+    let p = only(&doc, ProblemKind::BadConfig);
+    assert_eq!(p.path, "$.nodes[3].config.ms");
+    assert!(p.message.contains("`wait`") && p.message.contains("`ms`"), "{}", p.message);
+}
+
+#[test]
+fn duplicate_id() {
+    let mut doc = valid_graph();
+    doc.nodes.push(node("greet", "control.passthrough", json!({})));
+    let p = only(&doc, ProblemKind::DuplicateId);
+    assert_eq!(p.node.as_deref(), Some("greet"));
+    assert_eq!(p.path, "$.nodes[3].id");
+}
+
+#[test]
+fn unknown_node_in_a_wire() {
+    let mut doc = valid_graph();
+    doc.edges.push(EdgeDoc::new("ghost", "value", "out", "value"));
+    let p = only(&doc, ProblemKind::UnknownNode);
+    assert_eq!(p.node.as_deref(), Some("ghost"));
+    assert_eq!(p.path, "$.edges[2].from");
+}
+
+#[test]
+fn unknown_port() {
+    let mut doc = valid_graph();
+    doc.edges[0] = EdgeDoc::new("who", "value", "greet", "nmae");
+    let found = problems(&doc);
+    let p = found.iter().find(|p| p.kind == ProblemKind::UnknownPort).expect("unknown port reported");
+    assert_eq!(p.node.as_deref(), Some("greet"));
+    assert_eq!(p.port.as_deref(), Some("nmae"));
+    assert_eq!(p.path, "$.edges[0].to");
+    assert!(p.message.contains("`name`"), "lists the real inputs: {}", p.message);
+    // The real input is now unwired, which is its own problem.
+    assert!(found.iter().any(|p| p.kind == ProblemKind::MissingInput && p.port.as_deref() == Some("name")));
+}
+
+#[test]
+fn type_mismatch() {
+    let mut doc = GraphDoc::new("mismatch");
+    doc.nodes.push(node("text", "graph.input", json!({"name": "t", "type": "text"})));
+    doc.nodes.push(node("each", "control.for_each", json!({"block": "control.passthrough"})));
+    doc.edges.push(EdgeDoc::new("text", "value", "each", "items"));
+    let p = only(&doc, ProblemKind::TypeMismatch);
+    assert_eq!(p.node.as_deref(), Some("each"));
+    assert_eq!(p.port.as_deref(), Some("items"));
+    assert!(p.message.contains("`text.value` → `each.items`"), "{}", p.message);
+    assert!(p.message.contains("cannot connect text to list<json>"), "{}", p.message);
+}
+
+#[test]
+fn multiple_wires_into_one_input() {
+    let mut doc = valid_graph();
+    doc.nodes.push(node("other", "graph.input", json!({"name": "other"})));
+    doc.edges.push(EdgeDoc::new("other", "value", "greet", "name"));
+    let p = only(&doc, ProblemKind::MultipleWires);
+    assert_eq!(p.node.as_deref(), Some("greet"));
+    assert_eq!(p.port.as_deref(), Some("name"));
+}
+
+#[test]
+fn missing_required_input() {
+    let mut doc = valid_graph();
+    doc.edges.remove(0);
+    let p = only(&doc, ProblemKind::MissingInput);
+    assert_eq!(p.node.as_deref(), Some("greet"));
+    assert_eq!(p.port.as_deref(), Some("name"));
+    assert!(p.message.contains("`greet`") && p.message.contains("`name`"), "{}", p.message);
+}
+
+#[test]
+fn cycle() {
+    let mut doc = GraphDoc::new("loop");
+    doc.nodes.push(node("a", "control.passthrough", json!({})));
+    doc.nodes.push(node("b", "control.passthrough", json!({})));
+    doc.nodes.push(node("c", "control.passthrough", json!({})));
+    doc.edges.push(EdgeDoc::new("a", "value", "b", "value"));
+    doc.edges.push(EdgeDoc::new("b", "value", "c", "value"));
+    doc.edges.push(EdgeDoc::new("c", "value", "a", "value"));
+    let p = only(&doc, ProblemKind::Cycle);
+    for id in ["`a`", "`b`", "`c`"] {
+        assert!(p.message.contains(id), "{}", p.message);
+    }
+}
+
+#[test]
+fn duplicate_graph_input_names() {
+    let mut doc = valid_graph();
+    doc.nodes.push(node("who2", "graph.input", json!({"name": "who"})));
+    let p = only(&doc, ProblemKind::DuplicateInterface);
+    assert_eq!(p.node.as_deref(), Some("who2"));
+    assert!(p.message.contains("`who`"), "{}", p.message);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let mut doc = valid_graph();
+    doc.nodes.push(node("mystery", "nope", json!({})));
+    doc.nodes.push(node("greet", "control.passthrough", json!({})));
+    doc.edges.push(EdgeDoc::new("ghost", "value", "out", "value"));
+    let kinds: Vec<ProblemKind> = problems(&doc).iter().map(|p| p.kind).collect();
+    for kind in [ProblemKind::UnknownBlock, ProblemKind::DuplicateId, ProblemKind::UnknownNode] {
+        assert!(kinds.contains(&kind), "{kinds:?}");
+    }
+}
