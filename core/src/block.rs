@@ -87,8 +87,9 @@ impl Ports {
 }
 
 fn error_port() -> PortSpec {
-    PortSpec::new(ERROR_PORT, ValueType::Object)
-        .describe("The failure of this node ({message, node, data}); wiring it keeps the run going.")
+    PortSpec::new(ERROR_PORT, ValueType::Object).describe(
+        "The failure of this node ({message, node, data}); wiring it keeps the run going.",
+    )
 }
 
 /// A block's description: what the palette, the inspector and `agentloom blocks` show.
@@ -239,6 +240,9 @@ pub enum SecretError {
     Missing { name: String, env_var: String },
     #[error("the keychain could not be reached ({detail}); {hint}")]
     Unavailable { detail: String, hint: String },
+    /// The credential exists but could not be used (e.g. an OAuth refresh was refused).
+    #[error("credential `{name}`: {message}")]
+    Unusable { name: String, message: String },
 }
 
 /// Where secrets come from (keychain, environment…). Implemented by the engine.
@@ -251,7 +255,13 @@ pub trait SecretSource: Send + Sync {
 pub fn secret_env_var(name: &str) -> String {
     let suffix: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
         .collect();
     format!("AGENTLOOM_SECRET_{suffix}")
 }
@@ -280,7 +290,11 @@ pub trait RunCtx: Send + Sync {
     /// Publishes run output `name`.
     fn set_graph_output(&self, name: &str, value: Value);
     /// Runs `graph` as a sub-run with the given inputs and returns its outputs.
-    async fn run_subgraph(&self, graph: &GraphDoc, inputs: ValueMap) -> Result<ValueMap, BlockError>;
+    async fn run_subgraph(
+        &self,
+        graph: &GraphDoc,
+        inputs: ValueMap,
+    ) -> Result<ValueMap, BlockError>;
     /// Instantiates block `kind` with `config` from the run's catalog (for blocks that run blocks).
     fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError>;
 }

@@ -162,7 +162,10 @@ impl<'a> ConfigReader<'a> {
         match self.get(field) {
             None => Ok(None),
             Some(serde_json::Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(ConfigError::new(field, format!("expected text, got {other}"))),
+            Some(other) => Err(ConfigError::new(
+                field,
+                format!("expected text, got {other}"),
+            )),
         }
     }
 
@@ -180,10 +183,9 @@ impl<'a> ConfigReader<'a> {
     pub fn u64(&self, field: &str) -> Result<Option<u64>, ConfigError> {
         match self.get(field) {
             None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| ConfigError::new(field, format!("expected a whole number ≥ 0, got {v}"))),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                ConfigError::new(field, format!("expected a whole number ≥ 0, got {v}"))
+            }),
         }
     }
 
@@ -205,18 +207,28 @@ impl<'a> ConfigReader<'a> {
         match self.get(field) {
             None => Ok(default),
             Some(serde_json::Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(ConfigError::new(field, format!("expected true or false, got {other}"))),
+            Some(other) => Err(ConfigError::new(
+                field,
+                format!("expected true or false, got {other}"),
+            )),
         }
     }
 
     pub fn value_type_or(&self, field: &str, default: ValueType) -> Result<ValueType, ConfigError> {
         match self.str(field)? {
             None => Ok(default),
-            Some(s) => s.parse().map_err(|e: crate::types::UnknownType| ConfigError::new(field, e.to_string())),
+            Some(s) => s
+                .parse()
+                .map_err(|e: crate::types::UnknownType| ConfigError::new(field, e.to_string())),
         }
     }
 
-    pub fn choice_or(&self, field: &str, options: &[&str], default: &'a str) -> Result<&'a str, ConfigError> {
+    pub fn choice_or(
+        &self,
+        field: &str,
+        options: &[&str],
+        default: &'a str,
+    ) -> Result<&'a str, ConfigError> {
         let value = self.str_or(field, default)?;
         if options.contains(&value) {
             Ok(value)
@@ -262,7 +274,9 @@ pub fn fields_json_schema(fields: &[ConfigField]) -> serde_json::Value {
                 s
             }
             FieldKind::Bool => serde_json::json!({ "type": "boolean" }),
-            FieldKind::Choice { options } => serde_json::json!({ "type": "string", "enum": options }),
+            FieldKind::Choice { options } => {
+                serde_json::json!({ "type": "string", "enum": options })
+            }
             FieldKind::Json => serde_json::json!({}),
         };
         schema["title"] = serde_json::json!(field.label);
@@ -294,8 +308,14 @@ mod tests {
         let reader = ConfigReader(&config);
         let err = reader.u64("ms").unwrap_err();
         assert_eq!(err.field, "ms");
-        assert!(err.to_string().starts_with("config `ms`: expected a whole number"));
-        assert_eq!(reader.required_str("name").unwrap_err().to_string(), "config `name`: is required");
+        assert!(
+            err.to_string()
+                .starts_with("config `ms`: expected a whole number")
+        );
+        assert_eq!(
+            reader.required_str("name").unwrap_err().to_string(),
+            "config `name`: is required"
+        );
         assert_eq!(reader.u64_or("missing", 7).unwrap(), 7);
     }
 

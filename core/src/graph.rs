@@ -95,7 +95,9 @@ impl NodeDoc {
 }
 
 /// A wire from an output port to an input port: `{"from": [node, port], "to": [node, port]}`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct EdgeDoc {
     pub from: (String, String),
@@ -154,7 +156,11 @@ impl RetryPolicy {
     pub fn backoff_before(&self, next_attempt: u32) -> std::time::Duration {
         let exponent = i32::try_from(next_attempt.saturating_sub(2)).unwrap_or(i32::MAX);
         let wait = (self.backoff_ms as f64) * self.backoff_factor.max(1.0).powi(exponent);
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "clamped below")]
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "clamped below"
+        )]
         let wait_ms = wait.min(self.max_backoff_ms as f64).max(0.0) as u64;
         std::time::Duration::from_millis(wait_ms)
     }
@@ -224,7 +230,9 @@ impl GraphDoc {
 
     pub fn from_json_value(mut json: serde_json::Value) -> Result<GraphDoc, LoadError> {
         let Some(object) = json.as_object_mut() else {
-            return Err(LoadError::NotAGraph("the top level is not a JSON object".to_owned()));
+            return Err(LoadError::NotAGraph(
+                "the top level is not a JSON object".to_owned(),
+            ));
         };
         match object.get("format") {
             Some(serde_json::Value::String(f)) if f == FORMAT_NAME => {}
@@ -242,7 +250,9 @@ impl GraphDoc {
         let version = object
             .get("version")
             .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| LoadError::NotAGraph("`version` is missing or not a whole number".to_owned()))?;
+            .ok_or_else(|| {
+                LoadError::NotAGraph("`version` is missing or not a whole number".to_owned())
+            })?;
         if version > u64::from(FORMAT_VERSION) {
             return Err(LoadError::NewerVersion {
                 found: version,
@@ -252,10 +262,11 @@ impl GraphDoc {
         if version == 0 {
             migrate_v0_to_v1(object);
         }
-        let doc: GraphDoc = serde_path_to_error::deserialize(json).map_err(|e| LoadError::Shape {
-            path: json_path(&e.path().to_string()),
-            message: e.inner().to_string(),
-        })?;
+        let doc: GraphDoc =
+            serde_path_to_error::deserialize(json).map_err(|e| LoadError::Shape {
+                path: json_path(&e.path().to_string()),
+                message: e.inner().to_string(),
+            })?;
         Ok(doc)
     }
 
@@ -285,7 +296,13 @@ impl GraphDoc {
     pub fn fresh_node_id(&self, base: &str) -> String {
         let base: String = base
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
             .collect();
         if self.node(&base).is_none() {
             return base;
@@ -335,7 +352,8 @@ mod tests {
     #[test]
     fn canonical_form_is_sorted_and_stable() {
         let mut doc = GraphDoc::new("t");
-        doc.nodes.push(NodeDoc::new("b", "control.delay").with_config(serde_json::json!({"ms": 5})));
+        doc.nodes
+            .push(NodeDoc::new("b", "control.delay").with_config(serde_json::json!({"ms": 5})));
         doc.nodes.push(NodeDoc::new("a", "graph.input"));
         doc.edges.push(EdgeDoc::new("b", "value", "c", "value"));
         doc.edges.push(EdgeDoc::new("a", "value", "b", "value"));
@@ -350,7 +368,8 @@ mod tests {
 
     #[test]
     fn newer_version_is_refused_with_a_clear_message() {
-        let err = GraphDoc::from_json_str(r#"{"format":"agentloom.graph","version":7,"nodes":[]}"#).unwrap_err();
+        let err = GraphDoc::from_json_str(r#"{"format":"agentloom.graph","version":7,"nodes":[]}"#)
+            .unwrap_err();
         assert_eq!(
             err,
             LoadError::NewerVersion {
@@ -384,9 +403,18 @@ mod tests {
 
     #[test]
     fn other_json_is_not_a_graph() {
-        assert!(matches!(GraphDoc::from_json_str("[1,2]"), Err(LoadError::NotAGraph(_))));
-        assert!(matches!(GraphDoc::from_json_str("{\"format\":\"x\"}"), Err(LoadError::NotAGraph(_))));
-        assert!(matches!(GraphDoc::from_json_str("{"), Err(LoadError::Syntax(_))));
+        assert!(matches!(
+            GraphDoc::from_json_str("[1,2]"),
+            Err(LoadError::NotAGraph(_))
+        ));
+        assert!(matches!(
+            GraphDoc::from_json_str("{\"format\":\"x\"}"),
+            Err(LoadError::NotAGraph(_))
+        ));
+        assert!(matches!(
+            GraphDoc::from_json_str("{"),
+            Err(LoadError::Syntax(_))
+        ));
     }
 
     #[test]

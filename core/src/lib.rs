@@ -17,14 +17,19 @@ mod validate;
 mod value;
 
 pub use block::{
-    BlockError, BlockMeta, Block, ERROR_PORT, ErrorClass, GraphInterface, InputsExt, NodeImpl, PortSpec, Ports,
-    RunCtx, Secret, SecretError, SecretSource, Usage, outputs, secret_env_var,
+    Block, BlockError, BlockMeta, ERROR_PORT, ErrorClass, GraphInterface, InputsExt, NodeImpl,
+    PortSpec, Ports, RunCtx, Secret, SecretError, SecretSource, Usage, outputs, secret_env_var,
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
-pub use graph::{EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, LoadError, NodeDoc, RetryPolicy, RunSettings};
-pub use types::{Compat, CoerceError, TypeMismatch, UnknownType, ValueType, coerce, compatibility, message};
+pub use graph::{
+    EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, LoadError, NodeDoc, RetryPolicy, RunSettings,
+};
+pub use types::{
+    CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, compatibility, message,
+};
 pub use validate::{
-    BlockCatalog, InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode, instantiate_node, validate,
+    BlockCatalog, InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode,
+    instantiate_node, validate,
 };
 pub use value::{Value, ValueMap};
 

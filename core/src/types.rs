@@ -94,7 +94,10 @@ impl FromStr for ValueType {
         if let Some(ty) = simple {
             return Ok(ty);
         }
-        if let Some(inner) = trimmed.strip_prefix("list<").and_then(|rest| rest.strip_suffix('>')) {
+        if let Some(inner) = trimmed
+            .strip_prefix("list<")
+            .and_then(|rest| rest.strip_suffix('>'))
+        {
             return Ok(ValueType::list_of(inner.parse()?));
         }
         Err(UnknownType(s.to_owned()))
@@ -182,9 +185,9 @@ pub fn compatibility(from: &ValueType, to: &ValueType) -> Result<Compat, TypeMis
             Err(inner) => Err(mismatch(&format!("list items: {}", inner.reason))),
         },
         (T::Bytes, T::Text) => Err(mismatch("bytes are not text; decode them first")),
-        (T::Text, T::Number | T::Integer | T::Bool) => {
-            Err(mismatch("text is not parsed implicitly; use a JSON parse block"))
-        }
+        (T::Text, T::Number | T::Integer | T::Bool) => Err(mismatch(
+            "text is not parsed implicitly; use a JSON parse block",
+        )),
         (T::Number, T::Integer) => Err(mismatch("a number may have a fraction")),
         (_, T::List(_)) => Err(mismatch("a single value is not a list")),
         (T::List(_), _) => Err(mismatch("a list is not a single value")),
@@ -211,12 +214,14 @@ pub fn coerce(value: Value, to: &ValueType) -> Result<Value, CoerceError> {
     match (to, value) {
         (T::Any, v) => Ok(v),
         (T::Text, Value::Text(s)) => Ok(Value::Text(s)),
-        (T::Text, Value::Bytes(b)) => String::from_utf8(b)
-            .map(Value::Text)
-            .map_err(|_| CoerceError {
-                expected: T::Text,
-                got: "bytes that are not UTF-8".to_owned(),
-            }),
+        (T::Text, Value::Bytes(b)) => {
+            String::from_utf8(b)
+                .map(Value::Text)
+                .map_err(|_| CoerceError {
+                    expected: T::Text,
+                    got: "bytes that are not UTF-8".to_owned(),
+                })
+        }
         (T::Text, v) => Ok(Value::Text(v.to_text())),
         (T::Number, Value::Number(n)) => Ok(Value::Number(n)),
         // Whole numbers are numbers already; keeping them integral keeps `3` printing as `3`.
@@ -256,9 +261,9 @@ pub fn message(role: &str, content: impl Into<String>) -> Value {
 }
 
 fn is_message(value: &Value) -> bool {
-    value
-        .as_object()
-        .is_some_and(|o| o.get("role").and_then(Value::as_str).is_some() && o.contains_key("content"))
+    value.as_object().is_some_and(|o| {
+        o.get("role").and_then(Value::as_str).is_some() && o.contains_key("content")
+    })
 }
 
 #[cfg(test)]
@@ -282,11 +287,24 @@ mod tests {
         assert_eq!(compatibility(&t("text"), &t("text")), Ok(Compat::Exact));
         assert_eq!(compatibility(&t("number"), &t("json")), Ok(Compat::Exact));
         assert_eq!(compatibility(&t("json"), &t("number")), Ok(Compat::Checked));
-        assert_eq!(compatibility(&t("integer"), &t("number")), Ok(Compat::Coerce));
-        assert_eq!(compatibility(&t("list<integer>"), &t("list<number>")), Ok(Compat::Coerce));
-        assert_eq!(compatibility(&t("text"), &t("messages")), Ok(Compat::Coerce));
+        assert_eq!(
+            compatibility(&t("integer"), &t("number")),
+            Ok(Compat::Coerce)
+        );
+        assert_eq!(
+            compatibility(&t("list<integer>"), &t("list<number>")),
+            Ok(Compat::Coerce)
+        );
+        assert_eq!(
+            compatibility(&t("text"), &t("messages")),
+            Ok(Compat::Coerce)
+        );
         let refused = compatibility(&t("text"), &t("number")).unwrap_err();
-        assert!(refused.to_string().contains("cannot connect text to number"));
+        assert!(
+            refused
+                .to_string()
+                .contains("cannot connect text to number")
+        );
         assert!(compatibility(&t("number"), &t("integer")).is_err());
         assert!(compatibility(&t("text"), &t("list<text>")).is_err());
         assert!(compatibility(&t("list<text>"), &t("list<bool>")).is_err());
@@ -295,10 +313,19 @@ mod tests {
 
     #[test]
     fn coerce_follows_the_table() {
-        assert_eq!(coerce(Value::Integer(2), &t("number")), Ok(Value::Integer(2)));
-        assert_eq!(coerce(Value::Number(2.0), &t("integer")), Ok(Value::Integer(2)));
+        assert_eq!(
+            coerce(Value::Integer(2), &t("number")),
+            Ok(Value::Integer(2))
+        );
+        assert_eq!(
+            coerce(Value::Number(2.0), &t("integer")),
+            Ok(Value::Integer(2))
+        );
         assert!(coerce(Value::Number(2.5), &t("integer")).is_err());
-        assert_eq!(coerce(Value::Bool(true), &t("text")), Ok(Value::from("true")));
+        assert_eq!(
+            coerce(Value::Bool(true), &t("text")),
+            Ok(Value::from("true"))
+        );
         assert_eq!(
             coerce(Value::from("hi"), &t("messages")),
             Ok(Value::List(vec![message("user", "hi")]))

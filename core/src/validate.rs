@@ -173,12 +173,16 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
                 node: Some(node.id.clone()),
                 port: None,
                 path: format!("$.nodes[{i}].id"),
-                message: format!("node id `{}` is used more than once; ids must be unique", node.id),
+                message: format!(
+                    "node id `{}` is used more than once; ids must be unique",
+                    node.id
+                ),
             });
         }
     }
 
-    let mut instances: Vec<Option<(BlockMeta, Arc<dyn NodeImpl>)>> = Vec::with_capacity(doc.nodes.len());
+    let mut instances: Vec<Option<(BlockMeta, Arc<dyn NodeImpl>)>> =
+        Vec::with_capacity(doc.nodes.len());
     for (i, node) in doc.nodes.iter().enumerate() {
         match instantiate_node(i, node, catalog) {
             Ok(pair) => instances.push(Some(pair)),
@@ -219,15 +223,31 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
         if !ends_known {
             continue;
         }
-        let (Some((_, from_node)), Some((_, to_node))) = (&instances[from_index], &instances[to_index]) else {
+        let (Some((_, from_node)), Some((_, to_node))) =
+            (&instances[from_index], &instances[to_index])
+        else {
             continue;
         };
         let Some(out_spec) = from_node.ports().output(from_port) else {
-            problems.push(unknown_port(e, "from", from_id, from_port, "output", &from_node.ports().outputs_with_error()));
+            problems.push(unknown_port(
+                e,
+                "from",
+                from_id,
+                from_port,
+                "output",
+                &from_node.ports().outputs_with_error(),
+            ));
             continue;
         };
         let Some(in_spec) = to_node.ports().input(to_port) else {
-            problems.push(unknown_port(e, "to", to_id, to_port, "input", &to_node.ports().inputs));
+            problems.push(unknown_port(
+                e,
+                "to",
+                to_id,
+                to_port,
+                "input",
+                &to_node.ports().inputs,
+            ));
             continue;
         };
         let compat = match compatibility(&out_spec.ty, &in_spec.ty) {
@@ -270,7 +290,9 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
     }
 
     for (i, node) in doc.nodes.iter().enumerate() {
-        let Some((_, imp)) = &instances[i] else { continue };
+        let Some((_, imp)) = &instances[i] else {
+            continue;
+        };
         for port in &imp.ports().inputs {
             if port.required && !inputs[i].iter().any(|slot| slot.port == port.name) {
                 problems.push(Problem {
@@ -348,7 +370,14 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
     })
 }
 
-fn unknown_port(edge: usize, end: &str, node: &str, port: &str, direction: &str, known: &[crate::block::PortSpec]) -> Problem {
+fn unknown_port(
+    edge: usize,
+    end: &str,
+    node: &str,
+    port: &str,
+    direction: &str,
+    known: &[crate::block::PortSpec],
+) -> Problem {
     let names: Vec<String> = known.iter().map(|p| format!("`{}`", p.name)).collect();
     let choices = if names.is_empty() {
         format!("it has no {direction}s")
@@ -408,8 +437,10 @@ fn topological_order(doc: &GraphDoc, inputs: &[Vec<InputSlot>]) -> Result<Vec<us
             dependents[slot.source_node].push(target);
         }
     }
-    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> =
-        (0..n).filter(|&i| indegree[i] == 0).map(std::cmp::Reverse).collect();
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = (0..n)
+        .filter(|&i| indegree[i] == 0)
+        .map(std::cmp::Reverse)
+        .collect();
     let mut order = Vec::with_capacity(n);
     while let Some(std::cmp::Reverse(i)) = ready.pop() {
         order.push(i);

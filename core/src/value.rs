@@ -121,7 +121,9 @@ impl Value {
             Value::Number(n) => serde_json::Number::from_f64(*n)
                 .map_or(serde_json::Value::Null, serde_json::Value::Number),
             Value::Text(s) => serde_json::Value::String(s.clone()),
-            Value::List(items) => serde_json::Value::Array(items.iter().map(Value::to_json).collect()),
+            Value::List(items) => {
+                serde_json::Value::Array(items.iter().map(Value::to_json).collect())
+            }
             Value::Object(map) => serde_json::Value::Object(
                 map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
             ),
@@ -129,7 +131,9 @@ impl Value {
                 let mut map = serde_json::Map::new();
                 map.insert(
                     BYTES_KEY.to_owned(),
-                    serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                    serde_json::Value::String(
+                        base64::engine::general_purpose::STANDARD.encode(bytes),
+                    ),
                 );
                 serde_json::Value::Object(map)
             }
@@ -146,7 +150,9 @@ impl Value {
                 None => Value::Number(n.as_f64().unwrap_or(f64::NAN)),
             },
             serde_json::Value::String(s) => Value::Text(s),
-            serde_json::Value::Array(items) => Value::List(items.into_iter().map(Value::from_json).collect()),
+            serde_json::Value::Array(items) => {
+                Value::List(items.into_iter().map(Value::from_json).collect())
+            }
             serde_json::Value::Object(map) => {
                 if map.len() == 1
                     && let Some(serde_json::Value::String(encoded)) = map.get(BYTES_KEY)
@@ -154,7 +160,11 @@ impl Value {
                 {
                     return Value::Bytes(bytes);
                 }
-                Value::Object(map.into_iter().map(|(k, v)| (k, Value::from_json(v))).collect())
+                Value::Object(
+                    map.into_iter()
+                        .map(|(k, v)| (k, Value::from_json(v)))
+                        .collect(),
+                )
             }
         }
     }
@@ -165,11 +175,17 @@ impl Value {
             Value::Bytes(b) => format!("<{} bytes>", b.len()),
             other => other.to_text(),
         };
-        let single_line: String = full.chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
+        let single_line: String = full
+            .chars()
+            .map(|c| if c == '\n' { '⏎' } else { c })
+            .collect();
         if single_line.chars().count() <= max_chars {
             single_line
         } else {
-            let mut cut: String = single_line.chars().take(max_chars.saturating_sub(1)).collect();
+            let mut cut: String = single_line
+                .chars()
+                .take(max_chars.saturating_sub(1))
+                .collect();
             cut.push('…');
             cut
         }
@@ -246,7 +262,10 @@ mod tests {
             ("b".to_owned(), Value::Bytes(vec![0, 1, 255])),
             ("i".to_owned(), Value::Integer(-3)),
             ("n".to_owned(), Value::Number(1.5)),
-            ("l".to_owned(), Value::List(vec![Value::Null, Value::from("x")])),
+            (
+                "l".to_owned(),
+                Value::List(vec![Value::Null, Value::from("x")]),
+            ),
         ]));
         let text = serde_json::to_string(&value).unwrap();
         let back: Value = serde_json::from_str(&text).unwrap();

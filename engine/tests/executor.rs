@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use agentloom_blocks::Registry;
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigReader, EdgeDoc, GraphDoc, NodeDoc, NodeImpl, PortSpec,
-    Ports, RetryPolicy, RunCtx, Usage, Value, ValueMap, ValueType, async_trait, validate,
+    Block, BlockError, BlockMeta, Config, ConfigError, ConfigReader, EdgeDoc, GraphDoc, NodeDoc,
+    NodeImpl, PortSpec, Ports, RetryPolicy, RunCtx, Usage, Value, ValueMap, ValueType, async_trait,
+    validate,
 };
 use agentloom_engine::{
-    Approver, CollectSink, EventKind, Executor, NodeStatus, NullSink, RunOptions, RunReport, RunStatus,
+    Approver, CollectSink, EventKind, Executor, NodeStatus, NullSink, RunOptions, RunReport,
+    RunStatus,
 };
 use serde_json::json;
 
@@ -32,7 +34,8 @@ impl Block for Flaky {
         &self.meta
     }
     fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
-        let fail_times = u32::try_from(ConfigReader(config).u64_or("fail_times", 0)?).unwrap_or(u32::MAX);
+        let fail_times =
+            u32::try_from(ConfigReader(config).u64_or("fail_times", 0)?).unwrap_or(u32::MAX);
         Ok(Arc::new(FlakyNode {
             calls: self.calls.clone(),
             fail_times,
@@ -91,7 +94,10 @@ impl NodeImpl for CostlyNode {
             cost_usd: self.cost,
         });
         let mut out = ValueMap::new();
-        out.insert("value".into(), inputs.get("value").cloned().unwrap_or(Value::Null));
+        out.insert(
+            "value".into(),
+            inputs.get("value").cloned().unwrap_or(Value::Null),
+        );
         Ok(out)
     }
 }
@@ -120,22 +126,38 @@ fn edge(from: &str, from_port: &str, to: &str, to_port: &str) -> EdgeDoc {
     EdgeDoc::new(from, from_port, to, to_port)
 }
 
-async fn run_doc(registry: Arc<Registry>, doc: &GraphDoc, inputs: ValueMap) -> (RunReport, Vec<EventKind>) {
+async fn run_doc(
+    registry: Arc<Registry>,
+    doc: &GraphDoc,
+    inputs: ValueMap,
+) -> (RunReport, Vec<EventKind>) {
     run_with(Executor::new(registry), doc, inputs, RunOptions::default()).await
 }
 
-async fn run_with(executor: Executor, doc: &GraphDoc, inputs: ValueMap, options: RunOptions) -> (RunReport, Vec<EventKind>) {
+async fn run_with(
+    executor: Executor,
+    doc: &GraphDoc,
+    inputs: ValueMap,
+    options: RunOptions,
+) -> (RunReport, Vec<EventKind>) {
     let valid = match validate(doc, executor.catalog().as_ref()) {
         Ok(valid) => valid,
         Err(problems) => panic!("invalid test graph: {problems:?}"),
     };
     let sink = Arc::new(CollectSink::default());
-    let report = executor.run(Arc::new(valid), inputs, options, sink.clone()).await;
+    let report = executor
+        .run(Arc::new(valid), inputs, options, sink.clone())
+        .await;
     (report, sink.events().into_iter().map(|e| e.kind).collect())
 }
 
 fn status_of(report: &RunReport, id: &str) -> NodeStatus {
-    report.nodes.iter().find(|n| n.id == id).map(|n| n.status).unwrap_or(NodeStatus::Pending)
+    report
+        .nodes
+        .iter()
+        .find(|n| n.id == id)
+        .map(|n| n.status)
+        .unwrap_or(NodeStatus::Pending)
 }
 
 fn builtin() -> Arc<Registry> {
@@ -145,10 +167,12 @@ fn builtin() -> Arc<Registry> {
 #[tokio::test]
 async fn independent_nodes_run_concurrently() {
     let mut doc = GraphDoc::new("fan-out");
-    doc.nodes.push(node("start", "data.constant", json!({"value": 1})));
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
     for i in 0..10 {
         let id = format!("wait{i}");
-        doc.nodes.push(node(&id, "control.delay", json!({"ms": 200})));
+        doc.nodes
+            .push(node(&id, "control.delay", json!({"ms": 200})));
         doc.edges.push(edge("start", "value", &id, "value"));
     }
     let started = Instant::now();
@@ -163,17 +187,23 @@ async fn independent_nodes_run_concurrently() {
 async fn concurrency_bound_is_respected() {
     let mut doc = GraphDoc::new("bounded");
     doc.settings.concurrency = Some(2);
-    doc.nodes.push(node("start", "data.constant", json!({"value": 1})));
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
     for i in 0..4 {
         let id = format!("wait{i}");
-        doc.nodes.push(node(&id, "control.delay", json!({"ms": 150})));
+        doc.nodes
+            .push(node(&id, "control.delay", json!({"ms": 150})));
         doc.edges.push(edge("start", "value", &id, "value"));
     }
     let started = Instant::now();
     let (report, _) = run_doc(builtin(), &doc, ValueMap::new()).await;
     assert_eq!(report.status, RunStatus::Completed);
     // Four waits, two at a time: at least two rounds of 150 ms.
-    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -188,9 +218,15 @@ async fn transient_failures_are_retried_with_backoff() {
         max_backoff_ms: 1000,
     });
     doc.nodes.push(flaky);
-    doc.nodes.push(node("out", "graph.output", json!({"name": "attempt"})));
+    doc.nodes
+        .push(node("out", "graph.output", json!({"name": "attempt"})));
     doc.edges.push(edge("flaky", "value", "out", "value"));
-    let (report, events) = run_doc(registry_with_test_blocks(calls.clone()), &doc, ValueMap::new()).await;
+    let (report, events) = run_doc(
+        registry_with_test_blocks(calls.clone()),
+        &doc,
+        ValueMap::new(),
+    )
+    .await;
     assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
     assert_eq!(report.outputs["attempt"], Value::Integer(3));
     assert_eq!(calls.load(Ordering::SeqCst), 3);
@@ -202,7 +238,14 @@ async fn transient_failures_are_retried_with_backoff() {
         })
         .collect();
     assert_eq!(waits, vec![20, 40]);
-    assert_eq!(report.nodes.iter().find(|n| n.id == "flaky").map(|n| n.attempts), Some(3));
+    assert_eq!(
+        report
+            .nodes
+            .iter()
+            .find(|n| n.id == "flaky")
+            .map(|n| n.attempts),
+        Some(3)
+    );
 }
 
 #[tokio::test]
@@ -216,17 +259,26 @@ async fn retries_give_up_after_max_attempts() {
         ..RetryPolicy::default()
     });
     doc.nodes.push(flaky);
-    let (report, _) = run_doc(registry_with_test_blocks(calls.clone()), &doc, ValueMap::new()).await;
+    let (report, _) = run_doc(
+        registry_with_test_blocks(calls.clone()),
+        &doc,
+        ValueMap::new(),
+    )
+    .await;
     assert_eq!(report.status, RunStatus::Failed);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     let error = report.error.unwrap_or_default();
-    assert!(error.contains("node `flaky` failed: flaky failure 2"), "{error}");
+    assert!(
+        error.contains("node `flaky` failed: flaky failure 2"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
 async fn a_node_timeout_fails_the_node() {
     let mut doc = GraphDoc::new("timeout");
-    doc.nodes.push(node("start", "data.constant", json!({"value": 1})));
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
     let mut slow = node("slow", "control.delay", json!({"ms": 5000}));
     slow.timeout_ms = Some(100);
     doc.nodes.push(slow);
@@ -235,16 +287,25 @@ async fn a_node_timeout_fails_the_node() {
     let (report, _) = run_doc(builtin(), &doc, ValueMap::new()).await;
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(report.status, RunStatus::Failed);
-    assert!(report.error.clone().unwrap_or_default().contains("timed out after 100 ms"));
+    assert!(
+        report
+            .error
+            .clone()
+            .unwrap_or_default()
+            .contains("timed out after 100 ms")
+    );
     assert_eq!(status_of(&report, "slow"), NodeStatus::Failed);
 }
 
 #[tokio::test]
 async fn cancellation_stops_the_run_promptly() {
     let mut doc = GraphDoc::new("cancel");
-    doc.nodes.push(node("start", "data.constant", json!({"value": 1})));
-    doc.nodes.push(node("slow", "control.delay", json!({"ms": 10_000})));
-    doc.nodes.push(node("after", "control.passthrough", json!({})));
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
+    doc.nodes
+        .push(node("slow", "control.delay", json!({"ms": 10_000})));
+    doc.nodes
+        .push(node("after", "control.passthrough", json!({})));
     doc.edges.push(edge("start", "value", "slow", "value"));
     doc.edges.push(edge("slow", "value", "after", "value"));
     let options = RunOptions::default();
@@ -255,7 +316,11 @@ async fn cancellation_stops_the_run_promptly() {
     });
     let started = Instant::now();
     let (report, events) = run_with(Executor::new(builtin()), &doc, ValueMap::new(), options).await;
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(report.status, RunStatus::Cancelled);
     assert_eq!(status_of(&report, "after"), NodeStatus::Pending);
     assert!(matches!(
@@ -269,7 +334,10 @@ async fn cancellation_stops_the_run_promptly() {
 
 #[tokio::test]
 async fn untaken_branch_is_skipped_not_failed() {
-    let doc = GraphDoc::from_json_str(include_str!("../../assets/examples/branching.agentloom.json")).unwrap();
+    let doc = GraphDoc::from_json_str(include_str!(
+        "../../assets/examples/branching.agentloom.json"
+    ))
+    .unwrap();
     let inputs = ValueMap::from([("amount".to_owned(), Value::from("3"))]);
     let (report, events) = run_doc(builtin(), &doc, inputs).await;
     assert_eq!(report.status, RunStatus::Completed);
@@ -282,7 +350,8 @@ async fn untaken_branch_is_skipped_not_failed() {
 #[tokio::test]
 async fn skipping_cascades_down_a_chain() {
     let mut doc = GraphDoc::new("cascade");
-    doc.nodes.push(node("c", "data.constant", json!({"value": false})));
+    doc.nodes
+        .push(node("c", "data.constant", json!({"value": false})));
     doc.nodes.push(node("branch", "control.branch", json!({})));
     doc.edges.push(edge("c", "value", "branch", "condition"));
     let mut previous = ("branch".to_owned(), "true".to_owned());
@@ -294,33 +363,55 @@ async fn skipping_cascades_down_a_chain() {
     }
     let (report, _) = run_doc(builtin(), &doc, ValueMap::new()).await;
     assert_eq!(report.status, RunStatus::Completed);
-    assert!(report.nodes.iter().filter(|n| n.id.starts_with('n')).all(|n| n.status == NodeStatus::Skipped));
+    assert!(
+        report
+            .nodes
+            .iter()
+            .filter(|n| n.id.starts_with('n'))
+            .all(|n| n.status == NodeStatus::Skipped)
+    );
 }
 
 #[tokio::test]
 async fn a_wired_error_output_catches_the_failure() {
     let calls = Arc::new(AtomicU32::new(0));
     let mut doc = GraphDoc::new("caught");
-    doc.nodes.push(node("flaky", "test.flaky", json!({"fail_times": 1})));
-    doc.nodes.push(node("explain", "text.template", json!({"template": "caught: {{ error.message }} in {{ error.node }}"})));
-    doc.nodes.push(node("ok_path", "control.passthrough", json!({})));
-    doc.nodes.push(node("out", "graph.output", json!({"name": "note"})));
+    doc.nodes
+        .push(node("flaky", "test.flaky", json!({"fail_times": 1})));
+    doc.nodes.push(node(
+        "explain",
+        "text.template",
+        json!({"template": "caught: {{ error.message }} in {{ error.node }}"}),
+    ));
+    doc.nodes
+        .push(node("ok_path", "control.passthrough", json!({})));
+    doc.nodes
+        .push(node("out", "graph.output", json!({"name": "note"})));
     doc.edges.push(edge("flaky", "error", "explain", "error"));
     doc.edges.push(edge("flaky", "value", "ok_path", "value"));
     doc.edges.push(edge("explain", "text", "out", "value"));
     let (report, events) = run_doc(registry_with_test_blocks(calls), &doc, ValueMap::new()).await;
     assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
-    assert_eq!(report.outputs["note"], Value::from("caught: flaky failure 1 in flaky"));
+    assert_eq!(
+        report.outputs["note"],
+        Value::from("caught: flaky failure 1 in flaky")
+    );
     assert_eq!(status_of(&report, "ok_path"), NodeStatus::Skipped);
-    assert!(events.iter().any(|e| matches!(e, EventKind::NodeFailed { caught: true, .. })));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EventKind::NodeFailed { caught: true, .. }))
+    );
 }
 
 #[tokio::test]
 async fn an_uncaught_failure_fails_the_run_and_stops_the_rest() {
     let calls = Arc::new(AtomicU32::new(0));
     let mut doc = GraphDoc::new("uncaught");
-    doc.nodes.push(node("flaky", "test.flaky", json!({"fail_times": 1})));
-    doc.nodes.push(node("after", "control.passthrough", json!({})));
+    doc.nodes
+        .push(node("flaky", "test.flaky", json!({"fail_times": 1})));
+    doc.nodes
+        .push(node("after", "control.passthrough", json!({})));
     doc.edges.push(edge("flaky", "value", "after", "value"));
     let (report, _) = run_doc(registry_with_test_blocks(calls), &doc, ValueMap::new()).await;
     assert_eq!(report.status, RunStatus::Failed);
@@ -332,29 +423,55 @@ async fn an_uncaught_failure_fails_the_run_and_stops_the_rest() {
 async fn max_steps_limit_stops_the_run() {
     let mut doc = GraphDoc::new("steps");
     doc.settings.max_steps = Some(3);
-    doc.nodes.push(node("n0", "data.constant", json!({"value": 1})));
+    doc.nodes
+        .push(node("n0", "data.constant", json!({"value": 1})));
     for i in 1..10 {
-        doc.nodes.push(node(&format!("n{i}"), "control.passthrough", json!({})));
-        doc.edges.push(edge(&format!("n{}", i - 1), "value", &format!("n{i}"), "value"));
+        doc.nodes
+            .push(node(&format!("n{i}"), "control.passthrough", json!({})));
+        doc.edges.push(edge(
+            &format!("n{}", i - 1),
+            "value",
+            &format!("n{i}"),
+            "value",
+        ));
     }
     let (report, _) = run_doc(builtin(), &doc, ValueMap::new()).await;
     assert_eq!(report.status, RunStatus::Failed);
-    assert!(report.error.unwrap_or_default().contains("step limit reached"));
-    assert_eq!(report.nodes.iter().filter(|n| n.status == NodeStatus::Done).count(), 3);
+    assert!(
+        report
+            .error
+            .unwrap_or_default()
+            .contains("step limit reached")
+    );
+    assert_eq!(
+        report
+            .nodes
+            .iter()
+            .filter(|n| n.status == NodeStatus::Done)
+            .count(),
+        3
+    );
 }
 
 #[tokio::test]
 async fn max_wall_time_limit_stops_the_run() {
     let mut doc = GraphDoc::new("wall");
     doc.settings.max_wall_ms = Some(100);
-    doc.nodes.push(node("start", "data.constant", json!({"value": 1})));
-    doc.nodes.push(node("slow", "control.delay", json!({"ms": 5000})));
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
+    doc.nodes
+        .push(node("slow", "control.delay", json!({"ms": 5000})));
     doc.edges.push(edge("start", "value", "slow", "value"));
     let started = Instant::now();
     let (report, _) = run_doc(builtin(), &doc, ValueMap::new()).await;
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(report.status, RunStatus::Failed);
-    assert!(report.error.unwrap_or_default().contains("time limit reached"));
+    assert!(
+        report
+            .error
+            .unwrap_or_default()
+            .contains("time limit reached")
+    );
 }
 
 #[tokio::test]
@@ -362,10 +479,14 @@ async fn max_cost_limit_stops_the_run_and_usage_is_summed() {
     let calls = Arc::new(AtomicU32::new(0));
     let mut doc = GraphDoc::new("cost");
     doc.settings.max_cost_usd = Some(0.25);
-    doc.nodes.push(node("a", "test.costly", json!({"cost": 0.1})));
-    doc.nodes.push(node("b", "test.costly", json!({"cost": 0.1})));
-    doc.nodes.push(node("c", "test.costly", json!({"cost": 0.1})));
-    doc.nodes.push(node("d", "test.costly", json!({"cost": 0.1})));
+    doc.nodes
+        .push(node("a", "test.costly", json!({"cost": 0.1})));
+    doc.nodes
+        .push(node("b", "test.costly", json!({"cost": 0.1})));
+    doc.nodes
+        .push(node("c", "test.costly", json!({"cost": 0.1})));
+    doc.nodes
+        .push(node("d", "test.costly", json!({"cost": 0.1})));
     doc.edges.push(edge("a", "value", "b", "value"));
     doc.edges.push(edge("b", "value", "c", "value"));
     doc.edges.push(edge("c", "value", "d", "value"));
@@ -381,7 +502,10 @@ async fn max_cost_limit_stops_the_run_and_usage_is_summed() {
 
 #[tokio::test]
 async fn event_order_is_deterministic() {
-    let doc = GraphDoc::from_json_str(include_str!("../../assets/examples/branching.agentloom.json")).unwrap();
+    let doc = GraphDoc::from_json_str(include_str!(
+        "../../assets/examples/branching.agentloom.json"
+    ))
+    .unwrap();
     let mut orders = Vec::new();
     for _ in 0..5 {
         let (_, events) = run_doc(builtin(), &doc, ValueMap::new()).await;
@@ -398,17 +522,31 @@ async fn event_order_is_deterministic() {
 async fn a_chain_of_100k_nodes_runs_without_stack_overflow() {
     let n = 100_000;
     let mut doc = GraphDoc::new("chain");
-    doc.nodes.push(node("n0", "data.constant", json!({"value": 7})));
+    doc.nodes
+        .push(node("n0", "data.constant", json!({"value": 7})));
     for i in 1..n {
-        doc.nodes.push(node(&format!("n{i}"), "control.passthrough", json!({})));
-        doc.edges.push(edge(&format!("n{}", i - 1), "value", &format!("n{i}"), "value"));
+        doc.nodes
+            .push(node(&format!("n{i}"), "control.passthrough", json!({})));
+        doc.edges.push(edge(
+            &format!("n{}", i - 1),
+            "value",
+            &format!("n{i}"),
+            "value",
+        ));
     }
-    doc.nodes.push(node("out", "graph.output", json!({"name": "result"})));
-    doc.edges.push(edge(&format!("n{}", n - 1), "value", "out", "value"));
+    doc.nodes
+        .push(node("out", "graph.output", json!({"name": "result"})));
+    doc.edges
+        .push(edge(&format!("n{}", n - 1), "value", "out", "value"));
     let executor = Executor::new(builtin());
     let valid = validate(&doc, executor.catalog().as_ref()).unwrap();
     let report = executor
-        .run(Arc::new(valid), ValueMap::new(), RunOptions::default(), Arc::new(NullSink))
+        .run(
+            Arc::new(valid),
+            ValueMap::new(),
+            RunOptions::default(),
+            Arc::new(NullSink),
+        )
         .await;
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(report.outputs["result"], Value::Integer(7));
@@ -417,26 +555,45 @@ async fn a_chain_of_100k_nodes_runs_without_stack_overflow() {
 #[tokio::test]
 async fn for_each_runs_a_subgraph_per_item_in_order() {
     let mut inner = GraphDoc::new("double");
-    inner.nodes.push(node("item", "graph.input", json!({"name": "item", "type": "json"})));
-    inner.nodes.push(node("fmt", "text.template", json!({"template": "<{{ item }}>"})));
-    inner.nodes.push(node("result", "graph.output", json!({"name": "result"})));
+    inner.nodes.push(node(
+        "item",
+        "graph.input",
+        json!({"name": "item", "type": "json"}),
+    ));
+    inner.nodes.push(node(
+        "fmt",
+        "text.template",
+        json!({"template": "<{{ item }}>"}),
+    ));
+    inner
+        .nodes
+        .push(node("result", "graph.output", json!({"name": "result"})));
     inner.edges.push(edge("item", "value", "fmt", "item"));
     inner.edges.push(edge("fmt", "text", "result", "value"));
     let mut doc = GraphDoc::new("outer");
-    doc.nodes.push(node("items", "data.constant", json!({"value": ["a", "b", "c"], "type": "list<json>"})));
+    doc.nodes.push(node(
+        "items",
+        "data.constant",
+        json!({"value": ["a", "b", "c"], "type": "list<json>"}),
+    ));
     doc.nodes.push(node(
         "each",
         "control.for_each",
         json!({"graph": serde_json::to_value(&inner).unwrap(), "concurrency": 2}),
     ));
-    doc.nodes.push(node("out", "graph.output", json!({"name": "all"})));
+    doc.nodes
+        .push(node("out", "graph.output", json!({"name": "all"})));
     doc.edges.push(edge("items", "value", "each", "items"));
     doc.edges.push(edge("each", "results", "out", "value"));
     let (report, _) = run_doc(builtin(), &doc, ValueMap::new()).await;
     assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
     assert_eq!(
         report.outputs["all"],
-        Value::List(vec![Value::from("<a>"), Value::from("<b>"), Value::from("<c>")])
+        Value::List(vec![
+            Value::from("<a>"),
+            Value::from("<b>"),
+            Value::from("<c>")
+        ])
     );
 }
 
@@ -454,8 +611,10 @@ async fn safe_mode_asks_before_side_effects() {
     let workspace = tempfile::tempdir().unwrap();
     let mut doc = GraphDoc::new("safe");
     doc.settings.safe_mode = true;
-    doc.nodes.push(node("text", "data.constant", json!({"value": "hi"})));
-    doc.nodes.push(node("write", "file.write", json!({"path": "note.txt"})));
+    doc.nodes
+        .push(node("text", "data.constant", json!({"value": "hi"})));
+    doc.nodes
+        .push(node("write", "file.write", json!({"path": "note.txt"})));
     doc.edges.push(edge("text", "value", "write", "content"));
 
     let denied = Executor::new(builtin())
@@ -463,7 +622,11 @@ async fn safe_mode_asks_before_side_effects() {
         .with_approver(Arc::new(Decide(false)));
     let (report, events) = run_with(denied, &doc, ValueMap::new(), RunOptions::default()).await;
     assert_eq!(report.status, RunStatus::Failed);
-    assert!(events.iter().any(|e| matches!(e, EventKind::NodeAwaitingApproval { node } if node == "write")));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EventKind::NodeAwaitingApproval { node } if node == "write"))
+    );
     assert!(!workspace.path().join("note.txt").exists());
 
     let approved = Executor::new(builtin())
@@ -471,7 +634,10 @@ async fn safe_mode_asks_before_side_effects() {
         .with_approver(Arc::new(Decide(true)));
     let (report, _) = run_with(approved, &doc, ValueMap::new(), RunOptions::default()).await;
     assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
-    assert_eq!(std::fs::read_to_string(workspace.path().join("note.txt")).unwrap(), "hi");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("note.txt")).unwrap(),
+        "hi"
+    );
 
     let nobody = Executor::new(builtin()).with_workspace(workspace.path().to_path_buf());
     let (report, _) = run_with(nobody, &doc, ValueMap::new(), RunOptions::default()).await;
@@ -481,8 +647,13 @@ async fn safe_mode_asks_before_side_effects() {
 #[tokio::test]
 async fn values_are_coerced_along_wires() {
     let mut doc = GraphDoc::new("coerce");
-    doc.nodes.push(node("n", "graph.input", json!({"name": "n", "type": "integer"})));
-    doc.nodes.push(node("out", "graph.output", json!({"name": "n"})));
+    doc.nodes.push(node(
+        "n",
+        "graph.input",
+        json!({"name": "n", "type": "integer"}),
+    ));
+    doc.nodes
+        .push(node("out", "graph.output", json!({"name": "n"})));
     doc.edges.push(edge("n", "value", "out", "value"));
     let inputs = ValueMap::from([("n".to_owned(), Value::from("12"))]);
     let (report, _) = run_doc(builtin(), &doc, inputs).await;

@@ -26,11 +26,19 @@ fn only(doc: &GraphDoc, kind: ProblemKind) -> Problem {
 /// `greet` (template with variable `name`) fed by a text input, out to an output.
 fn valid_graph() -> GraphDoc {
     let mut doc = GraphDoc::new("ok");
-    doc.nodes.push(node("who", "graph.input", json!({"name": "who"})));
-    doc.nodes.push(node("greet", "text.template", json!({"template": "Hi {{ name }}"})));
-    doc.nodes.push(node("out", "graph.output", json!({"name": "out"})));
-    doc.edges.push(EdgeDoc::new("who", "value", "greet", "name"));
-    doc.edges.push(EdgeDoc::new("greet", "text", "out", "value"));
+    doc.nodes
+        .push(node("who", "graph.input", json!({"name": "who"})));
+    doc.nodes.push(node(
+        "greet",
+        "text.template",
+        json!({"template": "Hi {{ name }}"}),
+    ));
+    doc.nodes
+        .push(node("out", "graph.output", json!({"name": "out"})));
+    doc.edges
+        .push(EdgeDoc::new("who", "value", "greet", "name"));
+    doc.edges
+        .push(EdgeDoc::new("greet", "text", "out", "value"));
     doc
 }
 
@@ -46,22 +54,32 @@ fn unknown_block() {
     let p = only(&doc, ProblemKind::UnknownBlock);
     assert_eq!(p.node.as_deref(), Some("mystery"));
     assert_eq!(p.path, "$.nodes[3].block");
-    assert!(p.message.contains("`mystery`") && p.message.contains("`nope.nothing`"), "{}", p.message);
+    assert!(
+        p.message.contains("`mystery`") && p.message.contains("`nope.nothing`"),
+        "{}",
+        p.message
+    );
 }
 
 #[test]
 fn bad_config() {
     let mut doc = valid_graph();
-    doc.nodes.push(node("wait", "control.delay", json!({"ms": "soon"})));
+    doc.nodes
+        .push(node("wait", "control.delay", json!({"ms": "soon"})));
     let p = only(&doc, ProblemKind::BadConfig);
     assert_eq!(p.path, "$.nodes[3].config.ms");
-    assert!(p.message.contains("`wait`") && p.message.contains("`ms`"), "{}", p.message);
+    assert!(
+        p.message.contains("`wait`") && p.message.contains("`ms`"),
+        "{}",
+        p.message
+    );
 }
 
 #[test]
 fn duplicate_id() {
     let mut doc = valid_graph();
-    doc.nodes.push(node("greet", "control.passthrough", json!({})));
+    doc.nodes
+        .push(node("greet", "control.passthrough", json!({})));
     let p = only(&doc, ProblemKind::DuplicateId);
     assert_eq!(p.node.as_deref(), Some("greet"));
     assert_eq!(p.path, "$.nodes[3].id");
@@ -70,7 +88,8 @@ fn duplicate_id() {
 #[test]
 fn unknown_node_in_a_wire() {
     let mut doc = valid_graph();
-    doc.edges.push(EdgeDoc::new("ghost", "value", "out", "value"));
+    doc.edges
+        .push(EdgeDoc::new("ghost", "value", "out", "value"));
     let p = only(&doc, ProblemKind::UnknownNode);
     assert_eq!(p.node.as_deref(), Some("ghost"));
     assert_eq!(p.path, "$.edges[2].from");
@@ -81,33 +100,63 @@ fn unknown_port() {
     let mut doc = valid_graph();
     doc.edges[0] = EdgeDoc::new("who", "value", "greet", "nmae");
     let found = problems(&doc);
-    let p = found.iter().find(|p| p.kind == ProblemKind::UnknownPort).expect("unknown port reported");
+    let p = found
+        .iter()
+        .find(|p| p.kind == ProblemKind::UnknownPort)
+        .expect("unknown port reported");
     assert_eq!(p.node.as_deref(), Some("greet"));
     assert_eq!(p.port.as_deref(), Some("nmae"));
     assert_eq!(p.path, "$.edges[0].to");
-    assert!(p.message.contains("`name`"), "lists the real inputs: {}", p.message);
+    assert!(
+        p.message.contains("`name`"),
+        "lists the real inputs: {}",
+        p.message
+    );
     // The real input is now unwired, which is its own problem.
-    assert!(found.iter().any(|p| p.kind == ProblemKind::MissingInput && p.port.as_deref() == Some("name")));
+    assert!(
+        found
+            .iter()
+            .any(|p| p.kind == ProblemKind::MissingInput && p.port.as_deref() == Some("name"))
+    );
 }
 
 #[test]
 fn type_mismatch() {
     let mut doc = GraphDoc::new("mismatch");
-    doc.nodes.push(node("text", "graph.input", json!({"name": "t", "type": "text"})));
-    doc.nodes.push(node("each", "control.for_each", json!({"block": "control.passthrough"})));
-    doc.edges.push(EdgeDoc::new("text", "value", "each", "items"));
+    doc.nodes.push(node(
+        "text",
+        "graph.input",
+        json!({"name": "t", "type": "text"}),
+    ));
+    doc.nodes.push(node(
+        "each",
+        "control.for_each",
+        json!({"block": "control.passthrough"}),
+    ));
+    doc.edges
+        .push(EdgeDoc::new("text", "value", "each", "items"));
     let p = only(&doc, ProblemKind::TypeMismatch);
     assert_eq!(p.node.as_deref(), Some("each"));
     assert_eq!(p.port.as_deref(), Some("items"));
-    assert!(p.message.contains("`text.value` → `each.items`"), "{}", p.message);
-    assert!(p.message.contains("cannot connect text to list<json>"), "{}", p.message);
+    assert!(
+        p.message.contains("`text.value` → `each.items`"),
+        "{}",
+        p.message
+    );
+    assert!(
+        p.message.contains("cannot connect text to list<json>"),
+        "{}",
+        p.message
+    );
 }
 
 #[test]
 fn multiple_wires_into_one_input() {
     let mut doc = valid_graph();
-    doc.nodes.push(node("other", "graph.input", json!({"name": "other"})));
-    doc.edges.push(EdgeDoc::new("other", "value", "greet", "name"));
+    doc.nodes
+        .push(node("other", "graph.input", json!({"name": "other"})));
+    doc.edges
+        .push(EdgeDoc::new("other", "value", "greet", "name"));
     let p = only(&doc, ProblemKind::MultipleWires);
     assert_eq!(p.node.as_deref(), Some("greet"));
     assert_eq!(p.port.as_deref(), Some("name"));
@@ -120,7 +169,11 @@ fn missing_required_input() {
     let p = only(&doc, ProblemKind::MissingInput);
     assert_eq!(p.node.as_deref(), Some("greet"));
     assert_eq!(p.port.as_deref(), Some("name"));
-    assert!(p.message.contains("`greet`") && p.message.contains("`name`"), "{}", p.message);
+    assert!(
+        p.message.contains("`greet`") && p.message.contains("`name`"),
+        "{}",
+        p.message
+    );
 }
 
 #[test]
@@ -141,7 +194,8 @@ fn cycle() {
 #[test]
 fn duplicate_graph_input_names() {
     let mut doc = valid_graph();
-    doc.nodes.push(node("who2", "graph.input", json!({"name": "who"})));
+    doc.nodes
+        .push(node("who2", "graph.input", json!({"name": "who"})));
     let p = only(&doc, ProblemKind::DuplicateInterface);
     assert_eq!(p.node.as_deref(), Some("who2"));
     assert!(p.message.contains("`who`"), "{}", p.message);
@@ -151,10 +205,16 @@ fn duplicate_graph_input_names() {
 fn every_problem_is_reported_at_once() {
     let mut doc = valid_graph();
     doc.nodes.push(node("mystery", "nope", json!({})));
-    doc.nodes.push(node("greet", "control.passthrough", json!({})));
-    doc.edges.push(EdgeDoc::new("ghost", "value", "out", "value"));
+    doc.nodes
+        .push(node("greet", "control.passthrough", json!({})));
+    doc.edges
+        .push(EdgeDoc::new("ghost", "value", "out", "value"));
     let kinds: Vec<ProblemKind> = problems(&doc).iter().map(|p| p.kind).collect();
-    for kind in [ProblemKind::UnknownBlock, ProblemKind::DuplicateId, ProblemKind::UnknownNode] {
+    for kind in [
+        ProblemKind::UnknownBlock,
+        ProblemKind::DuplicateId,
+        ProblemKind::UnknownNode,
+    ] {
         assert!(kinds.contains(&kind), "{kinds:?}");
     }
 }

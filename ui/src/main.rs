@@ -15,7 +15,10 @@ fn main() {
         )
         .init();
     let cli = agentloom::cli::Cli::parse();
-    let command = cli.command.unwrap_or(agentloom::cli::Command::Open { graph: None, db: None });
+    let command = cli.command.unwrap_or(agentloom::cli::Command::Open {
+        graph: None,
+        db: None,
+    });
     let code = match agentloom::cli::run_command(command) {
         Ok(code) => code,
         Err(err) => {

@@ -13,7 +13,9 @@ fn bin() -> Command {
 }
 
 fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../assets/examples")
+        .join(name)
 }
 
 fn run(args: &[&str], db: &Path, workspace: &Path) -> Output {
@@ -54,9 +56,21 @@ fn every_example_runs_offline_and_prints_one_json_object() {
             continue;
         }
         let output = run(&["run", path.to_str().unwrap(), "--json"], &db, dir.path());
-        assert!(output.status.success(), "{} failed: {}", path.display(), String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "{} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
         let report = stdout_json(&output);
-        for key in ["run_id", "status", "outputs", "nodes", "usage", "duration_ms"] {
+        for key in [
+            "run_id",
+            "status",
+            "outputs",
+            "nodes",
+            "usage",
+            "duration_ms",
+        ] {
             assert!(report.get(key).is_some(), "{key} missing in {report}");
         }
         assert_eq!(report["status"], "completed");
@@ -75,22 +89,54 @@ fn run_outputs_follow_the_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let hello = example("hello.agentloom.json");
-    let output = run(&["run", hello.to_str().unwrap(), "--json", "--input", "name=Ada"], &db, dir.path());
+    let output = run(
+        &[
+            "run",
+            hello.to_str().unwrap(),
+            "--json",
+            "--input",
+            "name=Ada",
+        ],
+        &db,
+        dir.path(),
+    );
     assert!(output.status.success());
     assert_eq!(stdout_json(&output)["outputs"]["greeting"], "Hello, Ada!");
 
     let branching = example("branching.agentloom.json");
-    let output = run(&["run", branching.to_str().unwrap(), "--json", "-i", "amount=3"], &db, dir.path());
+    let output = run(
+        &[
+            "run",
+            branching.to_str().unwrap(),
+            "--json",
+            "-i",
+            "amount=3",
+        ],
+        &db,
+        dir.path(),
+    );
     let report = stdout_json(&output);
     assert_eq!(report["outputs"]["verdict"], "3 is small");
-    let big = report["nodes"].as_array().unwrap().iter().find(|n| n["id"] == "big").unwrap();
+    let big = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "big")
+        .unwrap();
     assert_eq!(big["status"], "skipped");
 
     let pipeline = example("pipeline.agentloom.json");
-    let output = run(&["run", pipeline.to_str().unwrap(), "--json"], &db, dir.path());
+    let output = run(
+        &["run", pipeline.to_str().unwrap(), "--json"],
+        &db,
+        dir.path(),
+    );
     assert!(output.status.success());
     let written = std::fs::read_to_string(dir.path().join("out/greetings.json")).unwrap();
-    assert_eq!(serde_json::from_str::<Value>(&written).unwrap(), serde_json::json!(["Hi Ada", "Hi Grace", "Hi Linus"]));
+    assert_eq!(
+        serde_json::from_str::<Value>(&written).unwrap(),
+        serde_json::json!(["Hi Ada", "Hi Grace", "Hi Linus"])
+    );
 }
 
 #[test]
@@ -110,26 +156,46 @@ fn invalid_graphs_and_arguments_exit_2_with_a_clear_message() {
     assert!(stderr.contains("`t`") && stderr.contains("`x`"), "{stderr}");
 
     std::fs::write(dir.path().join("broken.json"), "{ not json").unwrap();
-    let output = run(&["run", dir.path().join("broken.json").to_str().unwrap()], &db, dir.path());
+    let output = run(
+        &["run", dir.path().join("broken.json").to_str().unwrap()],
+        &db,
+        dir.path(),
+    );
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not valid JSON"));
 
-    let newer = write_graph(dir.path(), "newer.json", &serde_json::json!({"format": "agentloom.graph", "version": 99}));
+    let newer = write_graph(
+        dir.path(),
+        "newer.json",
+        &serde_json::json!({"format": "agentloom.graph", "version": 99}),
+    );
     let output = run(&["run", newer.to_str().unwrap()], &db, dir.path());
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("newer Agentloom"));
 
-    let output = run(&["run", dir.path().join("absent.json").to_str().unwrap()], &db, dir.path());
+    let output = run(
+        &["run", dir.path().join("absent.json").to_str().unwrap()],
+        &db,
+        dir.path(),
+    );
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read the file"));
 
     let hello = example("hello.agentloom.json");
-    let output = run(&["run", hello.to_str().unwrap(), "--input", "nobody=1"], &db, dir.path());
+    let output = run(
+        &["run", hello.to_str().unwrap(), "--input", "nobody=1"],
+        &db,
+        dir.path(),
+    );
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no input `nobody`"));
 
     let output = bin().args(["run"]).output().unwrap();
-    assert_eq!(output.status.code(), Some(2), "a missing argument is a usage error");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a missing argument is a usage error"
+    );
 }
 
 #[test]
@@ -149,13 +215,21 @@ fn a_failed_run_exits_1_and_is_logged() {
     assert_eq!(report["status"], "failed");
     assert!(report["error"].as_str().unwrap().contains("missing.txt"));
 
-    let runs = bin().args(["runs", "--json", "--db"]).arg(&db).output().unwrap();
+    let runs = bin()
+        .args(["runs", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     let runs = stdout_json(&runs);
     assert_eq!(runs[0]["status"], "failed");
     assert_eq!(runs[0]["graph_name"], "Fails");
 
     let id = report["run_id"].as_str().unwrap();
-    let show = bin().args(["show", &id[..12], "--json", "--db"]).arg(&db).output().unwrap();
+    let show = bin()
+        .args(["show", &id[..12], "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     assert!(show.status.success());
     let detail = stdout_json(&show);
     assert_eq!(detail["nodes"][0]["status"], "failed");
@@ -163,7 +237,11 @@ fn a_failed_run_exits_1_and_is_logged() {
 
 #[test]
 fn validate_blocks_and_schema() {
-    let output = bin().args(["validate"]).arg(example("pipeline.agentloom.json")).output().unwrap();
+    let output = bin()
+        .args(["validate"])
+        .arg(example("pipeline.agentloom.json"))
+        .output()
+        .unwrap();
     assert!(output.status.success());
 
     let dir = tempfile::tempdir().unwrap();
@@ -174,21 +252,54 @@ fn validate_blocks_and_schema() {
             {"id": "a", "block": "nope"}, {"id": "a", "block": "control.passthrough"}
         ]}),
     );
-    let output = bin().args(["validate", "--json"]).arg(&bad).output().unwrap();
+    let output = bin()
+        .args(["validate", "--json"])
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let result = stdout_json(&output);
     assert_eq!(result["valid"], false);
-    let kinds: Vec<&str> = result["problems"].as_array().unwrap().iter().map(|p| p["kind"].as_str().unwrap()).collect();
-    assert!(kinds.contains(&"unknown_block") && kinds.contains(&"duplicate_id"), "{kinds:?}");
+    let kinds: Vec<&str> = result["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"unknown_block") && kinds.contains(&"duplicate_id"),
+        "{kinds:?}"
+    );
 
     let output = bin().args(["blocks", "--json"]).output().unwrap();
     let blocks = stdout_json(&output);
-    let kinds: Vec<&str> = blocks.as_array().unwrap().iter().map(|b| b["kind"].as_str().unwrap()).collect();
-    for kind in ["graph.input", "graph.output", "text.template", "control.delay", "http.request", "file.read", "file.write"] {
+    let kinds: Vec<&str> = blocks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["kind"].as_str().unwrap())
+        .collect();
+    for kind in [
+        "graph.input",
+        "graph.output",
+        "text.template",
+        "control.delay",
+        "http.request",
+        "file.read",
+        "file.write",
+    ] {
         assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
     }
-    let delay = blocks.as_array().unwrap().iter().find(|b| b["kind"] == "control.delay").unwrap();
-    assert_eq!(delay["config_schema"]["properties"]["ms"]["type"], "integer");
+    let delay = blocks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "control.delay")
+        .unwrap();
+    assert_eq!(
+        delay["config_schema"]["properties"]["ms"]["type"],
+        "integer"
+    );
     assert_eq!(delay["ports"]["inputs"][0]["name"], "value");
 
     let output = bin().arg("schema").output().unwrap();
@@ -211,14 +322,21 @@ fn slow_graph(dir: &Path) -> PathBuf {
 fn wait_for_status(db: &Path, status: &str, within: Duration) -> Value {
     let deadline = Instant::now() + within;
     loop {
-        let output = bin().args(["runs", "--json", "--db"]).arg(db).output().unwrap();
+        let output = bin()
+            .args(["runs", "--json", "--db"])
+            .arg(db)
+            .output()
+            .unwrap();
         if output.status.success()
             && let Ok(runs) = serde_json::from_slice::<Value>(&output.stdout)
             && runs[0]["status"] == status
         {
             return runs[0].clone();
         }
-        assert!(Instant::now() < deadline, "no run reached `{status}` in {within:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no run reached `{status}` in {within:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -242,9 +360,18 @@ fn a_run_killed_with_sigkill_shows_as_interrupted() {
     child.wait().unwrap();
     let run = wait_for_status(&db, "interrupted", Duration::from_secs(10));
     let id = run["id"].as_str().unwrap();
-    let show = bin().args(["show", id, "--json", "--db"]).arg(&db).output().unwrap();
+    let show = bin()
+        .args(["show", id, "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     let detail = stdout_json(&show);
-    let start = detail["nodes"].as_array().unwrap().iter().find(|n| n["node_id"] == "start").unwrap();
+    let start = detail["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node_id"] == "start")
+        .unwrap();
     assert_eq!(start["status"], "done", "work done before the kill is kept");
 }
 
@@ -264,7 +391,10 @@ fn ctrl_c_cancels_cleanly_and_is_recorded() {
         .unwrap();
     wait_for_status(&db, "running", Duration::from_secs(20));
     let started = Instant::now();
-    let sent = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(sent.success());
     let output = child.wait_with_output().unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));

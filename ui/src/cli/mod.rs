@@ -111,7 +111,10 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Runs { json, db, limit } => runs_command(db, json, limit),
         Command::Show { run_id, json, db } => show_command(db, &run_id, json),
         Command::Schema => {
-            println!("{}", serde_json::to_string_pretty(&GraphDoc::json_schema())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&GraphDoc::json_schema())?
+            );
             Ok(0)
         }
     }
@@ -119,13 +122,15 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
 
 /// Reads and parses a graph file; the error names the file.
 fn load_graph(path: &Path) -> Result<GraphDoc, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
     GraphDoc::from_json_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn load_and_validate(path: &Path, catalog: &dyn BlockCatalog) -> Result<ValidGraph, Vec<String>> {
     let doc = load_graph(path).map_err(|e| vec![e])?;
-    validate(&doc, catalog).map_err(|problems| problems.iter().map(|p| format_problem(path, p)).collect())
+    validate(&doc, catalog)
+        .map_err(|problems| problems.iter().map(|p| format_problem(path, p)).collect())
 }
 
 fn format_problem(path: &Path, problem: &Problem) -> String {
@@ -144,7 +149,13 @@ fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
                         eprintln!("{}", format_problem(path, p));
                     }
                 }
-                (false, problems.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect())
+                (
+                    false,
+                    problems
+                        .iter()
+                        .map(|p| serde_json::to_value(p).unwrap_or_default())
+                        .collect(),
+                )
             }
         },
     };
@@ -224,7 +235,8 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
             "{}  {:<11} {:>8}  {}{}",
             run.id,
             run.status.as_str(),
-            run.duration_ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
+            run.duration_ms
+                .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
             run.graph_name,
             run.error.map(|e| format!("  ({e})")).unwrap_or_default()
         );
@@ -235,7 +247,10 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
 fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result<i32> {
     let store = open_store(db)?;
     let Some(detail) = store.get_run(run_id)? else {
-        eprintln!("no run `{run_id}` in {}; `agentloom runs` lists them", store.path().display());
+        eprintln!(
+            "no run `{run_id}` in {}; `agentloom runs` lists them",
+            store.path().display()
+        );
         return Ok(EXIT_INVALID);
     };
     if json {
@@ -243,7 +258,12 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         return Ok(0);
     }
     let run = &detail.run;
-    println!("run {}  {}  {}", run.id, run.graph_name, run.status.as_str());
+    println!(
+        "run {}  {}  {}",
+        run.id,
+        run.graph_name,
+        run.status.as_str()
+    );
     if let Some(ms) = run.duration_ms {
         println!("duration {ms} ms");
     }
@@ -262,7 +282,10 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
             node.node_id,
             node.status.as_str(),
             node.attempts,
-            node.error.clone().or_else(|| node.skip_reason.clone()).unwrap_or_default()
+            node.error
+                .clone()
+                .or_else(|| node.skip_reason.clone())
+                .unwrap_or_default()
         );
     }
     for (name, value) in &detail.outputs {
@@ -295,7 +318,10 @@ fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
             return Err(if names.is_empty() {
                 format!("the graph has no input `{name}` (it declares no inputs)")
             } else {
-                format!("the graph has no input `{name}`; its inputs are {}", names.join(", "))
+                format!(
+                    "the graph has no input `{name}`; its inputs are {}",
+                    names.join(", ")
+                )
             });
         }
     }
@@ -325,7 +351,9 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
-    let inputs = match parse_inputs(&args.inputs).and_then(|inputs| check_inputs(&graph, &inputs).map(|()| inputs)) {
+    let inputs = match parse_inputs(&args.inputs)
+        .and_then(|inputs| check_inputs(&graph, &inputs).map(|()| inputs))
+    {
         Ok(inputs) => inputs,
         Err(message) => {
             eprintln!("{}: {message}", args.graph.display());
@@ -345,7 +373,9 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     let recorder = if args.no_log {
         None
     } else {
-        match open_store(args.db.clone()).and_then(|store| Ok(Arc::new(store.recorder(&graph.doc)?))) {
+        match open_store(args.db.clone())
+            .and_then(|store| Ok(Arc::new(store.recorder(&graph.doc)?)))
+        {
             Ok(recorder) => {
                 sinks.push(recorder.clone());
                 Some(recorder)
@@ -382,7 +412,12 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             }
         });
         executor
-            .run(Arc::new(graph), inputs, options, Arc::new(FanoutSink(sinks)))
+            .run(
+                Arc::new(graph),
+                inputs,
+                options,
+                Arc::new(FanoutSink(sinks)),
+            )
             .await
     });
     progress.finish();
@@ -409,5 +444,9 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         };
         eprintln!("run {} {summary}", report.run_id);
     }
-    Ok(if report.status == RunStatus::Completed { 0 } else { EXIT_FAILED })
+    Ok(if report.status == RunStatus::Completed {
+        0
+    } else {
+        EXIT_FAILED
+    })
 }

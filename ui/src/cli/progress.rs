@@ -18,7 +18,10 @@ impl ProgressSink {
     pub fn new(interactive: bool, print_lines: bool) -> Self {
         let spinner = (interactive && print_lines).then(|| {
             let bar = ProgressBar::new_spinner();
-            bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
@@ -46,7 +49,9 @@ impl ProgressSink {
     }
 
     fn update_running(&self, add: Option<&str>, remove: Option<&str>) {
-        let Ok(mut running) = self.running.lock() else { return };
+        let Ok(mut running) = self.running.lock() else {
+            return;
+        };
         if let Some(node) = add {
             running.insert(node.to_owned());
         }
@@ -56,7 +61,11 @@ impl ProgressSink {
         if let Some(bar) = &self.spinner {
             let names: Vec<&str> = running.iter().take(4).map(String::as_str).collect();
             let more = running.len().saturating_sub(names.len());
-            let suffix = if more > 0 { format!(" +{more}") } else { String::new() };
+            let suffix = if more > 0 {
+                format!(" +{more}")
+            } else {
+                String::new()
+            };
             bar.set_message(format!("running {}{suffix}", names.join(", ")));
         }
     }
@@ -66,26 +75,60 @@ impl EventSink for ProgressSink {
     fn emit(&self, event: &RunEvent) {
         match &event.kind {
             EventKind::NodeStarted { node, .. } => self.update_running(Some(node), None),
-            EventKind::NodeFinished { node, duration_ms, attempts, usage, .. } => {
+            EventKind::NodeFinished {
+                node,
+                duration_ms,
+                attempts,
+                usage,
+                ..
+            } => {
                 self.update_running(None, Some(node));
-                let retries = if *attempts > 1 { format!(", {attempts} attempts") } else { String::new() };
+                let retries = if *attempts > 1 {
+                    format!(", {attempts} attempts")
+                } else {
+                    String::new()
+                };
                 let cost = if usage.is_zero() {
                     String::new()
                 } else {
-                    format!(", {} tokens, ${:.4}", usage.input_tokens + usage.output_tokens, usage.cost_usd)
+                    format!(
+                        ", {} tokens, ${:.4}",
+                        usage.input_tokens + usage.output_tokens,
+                        usage.cost_usd
+                    )
                 };
                 self.line(&format!("✓ {node} ({duration_ms} ms{retries}{cost})"));
             }
-            EventKind::NodeFailed { node, error, caught, .. } => {
+            EventKind::NodeFailed {
+                node,
+                error,
+                caught,
+                ..
+            } => {
                 self.update_running(None, Some(node));
-                let note = if *caught { " (caught by its error output)" } else { "" };
+                let note = if *caught {
+                    " (caught by its error output)"
+                } else {
+                    ""
+                };
                 self.line(&format!("✗ {node}: {error}{note}"));
             }
-            EventKind::NodeSkipped { node, reason } => self.line(&format!("- {node} skipped: {reason}")),
-            EventKind::NodeRetrying { node, attempt, error, wait_ms } => {
-                self.line(&format!("↻ {node} attempt {attempt} failed: {error}; retrying in {wait_ms} ms"));
+            EventKind::NodeSkipped { node, reason } => {
+                self.line(&format!("- {node} skipped: {reason}"))
             }
-            EventKind::NodeAwaitingApproval { node } => self.line(&format!("? {node} is waiting for approval")),
+            EventKind::NodeRetrying {
+                node,
+                attempt,
+                error,
+                wait_ms,
+            } => {
+                self.line(&format!(
+                    "↻ {node} attempt {attempt} failed: {error}; retrying in {wait_ms} ms"
+                ));
+            }
+            EventKind::NodeAwaitingApproval { node } => {
+                self.line(&format!("? {node} is waiting for approval"))
+            }
             _ => {}
         }
     }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs every test of Agentloom on this machine: formatting, lints, the whole Rust test suite
+# (inside a private D-Bus session with an unlocked gnome-keyring, so keychain tests talk to
+# the real Secret Service), then the real app under Xvfb with a screenshot check.
+#
+# Installs what the tests need when it is missing (Debian packages when run as root, the
+# Python and npm test peers), so it works on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+log() { printf '\n== %s\n' "$*"; }
+
+install_system_packages() {
+  local missing=()
+  for tool in Xvfb import xdotool dbus-run-session gnome-keyring-daemon; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing tools: ${missing[*]}; install them (see shared STACK notes in TESTING.md) or run as root" >&2
+    exit 1
+  fi
+  log "installing Debian packages (missing: ${missing[*]})"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    build-essential xvfb xauth x11-utils imagemagick xdotool libx11-6 libx11-xcb1 libxcursor1 \
+    libxi6 libxrandr2 libxkbcommon-x11-0 libegl1 libegl-mesa0 libgl1-mesa-dri libvulkan1 \
+    mesa-vulkan-drivers dbus-daemon gnome-keyring libsecret-tools keyutils >/dev/null
+}
+
+install_peers() {
+  if ! command -v fakellm >/dev/null 2>&1 || ! command -v myworld >/dev/null 2>&1; then
+    log "installing Python test peers (fakellm, myworld[gateway])"
+    python3 -m pip install --quiet --disable-pip-version-check fakellm 'myworld[gateway]'
+    command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+  fi
+  if [ -f tests/peers/oidc/package.json ] && [ ! -d tests/peers/oidc/node_modules/oidc-provider ]; then
+    log "installing the OpenID provider test peer (npm oidc-provider)"
+    (cd tests/peers/oidc && npm install --no-audit --no-fund --loglevel=error)
+  fi
+}
+
+install_system_packages
+install_peers
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+log "cargo test (real Secret Service in a private D-Bus session)"
+# A keyring of its own for the tests, never the user's login keyring.
+keyring_data=$(mktemp -d)
+XDG_DATA_HOME="$keyring_data" dbus-run-session -- bash -c '
+    set -euo pipefail
+    echo -n agentloom-test | gnome-keyring-daemon --unlock --components=secrets >/dev/null
+    cargo test --workspace --no-fail-fast
+  '
+
+log "the real app under Xvfb"
+cargo build -p agentloom
+bash ui/tests/screenshot.sh "$root/target/screenshot.png"
+echo "screenshot: target/screenshot.png"
