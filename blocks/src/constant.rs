@@ -112,7 +112,11 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(out.get("value"), Some(&Value::Integer(2)), "a whole number stays integral");
+        assert_eq!(
+            out.get("value"),
+            Some(&Value::Integer(2)),
+            "a whole number stays integral"
+        );
     }
 
     #[test]

@@ -18,23 +18,34 @@
 //! | `control.passthrough` | `passthrough`     |
 //! | `file.read`, `file.write` | `file`        |
 //! | `http.request`        | `http`            |
+//! | `github.*` (issues, comments, files, pull requests) | `github` |
+//! | `gmail.*` (search, read, send, draft) | `gmail` |
+//! | `llm.chat`, `llm.structured`, `llm.condition` | `llm` |
 
 mod branch;
 mod constant;
 mod delay;
 mod file;
 mod for_each;
+mod github;
+mod gmail;
 mod graph_io;
 mod http;
 mod json_parse;
 mod json_query;
+mod llm;
 mod merge;
 mod passthrough;
 mod registry;
+mod rest;
 mod template;
 mod workspace_path;
 
 #[doc(hidden)]
 pub mod testing;
 
+pub use llm::ollama::{
+    DEFAULT_URL as OLLAMA_DEFAULT_URL, ListModelsError, list_models as list_local_ollama_models,
+};
+pub use llm::price::{PRICES_ENV_VAR, Price, PriceError, PriceTable, price_file_path};
 pub use registry::Registry;

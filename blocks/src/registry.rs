@@ -32,6 +32,9 @@ impl Registry {
         crate::passthrough::register(&mut r);
         crate::file::register(&mut r);
         crate::http::register(&mut r);
+        crate::github::register(&mut r);
+        crate::gmail::register(&mut r);
+        crate::llm::register(&mut r);
         r
     }
 

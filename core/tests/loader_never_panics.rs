@@ -1,4 +1,5 @@
 //! Property tests: the graph loader gives a clear error or a graph for any input, never a panic.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use agentloom_core::GraphDoc;
 use proptest::prelude::*;

@@ -6,10 +6,15 @@
 //! - every run emits a typed stream of [`RunEvent`]s to an [`EventSink`];
 //! - the run store records runs in SQLite.
 
+pub mod credentials;
 mod events;
 mod executor;
 mod store;
 
+pub use credentials::{
+    CredentialError, CredentialInfo, CredentialKind, CredentialStore, KeychainSecrets,
+    OAuthClientConfig, OAuthTokens, StoredSecret,
+};
 pub use events::{
     ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RunEvent,
     RunStatus,

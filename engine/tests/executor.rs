@@ -1,6 +1,8 @@
 //! Executor semantics on real graphs: concurrency, retries, timeouts, cancellation,
 //! skipped branches, caught errors, run limits, determinism, very long chains.
 
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};

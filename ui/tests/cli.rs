@@ -1,5 +1,7 @@
 //! The `agentloom` CLI end to end: real processes, real graph files, real SQLite run logs.
 
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -401,4 +403,73 @@ fn ctrl_c_cancels_cleanly_and_is_recorded() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(stdout_json(&output)["status"], "cancelled");
     wait_for_status(&db, "cancelled", Duration::from_secs(5));
+}
+
+/// The real Secret Service is needed; the test script provides one in a private D-Bus session.
+fn keychain_available() -> bool {
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var("AGENTLOOM_SKIP_PEERS").is_ok_and(|v| v == "1"),
+        "no D-Bus session: run the tests with scripts/test-all.sh (gnome-keyring in dbus-run-session), or set AGENTLOOM_SKIP_PEERS=1"
+    );
+    false
+}
+
+#[test]
+fn credentials_add_list_remove_through_the_keychain() {
+    if !keychain_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let name = format!("cli-test-{}", std::process::id());
+    let secret = "sk-canary-3c1d9e0f";
+    let cli = |args: &[&str], stdin: &str| -> Output {
+        let mut child = bin()
+            .args(args)
+            .env("XDG_DATA_HOME", data.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let added = cli(
+        &["credentials", "add", &name, "--provider", "openai"],
+        &format!("{secret}\n"),
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let listed = cli(&["credentials", "list", "--json"], "");
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let text = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(text.contains(&name), "{text}");
+    for output in [&added, &listed] {
+        assert!(!String::from_utf8_lossy(&output.stdout).contains(secret));
+        assert!(!String::from_utf8_lossy(&output.stderr).contains(secret));
+    }
+    let removed = cli(&["credentials", "remove", &name], "");
+    assert!(
+        removed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    let listed = cli(&["credentials", "list", "--json"], "");
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains(&name));
 }

@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 success, 1 the run failed or was cancelled, 2 invalid graph or arguments.
 
+pub mod credentials;
 mod progress;
 
 use std::io::IsTerminal as _;
@@ -73,6 +74,9 @@ pub enum Command {
     },
     /// Print the JSON Schema of the graph file format.
     Schema,
+    /// Manage credentials in the OS keychain (API keys, OAuth sign-in).
+    #[command(subcommand)]
+    Credentials(credentials::CredentialsCmd),
 }
 
 #[derive(Debug, clap::Args)]
@@ -110,6 +114,7 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Blocks { json } => blocks_command(json),
         Command::Runs { json, db, limit } => runs_command(db, json, limit),
         Command::Show { run_id, json, db } => show_command(db, &run_id, json),
+        Command::Credentials(cmd) => credentials::credentials_command(cmd),
         Command::Schema => {
             println!(
                 "{}",
@@ -396,7 +401,14 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let executor = Executor::new(registry).with_workspace(workspace);
+    let mut executor = Executor::new(registry).with_workspace(workspace);
+    // Credentials: `AGENTLOOM_SECRET_<NAME>` first, then the OS keychain (asked only when a
+    // block needs a secret, so graphs without credentials never touch the keychain).
+    if let Ok(store) = agentloom_engine::CredentialStore::open_default() {
+        executor = executor.with_secrets(Arc::new(agentloom_engine::KeychainSecrets::new(
+            Arc::new(store),
+        )));
+    }
     let cancel = tokio_util::sync::CancellationToken::new();
     let options = RunOptions {
         cancel: cancel.clone(),

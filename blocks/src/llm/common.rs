@@ -1,0 +1,423 @@
+//! What the LLM blocks share: their connection and tuning config, the prompt template
+//! whose variables become inputs, and the usage meter that reports tokens and cost.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use agentloom_core::{
+    BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
+    PortSpec, RunCtx, Usage, Value, ValueMap, ValueType,
+};
+use minijinja::{Environment, UndefinedBehavior};
+
+use super::price::{Price, PriceTable};
+use super::provider::{CallOptions, Endpoint, ProviderKind};
+use super::types::{ChatRequest, Reply, estimate_tokens};
+
+const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+const DEFAULT_MAX_RETRIES: u64 = 2;
+const BACKOFF: Duration = Duration::from_secs(1);
+
+/// Adds the fields every LLM block has before its own: provider, model, base URL,
+/// credential and system prompt.
+pub(crate) fn connection_fields(meta: BlockMeta) -> BlockMeta {
+    meta.field(
+        ConfigField::choice("provider", "Provider", &ProviderKind::NAMES)
+            .default_value(serde_json::json!("openai"))
+            .help("openai: any OpenAI-compatible chat-completions API (OpenAI, Ollama's /v1, LM Studio, vLLM, llama.cpp, Groq…). anthropic: Anthropic Messages. ollama: Ollama's native API."),
+    )
+    .field(
+        ConfigField::text("model", "Model")
+            .help("The model name, e.g. gpt-4o-mini, claude-sonnet-4-5 or llama3.2 (for Ollama, the models installed on this machine are offered). Empty: taken from the `model` input."),
+    )
+    .field(ConfigField::text("base_url", "Base URL").help(
+        "The API root. Empty: the provider's default (https://api.openai.com/v1, https://api.anthropic.com, http://127.0.0.1:11434), or the `base_url` input when it is wired.",
+    ))
+    .field(ConfigField::credential("credential", "Credential", "openai").help(
+        "The stored credential holding the API key. Empty: `openai` or `anthropic` by provider, and no key at all for Ollama or a custom base URL when that credential is not set. Headless runs read AGENTLOOM_SECRET_<NAME>.",
+    ))
+    .field(
+        ConfigField::multiline("system", "System prompt")
+            .help("Instructions sent before the conversation as the system message."),
+    )
+}
+
+/// Adds the tuning fields every LLM block has after its own.
+pub(crate) fn tuning_fields(meta: BlockMeta, stream_default: bool) -> BlockMeta {
+    meta.field(
+        ConfigField::number("temperature", "Temperature", Some(0.0), Some(2.0))
+            .help("Randomness of the answer: 0 is the most predictable. Empty: the provider's default."),
+    )
+    .field(
+        ConfigField::integer("max_tokens", "Max output tokens", Some(1), None)
+            .help("The longest answer, in tokens. Empty: the provider's default (4096 for Anthropic, which requires one)."),
+    )
+    .field(
+        ConfigField::boolean("stream", "Stream")
+            .default_value(serde_json::json!(stream_default))
+            .help("Show the answer on the canvas while it is written."),
+    )
+    .field(
+        ConfigField::integer("timeout_ms", "Timeout (ms)", Some(1), None)
+            .default_value(serde_json::json!(DEFAULT_TIMEOUT_MS))
+            .help("The longest wait for the answer to start, and between two streamed pieces. The node's own timeout bounds the whole call."),
+    )
+    .field(
+        ConfigField::integer("max_retries", "Retries on 429/5xx", Some(0), Some(10))
+            .default_value(serde_json::json!(DEFAULT_MAX_RETRIES))
+            .help("How often a rate-limited (429) or failed (5xx) call is tried again inside the node, waiting as Retry-After says. After that the node's retry policy applies."),
+    )
+    .field(
+        ConfigField::number("price_in", "Price in (USD / M tokens)", Some(0.0), None)
+            .help("Overrides the price table for input tokens, in US dollars per million tokens."),
+    )
+    .field(
+        ConfigField::number("price_out", "Price out (USD / M tokens)", Some(0.0), None)
+            .help("Overrides the price table for output tokens, in US dollars per million tokens."),
+    )
+}
+
+/// The config every LLM block shares, read once.
+#[derive(Clone, Debug)]
+pub(crate) struct LlmSettings {
+    pub provider: ProviderKind,
+    /// From config; `None` makes a `base_url` input.
+    pub base_url: Option<String>,
+    pub credential: Option<String>,
+    /// From config; `None` makes a `model` input.
+    pub model: Option<String>,
+    pub system: Option<String>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u64>,
+    pub stream: bool,
+    pub options: CallOptions,
+    pub price_in: Option<f64>,
+    pub price_out: Option<f64>,
+}
+
+impl LlmSettings {
+    pub(crate) fn from_config(config: &Config, stream_default: bool) -> Result<Self, ConfigError> {
+        let reader = ConfigReader(config);
+        let provider_name = reader.choice_or("provider", &ProviderKind::NAMES, "openai")?;
+        let provider = ProviderKind::parse(provider_name).ok_or_else(|| {
+            ConfigError::new("provider", format!("`{provider_name}` is not a provider"))
+        })?;
+        let model = reader
+            .str("model")?
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned);
+        let base_url = reader
+            .str("base_url")?
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned);
+        let credential = reader
+            .str("credential")?
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned);
+        // Checked now so that a bad URL is a load-time error.
+        if let Some(url) = &base_url {
+            Endpoint::new(provider, url, credential.as_deref())
+                .map_err(|e| ConfigError::new("base_url", e))?;
+        }
+        let temperature = reader.f64("temperature")?;
+        if let Some(t) = temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(ConfigError::new("temperature", "must be between 0 and 2"));
+        }
+        let max_tokens = reader.u64("max_tokens")?;
+        if max_tokens == Some(0) {
+            return Err(ConfigError::new("max_tokens", "must be at least 1"));
+        }
+        let timeout_ms = reader.u64_or("timeout_ms", DEFAULT_TIMEOUT_MS)?;
+        if timeout_ms == 0 {
+            return Err(ConfigError::new("timeout_ms", "must be at least 1"));
+        }
+        let max_retries = reader.u64_or("max_retries", DEFAULT_MAX_RETRIES)?;
+        if max_retries > 10 {
+            return Err(ConfigError::new("max_retries", "must be at most 10"));
+        }
+        let price = |field: &str| -> Result<Option<f64>, ConfigError> {
+            match reader.f64(field)? {
+                Some(p) if !p.is_finite() || p < 0.0 => {
+                    Err(ConfigError::new(field, "must be zero or more"))
+                }
+                other => Ok(other),
+            }
+        };
+        Ok(LlmSettings {
+            provider,
+            base_url,
+            credential,
+            model,
+            system: reader
+                .str("system")?
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_owned),
+            temperature,
+            max_tokens,
+            stream: reader.bool_or("stream", stream_default)?,
+            options: CallOptions {
+                timeout: Duration::from_millis(timeout_ms),
+                max_retries: u32::try_from(max_retries).unwrap_or(10),
+                backoff: BACKOFF,
+            },
+            price_in: price("price_in")?,
+            price_out: price("price_out")?,
+        })
+    }
+
+    /// The `model` and `base_url` inputs, present when config leaves them empty.
+    pub(crate) fn ports(&self) -> Vec<PortSpec> {
+        let mut ports = Vec::new();
+        if self.model.is_none() {
+            ports.push(
+                PortSpec::new("model", ValueType::Text)
+                    .describe("The model name, when config leaves it empty."),
+            );
+        }
+        if self.base_url.is_none() {
+            ports.push(
+                PortSpec::new("base_url", ValueType::Text)
+                    .optional()
+                    .describe("The API root, when config leaves it empty; unwired: the provider's default."),
+            );
+        }
+        ports
+    }
+
+    /// The configured model, else the `model` input.
+    pub(crate) fn model(&self, inputs: &mut ValueMap) -> Result<String, BlockError> {
+        if let Some(model) = &self.model {
+            return Ok(model.clone());
+        }
+        let model = inputs.take_text("model")?.trim().to_owned();
+        if model.is_empty() {
+            return Err(BlockError::input(
+                "model",
+                "is empty: name the model, e.g. gpt-4o-mini, claude-sonnet-4-5 or llama3.2",
+            ));
+        }
+        Ok(model)
+    }
+
+    /// Where to call: the configured URL, else the `base_url` input, else the default.
+    pub(crate) fn endpoint(&self, inputs: &mut ValueMap) -> Result<Endpoint, BlockError> {
+        let from_input = if self.base_url.is_none() {
+            inputs.take_optional("base_url").map(|v| v.to_text())
+        } else {
+            None
+        };
+        let url = self.base_url.clone().or(from_input).unwrap_or_default();
+        Endpoint::new(self.provider, &url, self.credential.as_deref()).map_err(|e| {
+            if self.base_url.is_some() {
+                BlockError::permanent(format!("config `base_url`: {e}"))
+            } else {
+                BlockError::input("base_url", e)
+            }
+        })
+    }
+
+    /// A request with this block's tuning.
+    pub(crate) fn request(&self, model: &str) -> ChatRequest {
+        ChatRequest {
+            model: model.to_owned(),
+            system: self.system.clone(),
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            stream: self.stream,
+            ..ChatRequest::default()
+        }
+    }
+}
+
+/// A prompt template: its variables become required inputs.
+pub(crate) struct PromptTemplate {
+    env: Environment<'static>,
+    variables: Vec<String>,
+}
+
+const TEMPLATE_NAME: &str = "prompt";
+
+impl PromptTemplate {
+    /// Reads template field `field`; `None` when it is empty. Variables may not use
+    /// `reserved` names (those are the block's own inputs).
+    pub(crate) fn from_config(
+        config: &Config,
+        field: &str,
+        reserved: &[&str],
+    ) -> Result<Option<Self>, ConfigError> {
+        let Some(source) = ConfigReader(config)
+            .str(field)?
+            .filter(|s| !s.trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        let mut env = Environment::new();
+        env.set_keep_trailing_newline(true);
+        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+        env.add_template_owned(TEMPLATE_NAME, source.to_owned())
+            .map_err(|e| ConfigError::new(field, describe(&e)))?;
+        let template = env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| ConfigError::new(field, describe(&e)))?;
+        let globals: BTreeSet<&str> = env.globals().map(|(name, _)| name).collect();
+        let variables: Vec<String> = template
+            .undeclared_variables(false)
+            .into_iter()
+            .filter(|name| !globals.contains(name.as_str()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if let Some(clash) = variables.iter().find(|v| reserved.contains(&v.as_str())) {
+            return Err(ConfigError::new(
+                field,
+                format!(
+                    "the variable `{clash}` has the name of one of the block's own inputs ({}); rename it",
+                    reserved.join(", ")
+                ),
+            ));
+        }
+        Ok(Some(PromptTemplate { env, variables }))
+    }
+
+    /// One required input per variable.
+    pub(crate) fn ports(&self) -> impl Iterator<Item = PortSpec> + '_ {
+        self.variables.iter().map(|name| {
+            PortSpec::new(name.clone(), ValueType::Any).describe("A value the prompt uses.")
+        })
+    }
+
+    /// Renders with the variables taken out of `inputs`.
+    pub(crate) fn render(&self, inputs: &mut ValueMap) -> Result<String, BlockError> {
+        let values: BTreeMap<String, Value> = self
+            .variables
+            .iter()
+            .filter_map(|name| inputs.remove(name).map(|v| (name.clone(), v)))
+            .collect();
+        let fail = |e: minijinja::Error| {
+            BlockError::permanent(format!("the prompt did not render: {}", describe(&e)))
+        };
+        self.env
+            .get_template(TEMPLATE_NAME)
+            .map_err(fail)?
+            .render(minijinja::Value::from_serialize(&values))
+            .map_err(fail)
+    }
+}
+
+fn describe(err: &minijinja::Error) -> String {
+    let mut text = String::new();
+    if let Some(line) = err.line() {
+        text.push_str(&format!("line {line}: "));
+    }
+    text.push_str(&err.kind().to_string());
+    if let Some(detail) = err.detail() {
+        text.push_str(": ");
+        text.push_str(detail);
+    }
+    text
+}
+
+/// Counts a node's calls, reports each one's usage to the run, and sums them for the
+/// `usage` output.
+pub(crate) struct Meter {
+    model: String,
+    price: Option<Price>,
+    calls: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: f64,
+    estimated: bool,
+}
+
+impl Meter {
+    /// Finds the model's price: block config, else the price table (built-in and the
+    /// user's file); Ollama models not in the table are free (they run locally).
+    pub(crate) fn new(settings: &LlmSettings, model: &str) -> Result<Meter, BlockError> {
+        let listed = match (settings.price_in, settings.price_out) {
+            (Some(_), Some(_)) => None,
+            _ => PriceTable::load()
+                .map_err(|e| BlockError::permanent(e.to_string()))?
+                .lookup(model),
+        };
+        let price = match (settings.price_in, settings.price_out, listed) {
+            (Some(input), Some(output), _) => Some(Price { input, output }),
+            (input, output, Some(listed)) => Some(Price {
+                input: input.unwrap_or(listed.input),
+                output: output.unwrap_or(listed.output),
+            }),
+            (None, None, None) if settings.provider == ProviderKind::Ollama => Some(Price {
+                input: 0.0,
+                output: 0.0,
+            }),
+            (None, None, None) => {
+                tracing::warn!(
+                    model,
+                    "no price known for this model; its cost counts as 0 (set price_in/price_out or add it to the price table)"
+                );
+                None
+            }
+            (input, output, None) => Some(Price {
+                input: input.unwrap_or(0.0),
+                output: output.unwrap_or(0.0),
+            }),
+        };
+        Ok(Meter {
+            model: model.to_owned(),
+            price,
+            calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            estimated: false,
+        })
+    }
+
+    /// Reports one call's usage to the run (where the cost limit is checked). When the
+    /// provider gave no counts, they are estimated from the text.
+    pub(crate) fn record(&mut self, ctx: &dyn RunCtx, request: &ChatRequest, reply: &Reply) {
+        let counts = reply.usage.unwrap_or_else(|| super::types::TokenCounts {
+            input: request.estimated_input_tokens(),
+            output: estimate_tokens(
+                reply.text.len()
+                    + reply
+                        .tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments_text().len())
+                        .sum::<usize>(),
+            ),
+            estimated: true,
+        });
+        let cost = self
+            .price
+            .map_or(0.0, |p| p.cost(counts.input, counts.output));
+        self.calls += 1;
+        self.input_tokens += counts.input;
+        self.output_tokens += counts.output;
+        self.cost_usd += cost;
+        self.estimated |= counts.estimated;
+        ctx.report_usage(Usage {
+            input_tokens: counts.input,
+            output_tokens: counts.output,
+            cost_usd: cost,
+        });
+    }
+
+    /// `{model, calls, input_tokens, output_tokens, cost_usd, priced, estimated}`.
+    pub(crate) fn to_value(&self) -> Value {
+        let int = |n: u64| Value::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+        Value::Object(BTreeMap::from([
+            ("model".to_owned(), Value::Text(self.model.clone())),
+            ("calls".to_owned(), int(self.calls)),
+            ("input_tokens".to_owned(), int(self.input_tokens)),
+            ("output_tokens".to_owned(), int(self.output_tokens)),
+            ("cost_usd".to_owned(), Value::Number(self.cost_usd)),
+            ("priced".to_owned(), Value::Bool(self.price.is_some())),
+            ("estimated".to_owned(), Value::Bool(self.estimated)),
+        ]))
+    }
+}

@@ -1,0 +1,33 @@
+//! The LLM blocks and the provider layer under them.
+//!
+//! | kind             | file            |
+//! |------------------|-----------------|
+//! | `llm.chat`       | `chat.rs`       |
+//! | `llm.structured` | `structured.rs` |
+//! | `llm.condition`  | `condition.rs`  |
+//!
+//! `provider.rs` makes one call (errors, internal retries on 429/5xx, streaming,
+//! cancellation); `openai.rs`, `anthropic.rs` and `ollama.rs` are the wire formats;
+//! `types.rs` the provider-neutral messages; `price.rs` the price table; `common.rs`
+//! the config and usage accounting the blocks share.
+
+mod anthropic;
+mod chat;
+mod common;
+mod condition;
+pub(crate) mod ollama;
+mod openai;
+pub(crate) mod price;
+mod provider;
+mod structured;
+#[cfg(test)]
+mod tests;
+mod types;
+
+use crate::Registry;
+
+pub(crate) fn register(r: &mut Registry) {
+    chat::register(r);
+    structured::register(r);
+    condition::register(r);
+}

@@ -1,0 +1,860 @@
+//! One chat call to a provider: builds the request for its wire format, sends it, reads
+//! the reply (whole or streamed, passing text to the canvas as it arrives), and turns every
+//! failure into an error a person can act on.
+//!
+//! Rate limits (429) and server errors (5xx) are retried here up to `max_retries` times,
+//! waiting as `Retry-After` says (or 1 s, 2 s, 4 s… without it), so that they "just work";
+//! when those retries run out the error is transient and carries `retry_after`, so the
+//! node's own `retry` policy in the graph can take over. Timeouts, refused connections and
+//! streams cut off mid-way are transient but not retried here.
+//!
+//! The API key goes only into a request header marked sensitive. Messages built from a
+//! provider's answer have the key removed, should it be echoed.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use agentloom_core::{BlockError, RunCtx, Secret, SecretError, secret_env_var};
+use eventsource_stream::Eventsource as _;
+use futures::StreamExt as _;
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use super::types::{ChatRequest, Reply};
+use super::{anthropic, ollama, openai};
+
+const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
+/// Waits longer than this are not done inside the node: the error goes to the graph's retry policy.
+const MAX_INTERNAL_WAIT: Duration = Duration::from_secs(60);
+/// Provider messages quoted in errors are cut to this many characters.
+const MAX_QUOTE: usize = 400;
+
+/// Which wire format a block speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProviderKind {
+    OpenAi,
+    Anthropic,
+    Ollama,
+}
+
+impl ProviderKind {
+    pub(crate) const NAMES: [&'static str; 3] = ["openai", "anthropic", "ollama"];
+
+    pub(crate) fn parse(name: &str) -> Option<ProviderKind> {
+        Some(match name {
+            "openai" => ProviderKind::OpenAi,
+            "anthropic" => ProviderKind::Anthropic,
+            "ollama" => ProviderKind::Ollama,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn title(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "the OpenAI-compatible server",
+            ProviderKind::Anthropic => "Anthropic",
+            ProviderKind::Ollama => "Ollama",
+        }
+    }
+
+    pub(crate) fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "https://api.openai.com/v1",
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+            ProviderKind::Ollama => ollama::DEFAULT_URL,
+        }
+    }
+
+    /// The credential used when the block names none.
+    pub(crate) fn default_credential(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi => Some("openai"),
+            ProviderKind::Anthropic => Some("anthropic"),
+            ProviderKind::Ollama => None,
+        }
+    }
+}
+
+/// Where and as whom to call.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    pub kind: ProviderKind,
+    /// No trailing slash.
+    pub base_url: String,
+    /// The credential holding the API key, if any.
+    pub credential: Option<String>,
+    /// Fail when the credential is not set (it was named in config, or this is the
+    /// provider's hosted API). Otherwise a missing key means "send none": local servers
+    /// (llama.cpp, LM Studio, vLLM…) need none.
+    pub credential_required: bool,
+}
+
+impl Endpoint {
+    /// `base_url` may be empty for the provider's default; `credential` is from config.
+    pub(crate) fn new(
+        kind: ProviderKind,
+        base_url: &str,
+        credential: Option<&str>,
+    ) -> Result<Endpoint, String> {
+        let base_url = base_url.trim().trim_end_matches('/');
+        let base_url = if base_url.is_empty() {
+            kind.default_base_url()
+        } else {
+            base_url
+        };
+        let parsed = reqwest::Url::parse(base_url)
+            .map_err(|e| format!("`{}` is not a valid URL: {e}", shown_url(base_url)))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!(
+                "URL scheme `{}` is not supported; use http:// or https://",
+                parsed.scheme()
+            ));
+        }
+        let hosted = base_url == kind.default_base_url() && kind != ProviderKind::Ollama;
+        let named = credential.map(str::trim).filter(|c| !c.is_empty());
+        Ok(Endpoint {
+            kind,
+            base_url: base_url.to_owned(),
+            credential: named
+                .map(str::to_owned)
+                .or_else(|| kind.default_credential().map(str::to_owned)),
+            credential_required: named.is_some() || hosted,
+        })
+    }
+
+    fn url(&self) -> String {
+        match self.kind {
+            ProviderKind::OpenAi => format!("{}/chat/completions", self.base_url),
+            ProviderKind::Anthropic => {
+                if self.base_url.ends_with("/v1") {
+                    format!("{}/messages", self.base_url)
+                } else {
+                    format!("{}/v1/messages", self.base_url)
+                }
+            }
+            ProviderKind::Ollama => format!("{}/api/chat", self.base_url),
+        }
+    }
+
+    fn shown(&self) -> String {
+        format!("{} at {}", self.kind.title(), shown_url(&self.base_url))
+    }
+
+    fn api_key(&self, ctx: &dyn RunCtx) -> Result<Option<Secret>, BlockError> {
+        let Some(name) = &self.credential else {
+            return Ok(None);
+        };
+        match ctx.secret(name) {
+            Ok(secret) if !secret.expose().is_empty() => Ok(Some(secret)),
+            Ok(_) | Err(SecretError::Missing { .. }) if !self.credential_required => Ok(None),
+            Ok(_) => Err(BlockError::permanent(format!(
+                "credential `{name}` is empty: {} needs an API key; set it in Credentials, or the environment variable {} for headless runs",
+                self.shown(),
+                secret_env_var(name)
+            ))),
+            Err(err) => Err(BlockError::permanent(format!(
+                "{} needs an API key: {err}",
+                self.shown()
+            ))),
+        }
+    }
+}
+
+/// `text` without the API key in it, should a provider echo it.
+fn redact(key: Option<&Secret>, text: &str) -> String {
+    match key {
+        Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "<redacted>"),
+        _ => text.to_owned(),
+    }
+}
+
+/// A URL for messages: no user info, query or fragment.
+pub(crate) fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string().trim_end_matches('/').to_owned()
+        }
+        Err(_) => url.split(['?', '#']).next().unwrap_or_default().to_owned(),
+    }
+}
+
+/// How patient a call is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallOptions {
+    /// The longest wait for the reply to start, and between two streamed pieces.
+    pub timeout: Duration,
+    /// Extra tries after a 429 or 5xx.
+    pub max_retries: u32,
+    /// The first wait when the server gives no `Retry-After`; doubled each time.
+    pub backoff: Duration,
+}
+
+/// Something wrong inside a stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StreamFault {
+    /// The provider reported an error in the stream.
+    Provider(String),
+    /// The stream held something that is not the expected format.
+    Malformed(String),
+}
+
+/// A failed attempt, and whether to try again here.
+struct Failure {
+    error: BlockError,
+    retry_here: bool,
+}
+
+impl Failure {
+    fn fatal(error: BlockError) -> Self {
+        Self {
+            error,
+            retry_here: false,
+        }
+    }
+}
+
+fn http_client() -> Result<&'static reqwest::Client, BlockError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .user_agent(USER_AGENT)
+                .connect_timeout(Duration::from_secs(15))
+                .build()
+                .map_err(|e| chain(&e))
+        })
+        .as_ref()
+        .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
+}
+
+/// One chat call, with the internal retries for 429 and 5xx, stopped by cancellation.
+/// Text is streamed to output `partial_port` while it arrives.
+pub(crate) async fn complete(
+    endpoint: &Endpoint,
+    request: &ChatRequest,
+    options: CallOptions,
+    ctx: &dyn RunCtx,
+    partial_port: &str,
+) -> Result<Reply, BlockError> {
+    let key = endpoint.api_key(ctx)?;
+    let cancel = ctx.cancel_token();
+    let mut retries = 0;
+    loop {
+        let attempt = tokio::select! {
+            () = cancel.cancelled() => return Err(BlockError::cancelled()),
+            result = send_once(endpoint, request, key.as_ref(), options, ctx, partial_port) => result,
+        };
+        match attempt {
+            Ok(reply) => return Ok(reply),
+            Err(failure) if failure.retry_here && retries < options.max_retries => {
+                let wait = failure
+                    .error
+                    .retry_after
+                    .unwrap_or_else(|| options.backoff.saturating_mul(1 << retries.min(10)));
+                if wait > MAX_INTERNAL_WAIT {
+                    return Err(failure.error);
+                }
+                retries += 1;
+                tracing::info!(
+                    node = ctx.node_id(),
+                    wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    retry = retries,
+                    "{}; trying again",
+                    failure.error.message
+                );
+                tokio::select! {
+                    () = cancel.cancelled() => return Err(BlockError::cancelled()),
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+            Err(failure) => return Err(failure.error),
+        }
+    }
+}
+
+fn headers(endpoint: &Endpoint, key: Option<&Secret>) -> Result<HeaderMap, BlockError> {
+    let mut headers = HeaderMap::new();
+    let secret_header = |value: String| {
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            BlockError::permanent(format!(
+                "the API key in credential `{}` has characters not allowed in an HTTP header; store it again without line breaks",
+                endpoint.credential.as_deref().unwrap_or_default()
+            ))
+        })?;
+        value.set_sensitive(true);
+        Ok::<_, BlockError>(value)
+    };
+    match endpoint.kind {
+        ProviderKind::Anthropic => {
+            headers.insert(
+                HeaderName::from_static("anthropic-version"),
+                HeaderValue::from_static(anthropic::API_VERSION),
+            );
+            if let Some(key) = key {
+                headers.insert(
+                    HeaderName::from_static("x-api-key"),
+                    secret_header(key.expose().to_owned())?,
+                );
+            }
+        }
+        ProviderKind::OpenAi | ProviderKind::Ollama => {
+            if let Some(key) = key {
+                headers.insert(
+                    reqwest::header::AUTHORIZATION,
+                    secret_header(format!("Bearer {}", key.expose()))?,
+                );
+            }
+        }
+    }
+    Ok(headers)
+}
+
+fn body(endpoint: &Endpoint, request: &ChatRequest) -> serde_json::Value {
+    match endpoint.kind {
+        ProviderKind::OpenAi => openai::body(
+            request,
+            endpoint.base_url.starts_with("https://api.openai.com"),
+        ),
+        ProviderKind::Anthropic => anthropic::body(request),
+        ProviderKind::Ollama => ollama::body(request),
+    }
+}
+
+async fn send_once(
+    endpoint: &Endpoint,
+    request: &ChatRequest,
+    key: Option<&Secret>,
+    options: CallOptions,
+    ctx: &dyn RunCtx,
+    partial_port: &str,
+) -> Result<Reply, Failure> {
+    let shown = endpoint.shown();
+    let redact = |text: &str| redact(key, text);
+    let http = http_client().map_err(Failure::fatal)?;
+    let builder = http
+        .post(endpoint.url())
+        .headers(headers(endpoint, key).map_err(Failure::fatal)?)
+        .json(&body(endpoint, request));
+    tracing::debug!(provider = ?endpoint.kind, model = %request.model, stream = request.stream, "calling the model");
+    let timed_out = || {
+        Failure::fatal(BlockError::transient(format!(
+            "no reply from {shown} within {} ms; raise the block's timeout_ms if the model is slow to start",
+            options.timeout.as_millis()
+        )))
+    };
+    let response = tokio::time::timeout(options.timeout, builder.send())
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(|e| Failure::fatal(send_error(endpoint, e)))?;
+    let status = response.status();
+    if !status.is_success() {
+        let headers = response.headers().clone();
+        let text = match tokio::time::timeout(options.timeout, response.text()).await {
+            Ok(Ok(text)) => text,
+            _ => String::new(),
+        };
+        return Err(status_failure(
+            endpoint,
+            &request.model,
+            status,
+            &headers,
+            &redact(&text),
+        ));
+    }
+    if !request.stream {
+        let text = tokio::time::timeout(options.timeout, response.text())
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|e| {
+                Failure::fatal(BlockError::transient(format!(
+                    "the reply from {shown} was cut off: {}",
+                    chain(&e.without_url())
+                )))
+            })?;
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Failure::fatal(BlockError::permanent(format!(
+                "{shown} answered with something that is not JSON ({e}): {}; check that base_url points at the API",
+                quote(&redact(&text))
+            )))
+        })?;
+        let parsed = match endpoint.kind {
+            ProviderKind::OpenAi => openai::parse_reply(&json),
+            ProviderKind::Anthropic => anthropic::parse_reply(&json),
+            ProviderKind::Ollama => ollama::parse_reply(&json),
+        };
+        return parsed.map_err(|problem| {
+            Failure::fatal(BlockError::permanent(format!(
+                "{shown} answered in an unexpected shape: {problem}; check that `provider` matches the server"
+            )))
+        });
+    }
+    read_stream(endpoint, response, options, ctx, partial_port, key).await
+}
+
+/// The stream parser of each wire format.
+enum Parser {
+    OpenAi(openai::StreamParser),
+    Anthropic(anthropic::StreamParser),
+    Ollama(ollama::StreamParser),
+}
+
+impl Parser {
+    fn feed(&mut self, event: &str, data: &str) -> Result<Option<String>, StreamFault> {
+        match self {
+            Parser::OpenAi(p) => p.feed(data),
+            Parser::Anthropic(p) => p.feed(event, data),
+            Parser::Ollama(p) => p.feed(data),
+        }
+    }
+    fn is_done(&self) -> bool {
+        match self {
+            Parser::OpenAi(p) => p.is_done(),
+            Parser::Anthropic(p) => p.is_done(),
+            Parser::Ollama(p) => p.is_done(),
+        }
+    }
+    fn is_complete(&self) -> bool {
+        match self {
+            Parser::OpenAi(p) => p.is_complete(),
+            Parser::Anthropic(p) => p.is_complete(),
+            Parser::Ollama(p) => p.is_complete(),
+        }
+    }
+    fn text_len(&self) -> usize {
+        match self {
+            Parser::OpenAi(p) => p.text_len(),
+            Parser::Anthropic(p) => p.text_len(),
+            Parser::Ollama(p) => p.text_len(),
+        }
+    }
+    fn into_reply(self) -> Reply {
+        match self {
+            Parser::OpenAi(p) => p.into_reply(),
+            Parser::Anthropic(p) => p.into_reply(),
+            Parser::Ollama(p) => p.into_reply(),
+        }
+    }
+}
+
+async fn read_stream(
+    endpoint: &Endpoint,
+    response: reqwest::Response,
+    options: CallOptions,
+    ctx: &dyn RunCtx,
+    partial_port: &str,
+    key: Option<&Secret>,
+) -> Result<Reply, Failure> {
+    let shown = endpoint.shown();
+    let mut parser = match endpoint.kind {
+        ProviderKind::OpenAi => Parser::OpenAi(openai::StreamParser::default()),
+        ProviderKind::Anthropic => Parser::Anthropic(anthropic::StreamParser::default()),
+        ProviderKind::Ollama => Parser::Ollama(ollama::StreamParser::default()),
+    };
+    let idle = |parser: &Parser| {
+        Failure::fatal(BlockError::transient(format!(
+            "the reply stream from {shown} stalled: nothing arrived for {} ms after {} characters; the partial reply was discarded (raise timeout_ms if the model is this slow)",
+            options.timeout.as_millis(),
+            parser.text_len()
+        )))
+    };
+    let cut = |parser: &Parser, cause: &str| {
+        Failure::fatal(BlockError::transient(format!(
+            "the reply stream from {shown} was cut off after {} characters{cause}; the partial reply was discarded. The connection dropped or a proxy closed it; the node's retry policy can try again",
+            parser.text_len()
+        )))
+    };
+    let fault = |fault: StreamFault| match fault {
+        StreamFault::Provider(message) => Failure::fatal(BlockError::transient(format!(
+            "{shown} reported an error in the middle of its reply: {}",
+            quote(&redact(key, &message))
+        ))),
+        StreamFault::Malformed(message) => Failure::fatal(BlockError::permanent(format!(
+            "the reply stream from {shown} is not in the expected format: {message}; check that `provider` matches the server"
+        ))),
+    };
+    let emit = |piece: Option<String>| {
+        if let Some(piece) = piece {
+            ctx.partial(partial_port, &piece);
+        }
+    };
+    match endpoint.kind {
+        ProviderKind::OpenAi | ProviderKind::Anthropic => {
+            let mut events = response.bytes_stream().eventsource();
+            loop {
+                let next = tokio::time::timeout(options.timeout, events.next())
+                    .await
+                    .map_err(|_| idle(&parser))?;
+                match next {
+                    None => break,
+                    Some(Err(err)) => {
+                        let cause = match err {
+                            eventsource_stream::EventStreamError::Transport(e) => {
+                                chain(&e.without_url())
+                            }
+                            other => other.to_string(),
+                        };
+                        return Err(cut(&parser, &format!(" ({cause})")));
+                    }
+                    Some(Ok(event)) => {
+                        emit(parser.feed(&event.event, &event.data).map_err(fault)?);
+                        if parser.is_done() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        ProviderKind::Ollama => {
+            let mut bytes = response.bytes_stream();
+            let mut buffer: Vec<u8> = Vec::new();
+            'read: loop {
+                let next = tokio::time::timeout(options.timeout, bytes.next())
+                    .await
+                    .map_err(|_| idle(&parser))?;
+                match next {
+                    None => break,
+                    Some(Err(e)) => {
+                        return Err(cut(&parser, &format!(" ({})", chain(&e.without_url()))));
+                    }
+                    Some(Ok(chunk)) => {
+                        buffer.extend_from_slice(&chunk);
+                        while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
+                            let line: Vec<u8> = buffer.drain(..=end).collect();
+                            let line = String::from_utf8_lossy(&line);
+                            emit(parser.feed("", &line).map_err(fault)?);
+                            if parser.is_done() {
+                                break 'read;
+                            }
+                        }
+                    }
+                }
+            }
+            if !parser.is_done() && !buffer.is_empty() {
+                let line = String::from_utf8_lossy(&buffer).into_owned();
+                emit(parser.feed("", &line).map_err(fault)?);
+            }
+        }
+    }
+    if !parser.is_complete() {
+        return Err(cut(&parser, " before its end marker"));
+    }
+    Ok(parser.into_reply())
+}
+
+fn send_error(endpoint: &Endpoint, err: reqwest::Error) -> BlockError {
+    let shown = endpoint.shown();
+    let (connect, timeout) = (err.is_connect(), err.is_timeout());
+    let cause = chain(&err.without_url());
+    if connect {
+        let hint = match endpoint.kind {
+            ProviderKind::Ollama => "; is Ollama running? Start it with `ollama serve`",
+            _ => "; is the server running and base_url right?",
+        };
+        return BlockError::transient(format!("could not connect to {shown}: {cause}{hint}"));
+    }
+    if timeout {
+        return BlockError::transient(format!("the request to {shown} timed out: {cause}"));
+    }
+    BlockError::transient(format!("the request to {shown} failed: {cause}"))
+}
+
+/// The provider's own message from an error body, else the body itself, cut short.
+fn provider_message(body: &str) -> String {
+    let from_json = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|json| {
+            let error = json.get("error").unwrap_or(&json);
+            error
+                .get("message")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| error.as_str().map(str::to_owned))
+        });
+    quote(from_json.as_deref().unwrap_or(body.trim()))
+}
+
+fn quote(text: &str) -> String {
+    let text = text.trim();
+    if text.chars().count() <= MAX_QUOTE {
+        text.to_owned()
+    } else {
+        let mut cut: String = text.chars().take(MAX_QUOTE).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// `Retry-After` (seconds, fractions allowed) or `retry-after-ms`.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = text("retry-after-ms").and_then(|t| t.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let secs = text("retry-after").and_then(|t| t.parse::<f64>().ok())?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+fn status_failure(
+    endpoint: &Endpoint,
+    model: &str,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &str,
+) -> Failure {
+    let shown = endpoint.shown();
+    let code = status.as_u16();
+    let said = provider_message(body);
+    let said_part = if said.is_empty() {
+        String::new()
+    } else {
+        format!(": {said}")
+    };
+    let data = agentloom_core::Value::Object(std::collections::BTreeMap::from([
+        (
+            "status".to_owned(),
+            agentloom_core::Value::Integer(i64::from(code)),
+        ),
+        (
+            "provider_message".to_owned(),
+            agentloom_core::Value::Text(said.clone()),
+        ),
+    ]));
+    let credential = endpoint.credential.as_deref().unwrap_or_default();
+    let (error, retry_here) = match code {
+        401 | 403 if endpoint.credential.is_some() => {
+            let env = secret_env_var(credential);
+            let what = if code == 401 {
+                "refused the API key"
+            } else {
+                "denied access with the API key"
+            };
+            // The provider's message is left out for 401: some echo part of the key.
+            let detail = if code == 403 {
+                said_part.clone()
+            } else {
+                String::new()
+            };
+            (
+                BlockError::permanent(format!(
+                    "{shown} {what} (HTTP {code}{detail}). The key comes from credential `{credential}`: check or replace it in Credentials, or set {env} for headless runs"
+                )),
+                false,
+            )
+        }
+        401 | 403 => (
+            BlockError::permanent(format!(
+                "{shown} needs an API key (HTTP {code}{said_part}); set the block's `credential` to a stored credential"
+            )),
+            false,
+        ),
+        404 => {
+            let hint = match endpoint.kind {
+                ProviderKind::Ollama => format!("; download it with `ollama pull {model}`, or pick an installed model"),
+                ProviderKind::OpenAi => "; check the model name, and that base_url is the API root (for most OpenAI-compatible servers it ends in /v1)".to_owned(),
+                ProviderKind::Anthropic => "; check the model name (e.g. claude-sonnet-4-5) and base_url".to_owned(),
+            };
+            (
+                BlockError::permanent(format!(
+                    "model `{model}` was not found by {shown} (HTTP 404{said_part}){hint}"
+                )),
+                false,
+            )
+        }
+        429 => {
+            let mut error = BlockError::transient(format!(
+                "{shown} is rate limiting requests (HTTP 429{said_part})"
+            ));
+            if let Some(wait) = retry_after(headers) {
+                error = error.with_retry_after(wait);
+            }
+            (error, true)
+        }
+        408 => (
+            BlockError::transient(format!(
+                "{shown} timed out the request (HTTP 408{said_part})"
+            )),
+            true,
+        ),
+        500..=599 => {
+            let mut error = BlockError::transient(format!(
+                "{shown} had a server error (HTTP {status}{said_part})"
+            ));
+            if let Some(wait) = retry_after(headers) {
+                error = error.with_retry_after(wait);
+            }
+            (error, true)
+        }
+        _ => (
+            BlockError::permanent(format!(
+                "{shown} rejected the request (HTTP {status}{said_part})"
+            )),
+            false,
+        ),
+    };
+    Failure {
+        error: error.with_data(data),
+        retry_here,
+    }
+}
+
+/// An error and its causes, on one line.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(kind: ProviderKind, base: &str, credential: Option<&str>) -> Endpoint {
+        Endpoint::new(kind, base, credential).unwrap()
+    }
+
+    #[test]
+    fn endpoints_default_and_require_keys_only_where_needed() {
+        let e = endpoint(ProviderKind::OpenAi, "", None);
+        assert_eq!(e.url(), "https://api.openai.com/v1/chat/completions");
+        assert!(e.credential_required);
+        let e = endpoint(ProviderKind::OpenAi, "http://127.0.0.1:8080/v1/", None);
+        assert_eq!(e.url(), "http://127.0.0.1:8080/v1/chat/completions");
+        assert_eq!(e.credential.as_deref(), Some("openai"));
+        assert!(!e.credential_required);
+        let e = endpoint(
+            ProviderKind::OpenAi,
+            "http://127.0.0.1:8080/v1",
+            Some("groq"),
+        );
+        assert!(e.credential_required);
+        let e = endpoint(ProviderKind::Anthropic, "", None);
+        assert_eq!(e.url(), "https://api.anthropic.com/v1/messages");
+        assert_eq!(
+            endpoint(ProviderKind::Anthropic, "http://h/v1", None).url(),
+            "http://h/v1/messages"
+        );
+        let e = endpoint(ProviderKind::Ollama, "", None);
+        assert_eq!(e.url(), "http://127.0.0.1:11434/api/chat");
+        assert_eq!(e.credential, None);
+        assert!(
+            Endpoint::new(ProviderKind::OpenAi, "ftp://x", None)
+                .unwrap_err()
+                .contains("ftp")
+        );
+        assert_eq!(
+            shown_url("https://u:p@h.example/v1?key=abc"),
+            "https://h.example/v1"
+        );
+    }
+
+    #[test]
+    fn statuses_become_actionable_errors() {
+        let e = endpoint(ProviderKind::OpenAi, "http://127.0.0.1:1/v1", None);
+        let mut headers = HeaderMap::new();
+        let f = status_failure(
+            &e,
+            "gpt-x",
+            StatusCode::UNAUTHORIZED,
+            &headers,
+            r#"{"error":{"message":"Incorrect API key provided: sk-abc"}}"#,
+        );
+        assert!(!f.retry_here);
+        assert!(
+            f.error.message.contains("refused the API key (HTTP 401)"),
+            "{}",
+            f.error.message
+        );
+        assert!(f.error.message.contains("credential `openai`"));
+        assert!(f.error.message.contains("AGENTLOOM_SECRET_OPENAI"));
+        assert!(!f.error.message.contains("sk-abc"));
+
+        let f = status_failure(
+            &e,
+            "gpt-x",
+            StatusCode::NOT_FOUND,
+            &headers,
+            r#"{"error":{"message":"no such model"}}"#,
+        );
+        assert!(f.error.message.starts_with("model `gpt-x` was not found by the OpenAI-compatible server at http://127.0.0.1:1/v1 (HTTP 404: no such model)"), "{}", f.error.message);
+
+        headers.insert("retry-after", HeaderValue::from_static("3"));
+        let f = status_failure(
+            &e,
+            "m",
+            StatusCode::TOO_MANY_REQUESTS,
+            &headers,
+            "slow down",
+        );
+        assert!(f.retry_here);
+        assert!(f.error.is_retryable());
+        assert_eq!(f.error.retry_after, Some(Duration::from_secs(3)));
+        assert_eq!(f.error.data.as_ref().unwrap().to_json()["status"], 429);
+
+        let f = status_failure(&e, "m", StatusCode::BAD_GATEWAY, &HeaderMap::new(), "");
+        assert!(f.retry_here && f.error.is_retryable());
+        assert!(
+            f.error
+                .message
+                .contains("server error (HTTP 502 Bad Gateway)")
+        );
+
+        let f = status_failure(
+            &e,
+            "m",
+            StatusCode::BAD_REQUEST,
+            &HeaderMap::new(),
+            &"x".repeat(2000),
+        );
+        assert!(!f.error.is_retryable());
+        assert!(f.error.message.chars().count() < 600);
+
+        let o = endpoint(ProviderKind::Ollama, "", None);
+        let f = status_failure(
+            &o,
+            "llama9",
+            StatusCode::NOT_FOUND,
+            &HeaderMap::new(),
+            r#"{"error":"model 'llama9' not found"}"#,
+        );
+        assert!(
+            f.error.message.contains("ollama pull llama9"),
+            "{}",
+            f.error.message
+        );
+    }
+
+    #[test]
+    fn retry_after_in_seconds_fractions_or_ms() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("1.5"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        h.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let mut h = HeaderMap::new();
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&h), None);
+    }
+}

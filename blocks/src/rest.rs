@@ -1,0 +1,354 @@
+//! Shared plumbing of the service blocks (GitHub, Gmail): bearer-token JSON requests with
+//! clear errors for 401, rate limits and server failures, and Link-header pagination.
+//!
+//! Tokens go only into the `Authorization` header (marked sensitive); they never reach a
+//! log line or an error message.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentloom_core::{BlockError, ConfigError, ConfigReader, RunCtx, Value};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, StatusCode, Url};
+
+const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A service's base URL and the credential its requests carry.
+#[derive(Clone, Debug)]
+pub(crate) struct Api {
+    /// `GitHub`, `Gmail`: used in messages.
+    pub service: &'static str,
+    pub base: Url,
+    pub credential: String,
+    /// How to get a new token, for the 401 message.
+    pub login_hint: &'static str,
+}
+
+/// One JSON response.
+pub(crate) struct Reply {
+    pub json: serde_json::Value,
+    pub headers: HeaderMap,
+}
+
+impl Api {
+    /// Reads `base_url` (default `default_base`) and `credential` (default `default_credential`).
+    pub fn from_config(
+        reader: &ConfigReader<'_>,
+        service: &'static str,
+        default_base: &str,
+        default_credential: &str,
+        login_hint: &'static str,
+    ) -> Result<Self, ConfigError> {
+        let text = reader.str_or("base_url", default_base)?.trim();
+        let text = if text.is_empty() { default_base } else { text };
+        let mut base = Url::parse(text).map_err(|e| {
+            ConfigError::new("base_url", format!("`{text}` is not a valid URL: {e}"))
+        })?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(ConfigError::new(
+                "base_url",
+                "use an http:// or https:// URL",
+            ));
+        }
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let credential = reader
+            .str_or("credential", default_credential)?
+            .trim()
+            .to_owned();
+        if credential.is_empty() {
+            return Err(ConfigError::new(
+                "credential",
+                "is required: the name of a stored credential",
+            ));
+        }
+        Ok(Self {
+            service,
+            base,
+            credential,
+            login_hint,
+        })
+    }
+
+    /// `base_url` + `path` (no leading slash).
+    pub fn url(&self, path: &str) -> Result<Url, BlockError> {
+        self.base
+            .join(path.trim_start_matches('/'))
+            .map_err(|e| BlockError::permanent(format!("{} URL for `{path}`: {e}", self.service)))
+    }
+
+    fn client() -> Result<reqwest::Client, BlockError> {
+        reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .timeout(TIMEOUT)
+            .build()
+            .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
+    }
+
+    /// Sends one request with the credential's token and returns the JSON answer.
+    pub async fn send(
+        &self,
+        ctx: &dyn RunCtx,
+        method: Method,
+        url: Url,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Reply, BlockError> {
+        let token = ctx.secret(&self.credential)?;
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
+            BlockError::permanent(format!(
+                "credential `{}` holds characters that cannot be sent in a header; store it again",
+                self.credential
+            ))
+        })?;
+        auth.set_sensitive(true);
+        let shown = format!("{method} {}", url.path());
+        let mut request = Self::client()?
+            .request(method, url)
+            .header(AUTHORIZATION, auth)
+            .header(reqwest::header::ACCEPT, "application/json");
+        if self.service == "GitHub" {
+            request = request
+                .header(reqwest::header::ACCEPT, "application/vnd.github+json")
+                .header("X-GitHub-Api-Version", "2022-11-28");
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        tracing::debug!(service = self.service, request = %shown, "service request");
+        let send = request.send();
+        let response = tokio::select! {
+            () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
+            // Network failures and timeouts may pass: retryable.
+            r = send => r.map_err(|e| {
+                BlockError::transient(format!("{} {shown} failed: {}", self.service, e.without_url()))
+            })?,
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.map_err(|e| {
+            BlockError::transient(format!(
+                "{} {shown}: reading the answer failed: {}",
+                self.service,
+                e.without_url()
+            ))
+        })?;
+        let json: serde_json::Value = if bytes.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null)
+        };
+        if status.is_success() {
+            return Ok(Reply { json, headers });
+        }
+        Err(self.status_error(status, &headers, &json, &shown))
+    }
+
+    fn status_error(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        json: &serde_json::Value,
+        shown: &str,
+    ) -> BlockError {
+        let detail = json["message"]
+            .as_str()
+            .or_else(|| json["error"]["message"].as_str())
+            .unwrap_or("")
+            .chars()
+            .take(300)
+            .collect::<String>();
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(": {detail}")
+        };
+        let data = Value::from_json(serde_json::json!({
+            "status": status.as_u16(),
+            "body": json,
+        }));
+        let service = self.service;
+        let credential = &self.credential;
+        if status == StatusCode::UNAUTHORIZED {
+            return BlockError::permanent(format!(
+                "{service} refused the token of credential `{credential}` (HTTP 401{detail}): it is wrong, expired or revoked. {} (or set {} for headless runs)",
+                self.login_hint,
+                agentloom_core::secret_env_var(credential)
+            ))
+            .with_data(data);
+        }
+        let rate_limited = status == StatusCode::TOO_MANY_REQUESTS
+            || (status == StatusCode::FORBIDDEN
+                && (header_str(headers, "x-ratelimit-remaining") == Some("0")
+                    || headers.contains_key(RETRY_AFTER)));
+        if rate_limited {
+            let wait = retry_wait(headers);
+            let mut err = BlockError::transient(format!(
+                "{service} rate limit reached on {shown} (HTTP {}){}",
+                status.as_u16(),
+                wait.map(|w| format!("; retry in {} s", w.as_secs()))
+                    .unwrap_or_default()
+            ))
+            .with_data(data);
+            if let Some(wait) = wait {
+                err = err.with_retry_after(wait);
+            }
+            return err;
+        }
+        let message = format!("{service} {shown}: HTTP {status}{detail}");
+        if status.is_server_error() {
+            BlockError::transient(message).with_data(data)
+        } else {
+            BlockError::permanent(message).with_data(data)
+        }
+    }
+
+    /// GETs every page of a list (following `Link: rel="next"`), up to `max_items`.
+    pub async fn get_all(
+        &self,
+        ctx: &dyn RunCtx,
+        mut url: Url,
+        max_items: usize,
+    ) -> Result<Vec<serde_json::Value>, BlockError> {
+        let mut items = Vec::new();
+        loop {
+            let reply = self.send(ctx, Method::GET, url.clone(), None).await?;
+            match reply.json {
+                serde_json::Value::Array(page) => items.extend(page),
+                other => {
+                    return Err(BlockError::permanent(format!(
+                        "{} answered {} with {}, not a list",
+                        self.service,
+                        url.path(),
+                        value_kind(&other)
+                    )));
+                }
+            }
+            if items.len() >= max_items {
+                items.truncate(max_items);
+                break;
+            }
+            match next_link(&reply.headers) {
+                Some(next) => url = self.follow(&url, &next),
+                None => break,
+            }
+        }
+        Ok(items)
+    }
+
+    /// The next page's URL on *our* base: a `Link` may name the public host even when the
+    /// base URL points elsewhere (a gateway, GitHub Enterprise), so only its query is kept
+    /// unless it is already under the base.
+    fn follow(&self, current: &Url, next: &str) -> Url {
+        match Url::parse(next) {
+            Ok(parsed) if parsed.as_str().starts_with(self.base.as_str()) => parsed,
+            Ok(parsed) => {
+                let mut url = current.clone();
+                url.set_query(parsed.query());
+                url
+            }
+            Err(_) => current.clone(),
+        }
+    }
+}
+
+fn value_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "nothing",
+        serde_json::Value::Object(_) => "an object",
+        _ => "a scalar",
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+/// `Retry-After` seconds, else `x-ratelimit-reset` (epoch seconds) minus now.
+fn retry_wait(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(secs) =
+        header_str(headers, RETRY_AFTER.as_str()).and_then(|s| s.parse::<u64>().ok())
+    {
+        return Some(Duration::from_secs(secs));
+    }
+    let reset = header_str(headers, "x-ratelimit-reset")?
+        .parse::<u64>()
+        .ok()?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(reset.saturating_sub(now).max(1)))
+}
+
+/// The `rel="next"` target of a `Link` header.
+pub(crate) fn next_link(headers: &HeaderMap) -> Option<String> {
+    let link = header_str(headers, "link")?;
+    link.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        params
+            .split(';')
+            .any(|p| matches!(p.trim(), "rel=\"next\"" | "rel=next"))
+            .then(|| {
+                target
+                    .trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_owned()
+            })
+    })
+}
+
+/// Reads `max_items` (default `default`, at least 1).
+pub(crate) fn max_items(reader: &ConfigReader<'_>, default: u64) -> Result<usize, ConfigError> {
+    let n = reader.u64_or("max_items", default)?;
+    if n == 0 {
+        return Err(ConfigError::new("max_items", "must be at least 1"));
+    }
+    usize::try_from(n).map_err(|_| ConfigError::new("max_items", "is too large"))
+}
+
+/// A block defined by its description and a function from config to node.
+pub(crate) struct ServiceBlock {
+    pub meta: agentloom_core::BlockMeta,
+    pub make: fn(
+        &agentloom_core::Config,
+    ) -> Result<std::sync::Arc<dyn agentloom_core::NodeImpl>, ConfigError>,
+}
+
+impl agentloom_core::Block for ServiceBlock {
+    fn meta(&self) -> &agentloom_core::BlockMeta {
+        &self.meta
+    }
+
+    fn instantiate(
+        &self,
+        config: &agentloom_core::Config,
+    ) -> Result<std::sync::Arc<dyn agentloom_core::NodeImpl>, ConfigError> {
+        (self.make)(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_headers_and_waits() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "link",
+            HeaderValue::from_static(
+                "<https://api.github.com/x?page=2>; rel=\"next\", <https://api.github.com/x?page=4>; rel=\"last\"",
+            ),
+        );
+        assert_eq!(
+            next_link(&h).as_deref(),
+            Some("https://api.github.com/x?page=2")
+        );
+        h.insert("retry-after", HeaderValue::from_static("7"));
+        assert_eq!(retry_wait(&h), Some(Duration::from_secs(7)));
+        assert_eq!(next_link(&HeaderMap::new()), None);
+    }
+}

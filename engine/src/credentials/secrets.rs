@@ -1,0 +1,236 @@
+//! [`KeychainSecrets`]: where running blocks get their credentials.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agentloom_core::{Secret, SecretError, SecretSource, secret_env_var};
+
+use super::{CredentialError, CredentialStore, OAuthTokens, StoredSecret, oauth, unix_now};
+
+/// Secrets for runs: `AGENTLOOM_SECRET_<NAME>` first (headless runs), then the keychain.
+/// For an OAuth credential it gives the access token, refreshed first when it is about to
+/// expire; a rotated refresh token is stored back.
+pub struct KeychainSecrets {
+    store: Arc<CredentialStore>,
+    /// One refresh at a time, so that a rotated refresh token is never used twice.
+    refresh_lock: Mutex<()>,
+    read_env: bool,
+}
+
+impl KeychainSecrets {
+    pub fn new(store: Arc<CredentialStore>) -> Self {
+        Self {
+            store,
+            refresh_lock: Mutex::new(()),
+            read_env: true,
+        }
+    }
+
+    /// Ignores `AGENTLOOM_SECRET_*` variables (the keychain only).
+    #[must_use]
+    pub fn keychain_only(mut self) -> Self {
+        self.read_env = false;
+        self
+    }
+
+    pub fn store(&self) -> &Arc<CredentialStore> {
+        &self.store
+    }
+
+    /// Refreshes OAuth credential `name` now (e.g. after a 401), stores the new tokens and
+    /// returns the new access token.
+    pub fn force_refresh(&self, name: &str) -> Result<Secret, SecretError> {
+        let _guard = self
+            .refresh_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let fail = |e: CredentialError| e.into_secret_error(name);
+        match self.store.get(name).map_err(fail)? {
+            StoredSecret::OAuth(tokens) => self.refresh_and_store(name, &tokens).map_err(fail),
+            StoredSecret::ApiKey { .. } => Err(SecretError::Unavailable {
+                detail: format!("credential `{name}` is an API key, which cannot be refreshed"),
+                hint: "replace it with `agentloom credentials add`".to_owned(),
+            }),
+        }
+    }
+
+    fn refresh_and_store(
+        &self,
+        name: &str,
+        tokens: &OAuthTokens,
+    ) -> Result<Secret, CredentialError> {
+        let fresh = block_on(oauth::refresh(tokens))?.map_err(|e| match e {
+            CredentialError::OAuth(message) => CredentialError::OAuth(format!(
+                "{message}; sign in again with `agentloom credentials login`"
+            )),
+            other => other,
+        })?;
+        self.store.put(name, &StoredSecret::OAuth(fresh.clone()))?;
+        tracing::info!(credential = name, "OAuth token refreshed");
+        Ok(Secret::new(fresh.access_token))
+    }
+
+    fn keychain_secret(&self, name: &str) -> Result<Secret, SecretError> {
+        let fail = |e: CredentialError| e.into_secret_error(name);
+        match self.store.get(name).map_err(fail)? {
+            StoredSecret::ApiKey { key, .. } => Ok(Secret::new(key)),
+            StoredSecret::OAuth(tokens) => {
+                if !tokens.needs_refresh(unix_now()) {
+                    return Ok(Secret::new(tokens.access_token));
+                }
+                let _guard = self
+                    .refresh_lock
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                // Another node may have refreshed while this one waited.
+                if let StoredSecret::OAuth(current) = self.store.get(name).map_err(fail)? {
+                    if !current.needs_refresh(unix_now()) {
+                        return Ok(Secret::new(current.access_token));
+                    }
+                    if current.refresh_token.is_none() {
+                        return Err(SecretError::Unavailable {
+                            detail: format!("the OAuth token of credential `{name}` has expired"),
+                            hint: "sign in again with `agentloom credentials login`".to_owned(),
+                        });
+                    }
+                    return self.refresh_and_store(name, &current).map_err(fail);
+                }
+                Err(fail(CredentialError::NotFound {
+                    name: name.to_owned(),
+                }))
+            }
+        }
+    }
+}
+
+impl SecretSource for KeychainSecrets {
+    fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        if self.read_env
+            && let Ok(value) = std::env::var(secret_env_var(name))
+            && !value.is_empty()
+        {
+            return Ok(Secret::new(value));
+        }
+        self.keychain_secret(name)
+    }
+}
+
+/// Runs `future` to completion on a fresh thread with its own runtime, so that it works
+/// both inside and outside a tokio runtime (a node asking for a secret is inside one).
+fn block_on<T: Send>(
+    future: impl std::future::Future<Output = T> + Send,
+) -> Result<T, CredentialError> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        CredentialError::OAuth(format!(
+                            "could not start a runtime to refresh the token: {e}"
+                        ))
+                    })?;
+                Ok(runtime.block_on(future))
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(CredentialError::OAuth(
+                    "the token refresh stopped unexpectedly".to_owned(),
+                ))
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::OAuthClientConfig;
+
+    fn store(dir: &std::path::Path) -> Arc<CredentialStore> {
+        let backend: Arc<keyring_core::CredentialStore> = keyring_core::mock::Store::new().unwrap();
+        Arc::new(CredentialStore::with_backend(backend, dir))
+    }
+
+    #[test]
+    fn api_keys_and_fresh_tokens_come_from_the_keychain() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        store
+            .put(
+                "unit-key-a",
+                &StoredSecret::ApiKey {
+                    provider: "x".into(),
+                    key: "k-1".into(),
+                },
+            )
+            .unwrap();
+        let tokens = OAuthTokens {
+            provider: "p".into(),
+            access_token: "at-1".into(),
+            refresh_token: None,
+            expires_at: Some(unix_now() + 3600),
+            scopes: vec![],
+            client: OAuthClientConfig {
+                client_id: "c".into(),
+                client_secret: None,
+                token_url: "http://127.0.0.1:9/token".into(),
+                revocation_url: None,
+            },
+        };
+        store
+            .put("unit-oauth-a", &StoredSecret::OAuth(tokens.clone()))
+            .unwrap();
+        let secrets = KeychainSecrets::new(store.clone()).keychain_only();
+        assert_eq!(secrets.secret("unit-key-a").unwrap().expose(), "k-1");
+        assert_eq!(secrets.secret("unit-oauth-a").unwrap().expose(), "at-1");
+        let missing = secrets.secret("unit-nothing").unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .contains("AGENTLOOM_SECRET_UNIT_NOTHING"),
+            "{missing}"
+        );
+
+        // Expired, no refresh token: a clear error, never the stale token.
+        let expired = OAuthTokens {
+            expires_at: Some(1),
+            ..tokens
+        };
+        store
+            .put("unit-oauth-b", &StoredSecret::OAuth(expired.clone()))
+            .unwrap();
+        let err = secrets.secret("unit-oauth-b").unwrap_err().to_string();
+        assert!(
+            err.contains("has expired") && err.contains("sign in again"),
+            "{err}"
+        );
+        assert!(!err.contains("at-1"));
+
+        // Expired with a refresh token but an unreachable token endpoint: the error names
+        // the credential and what to do, inside a runtime too.
+        let refreshable = OAuthTokens {
+            refresh_token: Some("rt-SECRET".into()),
+            ..expired
+        };
+        store
+            .put("unit-oauth-c", &StoredSecret::OAuth(refreshable))
+            .unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let err = rt
+            .block_on(async { secrets.secret("unit-oauth-c") })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unit-oauth-c") && err.contains("sign in again"),
+            "{err}"
+        );
+        assert!(!err.contains("SECRET"), "{err}");
+        assert!(
+            secrets
+                .force_refresh("unit-key-a")
+                .unwrap_err()
+                .to_string()
+                .contains("cannot be refreshed")
+        );
+    }
+}

@@ -1,0 +1,657 @@
+//! The LLM blocks end to end, through the executor, against the real `fakellm` peer
+//! (PyPI `fakellm`: OpenAI `/v1/chat/completions` and Anthropic `/v1/messages`, SSE
+//! streaming, tool calls streamed in argument fragments, injected errors), driven by the
+//! rules in `tests/fixtures/llm/fakellm.yaml`. Each test starts its own server on a free
+//! port of 127.0.0.1 and stops it afterwards.
+//!
+//! `fakellm` must be on PATH (`pip install fakellm==0.3.5`); set AGENTLOOM_SKIP_PEERS=1 to
+//! skip these tests instead.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentloom_blocks::Registry;
+use agentloom_core::{
+    EdgeDoc, GraphDoc, NodeDoc, RetryPolicy, Secret, SecretError, SecretSource, Value, ValueMap,
+    secret_env_var, validate,
+};
+use agentloom_engine::{
+    CollectSink, EventKind, Executor, NodeStatus, RunEvent, RunOptions, RunReport, RunStatus,
+};
+use serde_json::json;
+
+/// A running `fakellm serve`; stopped on drop.
+struct FakeLlm {
+    child: Child,
+    port: u16,
+}
+
+impl FakeLlm {
+    /// Starts the peer, or returns `None` when AGENTLOOM_SKIP_PEERS=1 and it is not installed.
+    fn start() -> Option<FakeLlm> {
+        let Some(binary) = find_on_path("fakellm") else {
+            if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
+                eprintln!("skipping: fakellm is not installed and AGENTLOOM_SKIP_PEERS=1");
+                return None;
+            }
+            panic!(
+                "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
+            );
+        };
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/llm/fakellm.yaml");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = Command::new(binary)
+            .args([
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--config",
+            ])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .unwrap();
+        let mut fake = FakeLlm { child, port };
+        let started = Instant::now();
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(fake);
+            }
+            if let Ok(Some(status)) = fake.child.try_wait() {
+                let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
+                panic!("fakellm exited ({status}) before it listened:\n{stderr}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "fakellm did not listen on port {port} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// How often each rule matched.
+    async fn rule_counts(&self) -> serde_json::Value {
+        let stats: serde_json::Value = reqwest::get(format!("{}/_fakellm/stats", self.base()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        stats["by_rule"].clone()
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Secrets from memory.
+struct Secrets(Vec<(String, String)>);
+
+impl SecretSource for Secrets {
+    fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| Secret::new(v.clone()))
+            .ok_or_else(|| SecretError::Missing {
+                name: name.to_owned(),
+                env_var: secret_env_var(name),
+            })
+    }
+}
+
+fn node(id: &str, block: &str, config: serde_json::Value) -> NodeDoc {
+    NodeDoc::new(id, block).with_config(config)
+}
+
+fn output(id: &str, name: &str) -> NodeDoc {
+    node(id, "graph.output", json!({"name": name}))
+}
+
+async fn run_with(
+    doc: &GraphDoc,
+    inputs: ValueMap,
+    secrets: &[(&str, &str)],
+) -> (RunReport, Vec<RunEvent>) {
+    let registry = Arc::new(Registry::builtin());
+    let graph =
+        validate(doc, registry.as_ref()).unwrap_or_else(|p| panic!("invalid graph: {p:#?}"));
+    let secrets = Secrets(
+        secrets
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    let executor = Executor::new(registry).with_secrets(Arc::new(secrets));
+    let sink = Arc::new(CollectSink::default());
+    let report = executor
+        .run(Arc::new(graph), inputs, RunOptions::default(), sink.clone())
+        .await;
+    (report, sink.events())
+}
+
+async fn run(doc: &GraphDoc) -> (RunReport, Vec<RunEvent>) {
+    run_with(doc, ValueMap::new(), &[]).await
+}
+
+fn out_text(report: &RunReport, name: &str) -> String {
+    match report.outputs.get(name) {
+        Some(Value::Text(text)) => text.clone(),
+        other => panic!("output `{name}` is {other:?}; run: {report:#?}"),
+    }
+}
+
+fn partials(events: &[RunEvent], node_id: &str) -> String {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::NodePartial { node, port, chunk } if node == node_id && port == "text" => {
+                Some(chunk.as_str())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn node_report<'a>(report: &'a RunReport, id: &str) -> &'a agentloom_engine::NodeReport {
+    report.nodes.iter().find(|n| n.id == id).unwrap()
+}
+
+const STORY: &str = "Once upon a time a graph of small blocks learned to stream its words, one by one, to a canvas that waited patiently.";
+
+async fn streaming_matches_the_whole_reply(provider: &str, base: String) {
+    let mut doc = GraphDoc::new("stream");
+    for (id, stream) in [("streamed", true), ("whole", false)] {
+        doc.nodes.push(node(
+            id,
+            "llm.chat",
+            json!({"provider": provider, "base_url": base, "model": "test-model", "prompt": "Tell a story", "stream": stream}),
+        ));
+        doc.nodes.push(output(&format!("{id}_out"), id));
+        doc.edges
+            .push(EdgeDoc::new(id, "text", &format!("{id}_out"), "value"));
+    }
+    let (report, events) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    assert_eq!(out_text(&report, "streamed"), STORY);
+    assert_eq!(out_text(&report, "whole"), STORY);
+    assert_eq!(
+        partials(&events, "streamed"),
+        STORY,
+        "the canvas saw the same text"
+    );
+    let pieces = events
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::NodePartial { node, .. } if node == "streamed"))
+        .count();
+    assert!(pieces > 10, "streamed word by word, got {pieces} pieces");
+    assert_eq!(partials(&events, "whole"), "");
+}
+
+#[tokio::test]
+async fn openai_streaming_assembles_the_same_text_as_the_whole_reply() {
+    let Some(fake) = FakeLlm::start() else { return };
+    streaming_matches_the_whole_reply("openai", format!("{}/v1", fake.base())).await;
+}
+
+#[tokio::test]
+async fn anthropic_streaming_assembles_the_same_text_as_the_whole_reply() {
+    let Some(fake) = FakeLlm::start() else { return };
+    streaming_matches_the_whole_reply("anthropic", fake.base()).await;
+}
+
+async fn streamed_tool_calls(provider: &str, base: String) {
+    let tools = json!([{"name": "get_weather", "description": "The weather forecast for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}, "days": {"type": "array"}}, "required": ["city"]}}]);
+    let mut doc = GraphDoc::new("tools");
+    doc.nodes.push(node(
+        "ask",
+        "llm.chat",
+        json!({"provider": provider, "base_url": base, "model": "test-model", "prompt": "What is the weather in Oslo?", "tools": tools}),
+    ));
+    doc.nodes.push(output("calls", "calls"));
+    doc.nodes.push(output("conversation", "conversation"));
+    doc.edges
+        .push(EdgeDoc::new("ask", "tool_calls", "calls", "value"));
+    doc.edges
+        .push(EdgeDoc::new("ask", "messages", "conversation", "value"));
+    let (report, _) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    let calls = report.outputs.get("calls").unwrap().to_json();
+    assert_eq!(calls.as_array().unwrap().len(), 1, "{calls}");
+    assert_eq!(calls[0]["name"], "get_weather");
+    assert_eq!(
+        calls[0]["arguments"],
+        json!({"city": "Oslo", "unit": "celsius", "days": [1, 2, 3]})
+    );
+    assert!(
+        calls[0]["id"].as_str().is_some_and(|id| id.len() > 5),
+        "{calls}"
+    );
+    // The assistant turn keeps the call, ready for the tool result.
+    let conversation = report.outputs.get("conversation").unwrap().to_json();
+    assert_eq!(conversation[1]["role"], "assistant");
+    assert_eq!(conversation[1]["tool_calls"][0]["name"], "get_weather");
+}
+
+#[tokio::test]
+async fn openai_tool_calls_are_assembled_from_streamed_fragments() {
+    let Some(fake) = FakeLlm::start() else { return };
+    streamed_tool_calls("openai", format!("{}/v1", fake.base())).await;
+}
+
+#[tokio::test]
+async fn anthropic_tool_calls_are_assembled_from_streamed_fragments() {
+    let Some(fake) = FakeLlm::start() else { return };
+    streamed_tool_calls("anthropic", fake.base()).await;
+}
+
+fn person_graph(base: &str, max_attempts: u64) -> GraphDoc {
+    let mut doc = GraphDoc::new("structured");
+    doc.nodes.push(node(
+        "extract",
+        "llm.structured",
+        json!({"base_url": base, "model": "test-model", "max_attempts": max_attempts,
+               "prompt": "Extract the person from: {{ text }}",
+               "schema": {"type": "object", "properties": {"name": {"type": "string"}, "born": {"type": "integer"}}, "required": ["name", "born"]}}),
+    ));
+    doc.nodes.push(node(
+        "text",
+        "data.constant",
+        json!({"value": "Ada Lovelace, born 1815, wrote the first program."}),
+    ));
+    doc.nodes.push(output("person", "person"));
+    doc.nodes.push(output("usage", "usage"));
+    doc.edges
+        .push(EdgeDoc::new("text", "value", "extract", "text"));
+    doc.edges
+        .push(EdgeDoc::new("extract", "object", "person", "value"));
+    doc.edges
+        .push(EdgeDoc::new("extract", "usage", "usage", "value"));
+    doc
+}
+
+#[tokio::test]
+async fn structured_output_is_retried_with_the_schema_problems() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let base = format!("{}/v1", fake.base());
+    let (report, _) = run(&person_graph(&base, 3)).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    assert_eq!(
+        report.outputs.get("person").unwrap().to_json(),
+        json!({"name": "Ada Lovelace", "born": 1815})
+    );
+    assert_eq!(report.outputs.get("usage").unwrap().to_json()["calls"], 2);
+    let counts = fake.rule_counts().await;
+    assert_eq!(counts["structured_first_try"], 1, "{counts}");
+    assert_eq!(counts["structured_fixed"], 1, "{counts}");
+
+    // With one attempt the problem is reported, naming the place in the answer.
+    let (report, _) = run(&person_graph(&base, 1)).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let error = node_report(&report, "extract").error.clone().unwrap();
+    assert!(
+        error.starts_with("the model's answer did not match the schema after 1 attempt: at /born:"),
+        "{error}"
+    );
+    assert!(
+        error.contains("\"eighteen fifteen\" is not of type \"integer\""),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_429_is_retried_inside_the_node() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let mut doc = GraphDoc::new("429");
+    doc.nodes.push(node(
+        "ask",
+        "llm.chat",
+        json!({"base_url": format!("{}/v1", fake.base()), "model": "test-model", "prompt": "Please rate limit me", "stream": false}),
+    ));
+    doc.nodes.push(output("answer", "answer"));
+    doc.edges
+        .push(EdgeDoc::new("ask", "text", "answer", "value"));
+    let started = Instant::now();
+    let (report, _) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    assert_eq!(
+        out_text(&report, "answer"),
+        "Answered after the rate limit."
+    );
+    assert_eq!(node_report(&report, "ask").attempts, 1);
+    // fakellm sends no Retry-After: the first backoff is one second.
+    assert!(started.elapsed() >= Duration::from_millis(950));
+    let counts = fake.rule_counts().await;
+    assert_eq!(
+        (
+            counts["rate_limited_first"].as_u64(),
+            counts["rate_limited_then_ok"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{counts}"
+    );
+}
+
+#[tokio::test]
+async fn a_429_goes_to_the_node_retry_policy_when_internal_retries_are_off() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let mut doc = GraphDoc::new("429 policy");
+    let mut ask = node(
+        "ask",
+        "llm.chat",
+        json!({"base_url": format!("{}/v1", fake.base()), "model": "test-model", "prompt": "rate limit me, by policy", "stream": false, "max_retries": 0}),
+    );
+    ask.retry = Some(RetryPolicy {
+        max_attempts: 2,
+        backoff_ms: 50,
+        ..RetryPolicy::default()
+    });
+    doc.nodes.push(ask);
+    doc.nodes.push(output("answer", "answer"));
+    doc.edges
+        .push(EdgeDoc::new("ask", "text", "answer", "value"));
+    let (report, events) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    assert_eq!(
+        out_text(&report, "answer"),
+        "Answered after the rate limit."
+    );
+    assert_eq!(node_report(&report, "ask").attempts, 2);
+    let retry = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::NodeRetrying { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+        .expect("a retry event");
+    assert!(
+        retry.contains("is rate limiting requests (HTTP 429: Rate limit reached for requests)"),
+        "{retry}"
+    );
+}
+
+#[tokio::test]
+async fn usage_and_cost_are_summed_per_node_and_per_run() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let mut doc = GraphDoc::new("usage");
+    doc.nodes.push(node(
+        "text",
+        "data.constant",
+        json!({"value": "Agentloom is a desktop app for agent graphs."}),
+    ));
+    doc.nodes.push(node(
+        "first",
+        "llm.chat",
+        json!({"base_url": format!("{}/v1", fake.base()), "model": "test-model", "stream": false,
+               "prompt": "Summarize: {{ text }}", "price_in": 3.0, "price_out": 15.0}),
+    ));
+    doc.nodes.push(node(
+        "second",
+        "llm.chat",
+        json!({"provider": "anthropic", "base_url": fake.base(), "model": "claude-test",
+               "prompt": "Summarize again: {{ text }}", "price_in": 5.0, "price_out": 25.0}),
+    ));
+    doc.nodes.push(output("usage_first", "usage_first"));
+    doc.nodes.push(output("usage_second", "usage_second"));
+    doc.edges
+        .push(EdgeDoc::new("text", "value", "first", "text"));
+    doc.edges
+        .push(EdgeDoc::new("first", "text", "second", "text"));
+    doc.edges
+        .push(EdgeDoc::new("first", "usage", "usage_first", "value"));
+    doc.edges
+        .push(EdgeDoc::new("second", "usage", "usage_second", "value"));
+    let (report, events) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    let mut total_in = 0;
+    let mut total_out = 0;
+    let mut total_cost = 0.0;
+    for (id, price_in, price_out) in [("first", 3.0, 15.0), ("second", 5.0, 25.0)] {
+        let usage = report
+            .outputs
+            .get(&format!("usage_{id}"))
+            .unwrap()
+            .to_json();
+        let (input, output) = (
+            usage["input_tokens"].as_u64().unwrap(),
+            usage["output_tokens"].as_u64().unwrap(),
+        );
+        assert!(input > 0 && output > 0, "{id}: {usage}");
+        assert_eq!(usage["estimated"], false, "{id}: the provider's counts");
+        #[allow(clippy::cast_precision_loss)]
+        let cost = (input as f64 * price_in + output as f64 * price_out) / 1e6;
+        assert!(
+            (usage["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-12,
+            "{id}: {usage}"
+        );
+        let reported = node_report(&report, id).usage;
+        assert_eq!(
+            (reported.input_tokens, reported.output_tokens),
+            (input, output),
+            "{id}"
+        );
+        assert!((reported.cost_usd - cost).abs() < 1e-12, "{id}");
+        let from_events: f64 = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::NodeUsage { node, usage } if node == id => Some(usage.cost_usd),
+                _ => None,
+            })
+            .sum();
+        assert!((from_events - cost).abs() < 1e-12, "{id}");
+        total_in += input;
+        total_out += output;
+        total_cost += cost;
+    }
+    assert_eq!(report.usage.input_tokens, total_in);
+    assert_eq!(report.usage.output_tokens, total_out);
+    assert!((report.usage.cost_usd - total_cost).abs() < 1e-12);
+    assert!(total_cost > 0.0);
+}
+
+#[tokio::test]
+async fn the_cost_limit_stops_the_run() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let base = format!("{}/v1", fake.base());
+    let mut doc = GraphDoc::new("expensive");
+    doc.settings.max_cost_usd = Some(0.5);
+    // A dollar a token: the first answer is over the limit.
+    doc.nodes.push(node(
+        "first",
+        "llm.chat",
+        json!({"base_url": base, "model": "test-model", "stream": false, "prompt": "Summarize this", "price_in": 1_000_000.0, "price_out": 1_000_000.0}),
+    ));
+    doc.nodes.push(node(
+        "second",
+        "llm.chat",
+        json!({"base_url": base, "model": "test-model", "stream": false, "prompt": "Summarize {{ text }}"}),
+    ));
+    doc.nodes.push(output("out", "out"));
+    doc.edges
+        .push(EdgeDoc::new("first", "text", "second", "text"));
+    doc.edges
+        .push(EdgeDoc::new("second", "text", "out", "value"));
+    let (report, _) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:#?}");
+    let error = report.error.clone().unwrap();
+    assert!(
+        error.starts_with("cost limit reached: the run spent $"),
+        "{error}"
+    );
+    assert!(
+        error.contains("more than its max_cost_usd of $0.5000 (node `first`)"),
+        "{error}"
+    );
+    assert_ne!(node_report(&report, "second").status, NodeStatus::Done);
+    let counts = fake.rule_counts().await;
+    assert_eq!(
+        counts["summarize"], 1,
+        "the second model call was never made: {counts}"
+    );
+}
+
+#[tokio::test]
+async fn the_model_picks_the_branch_and_the_other_is_skipped() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let mut doc = GraphDoc::new("triage");
+    doc.nodes.push(node(
+        "mail",
+        "data.constant",
+        json!({"value": "The parcel arrived broken, again."}),
+    ));
+    doc.nodes.push(node(
+        "triage",
+        "llm.condition",
+        json!({"base_url": format!("{}/v1", fake.base()), "model": "test-model",
+               "prompt": "Is this message a complaint or praise?\n\n{{ message }}", "branches": ["complaint", "praise"]}),
+    ));
+    doc.nodes.push(output("on_complaint", "complaint"));
+    doc.nodes.push(output("on_praise", "praise"));
+    doc.nodes.push(output("choice", "choice"));
+    doc.edges
+        .push(EdgeDoc::new("mail", "value", "triage", "message"));
+    doc.edges
+        .push(EdgeDoc::new("mail", "value", "triage", "value"));
+    doc.edges
+        .push(EdgeDoc::new("triage", "complaint", "on_complaint", "value"));
+    doc.edges
+        .push(EdgeDoc::new("triage", "praise", "on_praise", "value"));
+    doc.edges
+        .push(EdgeDoc::new("triage", "choice", "choice", "value"));
+    let (report, _) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    assert_eq!(
+        out_text(&report, "complaint"),
+        "The parcel arrived broken, again."
+    );
+    assert_eq!(out_text(&report, "choice"), "complaint");
+    assert!(!report.outputs.contains_key("praise"));
+    assert_eq!(
+        node_report(&report, "on_praise").status,
+        NodeStatus::Skipped
+    );
+}
+
+/// Captures everything logged, at every level.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn api_keys_never_appear_in_events_errors_reports_or_logs() {
+    let Some(fake) = FakeLlm::start() else { return };
+    const GOOD: &str = "sk-good-9d8c7b6a5f4e3d2c1b0a";
+    const REVOKED: &str = "sk-revoked-1b2c3d4e5f60718293a4";
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let base = format!("{}/v1", fake.base());
+    let mut doc = GraphDoc::new("keys");
+    // The base URL is a custom one, so naming the credential makes it required.
+    doc.nodes.push(node("good", "llm.chat", json!({"base_url": base, "model": "test-model", "prompt": "Summarize the news", "credential": "openai"})));
+    doc.nodes.push(node("bad", "llm.chat", json!({"base_url": base, "model": "test-model", "prompt": "Summarize {{ text }}", "credential": "old key", "stream": false})));
+    doc.nodes.push(output("out", "out"));
+    doc.edges.push(EdgeDoc::new("good", "text", "bad", "text"));
+    doc.edges.push(EdgeDoc::new("bad", "text", "out", "value"));
+    let (report, events) = run_with(
+        &doc,
+        ValueMap::new(),
+        &[("openai", GOOD), ("old key", REVOKED)],
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:#?}");
+    assert_eq!(node_report(&report, "good").status, NodeStatus::Done);
+    let error = node_report(&report, "bad").error.clone().unwrap();
+    assert_eq!(
+        error,
+        format!(
+            "the OpenAI-compatible server at {base} refused the API key (HTTP 401). The key comes from credential `old key`: check or replace it in Credentials, or set AGENTLOOM_SECRET_OLD_KEY for headless runs"
+        )
+    );
+    let everything = format!(
+        "{}\n{}\n{report:?}\n{}",
+        serde_json::to_string(&events).unwrap(),
+        serde_json::to_string(&report).unwrap(),
+        String::from_utf8_lossy(&logs.0.lock().unwrap()),
+    );
+    assert!(
+        everything.contains("calling the model"),
+        "the logs were captured"
+    );
+    for key in [GOOD, REVOKED] {
+        assert!(!everything.contains(key), "a key leaked");
+        assert!(!everything.contains(&key[3..15]), "part of a key leaked");
+    }
+}
+
+#[tokio::test]
+async fn the_summarize_example_runs_against_any_openai_compatible_endpoint() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../assets/examples/online/llm-summarize.agentloom.json");
+    let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let inputs = ValueMap::from([
+        (
+            "base_url".to_owned(),
+            Value::from(format!("{}/v1", fake.base())),
+        ),
+        ("model".to_owned(), Value::from("any-model")),
+        (
+            "text".to_owned(),
+            Value::from("Agentloom is a native desktop app. It runs agent graphs in-process."),
+        ),
+    ]);
+    let (report, events) = run_with(&doc, inputs, &[]).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    let summary = out_text(&report, "summary");
+    assert_eq!(
+        summary,
+        "Agentloom runs agent graphs natively, with secrets in the keychain and every run logged to SQLite."
+    );
+    assert_eq!(partials(&events, "summarize"), summary);
+    let usage = report.outputs.get("usage").unwrap().to_json();
+    assert_eq!(usage["model"], "any-model");
+    assert_eq!(usage["calls"], 1);
+}

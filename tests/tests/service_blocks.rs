@@ -1,0 +1,313 @@
+//! The GitHub and Gmail blocks against `myworld[gateway]` (a stateful fake of both APIs at
+//! their real paths), and credentials in the real Secret Service.
+//!
+//! Peers: `myworld` on PATH (pip install 'myworld[gateway]'); a D-Bus session bus with an
+//! unlocked gnome-keyring for the keychain test. Missing peers fail the tests unless
+//! AGENTLOOM_SKIP_PEERS=1.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly")]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentloom_blocks::testing::{TestCtx, inputs, run_block_with};
+use agentloom_core::{SecretSource as _, Value};
+use agentloom_engine::{CredentialStore, KeychainSecrets, StoredSecret};
+
+fn skip() -> bool {
+    std::env::var("AGENTLOOM_SKIP_PEERS").is_ok_and(|v| v == "1")
+}
+
+struct World {
+    child: Child,
+    base: String,
+    github_token: String,
+    google_token: String,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_world() -> Option<World> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = match Command::new("myworld")
+        .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(
+                skip(),
+                "the GitHub/Gmail peer is missing ({e}): pip install 'myworld[gateway]' so that `myworld` is on PATH, or set AGENTLOOM_SKIP_PEERS=1"
+            );
+            return None;
+        }
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let spec = serde_json::json!({"id": "e1", "spec": {"name": "t", "servers": {
+        "gmail": {"service": "gmail"}, "github": {"service": "github"}}}});
+    let mut world = World {
+        child,
+        base: base.clone(),
+        github_token: String::new(),
+        google_token: String::new(),
+    };
+    for _ in 0..100 {
+        if let Ok(r) = http.post(format!("{base}/envs")).json(&spec).send().await {
+            let json: serde_json::Value = r.json().await.unwrap();
+            let creds = &json["credentials"]["agent"];
+            world.github_token = creds["github_token"].as_str().unwrap().to_owned();
+            world.google_token = creds["google_access_token"].as_str().unwrap().to_owned();
+            return Some(world);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("myworld did not start on port {port}");
+}
+
+#[tokio::test]
+async fn github_create_issue_then_list_it_and_a_bad_token_is_a_clear_401() {
+    let Some(world) = start_world().await else {
+        return;
+    };
+    let config = serde_json::json!({
+        "base_url": format!("{}/gw/api.github.com", world.base),
+        "credential": "gh-test",
+        "repo": "acme/api",
+    });
+    let ctx = TestCtx::new().with_secret("gh-test", &world.github_token);
+    let out = run_block_with(
+        &ctx,
+        "github.create_issue",
+        config.clone(),
+        inputs([
+            ("title", Value::from("Canary flaps")),
+            ("body", Value::from("Seen twice.")),
+        ]),
+    )
+    .await
+    .unwrap();
+    let issue = out["issue"].to_json();
+    let number = issue["number"].as_i64().unwrap();
+    assert_eq!(issue["title"], "Canary flaps");
+
+    let mut list_config = config.clone();
+    list_config["max_items"] = serde_json::json!(500);
+    let out = run_block_with(&ctx, "github.list_issues", list_config, inputs([]))
+        .await
+        .unwrap();
+    let issues = out["issues"].to_json();
+    let found = issues
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["number"] == number)
+        .expect("the new issue is listed");
+    assert_eq!(found["body"], "Seen twice.");
+    assert!(
+        issues.as_array().unwrap().len() > 1,
+        "pagination followed: {issues}"
+    );
+
+    let out = run_block_with(
+        &ctx,
+        "github.get_issue",
+        config.clone(),
+        inputs([("number", Value::Integer(number))]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out["issue"].to_json()["title"], "Canary flaps");
+
+    let bad = TestCtx::new().with_secret("gh-test", "gho_not-a-real-token");
+    let err = run_block_with(&bad, "github.list_issues", config, inputs([]))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("401") && err.message.contains("`gh-test`"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("agentloom credentials login github"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("gho_not-a-real-token"));
+}
+
+#[tokio::test]
+async fn gmail_send_then_find_it_by_search_and_read_it() {
+    let Some(world) = start_world().await else {
+        return;
+    };
+    let config = serde_json::json!({
+        "base_url": format!("{}/gw/gmail.googleapis.com", world.base),
+        "credential": "gmail-test",
+    });
+    let ctx = TestCtx::new().with_secret("gmail-test", &world.google_token);
+    let out = run_block_with(
+        &ctx,
+        "gmail.send",
+        config.clone(),
+        inputs([
+            ("to", Value::from("bob@example.com")),
+            ("subject", Value::from("Quarterly zebra report")),
+            ("body", Value::from("Numbers are up. Ünïcode too.")),
+        ]),
+    )
+    .await
+    .unwrap();
+    let id = out["message"].to_json()["id"].as_str().unwrap().to_owned();
+    let out = run_block_with(
+        &ctx,
+        "gmail.search",
+        config.clone(),
+        inputs([("query", Value::from("subject:zebra"))]),
+    )
+    .await
+    .unwrap();
+    let messages = out["messages"].to_json();
+    assert!(
+        messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == id.as_str()),
+        "{messages}"
+    );
+    let out = run_block_with(
+        &ctx,
+        "gmail.read_message",
+        config.clone(),
+        inputs([("id", Value::from(id.as_str()))]),
+    )
+    .await
+    .unwrap();
+    let message = out["message"].to_json();
+    assert_eq!(message["subject"], "Quarterly zebra report");
+    assert!(
+        out["text"].as_str().unwrap().contains("Ünïcode"),
+        "{message}"
+    );
+
+    let bad = TestCtx::new().with_secret("gmail-test", "ya29.bad");
+    let err = run_block_with(&bad, "gmail.search", config, inputs([]))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("401") && err.message.contains("`gmail-test`"),
+        "{}",
+        err.message
+    );
+}
+
+/// Ok when the real Secret Service is usable; panics with what to do otherwise.
+fn real_keychain(dir: &std::path::Path) -> Option<CredentialStore> {
+    let store = CredentialStore::open(dir);
+    if let Err(e) = store.check_available() {
+        assert!(
+            skip(),
+            "the Secret Service is not usable: {e}. Run the tests inside `dbus-run-session` with `gnome-keyring-daemon --unlock --components=secrets`, or set AGENTLOOM_SKIP_PEERS=1"
+        );
+        return None;
+    }
+    Some(store)
+}
+
+#[test]
+fn keychain_round_trip_in_the_real_secret_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(store) = real_keychain(dir.path()) else {
+        return;
+    };
+    let name = format!("agentloom-test-{}", std::process::id());
+    store
+        .put(
+            &name,
+            &StoredSecret::ApiKey {
+                provider: "github".into(),
+                key: "real-keychain-value-7731".into(),
+            },
+        )
+        .unwrap();
+    let store = Arc::new(store);
+    let secrets = KeychainSecrets::new(store.clone()).keychain_only();
+    assert_eq!(
+        secrets.secret(&name).unwrap().expose(),
+        "real-keychain-value-7731"
+    );
+    // A second store (as another process would) reads the same entry.
+    let again = CredentialStore::open(dir.path());
+    assert_eq!(
+        again.get(&name).unwrap(),
+        StoredSecret::ApiKey {
+            provider: "github".into(),
+            key: "real-keychain-value-7731".into()
+        }
+    );
+    assert_eq!(store.list().unwrap()[0].name, name);
+    let index = std::fs::read_to_string(store.index_path()).unwrap();
+    assert!(!index.contains("real-keychain-value-7731"));
+    store.delete(&name).unwrap();
+    assert!(
+        secrets
+            .secret(&name)
+            .unwrap_err()
+            .to_string()
+            .contains("is not set")
+    );
+}
+
+#[test]
+fn no_keychain_says_why_and_what_to_do() {
+    // A child process of this test binary with a session bus address that leads nowhere.
+    if std::env::var("AGENTLOOM_NO_KEYCHAIN_CHILD").is_ok() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CredentialStore::open(dir.path());
+        let err = store.check_available().unwrap_err();
+        println!("NO-KEYCHAIN: {err}");
+        let secrets = KeychainSecrets::new(Arc::new(store)).keychain_only();
+        println!("SECRET-ERROR: {}", secrets.secret("anything").unwrap_err());
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "no_keychain_says_why_and_what_to_do",
+            "--nocapture",
+        ])
+        .env("AGENTLOOM_NO_KEYCHAIN_CHILD", "1")
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/agentloom-bus",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("NO-KEYCHAIN: the keychain could not be reached"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("dbus-run-session") || stdout.contains("gnome-keyring"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("AGENTLOOM_SECRET_"), "{stdout}");
+    assert!(
+        stdout.contains("SECRET-ERROR: the keychain could not be reached"),
+        "{stdout}"
+    );
+}

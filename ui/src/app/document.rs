@@ -1,0 +1,519 @@
+//! The open graph: a [`Snarl`] of small [`CanvasNode`]s for the canvas, converted to and
+//! from the [`GraphDoc`] file format (the snarl is never saved), plus undo and redo as
+//! document snapshots.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use agentloom_core::{
+    BlockCatalog, EdgeDoc, GraphDoc, NodeDoc, PortSpec, RunSettings, TypeMismatch, compatibility,
+    instantiate_node,
+};
+use egui::Pos2;
+use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
+
+/// How many edits undo remembers.
+const UNDO_LIMIT: usize = 200;
+
+/// One block on the canvas: its document entry and its ports as they follow from its config.
+#[derive(Clone, Debug)]
+pub struct CanvasNode {
+    /// The node as saved (its `position` is refreshed from the canvas on conversion).
+    pub doc: NodeDoc,
+    /// Input ports, in pin order.
+    pub inputs: Vec<PortSpec>,
+    /// Output ports including the implicit `error` output last, in pin order.
+    pub outputs: Vec<PortSpec>,
+    /// Why the node cannot be instantiated, if it cannot.
+    pub config_problem: Option<String>,
+    /// The block's title, for the header.
+    pub title: String,
+}
+
+impl CanvasNode {
+    /// Builds a canvas node, deriving its ports from its config.
+    pub fn new(doc: NodeDoc, catalog: &dyn BlockCatalog) -> Self {
+        let mut node = CanvasNode {
+            doc,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            config_problem: None,
+            title: String::new(),
+        };
+        node.refresh_ports(catalog);
+        node
+    }
+
+    /// Recomputes ports after the config changed. On a config error the old ports stay, so
+    /// wires are not lost while a person is typing.
+    pub fn refresh_ports(&mut self, catalog: &dyn BlockCatalog) {
+        self.title = catalog
+            .block(&self.doc.block)
+            .map_or_else(|| self.doc.block.clone(), |b| b.meta().title.clone());
+        match instantiate_node(0, &self.doc, catalog) {
+            Ok((_, imp)) => {
+                self.inputs = imp.ports().inputs.clone();
+                self.outputs = imp.ports().outputs_with_error();
+                self.config_problem = None;
+            }
+            Err(problem) => self.config_problem = Some(problem.message),
+        }
+    }
+
+    /// The label shown in the header: the node's label, else its id.
+    pub fn display_name(&self) -> &str {
+        self.doc.label.as_deref().unwrap_or(&self.doc.id)
+    }
+
+    pub fn input_index(&self, name: &str) -> Option<usize> {
+        self.inputs.iter().position(|p| p.name == name)
+    }
+
+    pub fn output_index(&self, name: &str) -> Option<usize> {
+        self.outputs.iter().position(|p| p.name == name)
+    }
+}
+
+/// Why a wire was not made.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConnectError {
+    #[error("no node `{0}` in this graph")]
+    UnknownNode(String),
+    #[error("node `{node}` has no {side} `{port}`")]
+    UnknownPort {
+        node: String,
+        port: String,
+        side: &'static str,
+    },
+    #[error("a node cannot be wired to itself")]
+    SelfLoop,
+    #[error("{0}")]
+    Types(#[from] TypeMismatch),
+}
+
+/// The graph being edited.
+pub struct Document {
+    pub snarl: Snarl<CanvasNode>,
+    pub name: String,
+    pub description: String,
+    pub settings: RunSettings,
+    /// The file it was opened from or saved to.
+    pub path: Option<PathBuf>,
+    /// Changed since it was last saved.
+    pub dirty: bool,
+    /// Bumped on every edit (autosave and problems watch it).
+    pub revision: u64,
+    undo: Vec<GraphDoc>,
+    redo: Vec<GraphDoc>,
+}
+
+impl Document {
+    /// A document showing `doc`.
+    pub fn from_doc(doc: &GraphDoc, catalog: &dyn BlockCatalog, path: Option<PathBuf>) -> Self {
+        let mut document = Document {
+            snarl: Snarl::new(),
+            name: doc.name.clone(),
+            description: doc.description.clone(),
+            settings: doc.settings.clone(),
+            path,
+            dirty: false,
+            revision: 0,
+            undo: Vec::new(),
+            redo: Vec::new(),
+        };
+        document.load(doc, catalog);
+        document
+    }
+
+    /// Replaces the canvas with `doc` (no undo step).
+    fn load(&mut self, doc: &GraphDoc, catalog: &dyn BlockCatalog) {
+        self.name.clone_from(&doc.name);
+        self.description.clone_from(&doc.description);
+        self.settings = doc.settings.clone();
+        let mut snarl = Snarl::new();
+        let mut ids: HashMap<&str, NodeId> = HashMap::with_capacity(doc.nodes.len());
+        for node in &doc.nodes {
+            #[allow(clippy::cast_possible_truncation, reason = "canvas coordinates")]
+            let pos = Pos2::new(node.position[0] as f32, node.position[1] as f32);
+            let id = snarl.insert_node(pos, CanvasNode::new(node.clone(), catalog));
+            ids.insert(node.id.as_str(), id);
+        }
+        for edge in &doc.edges {
+            let (Some(&from), Some(&to)) =
+                (ids.get(edge.from.0.as_str()), ids.get(edge.to.0.as_str()))
+            else {
+                continue;
+            };
+            let (Some(out), Some(inp)) = (
+                snarl[from].output_index(&edge.from.1),
+                snarl[to].input_index(&edge.to.1),
+            ) else {
+                continue;
+            };
+            snarl.connect(
+                OutPinId {
+                    node: from,
+                    output: out,
+                },
+                InPinId {
+                    node: to,
+                    input: inp,
+                },
+            );
+        }
+        self.snarl = snarl;
+        self.revision += 1;
+    }
+
+    /// The document as it would be saved: sorted, positions from the canvas.
+    pub fn to_doc(&self) -> GraphDoc {
+        to_doc(&self.snarl, &self.name, &self.description, &self.settings)
+    }
+
+    /// Records the current state as an undo step; call before changing anything.
+    pub fn checkpoint(&mut self) {
+        let snapshot = self.to_doc();
+        self.push_undo(snapshot);
+    }
+
+    /// Records `snapshot` (the state before an edit already made) as an undo step.
+    pub fn push_undo(&mut self, snapshot: GraphDoc) {
+        self.undo.push(snapshot);
+        if self.undo.len() > UNDO_LIMIT {
+            self.undo.remove(0);
+        }
+        self.redo.clear();
+        self.dirty = true;
+        self.revision += 1;
+    }
+
+    /// Marks an edit made without an undo step of its own (e.g. within one text edit).
+    pub fn touch(&mut self) {
+        self.dirty = true;
+        self.revision += 1;
+    }
+
+    pub fn can_undo(&self) -> bool {
+        !self.undo.is_empty()
+    }
+
+    pub fn can_redo(&self) -> bool {
+        !self.redo.is_empty()
+    }
+
+    pub fn undo(&mut self, catalog: &dyn BlockCatalog) -> bool {
+        let Some(previous) = self.undo.pop() else {
+            return false;
+        };
+        self.redo.push(self.to_doc());
+        self.load(&previous, catalog);
+        self.dirty = true;
+        true
+    }
+
+    pub fn redo(&mut self, catalog: &dyn BlockCatalog) -> bool {
+        let Some(next) = self.redo.pop() else {
+            return false;
+        };
+        self.undo.push(self.to_doc());
+        self.load(&next, catalog);
+        self.dirty = true;
+        true
+    }
+
+    /// Finds a node by its document id.
+    pub fn node_by_id(&self, id: &str) -> Option<NodeId> {
+        self.snarl
+            .node_ids()
+            .find(|(_, node)| node.doc.id == id)
+            .map(|(nid, _)| nid)
+    }
+
+    /// Adds `node` at `pos`; returns the new node.
+    pub fn add_node(&mut self, node: NodeDoc, pos: Pos2, catalog: &dyn BlockCatalog) -> NodeId {
+        self.checkpoint();
+        self.snarl.insert_node(pos, CanvasNode::new(node, catalog))
+    }
+
+    /// Checks whether output `from` may be wired to input `to`.
+    pub fn check_connect(&self, from: OutPinId, to: InPinId) -> Result<(), ConnectError> {
+        check_wire(&self.snarl, from, to)
+    }
+
+    /// Wires output `from` to input `to`, replacing the input's old wire. Refused with the
+    /// reason when the types do not fit.
+    pub fn connect(&mut self, from: OutPinId, to: InPinId) -> Result<(), ConnectError> {
+        self.check_connect(from, to)?;
+        self.checkpoint();
+        self.snarl.drop_inputs(to);
+        self.snarl.connect(from, to);
+        Ok(())
+    }
+
+    /// [`Document::connect`] by node ids and port names.
+    pub fn connect_named(
+        &mut self,
+        from: (&str, &str),
+        to: (&str, &str),
+    ) -> Result<(), ConnectError> {
+        let (from_pin, to_pin) = self.resolve_pins(from, to)?;
+        self.connect(from_pin, to_pin)
+    }
+
+    fn resolve_pins(
+        &self,
+        from: (&str, &str),
+        to: (&str, &str),
+    ) -> Result<(OutPinId, InPinId), ConnectError> {
+        let src = self
+            .node_by_id(from.0)
+            .ok_or_else(|| ConnectError::UnknownNode(from.0.to_owned()))?;
+        let dst = self
+            .node_by_id(to.0)
+            .ok_or_else(|| ConnectError::UnknownNode(to.0.to_owned()))?;
+        let output =
+            self.snarl[src]
+                .output_index(from.1)
+                .ok_or_else(|| ConnectError::UnknownPort {
+                    node: from.0.to_owned(),
+                    port: from.1.to_owned(),
+                    side: "output",
+                })?;
+        let input = self.snarl[dst]
+            .input_index(to.1)
+            .ok_or_else(|| ConnectError::UnknownPort {
+                node: to.0.to_owned(),
+                port: to.1.to_owned(),
+                side: "input",
+            })?;
+        Ok((OutPinId { node: src, output }, InPinId { node: dst, input }))
+    }
+
+    /// Sets config field `field` of `node` (`None` removes it) and refreshes its pins,
+    /// keeping wires whose port names still exist.
+    pub fn set_config(
+        &mut self,
+        node: NodeId,
+        field: &str,
+        value: Option<serde_json::Value>,
+        catalog: &dyn BlockCatalog,
+        new_undo_step: bool,
+    ) {
+        if self.snarl.get_node(node).is_none() {
+            return;
+        }
+        if new_undo_step {
+            self.checkpoint();
+        } else {
+            self.touch();
+        }
+        self.update_node(node, catalog, |doc| match value {
+            Some(v) => {
+                doc.config.insert(field.to_owned(), v);
+            }
+            None => {
+                doc.config.remove(field);
+            }
+        });
+    }
+
+    /// Changes a node's document entry and re-derives its ports, keeping wires by name.
+    pub fn update_node(
+        &mut self,
+        node: NodeId,
+        catalog: &dyn BlockCatalog,
+        change: impl FnOnce(&mut NodeDoc),
+    ) {
+        let Some(canvas) = self.snarl.get_node(node) else {
+            return;
+        };
+        let old_inputs: Vec<String> = canvas.inputs.iter().map(|p| p.name.clone()).collect();
+        let old_outputs: Vec<String> = canvas.outputs.iter().map(|p| p.name.clone()).collect();
+        let wires: Vec<(OutPinId, InPinId)> = self
+            .snarl
+            .wires()
+            .filter(|(o, i)| o.node == node || i.node == node)
+            .collect();
+        for (o, i) in &wires {
+            self.snarl.disconnect(*o, *i);
+        }
+        let canvas = &mut self.snarl[node];
+        change(&mut canvas.doc);
+        canvas.refresh_ports(catalog);
+        for (mut o, mut i) in wires {
+            if o.node == node {
+                let Some(name) = old_outputs.get(o.output) else {
+                    continue;
+                };
+                let Some(idx) = self.snarl[node].output_index(name) else {
+                    continue;
+                };
+                o.output = idx;
+            }
+            if i.node == node {
+                let Some(name) = old_inputs.get(i.input) else {
+                    continue;
+                };
+                let Some(idx) = self.snarl[node].input_index(name) else {
+                    continue;
+                };
+                i.input = idx;
+            }
+            self.snarl.connect(o, i);
+        }
+    }
+
+    /// Removes nodes and their wires.
+    pub fn remove_nodes(&mut self, nodes: &[NodeId]) {
+        if nodes.is_empty() {
+            return;
+        }
+        self.checkpoint();
+        for &node in nodes {
+            if self.snarl.get_node(node).is_some() {
+                self.snarl.remove_node(node);
+            }
+        }
+    }
+
+    /// The selected nodes and the wires among them, as a small graph document.
+    pub fn copy(&self, nodes: &[NodeId]) -> GraphDoc {
+        let doc = self.to_doc();
+        let ids: Vec<&str> = nodes
+            .iter()
+            .filter_map(|n| self.snarl.get_node(*n).map(|c| c.doc.id.as_str()))
+            .collect();
+        let mut clip = GraphDoc::new("clipboard");
+        clip.nodes = doc
+            .nodes
+            .iter()
+            .filter(|n| ids.contains(&n.id.as_str()))
+            .cloned()
+            .collect();
+        clip.edges = doc
+            .edges
+            .iter()
+            .filter(|e| ids.contains(&e.from.0.as_str()) && ids.contains(&e.to.0.as_str()))
+            .cloned()
+            .collect();
+        clip
+    }
+
+    /// Adds a copy of `clip` (fresh ids, shifted by `offset`); returns the new nodes.
+    pub fn paste(
+        &mut self,
+        clip: &GraphDoc,
+        offset: egui::Vec2,
+        catalog: &dyn BlockCatalog,
+    ) -> Vec<NodeId> {
+        if clip.nodes.is_empty() {
+            return Vec::new();
+        }
+        self.checkpoint();
+        let mut doc = self.to_doc();
+        let mut renamed: HashMap<String, String> = HashMap::new();
+        let mut added = Vec::new();
+        for node in &clip.nodes {
+            let mut copy = node.clone();
+            copy.id = doc.fresh_node_id(&node.id);
+            copy.position[0] += f64::from(offset.x);
+            copy.position[1] += f64::from(offset.y);
+            renamed.insert(node.id.clone(), copy.id.clone());
+            doc.nodes.push(copy.clone());
+            #[allow(clippy::cast_possible_truncation, reason = "canvas coordinates")]
+            let pos = Pos2::new(copy.position[0] as f32, copy.position[1] as f32);
+            added.push(self.snarl.insert_node(pos, CanvasNode::new(copy, catalog)));
+        }
+        for edge in &clip.edges {
+            if let (Some(a), Some(b)) = (renamed.get(&edge.from.0), renamed.get(&edge.to.0))
+                && let Ok((o, i)) = self.resolve_pins((a, &edge.from.1), (b, &edge.to.1))
+            {
+                self.snarl.connect(o, i);
+            }
+        }
+        added
+    }
+
+    /// Replaces the whole document (open, import): the old one stays reachable by undo.
+    pub fn replace(&mut self, doc: &GraphDoc, catalog: &dyn BlockCatalog) {
+        self.checkpoint();
+        self.load(doc, catalog);
+    }
+
+    /// Marks the document as saved to `path`.
+    pub fn mark_saved(&mut self, path: PathBuf) {
+        self.path = Some(path);
+        self.dirty = false;
+    }
+}
+
+/// Converts the canvas to the file format.
+pub fn to_doc(
+    snarl: &Snarl<CanvasNode>,
+    name: &str,
+    description: &str,
+    settings: &RunSettings,
+) -> GraphDoc {
+    let mut doc = GraphDoc::new(name);
+    description.clone_into(&mut doc.description);
+    doc.settings = settings.clone();
+    doc.nodes = snarl
+        .nodes_pos()
+        .map(|(pos, node)| {
+            let mut n = node.doc.clone();
+            n.position = [f64::from(pos.x.round()), f64::from(pos.y.round())];
+            n
+        })
+        .collect();
+    doc.edges = snarl
+        .wires()
+        .filter_map(|(o, i)| {
+            let src = snarl.get_node(o.node)?;
+            let dst = snarl.get_node(i.node)?;
+            Some(EdgeDoc::new(
+                &src.doc.id,
+                &src.outputs.get(o.output)?.name,
+                &dst.doc.id,
+                &dst.inputs.get(i.input)?.name,
+            ))
+        })
+        .collect();
+    doc.normalize();
+    doc
+}
+
+/// Checks whether output `from` may be wired to input `to`, with the engine's own
+/// compatibility function.
+pub fn check_wire(
+    snarl: &Snarl<CanvasNode>,
+    from: OutPinId,
+    to: InPinId,
+) -> Result<(), ConnectError> {
+    if from.node == to.node {
+        return Err(ConnectError::SelfLoop);
+    }
+    let src = snarl
+        .get_node(from.node)
+        .ok_or_else(|| ConnectError::UnknownNode(format!("#{}", from.node.0)))?;
+    let dst = snarl
+        .get_node(to.node)
+        .ok_or_else(|| ConnectError::UnknownNode(format!("#{}", to.node.0)))?;
+    let out = src
+        .outputs
+        .get(from.output)
+        .ok_or_else(|| ConnectError::UnknownPort {
+            node: src.doc.id.clone(),
+            port: format!("#{}", from.output),
+            side: "output",
+        })?;
+    let inp = dst
+        .inputs
+        .get(to.input)
+        .ok_or_else(|| ConnectError::UnknownPort {
+            node: dst.doc.id.clone(),
+            port: format!("#{}", to.input),
+            side: "input",
+        })?;
+    compatibility(&out.ty, &inp.ty)?;
+    Ok(())
+}

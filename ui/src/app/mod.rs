@@ -1,0 +1,1205 @@
+//! The desktop app: a node-graph canvas with a block palette, an inspector, a run panel,
+//! the run history and a problems list.
+//!
+//! All UI is behind [`App::show`], shared by the eframe window ([`run_native`]) and the
+//! egui_kittest tests. Panels never change the app directly: they push [`Command`]s, which
+//! [`App::apply`] carries out after the frame's UI.
+
+mod canvas;
+mod document;
+mod files;
+mod history;
+mod inspector;
+mod palette;
+mod problems;
+mod run;
+mod run_panel;
+pub mod theme;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentloom_blocks::Registry;
+use agentloom_core::{BlockCatalog, GraphDoc, Problem, validate};
+use agentloom_engine::{Executor, RunRow, RunStore};
+use egui::{Key, KeyboardShortcut, Modifiers, Pos2, RichText};
+use egui_snarl::NodeId;
+use egui_snarl::ui::SnarlWidget;
+
+pub use document::{ConnectError, Document};
+pub use files::{load_graph, save_graph};
+
+use canvas::{CanvasState, Viewer};
+use inspector::InspectorState;
+use palette::{PaletteDrag, PaletteEntry};
+use run::RunView;
+use run_panel::RunForm;
+
+/// The example graph shown on first launch.
+pub const EXAMPLE_GRAPH: &str = include_str!("../../../assets/examples/hello.agentloom.json");
+
+/// How long unsaved changes wait before they are autosaved.
+const AUTOSAVE_DELAY: Duration = Duration::from_secs(3);
+
+const UNDO: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Z);
+const REDO: KeyboardShortcut =
+    KeyboardShortcut::new(Modifiers::COMMAND.plus(Modifiers::SHIFT), Key::Z);
+const REDO_Y: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Y);
+const NEW: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::N);
+const OPEN: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::O);
+const SAVE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::S);
+const SAVE_AS: KeyboardShortcut =
+    KeyboardShortcut::new(Modifiers::COMMAND.plus(Modifiers::SHIFT), Key::S);
+const RUN: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Enter);
+const STOP: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Period);
+const DUPLICATE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::D);
+const COPY: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::C);
+const PASTE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::V);
+const FIT: KeyboardShortcut = KeyboardShortcut::new(Modifiers::NONE, Key::F);
+const ACTUAL_SIZE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Num0);
+
+/// Everything the UI can ask of the app. Pushed by panels, carried out by [`App::apply`].
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// Start an empty graph.
+    New,
+    /// Ask for a file, then open it.
+    OpenDialog,
+    /// Open a graph file (replaces the canvas; undo brings the old one back).
+    Open(PathBuf),
+    /// Save to the current file, or ask for one.
+    Save,
+    /// Ask for a file, then save there.
+    SaveAsDialog,
+    /// Save to this file and make it the current one.
+    SaveAs(PathBuf),
+    /// Ask for a file, then export there.
+    ExportDialog,
+    /// Write the shareable JSON of the graph here (the current file stays the same).
+    Export(PathBuf),
+    /// Ask for a file, then import it.
+    ImportDialog,
+    /// Replace the graph with the one in this file, keeping the current file name.
+    Import(PathBuf),
+    Undo,
+    Redo,
+    /// Add a block of this kind at this graph position (the view's centre if none).
+    AddBlock {
+        kind: String,
+        pos: Option<Pos2>,
+    },
+    /// Wire `from = (node, output)` to `to = (node, input)`; refused with a reason if the
+    /// types do not fit.
+    Connect {
+        from: (String, String),
+        to: (String, String),
+    },
+    /// Set (or with `None` remove) a config field of a node.
+    SetConfig {
+        node: NodeId,
+        field: String,
+        value: Option<serde_json::Value>,
+    },
+    SetLabel {
+        node: NodeId,
+        label: Option<String>,
+    },
+    SetCredential {
+        node: NodeId,
+        name: Option<String>,
+    },
+    DeleteNodes(Vec<NodeId>),
+    DuplicateNodes(Vec<NodeId>),
+    Copy(Vec<NodeId>),
+    Paste,
+    /// Show this node in the inspector.
+    Inspect(NodeId),
+    /// Show the node with this document id in the inspector and bring it into view.
+    InspectById(String),
+    FitView,
+    ActualSize,
+    /// Press Run: ask for inputs if the graph has any, else start.
+    Run,
+    /// Start the run with the inputs in the form.
+    StartRun,
+    CloseRunForm,
+    StopRun,
+    /// Answer a safe-mode approval.
+    Approve(String, bool),
+    RefreshHistory,
+    /// Show a past run's values on the canvas.
+    OpenRun(String),
+    /// Show a message in the status bar.
+    Notify(String),
+    /// Close the window even with unsaved changes.
+    DiscardAndClose,
+    /// Save, then close.
+    SaveAndClose,
+    CancelClose,
+}
+
+/// Where the app keeps its files; tests point these at temporary directories.
+#[derive(Clone, Debug)]
+pub struct AppPaths {
+    /// The SQLite run log (`None`: runs are not recorded).
+    pub run_log: Option<PathBuf>,
+    /// Autosave and last-graph note (`None`: neither).
+    pub data_dir: Option<PathBuf>,
+    /// The directory file blocks are confined to.
+    pub workspace: Option<PathBuf>,
+}
+
+impl AppPaths {
+    /// The per-user defaults.
+    pub fn user_default(db: Option<PathBuf>) -> Self {
+        AppPaths {
+            run_log: db.or_else(|| RunStore::default_path().ok()),
+            data_dir: files::data_dir(),
+            workspace: None,
+        }
+    }
+}
+
+/// The app.
+pub struct App {
+    catalog: Arc<Registry>,
+    palette: Vec<PaletteEntry>,
+    pub document: Document,
+    canvas: CanvasState,
+    inspected: Option<NodeId>,
+    inspector: InspectorState,
+    commands: Vec<Command>,
+    search: String,
+    /// The run shown on the canvas.
+    pub run: RunView,
+    run_form: RunForm,
+    runtime: Option<tokio::runtime::Runtime>,
+    executor: Executor,
+    store: Option<Arc<RunStore>>,
+    history: Vec<RunRow>,
+    /// Validation problems of the current document, recomputed when it changes.
+    problems: Vec<Problem>,
+    problems_by_node: HashMap<String, Vec<String>>,
+    problems_revision: u64,
+    /// Last message for the status bar.
+    pub notice: Option<String>,
+    clipboard: Option<GraphDoc>,
+    data: Option<files::DataFiles>,
+    autosave_due: Option<Instant>,
+    /// The document before a drag on the canvas started (one undo step for the move).
+    drag_snapshot: Option<GraphDoc>,
+    close_prompt: bool,
+    allow_close: bool,
+    first_frame: Option<Instant>,
+    pending_fit: bool,
+    last_selection: Vec<NodeId>,
+}
+
+impl App {
+    /// An app showing `doc` (from `path`, if it came from a file).
+    pub fn new(doc: &GraphDoc, path: Option<PathBuf>, paths: &AppPaths) -> Self {
+        let catalog = Arc::new(Registry::builtin());
+        let palette = palette::entries(catalog.as_ref());
+        let document = Document::from_doc(doc, catalog.as_ref(), path);
+        let mut executor = Executor::new(catalog.clone());
+        if let Some(workspace) = &paths.workspace {
+            executor = executor.with_workspace(workspace.clone());
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("agentloom-run")
+            .enable_all()
+            .build()
+            .map_err(|e| tracing::error!(error = %e, "cannot start the run threads"))
+            .ok();
+        let mut notice = None;
+        let store = paths
+            .run_log
+            .as_ref()
+            .and_then(|p| match RunStore::open(p) {
+                Ok(store) => Some(Arc::new(store)),
+                Err(err) => {
+                    notice = Some(format!("Runs will not be recorded: {err}"));
+                    None
+                }
+            });
+        let mut app = App {
+            catalog,
+            palette,
+            document,
+            canvas: CanvasState::default(),
+            inspected: None,
+            inspector: InspectorState::default(),
+            commands: Vec::new(),
+            search: String::new(),
+            run: RunView::default(),
+            run_form: RunForm::default(),
+            runtime,
+            executor,
+            store,
+            history: Vec::new(),
+            problems: Vec::new(),
+            problems_by_node: HashMap::new(),
+            problems_revision: u64::MAX,
+            notice,
+            clipboard: None,
+            data: paths.data_dir.clone().map(files::DataFiles::new),
+            autosave_due: None,
+            drag_snapshot: None,
+            close_prompt: false,
+            allow_close: false,
+            first_frame: None,
+            pending_fit: true,
+            last_selection: Vec::new(),
+        };
+        app.refresh_history();
+        app
+    }
+
+    /// The app as a person starts it: the given graph, else unsaved work recovered from a
+    /// crash, else the last graph, else the example.
+    pub fn startup(path: Option<PathBuf>, paths: &AppPaths) -> Self {
+        let example = || GraphDoc::from_json_str(EXAMPLE_GRAPH).unwrap_or_default();
+        let data = paths.data_dir.clone().map(files::DataFiles::new);
+        let mut notice = None;
+        let (doc, doc_path, recovered) = if let Some(path) = path {
+            match load_graph(&path) {
+                Ok(doc) => (doc, Some(path), false),
+                Err(err) => {
+                    notice = Some(err.to_string());
+                    (example(), None, false)
+                }
+            }
+        } else if let Some((doc, path)) = data.as_ref().and_then(files::DataFiles::recover) {
+            (doc, path, true)
+        } else if let Some(last) = data.as_ref().and_then(files::DataFiles::last_graph) {
+            match load_graph(&last) {
+                Ok(doc) => (doc, Some(last), false),
+                Err(_) => (example(), None, false),
+            }
+        } else {
+            (example(), None, false)
+        };
+        let mut app = App::new(&doc, doc_path, paths);
+        if recovered {
+            app.document.dirty = true;
+            app.notice = Some("Recovered unsaved changes from the last session.".to_owned());
+        }
+        if notice.is_some() {
+            app.notice = notice;
+        }
+        app
+    }
+
+    /// The block catalog.
+    pub fn catalog(&self) -> &dyn BlockCatalog {
+        self.catalog.as_ref()
+    }
+
+    /// Validation problems of the document as last checked.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// The runs listed in the history panel.
+    pub fn history(&self) -> &[RunRow] {
+        &self.history
+    }
+
+    /// The node shown in the inspector, by document id.
+    pub fn inspected_id(&self) -> Option<&str> {
+        self.inspected
+            .and_then(|n| self.document.snarl.get_node(n))
+            .map(|n| n.doc.id.as_str())
+    }
+
+    /// Queues a command, as a panel would.
+    pub fn send(&mut self, command: Command) {
+        self.commands.push(command);
+    }
+}
+
+/// The canvas widget's id (its selection is read back with it).
+fn canvas_id() -> egui::Id {
+    egui::Id::new("agentloom-canvas")
+}
+
+fn shortcut_text(ctx: &egui::Context, shortcut: &KeyboardShortcut) -> String {
+    ctx.format_shortcut(shortcut)
+}
+
+impl App {
+    /// Draws the whole app into `ui` and carries out what the person asked for.
+    pub fn show(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        if self.first_frame.is_none() {
+            self.first_frame = Some(Instant::now());
+            theme::apply(&ctx);
+        }
+        if self.run.drain() {
+            self.refresh_history();
+        }
+        self.revalidate();
+        self.shortcuts(&ctx);
+
+        egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
+        egui::Panel::bottom("status")
+            .resizable(true)
+            .default_size(120.0)
+            .show(ui, |ui| self.bottom_ui(ui));
+        egui::Panel::left("palette")
+            .resizable(true)
+            .default_size(theme::SIDE_PANEL_WIDTH * 0.8)
+            .show(ui, |ui| {
+                palette::palette_ui(ui, &self.palette, &mut self.search, &mut self.commands);
+            });
+        egui::Panel::right("inspector")
+            .resizable(true)
+            .default_size(theme::SIDE_PANEL_WIDTH)
+            .show(ui, |ui| self.side_ui(ui));
+        egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
+
+        run_panel::run_form_ui(&ctx, &mut self.run_form, &mut self.commands);
+        self.close_prompt_ui(&ctx);
+
+        let commands = std::mem::take(&mut self.commands);
+        for command in commands {
+            self.apply(command, &ctx);
+        }
+        self.revalidate();
+        self.autosave_tick(&ctx);
+    }
+
+    fn shortcuts(&mut self, ctx: &egui::Context) {
+        let typing = ctx.egui_wants_keyboard_input();
+        let pairs = [
+            (UNDO, Command::Undo),
+            (REDO, Command::Redo),
+            (REDO_Y, Command::Redo),
+            (NEW, Command::New),
+            (OPEN, Command::OpenDialog),
+            (SAVE_AS, Command::SaveAsDialog),
+            (SAVE, Command::Save),
+            (RUN, Command::Run),
+            (STOP, Command::StopRun),
+        ];
+        let mut found = Vec::new();
+        let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), ctx);
+        ctx.input_mut(|i| {
+            for (shortcut, command) in pairs {
+                // Text fields keep their own undo; the graph's undo is for the canvas.
+                if typing && matches!(command, Command::Undo | Command::Redo) {
+                    continue;
+                }
+                if i.consume_shortcut(&shortcut) {
+                    found.push(command);
+                }
+            }
+            if !typing {
+                if i.consume_shortcut(&DUPLICATE) {
+                    found.push(Command::DuplicateNodes(selected.clone()));
+                }
+                if i.consume_shortcut(&FIT) {
+                    found.push(Command::FitView);
+                }
+                if i.consume_shortcut(&ACTUAL_SIZE) {
+                    found.push(Command::ActualSize);
+                }
+                if i.key_pressed(Key::Delete) || i.key_pressed(Key::Backspace) {
+                    found.push(Command::DeleteNodes(selected.clone()));
+                }
+                for event in &i.events {
+                    match event {
+                        egui::Event::Copy | egui::Event::Cut => {
+                            found.push(Command::Copy(selected.clone()))
+                        }
+                        egui::Event::Paste(text) => {
+                            if let Ok(doc) = GraphDoc::from_json_str(text) {
+                                self.clipboard = Some(doc);
+                            }
+                            found.push(Command::Paste);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        });
+        // A graph file dropped on the window opens it.
+        let dropped: Vec<PathBuf> = ctx.input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .collect()
+        });
+        for path in dropped {
+            found.push(Command::Open(path));
+        }
+        // Copy and paste arrive as events, not key presses.
+        let _ = (&COPY, &PASTE);
+        self.commands.extend(found);
+    }
+
+    fn menu_ui(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        egui::MenuBar::new().ui(ui, |ui| {
+            ui.menu_button("File", |ui| {
+                let items = [
+                    ("New", Some(NEW), Command::New),
+                    ("Open…", Some(OPEN), Command::OpenDialog),
+                    ("Save", Some(SAVE), Command::Save),
+                    ("Save As…", Some(SAVE_AS), Command::SaveAsDialog),
+                    ("Import…", None, Command::ImportDialog),
+                    ("Export…", None, Command::ExportDialog),
+                ];
+                for (label, shortcut, command) in items {
+                    let mut button = egui::Button::new(label);
+                    if let Some(s) = shortcut {
+                        button = button.shortcut_text(shortcut_text(&ctx, &s));
+                    }
+                    if ui.add(button).clicked() {
+                        self.commands.push(command);
+                        ui.close();
+                    }
+                }
+            });
+            ui.menu_button("Edit", |ui| {
+                let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), &ctx);
+                let items = [
+                    ("Undo", Some(UNDO), Command::Undo, self.document.can_undo()),
+                    ("Redo", Some(REDO), Command::Redo, self.document.can_redo()),
+                    (
+                        "Copy",
+                        Some(COPY),
+                        Command::Copy(selected.clone()),
+                        !selected.is_empty(),
+                    ),
+                    (
+                        "Paste",
+                        Some(PASTE),
+                        Command::Paste,
+                        self.clipboard.is_some(),
+                    ),
+                    (
+                        "Duplicate",
+                        Some(DUPLICATE),
+                        Command::DuplicateNodes(selected.clone()),
+                        !selected.is_empty(),
+                    ),
+                    (
+                        "Delete",
+                        None,
+                        Command::DeleteNodes(selected.clone()),
+                        !selected.is_empty(),
+                    ),
+                ];
+                for (label, shortcut, command, enabled) in items {
+                    let mut button = egui::Button::new(label);
+                    if let Some(s) = shortcut {
+                        button = button.shortcut_text(shortcut_text(&ctx, &s));
+                    }
+                    if ui.add_enabled(enabled, button).clicked() {
+                        self.commands.push(command);
+                        ui.close();
+                    }
+                }
+            });
+            ui.menu_button("View", |ui| {
+                if ui
+                    .add(
+                        egui::Button::new("Fit graph to view")
+                            .shortcut_text(shortcut_text(&ctx, &FIT)),
+                    )
+                    .clicked()
+                {
+                    self.commands.push(Command::FitView);
+                    ui.close();
+                }
+                if ui
+                    .add(
+                        egui::Button::new("Actual size")
+                            .shortcut_text(shortcut_text(&ctx, &ACTUAL_SIZE)),
+                    )
+                    .clicked()
+                {
+                    self.commands.push(Command::ActualSize);
+                    ui.close();
+                }
+            });
+            ui.separator();
+            let running = self.run.is_running();
+            if ui
+                .add_enabled(
+                    !running,
+                    egui::Button::new(RichText::new("▶ Run").color(theme::OK)),
+                )
+                .on_hover_text(shortcut_text(&ctx, &RUN))
+                .clicked()
+            {
+                self.commands.push(Command::Run);
+            }
+            if ui
+                .add_enabled(running, egui::Button::new("■ Stop"))
+                .on_hover_text(shortcut_text(&ctx, &STOP))
+                .clicked()
+            {
+                self.commands.push(Command::StopRun);
+            }
+            ui.separator();
+            if ui
+                .add_enabled(self.document.can_undo(), egui::Button::new("Undo"))
+                .clicked()
+            {
+                self.commands.push(Command::Undo);
+            }
+            if ui
+                .add_enabled(self.document.can_redo(), egui::Button::new("Redo"))
+                .clicked()
+            {
+                self.commands.push(Command::Redo);
+            }
+            ui.separator();
+            let file = self
+                .document
+                .path
+                .as_ref()
+                .and_then(|p| p.file_name())
+                .map_or_else(
+                    || "not saved".to_owned(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+            let dirty = if self.document.dirty { " •" } else { "" };
+            ui.label(
+                RichText::new(format!("{} — {file}{dirty}", self.document.name))
+                    .color(theme::TEXT_WEAK),
+            );
+        });
+    }
+
+    fn bottom_ui(&mut self, ui: &mut egui::Ui) {
+        ui.add_space(4.0);
+        if let Some(notice) = &self.notice {
+            ui.label(RichText::new(notice).color(theme::WARN));
+        }
+        ui.columns(2, |cols| {
+            egui::ScrollArea::vertical()
+                .id_salt("run_summary")
+                .show(&mut cols[0], |ui| {
+                    run_panel::run_summary_ui(ui, &self.run, &mut self.commands);
+                });
+            problems::problems_ui(&mut cols[1], &self.problems, &mut self.commands);
+        });
+    }
+
+    fn side_ui(&mut self, ui: &mut egui::Ui) {
+        let history_height = (ui.available_height() * 0.3).max(120.0);
+        egui::Panel::bottom("history")
+            .resizable(true)
+            .default_size(history_height)
+            .show(ui, |ui| {
+                let shown = self.run.run_id.clone();
+                history::history_ui(ui, &self.history, shown.as_deref(), &mut self.commands);
+            });
+        egui::CentralPanel::default_margins().show(ui, |ui| {
+            egui::ScrollArea::vertical()
+                .id_salt("inspector")
+                .show(ui, |ui| {
+                    match self
+                        .inspected
+                        .and_then(|n| self.document.snarl.get_node(n).map(|c| (n, c)))
+                    {
+                        Some((id, node)) => {
+                            let run = self.run.node(&node.doc.id);
+                            inspector::inspector_ui(
+                                ui,
+                                &mut self.inspector,
+                                id,
+                                node,
+                                run,
+                                self.catalog.as_ref(),
+                                &mut self.commands,
+                            );
+                        }
+                        None => {
+                            ui.heading(&self.document.name);
+                            if !self.document.description.is_empty() {
+                                ui.label(&self.document.description);
+                            }
+                            ui.label(
+                                RichText::new(format!(
+                                    "{} blocks. Select a block to edit it.",
+                                    self.document.snarl.nodes().count()
+                                ))
+                                .color(theme::TEXT_WEAK),
+                            );
+                        }
+                    }
+                });
+        });
+    }
+
+    fn canvas_ui(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        let rect = ui.available_rect_before_wrap();
+        self.canvas.screen_rect = rect;
+        if self.pending_fit {
+            self.canvas.set_transform = Some(self.canvas.fit_transform(&self.document.snarl));
+            self.pending_fit = false;
+        }
+        let pointer = ctx.input(|i| i.pointer.hover_pos());
+        let over_canvas = pointer.is_some_and(|p| rect.contains(p));
+        if over_canvas && ctx.input(|i| i.pointer.primary_pressed()) {
+            self.drag_snapshot = Some(self.document.to_doc());
+        }
+
+        let mut undo_snapshot = None;
+        let Document {
+            snarl,
+            name,
+            description,
+            settings,
+            ..
+        } = &mut self.document;
+        let mut viewer = Viewer::new(
+            self.catalog.as_ref(),
+            &self.palette,
+            &self.run,
+            &self.problems_by_node,
+            &mut self.canvas,
+            self.inspected,
+            &mut undo_snapshot,
+            (name.as_str(), description.as_str(), &*settings),
+            &mut self.commands,
+        );
+        SnarlWidget::new()
+            .id(canvas_id())
+            .style(theme::snarl_style())
+            .show(snarl, &mut viewer, ui);
+
+        if let Some(snapshot) = undo_snapshot {
+            self.document.push_undo(snapshot);
+            self.drag_snapshot = None;
+        }
+        if ctx.input(|i| i.pointer.primary_released())
+            && let Some(before) = self.drag_snapshot.take()
+        {
+            let after = self.document.to_doc();
+            let moved = before.nodes.len() == after.nodes.len()
+                && before
+                    .nodes
+                    .iter()
+                    .zip(&after.nodes)
+                    .any(|(a, b)| a.position != b.position);
+            if moved {
+                self.document.push_undo(before);
+            }
+        }
+
+        // A block dropped from the palette.
+        if egui::DragAndDrop::has_payload_of_type::<PaletteDrag>(&ctx)
+            && ctx.input(|i| i.pointer.any_released())
+            && over_canvas
+            && let Some(payload) = egui::DragAndDrop::take_payload::<PaletteDrag>(&ctx)
+            && let Some(pos) = pointer
+        {
+            self.commands.push(Command::AddBlock {
+                kind: payload.0.clone(),
+                pos: Some(self.canvas.to_graph(pos)),
+            });
+        }
+
+        let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), &ctx);
+        if selected != self.last_selection {
+            if let [one] = selected.as_slice() {
+                self.inspected = Some(*one);
+            }
+            self.last_selection = selected;
+        }
+    }
+
+    fn close_prompt_ui(&mut self, ctx: &egui::Context) {
+        if !self.close_prompt {
+            return;
+        }
+        egui::Modal::new(egui::Id::new("close_prompt")).show(ctx, |ui| {
+            ui.heading("Save changes?");
+            ui.label(format!(
+                "“{}” has changes that are not saved.",
+                self.document.name
+            ));
+            ui.horizontal(|ui| {
+                if ui.button("Save").clicked() {
+                    self.commands.push(Command::SaveAndClose);
+                }
+                if ui.button("Don't save").clicked() {
+                    self.commands.push(Command::DiscardAndClose);
+                }
+                if ui.button("Cancel").clicked() {
+                    self.commands.push(Command::CancelClose);
+                }
+            });
+        });
+    }
+
+    /// Checks the document again if it changed.
+    fn revalidate(&mut self) {
+        if self.problems_revision == self.document.revision {
+            return;
+        }
+        self.problems_revision = self.document.revision;
+        let doc = self.document.to_doc();
+        self.problems = match validate(&doc, self.catalog.as_ref()) {
+            Ok(_) => Vec::new(),
+            Err(problems) => problems,
+        };
+        self.problems_by_node.clear();
+        for problem in &self.problems {
+            if let Some(node) = &problem.node {
+                self.problems_by_node
+                    .entry(node.clone())
+                    .or_default()
+                    .push(problem.message.clone());
+            }
+        }
+        if self.document.dirty && self.data.is_some() {
+            self.autosave_due
+                .get_or_insert_with(|| Instant::now() + AUTOSAVE_DELAY);
+        }
+    }
+
+    fn autosave_tick(&mut self, ctx: &egui::Context) {
+        let Some(due) = self.autosave_due else { return };
+        let now = Instant::now();
+        if now < due {
+            ctx.request_repaint_after(due - now);
+            return;
+        }
+        self.autosave_due = None;
+        if let Some(data) = &self.data
+            && self.document.dirty
+            && let Err(err) = data.autosave(&self.document.to_doc(), self.document.path.as_deref())
+        {
+            self.notice = Some(format!("Autosave failed: {err}"));
+        }
+    }
+
+    fn refresh_history(&mut self) {
+        if let Some(store) = &self.store {
+            match store.list_runs(history::HISTORY_LIMIT) {
+                Ok(runs) => self.history = runs,
+                Err(err) => self.notice = Some(err.to_string()),
+            }
+        }
+    }
+
+    fn view_center(&self) -> Pos2 {
+        let view = self.canvas.viewport();
+        if view.is_finite() && view.width() > 0.0 {
+            view.center() - theme::NODE_SIZE_GUESS / 2.0
+        } else {
+            Pos2::new(100.0, 100.0)
+        }
+    }
+
+    fn replace_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
+        let catalog = self.catalog.clone();
+        self.document.replace(doc, catalog.as_ref());
+        self.document.path = path;
+        self.document.dirty = false;
+        self.inspected = None;
+        self.inspector.clear();
+        self.run = RunView::default();
+        self.canvas.node_rects.clear();
+        self.pending_fit = true;
+    }
+
+    fn save_to(&mut self, path: &Path) -> bool {
+        let doc = self.document.to_doc();
+        match save_graph(&doc, path) {
+            Ok(()) => {
+                self.document.mark_saved(path.to_owned());
+                if let Some(data) = &self.data {
+                    data.clear_autosave();
+                    data.remember_last(path);
+                }
+                self.autosave_due = None;
+                self.notice = Some(format!("Saved {}", path.display()));
+                true
+            }
+            Err(err) => {
+                self.notice = Some(err.to_string());
+                false
+            }
+        }
+    }
+
+    /// Carries out one command.
+    #[allow(clippy::too_many_lines, reason = "one arm per command")]
+    pub fn apply(&mut self, command: Command, ctx: &egui::Context) {
+        let catalog = self.catalog.clone();
+        let catalog = catalog.as_ref();
+        match command {
+            Command::New => {
+                self.replace_document(&GraphDoc::new("Untitled"), None);
+            }
+            Command::OpenDialog => {
+                if let Some(path) = files::pick_open("Open graph") {
+                    self.apply(Command::Open(path), ctx);
+                }
+            }
+            Command::Open(path) => match load_graph(&path) {
+                Ok(doc) => {
+                    if let Some(data) = &self.data {
+                        data.remember_last(&path);
+                    }
+                    self.replace_document(&doc, Some(path));
+                    self.notice = None;
+                }
+                Err(err) => self.notice = Some(err.to_string()),
+            },
+            Command::Save => match self.document.path.clone() {
+                Some(path) => {
+                    self.save_to(&path);
+                }
+                None => self.apply(Command::SaveAsDialog, ctx),
+            },
+            Command::SaveAsDialog => {
+                if let Some(path) = files::pick_save("Save graph", &self.document.name) {
+                    self.apply(Command::SaveAs(path), ctx);
+                }
+            }
+            Command::SaveAs(path) => {
+                self.save_to(&path);
+            }
+            Command::ExportDialog => {
+                if let Some(path) = files::pick_save("Export graph", &self.document.name) {
+                    self.apply(Command::Export(path), ctx);
+                }
+            }
+            Command::Export(path) => match save_graph(&self.document.to_doc(), &path) {
+                Ok(()) => self.notice = Some(format!("Exported {}", path.display())),
+                Err(err) => self.notice = Some(err.to_string()),
+            },
+            Command::ImportDialog => {
+                if let Some(path) = files::pick_open("Import graph") {
+                    self.apply(Command::Import(path), ctx);
+                }
+            }
+            Command::Import(path) => match load_graph(&path) {
+                Ok(doc) => {
+                    let keep = self.document.path.clone();
+                    self.replace_document(&doc, keep);
+                    self.document.touch();
+                    self.notice = Some(format!("Imported {}", path.display()));
+                }
+                Err(err) => self.notice = Some(err.to_string()),
+            },
+            Command::Undo => {
+                if self.document.undo(catalog) {
+                    self.after_structure_change();
+                }
+            }
+            Command::Redo => {
+                if self.document.redo(catalog) {
+                    self.after_structure_change();
+                }
+            }
+            Command::AddBlock { kind, pos } => {
+                let pos = pos.unwrap_or_else(|| self.view_center());
+                let Some(entry) = self.palette.iter().find(|e| e.kind == kind) else {
+                    self.notice = Some(format!("There is no block `{kind}`."));
+                    return;
+                };
+                let doc = self.document.to_doc();
+                if let Some(node) = palette::new_node(entry, &doc, catalog) {
+                    let id = self.document.add_node(node, pos, catalog);
+                    self.inspected = Some(id);
+                }
+            }
+            Command::Connect { from, to } => {
+                match self
+                    .document
+                    .connect_named((&from.0, &from.1), (&to.0, &to.1))
+                {
+                    Ok(()) => self.notice = None,
+                    Err(err) => self.notice = Some(format!("Connection refused: {err}")),
+                }
+            }
+            Command::SetConfig { node, field, value } => {
+                self.document.set_config(node, &field, value, catalog, true);
+            }
+            Command::SetLabel { node, label } => {
+                self.document.checkpoint();
+                self.document
+                    .update_node(node, catalog, |doc| doc.label = label);
+            }
+            Command::SetCredential { node, name } => {
+                self.document.checkpoint();
+                self.document
+                    .update_node(node, catalog, |doc| doc.credential = name);
+            }
+            Command::DeleteNodes(nodes) => {
+                self.document.remove_nodes(&nodes);
+                if self.inspected.is_some_and(|n| nodes.contains(&n)) {
+                    self.inspected = None;
+                }
+            }
+            Command::DuplicateNodes(nodes) => {
+                let clip = self.document.copy(&nodes);
+                let added = self.document.paste(&clip, egui::vec2(40.0, 40.0), catalog);
+                if let Some(first) = added.first() {
+                    self.inspected = Some(*first);
+                }
+            }
+            Command::Copy(nodes) => {
+                if !nodes.is_empty() {
+                    let clip = self.document.copy(&nodes);
+                    ctx.copy_text(clip.to_json_string());
+                    self.clipboard = Some(clip);
+                }
+            }
+            Command::Paste => {
+                if let Some(clip) = self.clipboard.clone() {
+                    let added = self.document.paste(&clip, egui::vec2(40.0, 40.0), catalog);
+                    if let Some(first) = added.first() {
+                        self.inspected = Some(*first);
+                    }
+                }
+            }
+            Command::Inspect(node) => self.inspected = Some(node),
+            Command::InspectById(id) => {
+                if let Some(node) = self.document.node_by_id(&id) {
+                    self.inspected = Some(node);
+                    if let Some(info) = self.document.snarl.get_node_info(node) {
+                        let view = self.canvas.viewport();
+                        if !view.contains(info.pos) {
+                            let scale = self.canvas.transform.scaling;
+                            let target = info.pos + theme::NODE_SIZE_GUESS / 2.0;
+                            self.canvas.set_transform = Some(egui::emath::TSTransform::new(
+                                self.canvas.screen_rect.center().to_vec2()
+                                    - target.to_vec2() * scale,
+                                scale,
+                            ));
+                        }
+                    }
+                }
+            }
+            Command::FitView => self.pending_fit = true,
+            Command::ActualSize => {
+                self.canvas.set_transform = Some(self.canvas.actual_size_transform())
+            }
+            Command::Run => self.press_run(ctx),
+            Command::StartRun => self.start_run(ctx),
+            Command::CloseRunForm => self.run_form.open = false,
+            Command::StopRun => self.run.stop(),
+            Command::Approve(node, yes) => self.run.answer(&node, yes),
+            Command::RefreshHistory => self.refresh_history(),
+            Command::OpenRun(id) => self.open_run(&id),
+            Command::Notify(text) => self.notice = Some(text),
+            Command::DiscardAndClose => {
+                if let Some(data) = &self.data {
+                    data.clear_autosave();
+                }
+                self.document.dirty = false;
+                self.allow_close = true;
+                self.close_prompt = false;
+                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+            }
+            Command::SaveAndClose => {
+                self.apply(Command::Save, ctx);
+                self.close_prompt = false;
+                if !self.document.dirty {
+                    self.allow_close = true;
+                    ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                }
+            }
+            Command::CancelClose => self.close_prompt = false,
+        }
+    }
+
+    fn after_structure_change(&mut self) {
+        if self
+            .inspected
+            .is_some_and(|n| self.document.snarl.get_node(n).is_none())
+        {
+            self.inspected = None;
+        }
+        self.inspector.clear();
+    }
+
+    /// Validates and either opens the inputs form or starts at once.
+    fn press_run(&mut self, ctx: &egui::Context) {
+        if self.run.is_running() {
+            return;
+        }
+        let doc = self.document.to_doc();
+        match validate(&doc, self.catalog.as_ref()) {
+            Ok(graph) => {
+                let inputs = graph.interface_inputs();
+                if inputs.is_empty() {
+                    self.run_form.fields.clear();
+                    self.start_run(ctx);
+                } else {
+                    self.run_form.prepare(&inputs);
+                    self.run_form.open = true;
+                }
+            }
+            Err(problems) => {
+                self.notice = Some(format!(
+                    "The graph cannot run: {} problem(s). {}",
+                    problems.len(),
+                    problems
+                        .first()
+                        .map(|p| p.message.as_str())
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+
+    /// Starts the run with the inputs typed in the form.
+    fn start_run(&mut self, ctx: &egui::Context) {
+        self.run_form.open = false;
+        let doc = self.document.to_doc();
+        let graph = match validate(&doc, self.catalog.as_ref()) {
+            Ok(graph) => graph,
+            Err(problems) => {
+                self.notice = Some(format!(
+                    "The graph cannot run: {} problem(s).",
+                    problems.len()
+                ));
+                return;
+            }
+        };
+        let mut inputs = agentloom_core::ValueMap::new();
+        for (name, ty, text) in &self.run_form.fields {
+            if text.is_empty() {
+                continue;
+            }
+            match run::parse_input(text, ty) {
+                Ok(value) => {
+                    inputs.insert(name.clone(), value);
+                }
+                Err(err) => {
+                    self.notice = Some(format!("Input `{name}`: {err}"));
+                    self.run_form.open = true;
+                    return;
+                }
+            }
+        }
+        let Some(runtime) = &self.runtime else {
+            self.notice =
+                Some("Runs are not available: the run threads could not start.".to_owned());
+            return;
+        };
+        match self.run.start(
+            runtime,
+            &self.executor,
+            graph,
+            inputs,
+            self.store.as_ref(),
+            ctx,
+        ) {
+            Ok(()) => self.notice = None,
+            Err(err) => self.notice = Some(format!("Cannot start the run: {err}")),
+        }
+    }
+
+    fn open_run(&mut self, id: &str) {
+        let Some(store) = &self.store else { return };
+        match store.get_run(id) {
+            Ok(Some(detail)) => {
+                self.run = RunView::from_detail(&detail);
+                // Show it on the graph it ran on when the canvas holds another graph.
+                if let Some(graph) = run::recorded_graph(&detail) {
+                    let current = self.document.to_doc();
+                    let same_nodes = graph
+                        .nodes
+                        .iter()
+                        .all(|n| current.node(&n.id).is_some_and(|c| c.block == n.block));
+                    if !same_nodes {
+                        let catalog = self.catalog.clone();
+                        self.document.replace(&graph, catalog.as_ref());
+                        self.inspected = None;
+                        self.pending_fit = true;
+                        let run = RunView::from_detail(&detail);
+                        self.run = run;
+                    }
+                }
+            }
+            Ok(None) => self.notice = Some(format!("Run {id} is no longer in the run log.")),
+            Err(err) => self.notice = Some(err.to_string()),
+        }
+    }
+
+    /// Asks the window to close; with unsaved changes a prompt shows first.
+    fn handle_close(&mut self, ctx: &egui::Context) {
+        if ctx.input(|i| i.viewport().close_requested()) && !self.allow_close {
+            if self.document.dirty {
+                ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
+                self.close_prompt = true;
+            } else if let Some(data) = &self.data {
+                data.clear_autosave();
+            }
+        }
+    }
+}
+
+/// The eframe wrapper.
+struct DesktopApp {
+    app: App,
+    started: Instant,
+    logged_first_frame: bool,
+}
+
+impl eframe::App for DesktopApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        let ctx = ui.ctx().clone();
+        self.app.handle_close(&ctx);
+        self.app.show(ui);
+        if !self.logged_first_frame {
+            self.logged_first_frame = true;
+            tracing::info!(
+                elapsed_ms = self.started.elapsed().as_millis(),
+                nodes = self.app.document.snarl.nodes().count(),
+                "first frame"
+            );
+        }
+    }
+
+    fn on_exit(&mut self, _gl: Option<&eframe::glow::Context>) {
+        self.app.run.stop();
+    }
+}
+
+/// Opens the desktop window on `graph` (or the last/example graph), recording runs in `db`
+/// (or the per-user run log).
+pub fn run_native(path: Option<PathBuf>, db: Option<PathBuf>) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let paths = AppPaths::user_default(db);
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("Agentloom")
+            .with_inner_size([1280.0, 800.0])
+            .with_min_inner_size([640.0, 400.0])
+            .with_drag_and_drop(true),
+        renderer: eframe::Renderer::Glow,
+        ..eframe::NativeOptions::default()
+    };
+    eframe::run_native(
+        "Agentloom",
+        options,
+        Box::new(move |_cc| {
+            let app = App::startup(path, &paths);
+            Ok(Box::new(DesktopApp {
+                app,
+                started,
+                logged_first_frame: false,
+            }))
+        }),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot open the window: {e}"))
+}

@@ -1,0 +1,148 @@
+//! The block palette: searchable, grouped by category, each block with its description.
+//! Click a block to add it in the middle of the view, or drag it onto the canvas.
+
+use agentloom_core::{BlockCatalog, GraphDoc, NodeDoc, PortSpec};
+use egui::{RichText, Sense, Ui};
+
+use super::Command;
+use super::theme;
+
+/// One block as the palette lists it, with the ports it has with its default config.
+#[derive(Clone, Debug)]
+pub struct PaletteEntry {
+    pub kind: String,
+    pub title: String,
+    pub category: String,
+    pub description: String,
+    pub inputs: Vec<PortSpec>,
+    pub outputs: Vec<PortSpec>,
+}
+
+/// The payload of a block dragged from the palette.
+#[derive(Clone, Debug)]
+pub struct PaletteDrag(pub String);
+
+/// Every block of the catalog, sorted by category then title.
+pub fn entries(catalog: &dyn BlockCatalog) -> Vec<PaletteEntry> {
+    let probe = GraphDoc::new("palette");
+    let mut entries: Vec<PaletteEntry> = catalog
+        .blocks()
+        .into_iter()
+        .map(|block| {
+            let meta = block.meta();
+            let mut entry = PaletteEntry {
+                kind: meta.kind.clone(),
+                title: meta.title.clone(),
+                category: meta.category.clone(),
+                description: meta.description.clone(),
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+            };
+            if let Some(node) = new_node(&entry, &probe, catalog)
+                && let Ok((_, imp)) = agentloom_core::instantiate_node(0, &node, catalog)
+            {
+                entry.inputs = imp.ports().inputs.clone();
+                entry.outputs = imp.ports().outputs_with_error();
+            }
+            entry
+        })
+        .collect();
+    entries.sort_by(|a, b| {
+        a.category
+            .cmp(&b.category)
+            .then_with(|| a.title.cmp(&b.title))
+    });
+    entries
+}
+
+/// A new node of `entry`'s kind with its config defaults and an id fresh in `doc`.
+pub fn new_node(
+    entry: &PaletteEntry,
+    doc: &GraphDoc,
+    catalog: &dyn BlockCatalog,
+) -> Option<NodeDoc> {
+    let block = catalog.block(&entry.kind)?;
+    let base = entry.kind.rsplit('.').next().unwrap_or(&entry.kind);
+    let mut node = NodeDoc::new(doc.fresh_node_id(base), entry.kind.clone());
+    for field in &block.meta().config {
+        if let Some(default) = &field.default {
+            node.config.insert(field.name.clone(), default.clone());
+        }
+    }
+    if block
+        .meta()
+        .config
+        .iter()
+        .any(|f| f.name == "name" && f.required)
+    {
+        node.config.insert(
+            "name".to_owned(),
+            serde_json::Value::String(node.id.clone()),
+        );
+    }
+    Some(node)
+}
+
+/// The palette panel.
+pub fn palette_ui(
+    ui: &mut Ui,
+    entries: &[PaletteEntry],
+    search: &mut String,
+    commands: &mut Vec<Command>,
+) {
+    ui.add_space(f32::from(theme::PAD));
+    ui.heading("Blocks");
+    let response = ui.add(
+        egui::TextEdit::singleline(search)
+            .hint_text("Search blocks")
+            .desired_width(f32::INFINITY),
+    );
+    response.widget_info(|| {
+        egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Search blocks")
+    });
+    ui.add_space(4.0);
+    let needle = search.trim().to_lowercase();
+    egui::ScrollArea::vertical()
+        .id_salt("palette")
+        .show(ui, |ui| {
+            let mut category = "";
+            for entry in entries {
+                if !needle.is_empty()
+                    && !entry.title.to_lowercase().contains(&needle)
+                    && !entry.kind.contains(&needle)
+                    && !entry.description.to_lowercase().contains(&needle)
+                {
+                    continue;
+                }
+                if entry.category != category {
+                    category = &entry.category;
+                    ui.add_space(6.0);
+                    ui.label(
+                        RichText::new(category.to_uppercase())
+                            .small()
+                            .strong()
+                            .color(theme::TEXT_WEAK),
+                    );
+                }
+                let response = ui
+                    .add(
+                        egui::Button::new(RichText::new(&entry.title))
+                            .min_size(egui::vec2(ui.available_width(), 0.0))
+                            .sense(Sense::click_and_drag()),
+                    )
+                    .on_hover_text(format!("{}\n\n{}", entry.kind, entry.description));
+                if response.clicked() {
+                    commands.push(Command::AddBlock {
+                        kind: entry.kind.clone(),
+                        pos: None,
+                    });
+                }
+                if response.drag_started() {
+                    egui::DragAndDrop::set_payload(ui.ctx(), PaletteDrag(entry.kind.clone()));
+                }
+                if response.dragged() {
+                    ui.ctx().set_cursor_icon(egui::CursorIcon::Grabbing);
+                }
+            }
+        });
+}

@@ -1,0 +1,356 @@
+//! Running the open graph in-process and following its events, and showing past runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use agentloom_core::{GraphDoc, Usage, ValidGraph, Value, ValueMap};
+use agentloom_engine::{
+    Approver, EventKind, EventSink, Executor, FanoutSink, NodeStatus, RunDetail, RunEvent,
+    RunOptions, RunReport, RunStatus, RunStore,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// What the run task tells the UI.
+pub enum RunMsg {
+    Event(RunEvent),
+    /// A safe-mode node waits for a yes or no.
+    Approval {
+        node: String,
+        title: String,
+        reply: oneshot::Sender<bool>,
+    },
+    /// The run is over and recorded (or recording failed with this message).
+    Finished(Box<RunReport>, Option<String>),
+}
+
+/// Forwards events to the UI's channel and wakes the UI up.
+struct UiSink {
+    tx: mpsc::UnboundedSender<RunMsg>,
+    ctx: egui::Context,
+}
+
+impl EventSink for UiSink {
+    fn emit(&self, event: &RunEvent) {
+        let _ = self.tx.send(RunMsg::Event(event.clone()));
+        self.ctx.request_repaint();
+    }
+}
+
+/// Asks the person at the canvas before side-effecting nodes run (safe mode).
+struct UiApprover {
+    tx: mpsc::UnboundedSender<RunMsg>,
+    ctx: egui::Context,
+}
+
+#[agentloom_core::async_trait]
+impl Approver for UiApprover {
+    async fn approve(
+        &self,
+        _run_id: &str,
+        node: &str,
+        block_title: &str,
+        _inputs: &ValueMap,
+    ) -> bool {
+        let (reply, answer) = oneshot::channel();
+        let msg = RunMsg::Approval {
+            node: node.to_owned(),
+            title: block_title.to_owned(),
+            reply,
+        };
+        if self.tx.send(msg).is_err() {
+            return false;
+        }
+        self.ctx.request_repaint();
+        answer.await.unwrap_or(false)
+    }
+}
+
+/// What is known of one node in the shown run.
+#[derive(Clone, Debug, Default)]
+pub struct NodeRun {
+    pub status: Option<NodeStatus>,
+    pub attempts: u32,
+    pub inputs: ValueMap,
+    pub outputs: ValueMap,
+    /// Streamed output so far, by port.
+    pub partial: BTreeMap<String, String>,
+    pub error: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub usage: Usage,
+    pub skip_reason: Option<String>,
+}
+
+/// The run shown on the canvas: live, or loaded from the history.
+#[derive(Default)]
+pub struct RunView {
+    pub run_id: Option<String>,
+    pub status: Option<RunStatus>,
+    pub nodes: HashMap<String, NodeRun>,
+    pub outputs: ValueMap,
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub duration_ms: Option<u64>,
+    /// Nodes waiting for approval, with the reply channel.
+    pub approvals: Vec<(String, String, oneshot::Sender<bool>)>,
+    /// Set while a run is going.
+    live: Option<LiveRun>,
+}
+
+struct LiveRun {
+    rx: mpsc::UnboundedReceiver<RunMsg>,
+    cancel: CancellationToken,
+}
+
+impl RunView {
+    pub fn is_running(&self) -> bool {
+        self.live.is_some()
+    }
+
+    pub fn node(&self, id: &str) -> Option<&NodeRun> {
+        self.nodes.get(id)
+    }
+
+    /// Starts `graph` on `runtime`; events arrive through [`RunView::drain`].
+    pub fn start(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        executor: &Executor,
+        graph: ValidGraph,
+        inputs: ValueMap,
+        store: Option<&Arc<RunStore>>,
+        ctx: &egui::Context,
+    ) -> Result<(), String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let recorder = match store {
+            Some(store) => Some(Arc::new(
+                store.recorder(&graph.doc).map_err(|e| e.to_string())?,
+            )),
+            None => None,
+        };
+        let ui_sink: Arc<dyn EventSink> = Arc::new(UiSink {
+            tx: tx.clone(),
+            ctx: ctx.clone(),
+        });
+        let mut sinks = vec![ui_sink];
+        if let Some(recorder) = &recorder {
+            sinks.push(recorder.clone());
+        }
+        let sink = Arc::new(FanoutSink(sinks));
+        let executor = if graph.doc.settings.safe_mode {
+            executor.clone().with_approver(Arc::new(UiApprover {
+                tx: tx.clone(),
+                ctx: ctx.clone(),
+            }))
+        } else {
+            executor.clone()
+        };
+        let cancel = CancellationToken::new();
+        let options = RunOptions {
+            cancel: cancel.clone(),
+            ..RunOptions::default()
+        };
+        let repaint = ctx.clone();
+        *self = RunView {
+            status: Some(RunStatus::Running),
+            ..RunView::default()
+        };
+        for node in &graph.nodes {
+            self.nodes.insert(
+                node.id.clone(),
+                NodeRun {
+                    status: Some(NodeStatus::Pending),
+                    ..NodeRun::default()
+                },
+            );
+        }
+        runtime.spawn(async move {
+            let report = executor.run(Arc::new(graph), inputs, options, sink).await;
+            let record_error = recorder.and_then(|r| r.finish().err().map(|e| e.to_string()));
+            let _ = tx.send(RunMsg::Finished(Box::new(report), record_error));
+            repaint.request_repaint();
+        });
+        self.live = Some(LiveRun { rx, cancel });
+        Ok(())
+    }
+
+    /// Stops the live run.
+    pub fn stop(&mut self) {
+        if let Some(live) = &self.live {
+            live.cancel.cancel();
+        }
+        for (_, _, reply) in self.approvals.drain(..) {
+            let _ = reply.send(false);
+        }
+    }
+
+    /// Answers a pending approval.
+    pub fn answer(&mut self, node: &str, yes: bool) {
+        if let Some(pos) = self.approvals.iter().position(|(n, _, _)| n == node) {
+            let (_, _, reply) = self.approvals.remove(pos);
+            let _ = reply.send(yes);
+        }
+    }
+
+    /// Applies every message that has arrived. Returns true when the run just finished
+    /// (the history should be reloaded).
+    pub fn drain(&mut self) -> bool {
+        let mut finished = false;
+        let mut msgs = Vec::new();
+        if let Some(live) = &mut self.live {
+            while let Ok(msg) = live.rx.try_recv() {
+                msgs.push(msg);
+            }
+        }
+        for msg in msgs {
+            match msg {
+                RunMsg::Event(event) => self.apply(&event.kind),
+                RunMsg::Approval { node, title, reply } => {
+                    self.approvals.push((node, title, reply))
+                }
+                RunMsg::Finished(report, record_error) => {
+                    self.run_id = Some(report.run_id.clone());
+                    self.status = Some(report.status);
+                    if self.error.is_none() {
+                        self.error = report.error.clone().or(record_error);
+                    }
+                    self.live = None;
+                    finished = true;
+                }
+            }
+        }
+        finished
+    }
+
+    fn apply(&mut self, kind: &EventKind) {
+        match kind {
+            EventKind::RunStarted { run_id, .. } => self.run_id = Some(run_id.clone()),
+            EventKind::NodeQueued { node } => self.entry(node).status = Some(NodeStatus::Queued),
+            EventKind::NodeStarted {
+                node,
+                attempt,
+                inputs,
+            } => {
+                let n = self.entry(node);
+                n.status = Some(NodeStatus::Running);
+                n.attempts = *attempt;
+                n.inputs.clone_from(inputs);
+            }
+            EventKind::NodePartial { node, port, chunk } => {
+                self.entry(node)
+                    .partial
+                    .entry(port.clone())
+                    .or_default()
+                    .push_str(chunk);
+            }
+            EventKind::NodeUsage { node, usage } => self.entry(node).usage += *usage,
+            EventKind::NodeRetrying { node, error, .. } => {
+                self.entry(node).error = Some(error.clone())
+            }
+            EventKind::NodeAwaitingApproval { node } => {
+                self.entry(node).status = Some(NodeStatus::AwaitingApproval);
+            }
+            EventKind::NodeFinished {
+                node,
+                outputs,
+                attempts,
+                duration_ms,
+                usage,
+            } => {
+                let n = self.entry(node);
+                n.status = Some(NodeStatus::Done);
+                n.outputs.clone_from(outputs);
+                n.attempts = *attempts;
+                n.duration_ms = Some(*duration_ms);
+                n.usage = *usage;
+                n.error = None;
+                n.partial.clear();
+            }
+            EventKind::NodeFailed {
+                node,
+                error,
+                attempts,
+                duration_ms,
+                usage,
+                ..
+            } => {
+                let n = self.entry(node);
+                n.status = Some(NodeStatus::Failed);
+                n.error = Some(error.clone());
+                n.attempts = *attempts;
+                n.duration_ms = Some(*duration_ms);
+                n.usage = *usage;
+            }
+            EventKind::NodeSkipped { node, reason } => {
+                let n = self.entry(node);
+                n.status = Some(NodeStatus::Skipped);
+                n.skip_reason = Some(reason.clone());
+            }
+            EventKind::RunFinished {
+                status,
+                outputs,
+                error,
+                usage,
+                duration_ms,
+            } => {
+                self.status = Some(*status);
+                self.outputs.clone_from(outputs);
+                self.error.clone_from(error);
+                self.usage = *usage;
+                self.duration_ms = Some(*duration_ms);
+            }
+        }
+    }
+
+    fn entry(&mut self, node: &str) -> &mut NodeRun {
+        self.nodes.entry(node.to_owned()).or_default()
+    }
+
+    /// Shows a recorded run.
+    pub fn from_detail(detail: &RunDetail) -> RunView {
+        let mut view = RunView {
+            run_id: Some(detail.run.id.clone()),
+            status: Some(detail.run.status),
+            outputs: detail.outputs.clone(),
+            error: detail.run.error.clone(),
+            usage: detail.run.usage,
+            duration_ms: detail.run.duration_ms,
+            ..RunView::default()
+        };
+        for row in &detail.nodes {
+            view.nodes.insert(
+                row.node_id.clone(),
+                NodeRun {
+                    status: Some(row.status),
+                    attempts: row.attempts,
+                    inputs: row.inputs.clone(),
+                    outputs: row.outputs.clone(),
+                    partial: row.partial.clone(),
+                    error: row.error.clone(),
+                    duration_ms: row.duration_ms,
+                    usage: row.usage,
+                    skip_reason: row.skip_reason.clone(),
+                },
+            );
+        }
+        view
+    }
+}
+
+/// The graph document recorded with a run, if it can be read.
+pub fn recorded_graph(detail: &RunDetail) -> Option<GraphDoc> {
+    detail.graph_doc().ok()
+}
+
+/// Parses what a person typed for a run input of type `ty`: JSON when it parses and is not a
+/// bare word, else the text itself.
+pub fn parse_input(text: &str, ty: &agentloom_core::ValueType) -> Result<Value, String> {
+    let value = match ty {
+        agentloom_core::ValueType::Text => Value::Text(text.to_owned()),
+        _ => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(json) => Value::from_json(json),
+            Err(_) => Value::Text(text.to_owned()),
+        },
+    };
+    agentloom_core::coerce(value, ty).map_err(|e| e.to_string())
+}

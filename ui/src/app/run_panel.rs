@@ -1,0 +1,195 @@
+//! The run panel: the run inputs form, Run/Stop, the run's state and outputs, approvals,
+//! and the full record of the selected node (inputs, outputs, error, attempts, duration,
+//! tokens, cost).
+
+use std::collections::BTreeMap;
+
+use agentloom_core::{Value, ValueType};
+use agentloom_engine::RunStatus;
+use egui::{RichText, Ui};
+
+use super::Command;
+use super::run::{NodeRun, RunView};
+use super::theme;
+
+/// The inputs form: one text per graph input.
+#[derive(Default)]
+pub struct RunForm {
+    /// `(name, type, text)` for each graph input, sorted by name.
+    pub fields: Vec<(String, ValueType, String)>,
+    /// Shown when the form is open.
+    pub open: bool,
+}
+
+impl RunForm {
+    /// Prepares the form for `inputs`, keeping what was typed for inputs that remain.
+    pub fn prepare(&mut self, inputs: &[(String, ValueType, Option<Value>)]) {
+        let old: BTreeMap<String, String> = self.fields.drain(..).map(|(n, _, t)| (n, t)).collect();
+        self.fields = inputs
+            .iter()
+            .map(|(name, ty, default)| {
+                let text = old.get(name).cloned().unwrap_or_else(|| {
+                    default.as_ref().map_or_else(String::new, |v| match v {
+                        Value::Text(s) => s.clone(),
+                        other => other.to_json().to_string(),
+                    })
+                });
+                (name.clone(), ty.clone(), text)
+            })
+            .collect();
+    }
+}
+
+/// The run form window, if open.
+pub fn run_form_ui(ctx: &egui::Context, form: &mut RunForm, commands: &mut Vec<Command>) {
+    if !form.open {
+        return;
+    }
+    let mut open = true;
+    egui::Window::new("Run inputs")
+        .collapsible(false)
+        .resizable(false)
+        .anchor(egui::Align2::CENTER_CENTER, egui::Vec2::ZERO)
+        .open(&mut open)
+        .show(ctx, |ui| {
+            egui::Grid::new("run_inputs").num_columns(2).show(ui, |ui| {
+                for (name, ty, text) in &mut form.fields {
+                    ui.label(format!("{name} ({ty})"));
+                    ui.add(egui::TextEdit::singleline(text).desired_width(240.0));
+                    ui.end_row();
+                }
+            });
+            ui.horizontal(|ui| {
+                if ui.button("Start run").clicked() {
+                    commands.push(Command::StartRun);
+                }
+                if ui.button("Cancel").clicked() {
+                    commands.push(Command::CloseRunForm);
+                }
+            });
+        });
+    if !open {
+        form.open = false;
+    }
+}
+
+/// The bottom panel with the run summary.
+pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
+    ui.horizontal(|ui| {
+        if run.is_running() {
+            ui.spinner();
+            if ui.button("Stop").clicked() {
+                commands.push(Command::StopRun);
+            }
+        }
+        match run.status {
+            None => {
+                ui.label(
+                    RichText::new("No run yet. Press Run (Ctrl+Enter).").color(theme::TEXT_WEAK),
+                );
+            }
+            Some(status) => {
+                let color = match status {
+                    RunStatus::Completed => theme::OK,
+                    RunStatus::Running => theme::ACCENT,
+                    RunStatus::Cancelled | RunStatus::Interrupted => theme::WARN,
+                    RunStatus::Failed => theme::ERROR,
+                };
+                ui.label(
+                    RichText::new(format!("Run {}", status.as_str()))
+                        .color(color)
+                        .strong(),
+                );
+                if let Some(id) = &run.run_id {
+                    ui.label(
+                        RichText::new(short_id(id))
+                            .monospace()
+                            .color(theme::TEXT_WEAK),
+                    );
+                }
+                if let Some(ms) = run.duration_ms {
+                    ui.label(format!("{ms} ms"));
+                }
+                if !run.usage.is_zero() {
+                    ui.label(format!(
+                        "{} in / {} out tokens, ${:.4}",
+                        run.usage.input_tokens, run.usage.output_tokens, run.usage.cost_usd
+                    ));
+                }
+            }
+        }
+    });
+    for (node, title, _) in &run.approvals {
+        ui.horizontal(|ui| {
+            ui.label(
+                RichText::new(format!("`{node}` ({title}) waits for approval")).color(theme::WARN),
+            );
+            if ui.button("Approve").clicked() {
+                commands.push(Command::Approve(node.clone(), true));
+            }
+            if ui.button("Deny").clicked() {
+                commands.push(Command::Approve(node.clone(), false));
+            }
+        });
+    }
+    if let Some(error) = &run.error {
+        ui.label(RichText::new(error).color(theme::ERROR));
+    }
+    for (name, value) in &run.outputs {
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new(format!("output {name}:")).strong());
+            ui.label(RichText::new(value.preview(400)).monospace());
+        });
+    }
+}
+
+/// One node's full record in the run.
+pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
+    ui.label(RichText::new("Last run").strong());
+    if let Some(status) = run.status {
+        ui.label(RichText::new(status.as_str()).color(theme::status_color(status)));
+    }
+    let mut facts = Vec::new();
+    if run.attempts > 0 {
+        facts.push(format!("{} attempt(s)", run.attempts));
+    }
+    if let Some(ms) = run.duration_ms {
+        facts.push(format!("{ms} ms"));
+    }
+    if !run.usage.is_zero() {
+        facts.push(format!(
+            "{}/{} tokens, ${:.4}",
+            run.usage.input_tokens, run.usage.output_tokens, run.usage.cost_usd
+        ));
+    }
+    if !facts.is_empty() {
+        ui.label(facts.join(" · "));
+    }
+    if let Some(reason) = &run.skip_reason {
+        ui.label(RichText::new(reason).color(theme::TEXT_WEAK));
+    }
+    if let Some(error) = &run.error {
+        ui.label(RichText::new(error).color(theme::ERROR));
+    }
+    for (title, map) in [("Inputs", &run.inputs), ("Outputs", &run.outputs)] {
+        if map.is_empty() {
+            continue;
+        }
+        ui.label(RichText::new(title).small().color(theme::TEXT_WEAK));
+        for (port, value) in map {
+            ui.label(RichText::new(format!("{port} = {}", value.preview(2000))).monospace());
+        }
+    }
+    for (port, text) in &run.partial {
+        ui.label(
+            RichText::new(format!("{port} (streaming) = {text}"))
+                .monospace()
+                .color(theme::ACCENT),
+        );
+    }
+}
+
+/// The first 8 characters of a run id.
+pub fn short_id(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}

@@ -1,0 +1,138 @@
+//! The one place that defines the app's colours, spacing and pin looks.
+//! No other module writes a colour literal.
+
+use agentloom_core::ValueType;
+use agentloom_engine::NodeStatus;
+use egui::{Color32, CornerRadius, Margin, Stroke, Visuals};
+use egui_snarl::ui::{BackgroundPattern, NodeLayout, PinPlacement, PinShape, SnarlStyle};
+
+/// Canvas background.
+pub const CANVAS_BG: Color32 = Color32::from_rgb(0x1b, 0x1e, 0x24);
+/// Panels around the canvas.
+pub const PANEL_BG: Color32 = Color32::from_rgb(0x23, 0x27, 0x2e);
+/// Node body.
+pub const NODE_BG: Color32 = Color32::from_rgb(0x2c, 0x31, 0x3a);
+/// Node header band.
+pub const NODE_HEADER_BG: Color32 = Color32::from_rgb(0x35, 0x3b, 0x46);
+pub const NODE_BORDER: Color32 = Color32::from_rgb(0x45, 0x4c, 0x59);
+pub const GRID: Color32 = Color32::from_rgb(0x26, 0x2a, 0x31);
+pub const TEXT: Color32 = Color32::from_rgb(0xd8, 0xdc, 0xe3);
+pub const TEXT_WEAK: Color32 = Color32::from_rgb(0x8c, 0x93, 0xa0);
+pub const ACCENT: Color32 = Color32::from_rgb(0x5b, 0x9d, 0xf5);
+pub const OK: Color32 = Color32::from_rgb(0x4c, 0xc3, 0x7a);
+pub const WARN: Color32 = Color32::from_rgb(0xe8, 0xb3, 0x3c);
+pub const ERROR: Color32 = Color32::from_rgb(0xe5, 0x5b, 0x5b);
+
+/// Inner spacing of panels and nodes.
+pub const PAD: i8 = 8;
+/// Default width of the side panels.
+pub const SIDE_PANEL_WIDTH: f32 = 260.0;
+/// Longest value preview shown inside a node.
+pub const NODE_PREVIEW_CHARS: usize = 60;
+/// Below this zoom the canvas drops pin labels and node bodies, and draws straight wires.
+pub const LOD_SCALE: f32 = 0.55;
+/// Size used for nodes not laid out yet when fitting the view.
+pub const NODE_SIZE_GUESS: egui::Vec2 = egui::vec2(200.0, 110.0);
+
+/// Applies the app's look to egui.
+pub fn apply(ctx: &egui::Context) {
+    let mut visuals = Visuals::dark();
+    visuals.panel_fill = PANEL_BG;
+    visuals.window_fill = NODE_BG;
+    visuals.extreme_bg_color = CANVAS_BG;
+    visuals.override_text_color = Some(TEXT);
+    visuals.selection.bg_fill = ACCENT.gamma_multiply(0.6);
+    visuals.selection.stroke = Stroke::new(1.5, ACCENT);
+    visuals.hyperlink_color = ACCENT;
+    visuals.window_corner_radius = CornerRadius::same(6);
+    ctx.set_theme(egui::ThemePreference::Dark);
+    ctx.set_visuals_of(egui::Theme::Dark, visuals);
+    ctx.all_styles_mut(|style| {
+        style.spacing.item_spacing = egui::vec2(6.0, 4.0);
+        style.spacing.button_padding = egui::vec2(8.0, 3.0);
+    });
+}
+
+/// The canvas style.
+pub fn snarl_style() -> SnarlStyle {
+    SnarlStyle {
+        node_layout: Some(NodeLayout::coil()),
+        pin_placement: Some(PinPlacement::Edge),
+        pin_size: Some(10.0),
+        node_frame: Some(egui::Frame {
+            inner_margin: Margin::same(PAD),
+            outer_margin: Margin::ZERO,
+            corner_radius: CornerRadius::same(6),
+            fill: NODE_BG,
+            stroke: Stroke::new(1.0, NODE_BORDER),
+            shadow: egui::epaint::Shadow::NONE,
+        }),
+        header_frame: Some(egui::Frame {
+            inner_margin: Margin::symmetric(PAD, 4),
+            outer_margin: Margin::ZERO,
+            corner_radius: CornerRadius {
+                nw: 6,
+                ne: 6,
+                sw: 0,
+                se: 0,
+            },
+            fill: NODE_HEADER_BG,
+            stroke: Stroke::NONE,
+            shadow: egui::epaint::Shadow::NONE,
+        }),
+        bg_frame: Some(egui::Frame::NONE.fill(CANVAS_BG)),
+        bg_pattern: Some(BackgroundPattern::grid(egui::vec2(32.0, 32.0), 0.0)),
+        bg_pattern_stroke: Some(Stroke::new(1.0, GRID)),
+        wire_width: Some(2.0),
+        collapsible: Some(true),
+        min_scale: Some(0.05),
+        max_scale: Some(2.0),
+        centering: Some(true),
+        select_stoke: Some(Stroke::new(1.5, ACCENT)),
+        select_fill: Some(ACCENT.gamma_multiply(0.12)),
+        ..SnarlStyle::new()
+    }
+}
+
+/// The colour of a port type (pins and wires).
+pub fn type_color(ty: &ValueType) -> Color32 {
+    match ty {
+        ValueType::Any => Color32::from_rgb(0xa0, 0xa6, 0xb2),
+        ValueType::Text => Color32::from_rgb(0x6c, 0xc0, 0x8a),
+        ValueType::Number | ValueType::Integer => Color32::from_rgb(0x5b, 0x9d, 0xf5),
+        ValueType::Bool => Color32::from_rgb(0xe0, 0x7b, 0x9a),
+        ValueType::Object => Color32::from_rgb(0xd9, 0xa4, 0x41),
+        ValueType::Bytes => Color32::from_rgb(0x9a, 0x7b, 0xd8),
+        ValueType::Messages => Color32::from_rgb(0x4f, 0xc6, 0xc6),
+        ValueType::Tool => Color32::from_rgb(0xe8, 0x8a, 0x4a),
+        ValueType::List(item) => type_color(item),
+    }
+}
+
+/// The shape of a port type: lists are squares, tools stars, the rest circles.
+pub fn type_shape(ty: &ValueType) -> PinShape {
+    match ty {
+        ValueType::List(_) | ValueType::Messages => PinShape::Square,
+        ValueType::Tool => PinShape::Star,
+        ValueType::Object => PinShape::Triangle,
+        _ => PinShape::Circle,
+    }
+}
+
+/// The colour of a node status badge.
+pub fn status_color(status: NodeStatus) -> Color32 {
+    match status {
+        NodeStatus::Pending => TEXT_WEAK,
+        NodeStatus::Queued => Color32::from_rgb(0xa0, 0xa6, 0xb2),
+        NodeStatus::Running => ACCENT,
+        NodeStatus::AwaitingApproval => WARN,
+        NodeStatus::Done => OK,
+        NodeStatus::Failed => ERROR,
+        NodeStatus::Skipped => Color32::from_rgb(0x6a, 0x70, 0x7c),
+    }
+}
+
+/// The error pin's colour.
+pub fn error_pin_color() -> Color32 {
+    ERROR
+}

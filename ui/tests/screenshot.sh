@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Starts the real app under Xvfb with an example graph, takes a screenshot to $1 and fails
+# if the window did not render (a blank or near single-colour image).
+#
+# Usage: ui/tests/screenshot.sh OUT.png [GRAPH.json]
+# Needs: Xvfb, xdotool, imagemagick (import, convert); a built target/debug/agentloom
+# (or set AGENTLOOM_BIN).
+set -euo pipefail
+
+out=${1:?usage: screenshot.sh OUT.png [GRAPH.json]}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+graph=${2:-$root/assets/examples/hello.agentloom.json}
+bin=${AGENTLOOM_BIN:-$root/target/debug/agentloom}
+
+for tool in Xvfb xdotool import convert; do
+    command -v "$tool" >/dev/null || { echo "screenshot.sh: $tool is not installed" >&2; exit 2; }
+done
+[ -x "$bin" ] || { echo "screenshot.sh: $bin not found; build it first (cargo build -p agentloom)" >&2; exit 2; }
+
+# A free display number.
+display=99
+while [ -e "/tmp/.X${display}-lock" ] || [ -e "/tmp/.X11-unix/X${display}" ]; do
+    display=$((display + 1))
+done
+
+work=$(mktemp -d)
+xvfb_pid=""
+app_pid=""
+cleanup() {
+    [ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null || true
+    [ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+Xvfb ":$display" -screen 0 1280x800x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+xvfb_pid=$!
+export DISPLAY=":$display"
+unset WAYLAND_DISPLAY
+export XDG_RUNTIME_DIR="$work/runtime"
+mkdir -m 700 -p "$XDG_RUNTIME_DIR"
+# Keep the user's data directory and run log untouched.
+export HOME="$work/home" XDG_DATA_HOME="$work/home/.local/share"
+mkdir -p "$HOME"
+
+for _ in $(seq 1 50); do
+    xdpyinfo >/dev/null 2>&1 && break
+    sleep 0.1
+done
+if ! xdpyinfo >/dev/null 2>&1; then
+    echo "screenshot.sh: Xvfb did not start on :$display" >&2
+    cat "$work/xvfb.log" >&2
+    exit 1
+fi
+
+AGENTLOOM_LOG=info "$bin" open "$graph" --db "$work/runs.sqlite3" >"$work/app.log" 2>&1 &
+app_pid=$!
+
+window=""
+for _ in $(seq 1 200); do
+    window=$(xdotool search --name Agentloom 2>/dev/null | head -n1 || true)
+    [ -n "$window" ] && break
+    if ! kill -0 "$app_pid" 2>/dev/null; then
+        echo "screenshot.sh: the app exited early:" >&2
+        cat "$work/app.log" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
+if [ -z "$window" ]; then
+    echo "screenshot.sh: no Agentloom window appeared within 20 s" >&2
+    cat "$work/app.log" >&2
+    exit 1
+fi
+# Let it lay out and paint a few frames.
+sleep 2
+import -window root "$out"
+
+colours=$(convert "$out" -format %k info:)
+echo "screenshot.sh: $out has $colours colours"
+grep -h "first frame" "$work/app.log" || true
+if [ "$colours" -lt 50 ]; then
+    echo "screenshot.sh: the window looks blank ($colours colours)" >&2
+    exit 1
+fi
