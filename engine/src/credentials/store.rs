@@ -41,7 +41,7 @@ impl CredentialStore {
     /// and every secret operation returns [`CredentialError::Unavailable`].
     pub fn open(data_dir: &Path) -> Self {
         Self {
-            backend: platform_backend(),
+            backend: off_runtime(platform_backend),
             index_path: data_dir.join(INDEX_FILE),
             lock: Mutex::new(()),
         }
