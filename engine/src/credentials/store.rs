@@ -29,6 +29,20 @@ impl std::fmt::Debug for CredentialStore {
     }
 }
 
+impl Drop for CredentialStore {
+    fn drop(&mut self) {
+        // Dropping the Secret Service client blocks on its own runtime too.
+        let backend = std::mem::replace(
+            &mut self.backend,
+            Err(CredentialError::Unavailable {
+                detail: "closed".to_owned(),
+                hint: String::new(),
+            }),
+        );
+        off_runtime(move || drop(backend));
+    }
+}
+
 #[derive(Default, Serialize, Deserialize)]
 struct IndexFile {
     version: u32,
