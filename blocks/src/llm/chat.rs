@@ -8,7 +8,9 @@ use agentloom_core::{
     NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
-use super::common::{LlmSettings, Meter, PromptTemplate, connection_fields, tuning_fields};
+use super::common::{
+    LlmSettings, Meter, PromptTemplate, connection_fields, prompt_inputs, tuning_fields,
+};
 use super::provider::complete;
 use super::types::{Message, Role, ToolDef, messages_from_value, tools_from_json};
 use crate::Registry;
@@ -57,21 +59,12 @@ impl Block for LlmChat {
             Some(json) => tools_from_json(json).map_err(|e| ConfigError::new("tools", e))?,
             None => Vec::new(),
         };
-        let mut inputs: Vec<PortSpec> = Vec::new();
-        match &prompt {
-            Some(template) => inputs.extend(template.ports()),
-            None => inputs.push(
-                PortSpec::new("prompt", ValueType::Text)
-                    .optional()
-                    .describe("The user message (config `prompt` is empty)."),
-            ),
-        }
-        inputs.push(
-            PortSpec::new("history", ValueType::Messages)
-                .optional()
-                .describe("Earlier messages of the conversation, sent before the prompt."),
+        let inputs = prompt_inputs(
+            prompt.as_ref(),
+            "The user message (config `prompt` is empty).",
+            "Earlier messages of the conversation, sent before the prompt.",
+            &settings,
         );
-        inputs.extend(settings.ports());
         let ports = Ports::new(
             inputs,
             vec![

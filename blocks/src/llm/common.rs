@@ -234,6 +234,31 @@ impl LlmSettings {
     }
 }
 
+/// The inputs of a prompting block: the prompt template's variables (or a `prompt` input when
+/// config leaves the prompt empty), an optional `history`, then the connection settings.
+pub(crate) fn prompt_inputs(
+    prompt: Option<&PromptTemplate>,
+    prompt_help: &str,
+    history_help: &str,
+    settings: &LlmSettings,
+) -> Vec<PortSpec> {
+    let mut inputs: Vec<PortSpec> = match prompt {
+        Some(template) => template.ports().collect(),
+        None => vec![
+            PortSpec::new("prompt", ValueType::Text)
+                .optional()
+                .describe(prompt_help),
+        ],
+    };
+    inputs.push(
+        PortSpec::new("history", ValueType::Messages)
+            .optional()
+            .describe(history_help),
+    );
+    inputs.extend(settings.ports());
+    inputs
+}
+
 /// A prompt template: its variables become required inputs.
 pub(crate) struct PromptTemplate {
     env: Environment<'static>,

@@ -9,7 +9,9 @@ use agentloom_core::{
     NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
-use super::common::{LlmSettings, Meter, PromptTemplate, connection_fields, tuning_fields};
+use super::common::{
+    LlmSettings, Meter, PromptTemplate, connection_fields, prompt_inputs, tuning_fields,
+};
 use super::provider::complete;
 use super::types::{Message, Role, messages_from_value};
 use crate::Registry;
@@ -89,21 +91,12 @@ impl Block for LlmStructured {
             return Err(ConfigError::new("max_attempts", "must be between 1 and 10"));
         }
         let native_schema = reader.bool_or("native_schema", true)?;
-        let mut inputs: Vec<PortSpec> = Vec::new();
-        match &prompt {
-            Some(template) => inputs.extend(template.ports()),
-            None => inputs.push(
-                PortSpec::new("prompt", ValueType::Text)
-                    .optional()
-                    .describe("The request (config `prompt` is empty)."),
-            ),
-        }
-        inputs.push(
-            PortSpec::new("history", ValueType::Messages)
-                .optional()
-                .describe("Earlier messages, sent before the prompt."),
+        let inputs = prompt_inputs(
+            prompt.as_ref(),
+            "The request (config `prompt` is empty).",
+            "Earlier messages, sent before the prompt.",
+            &settings,
         );
-        inputs.extend(settings.ports());
         let ports = Ports::new(
             inputs,
             vec![
