@@ -6,7 +6,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentloom_core::{BlockError, ConfigError, ConfigReader, RunCtx, Value};
+use agentloom_core::{BlockError, ConfigError, ConfigReader, RunCtx, Secret, SecretError, Value};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode, Url};
 
@@ -28,6 +28,12 @@ pub(crate) struct Api {
 pub(crate) struct Reply {
     pub json: serde_json::Value,
     pub headers: HeaderMap,
+}
+
+/// What one request gave: an answer, or a 401 (with its error) that a refresh may cure.
+enum Sent {
+    Reply(Reply),
+    Unauthorized(BlockError),
 }
 
 impl Api {
@@ -87,7 +93,9 @@ impl Api {
             .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
     }
 
-    /// Sends one request with the credential's token and returns the JSON answer.
+    /// Sends one request with the credential's token and returns the JSON answer. On a
+    /// 401 the credential is refreshed once (an OAuth sign-in; see
+    /// [`RunCtx::refresh_secret`]) and the request sent once more with the new token.
     pub async fn send(
         &self,
         ctx: &dyn RunCtx,
@@ -96,6 +104,55 @@ impl Api {
         body: Option<&serde_json::Value>,
     ) -> Result<Reply, BlockError> {
         let token = ctx.secret(&self.credential)?;
+        let refused = match self
+            .send_with(ctx, &token, method.clone(), url.clone(), body)
+            .await?
+        {
+            Sent::Reply(reply) => return Ok(reply),
+            Sent::Unauthorized(refused) => refused,
+        };
+        let credential = &self.credential;
+        let fresh = match ctx.refresh_secret(credential, &token) {
+            Ok(Some(fresh)) => fresh,
+            Ok(None) => return Err(refused),
+            Err(err) => {
+                let why = match err {
+                    SecretError::Unusable { message, .. } => message,
+                    other => other.to_string(),
+                };
+                return Err(BlockError::permanent(format!(
+                    "{} refused the token of credential `{credential}` (HTTP 401) and getting a new one failed: {why}",
+                    self.service
+                ))
+                .with_data(refused.data.unwrap_or(Value::Null)));
+            }
+        };
+        tracing::info!(
+            service = self.service,
+            credential = credential.as_str(),
+            "token refused (HTTP 401); trying once more with the refreshed token"
+        );
+        match self.send_with(ctx, &fresh, method, url, body).await? {
+            Sent::Reply(reply) => Ok(reply),
+            Sent::Unauthorized(again) => Err(BlockError {
+                message: format!(
+                    "{} (The token was refreshed once and refused again.)",
+                    again.message
+                ),
+                ..again
+            }),
+        }
+    }
+
+    /// One request with `token`; a 401 is handed back for the caller to refresh.
+    async fn send_with(
+        &self,
+        ctx: &dyn RunCtx,
+        token: &Secret,
+        method: Method,
+        url: Url,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Sent, BlockError> {
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
             BlockError::permanent(format!(
                 "credential `{}` holds characters that cannot be sent in a header; store it again",
@@ -140,9 +197,13 @@ impl Api {
             serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null)
         };
         if status.is_success() {
-            return Ok(Reply { json, headers });
+            return Ok(Sent::Reply(Reply { json, headers }));
         }
-        Err(self.status_error(status, &headers, &json, &shown))
+        let error = self.status_error(status, &headers, &json, &shown);
+        if status == StatusCode::UNAUTHORIZED {
+            return Ok(Sent::Unauthorized(error));
+        }
+        Err(error)
     }
 
     fn status_error(
@@ -173,7 +234,7 @@ impl Api {
         if status == StatusCode::UNAUTHORIZED {
             return BlockError::permanent(format!(
                 "{service} refused the token of credential `{credential}` (HTTP 401{detail}): it is wrong, expired or revoked. {} (or set {} for headless runs)",
-                self.login_hint,
+                self.login_hint.replace("NAME", credential),
                 agentloom_core::secret_env_var(credential)
             ))
             .with_data(data);
@@ -332,7 +393,10 @@ impl agentloom_core::Block for ServiceBlock {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+    use crate::testing::{TestCtx, inputs, run_block_with};
 
     #[test]
     fn link_headers_and_waits() {
@@ -350,5 +414,113 @@ mod tests {
         h.insert("retry-after", HeaderValue::from_static("7"));
         assert_eq!(retry_wait(&h), Some(Duration::from_secs(7)));
         assert_eq!(next_link(&HeaderMap::new()), None);
+    }
+
+    /// A GitHub API whose issues list answers only `Bearer fresh-token`; returns its base
+    /// URL and the `Authorization` headers it saw.
+    async fn github_accepting_only_the_fresh_token() -> (String, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let issues = move |headers: axum::http::HeaderMap| {
+            let log = log.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                log.lock().unwrap().push(auth.clone());
+                if auth == "Bearer fresh-token" {
+                    (
+                        axum::http::StatusCode::OK,
+                        axum::Json(serde_json::json!([{"number": 7, "title": "Flaky canary"}])),
+                    )
+                } else {
+                    (
+                        axum::http::StatusCode::UNAUTHORIZED,
+                        axum::Json(serde_json::json!({"message": "Bad credentials"})),
+                    )
+                }
+            }
+        };
+        let app = axum::Router::new().route("/repos/acme/api/issues", axum::routing::get(issues));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}"), seen)
+    }
+
+    #[tokio::test]
+    async fn a_401_refreshes_the_credential_once_and_repeats_the_request_once() {
+        let (base, seen) = github_accepting_only_the_fresh_token().await;
+        let config = serde_json::json!({"base_url": base, "credential": "gh", "repo": "acme/api"});
+        let count = || seen.lock().unwrap().len();
+
+        let ctx = TestCtx::new()
+            .with_secret("gh", "stale-token")
+            .with_refresh("gh", "fresh-token");
+        let out = run_block_with(&ctx, "github.list_issues", config.clone(), inputs([]))
+            .await
+            .unwrap();
+        assert_eq!(out["issues"].to_json()[0]["number"], 7);
+        assert_eq!(ctx.refreshes(), vec!["gh".to_owned()]);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![
+                "Bearer stale-token".to_owned(),
+                "Bearer fresh-token".to_owned()
+            ]
+        );
+
+        // A token that cannot be refreshed (a personal access token): one request, the 401.
+        let ctx = TestCtx::new().with_secret("gh", "stale-token");
+        let err = run_block_with(&ctx, "github.list_issues", config.clone(), inputs([]))
+            .await
+            .unwrap_err();
+        assert_eq!(count(), 3);
+        assert!(
+            err.message.contains(
+                "GitHub refused the token of credential `gh` (HTTP 401: Bad credentials)"
+            ) && err
+                .message
+                .contains("agentloom credentials login github --name gh"),
+            "{}",
+            err.message
+        );
+
+        // Refreshed and refused again: exactly one refresh and one repeat.
+        let ctx = TestCtx::new()
+            .with_secret("gh", "stale-token")
+            .with_refresh("gh", "another-refused-token");
+        let err = run_block_with(&ctx, "github.list_issues", config.clone(), inputs([]))
+            .await
+            .unwrap_err();
+        assert_eq!(ctx.refreshes().len(), 1);
+        assert_eq!(count(), 5);
+        assert!(
+            err.message.contains("credential `gh`")
+                && err.message.contains("refreshed once and refused again"),
+            "{}",
+            err.message
+        );
+        assert!(!err.message.contains("another-refused-token"));
+
+        // The refresh fails: which credential, and what to do.
+        let ctx = TestCtx::new()
+            .with_secret("gh", "stale-token")
+            .with_failing_refresh(
+                "gh",
+                "the provider refused refreshing the token: bad_refresh_token; sign in again with `agentloom credentials login github --name gh --client-id ID`",
+            );
+        let err = run_block_with(&ctx, "github.list_issues", config, inputs([]))
+            .await
+            .unwrap_err();
+        assert_eq!(count(), 6);
+        assert_eq!(err.class, agentloom_core::ErrorClass::Permanent);
+        assert!(
+            err.message.starts_with("GitHub refused the token of credential `gh` (HTTP 401) and getting a new one failed: the provider refused refreshing the token: bad_refresh_token; sign in again with `agentloom credentials login github --name gh"),
+            "{}",
+            err.message
+        );
     }
 }

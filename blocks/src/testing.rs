@@ -20,7 +20,10 @@ pub struct TestCtx {
     cancel: CancellationToken,
     workspace: PathBuf,
     graph_inputs: ValueMap,
-    secrets: BTreeMap<String, String>,
+    secrets: Mutex<BTreeMap<String, String>>,
+    /// What [`RunCtx::refresh_secret`] gives per credential: a new value, or an error text.
+    refresh_plans: BTreeMap<String, Result<String, String>>,
+    refreshes: Mutex<Vec<String>>,
     partials: Mutex<Vec<(String, String)>>,
     usage: Mutex<Usage>,
     graph_outputs: Mutex<ValueMap>,
@@ -44,7 +47,9 @@ impl TestCtx {
             cancel: CancellationToken::new(),
             workspace: std::env::temp_dir(),
             graph_inputs: ValueMap::new(),
-            secrets: BTreeMap::new(),
+            secrets: Mutex::new(BTreeMap::new()),
+            refresh_plans: BTreeMap::new(),
+            refreshes: Mutex::new(Vec::new()),
             partials: Mutex::new(Vec::new()),
             usage: Mutex::new(Usage::default()),
             graph_outputs: Mutex::new(ValueMap::new()),
@@ -65,9 +70,37 @@ impl TestCtx {
     }
 
     #[must_use]
-    pub fn with_secret(mut self, name: &str, value: &str) -> Self {
-        self.secrets.insert(name.to_owned(), value.to_owned());
+    pub fn with_secret(self, name: &str, value: &str) -> Self {
+        self.secrets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), value.to_owned());
         self
+    }
+
+    /// Makes credential `name` refreshable, as an OAuth sign-in is: a refresh after a 401
+    /// replaces its value with `fresh`.
+    #[must_use]
+    pub fn with_refresh(mut self, name: &str, fresh: &str) -> Self {
+        self.refresh_plans
+            .insert(name.to_owned(), Ok(fresh.to_owned()));
+        self
+    }
+
+    /// Makes a refresh of credential `name` fail with `message` (as a refused refresh token).
+    #[must_use]
+    pub fn with_failing_refresh(mut self, name: &str, message: &str) -> Self {
+        self.refresh_plans
+            .insert(name.to_owned(), Err(message.to_owned()));
+        self
+    }
+
+    /// The credentials refreshed so far, once per refresh, in order.
+    pub fn refreshes(&self) -> Vec<String> {
+        self.refreshes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     #[must_use]
@@ -146,12 +179,43 @@ impl RunCtx for TestCtx {
 
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
         self.secrets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .map(|s| Secret::new(s.clone()))
             .ok_or_else(|| SecretError::Missing {
                 name: name.to_owned(),
                 env_var: secret_env_var(name),
             })
+    }
+
+    /// Per [`TestCtx::with_refresh`]: refreshes when `refused` is the current value, gives
+    /// the current value when it was already refreshed, and `Ok(None)` for credentials
+    /// without a refresh plan (API keys).
+    fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
+        let Some(plan) = self.refresh_plans.get(name) else {
+            return Ok(None);
+        };
+        let mut secrets = self.secrets.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(current) = secrets.get(name)
+            && current != refused.expose()
+        {
+            return Ok(Some(Secret::new(current.clone())));
+        }
+        self.refreshes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(name.to_owned());
+        match plan {
+            Ok(fresh) => {
+                secrets.insert(name.to_owned(), fresh.clone());
+                Ok(Some(Secret::new(fresh.clone())))
+            }
+            Err(message) => Err(SecretError::Unusable {
+                name: name.to_owned(),
+                message: message.clone(),
+            }),
+        }
     }
 
     fn workspace(&self) -> &Path {

@@ -248,6 +248,17 @@ pub enum SecretError {
 /// Where secrets come from (keychain, environment…). Implemented by the engine.
 pub trait SecretSource: Send + Sync {
     fn secret(&self, name: &str) -> Result<Secret, SecretError>;
+
+    /// A new secret for credential `name` after a service refused `refused` (HTTP 401).
+    /// For an OAuth token set: refreshes it, stores the new tokens (a rotated refresh token
+    /// included) and returns the new access token; when the stored token already differs
+    /// from `refused` (another node refreshed it meanwhile), returns that one without a new
+    /// refresh. `Ok(None)` when the credential cannot be refreshed (an API key, an
+    /// environment variable): the refusal stands. `Err` when the refresh itself failed.
+    fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
+        let _ = (name, refused);
+        Ok(None)
+    }
 }
 
 /// The environment variable that carries credential `name` for headless runs:
@@ -283,6 +294,13 @@ pub trait RunCtx: Send + Sync {
     fn report_usage(&self, usage: Usage);
     /// The credential called `name`, from the keychain or the environment.
     fn secret(&self, name: &str) -> Result<Secret, SecretError>;
+    /// After a service refused `refused` with HTTP 401: a refreshed secret for credential
+    /// `name` (see [`SecretSource::refresh_secret`]), or `Ok(None)` when it cannot be refreshed.
+    /// Blocks call this at most once per request, then retry that request once.
+    fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
+        let _ = (name, refused);
+        Ok(None)
+    }
     /// The directory file blocks are confined to.
     fn workspace(&self) -> &Path;
     /// The value given for run input `name`, if any.

@@ -113,6 +113,7 @@ pub enum EventKind {
     NodeStarted {
         node: String,
         attempt: u32,
+        #[serde(default)]
         inputs: ValueMap,
     },
     /// A piece of streamed output (e.g. LLM tokens) for `port`.
@@ -138,6 +139,7 @@ pub enum EventKind {
     },
     NodeFinished {
         node: String,
+        #[serde(default)]
         outputs: ValueMap,
         attempts: u32,
         duration_ms: u64,

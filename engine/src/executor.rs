@@ -279,6 +279,10 @@ impl RunCtx for NodeCtx {
         self.shared.executor.secrets.secret(name)
     }
 
+    fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
+        self.shared.executor.secrets.refresh_secret(name, refused)
+    }
+
     fn workspace(&self) -> &std::path::Path {
         &self.shared.executor.workspace
     }

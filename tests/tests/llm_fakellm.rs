@@ -655,3 +655,143 @@ async fn the_summarize_example_runs_against_any_openai_compatible_endpoint() {
     assert_eq!(usage["model"], "any-model");
     assert_eq!(usage["calls"], 1);
 }
+
+#[tokio::test]
+async fn a_node_retry_tells_the_model_why_the_previous_attempt_failed() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let base = format!("{}/v1", fake.base());
+    // One answer per attempt; the graph's retry policy gives a second attempt.
+    let mut doc = person_graph(&base, 1);
+    doc.nodes[0].retry = Some(RetryPolicy {
+        max_attempts: 2,
+        backoff_ms: 10,
+        ..RetryPolicy::default()
+    });
+    let (report, events) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    assert_eq!(
+        report.outputs.get("person").unwrap().to_json(),
+        json!({"name": "Ada Lovelace", "born": 1815})
+    );
+    assert_eq!(node_report(&report, "extract").attempts, 2);
+    let retried = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::NodeRetrying { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+        .expect("a retry event");
+    assert!(
+        retried.starts_with("the model's answer did not match the schema after 1 attempt"),
+        "{retried}"
+    );
+    let counts = fake.rule_counts().await;
+    assert_eq!(counts["structured_first_try"], 1, "{counts}");
+    assert_eq!(counts["structured_after_node_retry"], 1, "{counts}");
+}
+
+#[tokio::test]
+async fn tools_computed_by_the_graph_reach_the_model() {
+    let Some(fake) = FakeLlm::start() else { return };
+    let mut doc = GraphDoc::new("computed tools");
+    doc.nodes.push(node(
+        "tools",
+        "data.constant",
+        json!({"value": [{"type": "function", "function": {"name": "get_weather", "description": "The weather forecast for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]}),
+    ));
+    doc.nodes.push(node(
+        "ask",
+        "llm.chat",
+        json!({"base_url": format!("{}/v1", fake.base()), "model": "test-model", "prompt": "What is the weather in Oslo?"}),
+    ));
+    doc.nodes.push(output("calls", "calls"));
+    doc.edges
+        .push(EdgeDoc::new("tools", "value", "ask", "tools"));
+    doc.edges
+        .push(EdgeDoc::new("ask", "tool_calls", "calls", "value"));
+    let (report, _) = run(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    let calls = report.outputs.get("calls").unwrap().to_json();
+    assert_eq!(calls[0]["name"], "get_weather", "{calls}");
+    assert_eq!(calls[0]["arguments"]["city"], "Oslo");
+    let counts = fake.rule_counts().await;
+    assert_eq!(counts["weather_tool"], 1, "{counts}");
+}
+
+/// Secrets whose `oauth` credential refreshes to a new token, counting refreshes.
+struct RefreshingSecrets {
+    current: Mutex<String>,
+    fresh: String,
+    refreshes: Mutex<u32>,
+}
+
+impl SecretSource for RefreshingSecrets {
+    fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        match name {
+            "oauth" => Ok(Secret::new(self.current.lock().unwrap().clone())),
+            _ => Err(SecretError::Missing {
+                name: name.to_owned(),
+                env_var: secret_env_var(name),
+            }),
+        }
+    }
+
+    fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
+        assert_eq!(name, "oauth");
+        let mut current = self.current.lock().unwrap();
+        if *current == refused.expose() {
+            *self.refreshes.lock().unwrap() += 1;
+            current.clone_from(&self.fresh);
+        }
+        Ok(Some(Secret::new(current.clone())))
+    }
+}
+
+#[tokio::test]
+async fn a_refused_token_is_refreshed_once_through_the_executor() {
+    let Some(fake) = FakeLlm::start() else { return };
+    // Not streamed: fakellm answers a streamed request with its mock text even for an
+    // error rule.
+    const REVOKED: &str = "sk-revoked-1b2c3d4e5f60718293a4";
+    let mut doc = GraphDoc::new("refresh");
+    doc.nodes.push(node(
+        "ask",
+        "llm.chat",
+        json!({"base_url": format!("{}/v1", fake.base()), "model": "test-model", "prompt": "Summarize the news", "credential": "oauth", "stream": false}),
+    ));
+    doc.nodes.push(output("summary", "summary"));
+    doc.edges
+        .push(EdgeDoc::new("ask", "text", "summary", "value"));
+    let registry = Arc::new(Registry::builtin());
+    let graph = validate(&doc, registry.as_ref()).unwrap();
+    let secrets = Arc::new(RefreshingSecrets {
+        current: Mutex::new(REVOKED.to_owned()),
+        fresh: "sk-fresh-5e6f7a8b9c0d1e2f3a4b".to_owned(),
+        refreshes: Mutex::new(0),
+    });
+    let executor = Executor::new(registry).with_secrets(secrets.clone());
+    let sink = Arc::new(CollectSink::default());
+    let report = executor
+        .run(
+            Arc::new(graph),
+            ValueMap::new(),
+            RunOptions::default(),
+            sink,
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    let summary = out_text(&report, "summary");
+    assert!(
+        summary.starts_with("Agentloom runs agent graphs"),
+        "{summary}"
+    );
+    assert_eq!(node_report(&report, "ask").attempts, 1);
+    assert_eq!(*secrets.refreshes.lock().unwrap(), 1);
+    let counts = fake.rule_counts().await;
+    assert_eq!(
+        (counts["revoked_key"].as_u64(), counts["summarize"].as_u64()),
+        (Some(1), Some(1)),
+        "{counts}"
+    );
+}

@@ -1,8 +1,9 @@
 //! The GitHub and Gmail blocks against `myworld[gateway]` (a stateful fake of both APIs at
-//! their real paths), and credentials in the real Secret Service.
+//! their real paths), credentials in the real Secret Service, and a stale Google sign-in
+//! refreshed at myworld's Google token endpoint after a 401.
 //!
 //! Peers: `myworld` on PATH (pip install 'myworld[gateway]'); a D-Bus session bus with an
-//! unlocked gnome-keyring for the keychain test. Missing peers fail the tests unless
+//! unlocked gnome-keyring for the keychain tests. Missing peers fail the tests unless
 //! AGENTLOOM_SKIP_PEERS=1.
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly")]
@@ -11,9 +12,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentloom_blocks::Registry;
 use agentloom_blocks::testing::{TestCtx, inputs, run_block_with};
-use agentloom_core::{SecretSource as _, Value};
-use agentloom_engine::{CredentialStore, KeychainSecrets, StoredSecret};
+use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, SecretSource as _, Value, ValueMap, validate};
+use agentloom_engine::credentials::{OAuthClientConfig, OAuthTokens};
+use agentloom_engine::{
+    CollectSink, CredentialStore, Executor, KeychainSecrets, RunOptions, RunStatus, StoredSecret,
+};
 
 fn skip() -> bool {
     std::env::var("AGENTLOOM_SKIP_PEERS").is_ok_and(|v| v == "1")
@@ -310,4 +315,94 @@ fn no_keychain_says_why_and_what_to_do() {
         stdout.contains("SECRET-ERROR: the keychain could not be reached"),
         "{stdout}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gmail_refreshes_a_stale_google_sign_in_on_a_401_and_finds_the_mail() {
+    let Some(world) = start_world().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(store) = real_keychain(dir.path()) else {
+        return;
+    };
+    let gmail = format!("{}/gw/gmail.googleapis.com", world.base);
+    // A mail to find, sent with a working token.
+    let sender = TestCtx::new().with_secret("gmail-setup", &world.google_token);
+    let sent = run_block_with(
+        &sender,
+        "gmail.send",
+        serde_json::json!({"base_url": gmail, "credential": "gmail-setup"}),
+        inputs([
+            ("to", Value::from("carol@example.com")),
+            ("subject", Value::from("Refreshed pelican notes")),
+            ("body", Value::from("Found after a token refresh.")),
+        ]),
+    )
+    .await
+    .unwrap();
+    let sent_id = sent["message"].to_json()["id"].as_str().unwrap().to_owned();
+
+    // A Google sign-in whose access token the API no longer takes, with no expiry known; its
+    // refresh token is good at Google's token endpoint (myworld's, at the real path).
+    let name = format!("agentloom-gmail-refresh-{}", std::process::id());
+    let stale = OAuthTokens {
+        provider: "google".into(),
+        access_token: "ya29.a0expired-access-token".into(),
+        refresh_token: Some(world.google_token.clone()),
+        expires_at: None,
+        scopes: vec!["https://www.googleapis.com/auth/gmail.modify".into()],
+        client: OAuthClientConfig {
+            client_id: "myworld.apps.googleusercontent.com".into(),
+            client_secret: Some("myworld".into()),
+            token_url: format!("{}/gw/oauth2.googleapis.com/token", world.base),
+            revocation_url: None,
+        },
+    };
+    let store = Arc::new(store);
+    store.put(&name, &StoredSecret::OAuth(stale)).unwrap();
+
+    let mut doc = GraphDoc::new("gmail refresh");
+    doc.nodes.push(
+        NodeDoc::new("search", "gmail.search")
+            .with_config(serde_json::json!({"base_url": gmail, "credential": name})),
+    );
+    doc.nodes.push(
+        NodeDoc::new("query", "data.constant")
+            .with_config(serde_json::json!({"value": "subject:pelican"})),
+    );
+    doc.nodes.push(
+        NodeDoc::new("out", "graph.output").with_config(serde_json::json!({"name": "found"})),
+    );
+    doc.edges
+        .push(EdgeDoc::new("query", "value", "search", "query"));
+    doc.edges
+        .push(EdgeDoc::new("search", "messages", "out", "value"));
+    let registry = Arc::new(Registry::builtin());
+    let graph = validate(&doc, registry.as_ref()).unwrap();
+    let secrets = KeychainSecrets::new(store.clone()).keychain_only();
+    let report = Executor::new(registry)
+        .with_secrets(Arc::new(secrets))
+        .run(
+            Arc::new(graph),
+            ValueMap::new(),
+            RunOptions::default(),
+            Arc::new(CollectSink::default()),
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    let found = report.outputs["found"].to_json();
+    assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found[0]["id"], sent_id.as_str(), "{found}");
+    // The new access token is stored with its expiry; Google keeps the refresh token.
+    let StoredSecret::OAuth(now) = store.get(&name).unwrap() else {
+        panic!("the credential changed kind");
+    };
+    assert_eq!(now.access_token, world.google_token);
+    assert_eq!(
+        now.refresh_token.as_deref(),
+        Some(world.google_token.as_str())
+    );
+    assert!(now.expires_at.is_some());
+    store.delete(&name).unwrap();
 }

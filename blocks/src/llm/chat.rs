@@ -9,13 +9,14 @@ use agentloom_core::{
 };
 
 use super::common::{
-    LlmSettings, Meter, PromptTemplate, connection_fields, prompt_inputs, tuning_fields,
+    LlmSettings, Meter, PromptTemplate, connection_fields, prompt_inputs, retry_feedback,
+    tuning_fields,
 };
 use super::provider::complete;
 use super::types::{Message, Role, ToolDef, messages_from_value, tools_from_json};
 use crate::Registry;
 
-const RESERVED: [&str; 4] = ["history", "base_url", "model", "prompt"];
+const RESERVED: [&str; 5] = ["history", "base_url", "model", "prompt", "tools"];
 
 pub(crate) fn register(r: &mut Registry) {
     r.register(Box::new(LlmChat::new()));
@@ -39,7 +40,7 @@ impl LlmChat {
                 "The user message, in Jinja syntax: {{ name }} inserts input `name`, and every variable becomes an input. Empty: the `prompt` input, or just the history.",
             ))
             .field(ConfigField::json("tools", "Tools").help(
-                "Optional tool definitions the model may call: a list of {name, description, parameters (JSON Schema)}; the OpenAI and Anthropic shapes are accepted too. Calls come out on `tool_calls`.",
+                "Optional tool definitions the model may call: a list of {name, description, parameters (JSON Schema)}; the OpenAI and Anthropic shapes are accepted too. Calls come out on `tool_calls`. Tools computed by the graph can arrive on the `tools` input as well.",
             ));
         Self {
             meta: tuning_fields(meta, true),
@@ -59,11 +60,21 @@ impl Block for LlmChat {
             Some(json) => tools_from_json(json).map_err(|e| ConfigError::new("tools", e))?,
             None => Vec::new(),
         };
-        let inputs = prompt_inputs(
+        let mut inputs = prompt_inputs(
             prompt.as_ref(),
             "The user message (config `prompt` is empty).",
             "Earlier messages of the conversation, sent before the prompt.",
             &settings,
+        );
+        let after_history = inputs
+            .iter()
+            .position(|p| p.name == "history")
+            .map_or(inputs.len(), |i| i + 1);
+        inputs.insert(
+            after_history,
+            PortSpec::new("tools", ValueType::Any).optional().describe(
+                "More tool definitions, computed by the graph: a list (or one) of {name, description, parameters}, in the same shapes as config `tools`. Added to those; one with the name of a config tool replaces it.",
+            ),
         );
         let ports = Ports::new(
             inputs,
@@ -125,15 +136,23 @@ impl NodeImpl for ChatNode {
                 "there is nothing to send: the prompt is empty and no history arrived",
             ));
         }
+        let tools = match inputs.take_optional("tools") {
+            Some(value) => merge_tools(&self.tools, &value)?,
+            None => self.tools.clone(),
+        };
         let mut meter = Meter::new(&self.settings, &model)?;
         let mut request = self.settings.request(&model);
+        // The conversation output holds what the graph sent, not a retry's feedback.
+        let mut conversation: Vec<Value> = messages.iter().map(Message::to_value).collect();
         request.messages = messages;
-        request.tools = self.tools.clone();
+        request
+            .messages
+            .extend(retry_feedback(ctx, &endpoint, "Answer again."));
+        request.tools = tools;
         let reply = complete(&endpoint, &request, self.settings.options, ctx, "text").await?;
         meter.record(ctx, &request, &reply);
         let mut answer = Message::new(Role::Assistant, reply.text.clone());
         answer.tool_calls = reply.tool_calls.clone();
-        let mut conversation: Vec<Value> = request.messages.iter().map(Message::to_value).collect();
         conversation.push(answer.to_value());
         Ok(agentloom_core::outputs([
             ("text", Value::Text(reply.text)),
@@ -151,4 +170,28 @@ impl NodeImpl for ChatNode {
             ("usage", meter.to_value()),
         ]))
     }
+}
+
+/// The config's tools with those of the `tools` input added; an input tool with the name of
+/// a config tool replaces it.
+fn merge_tools(configured: &[ToolDef], value: &Value) -> Result<Vec<ToolDef>, BlockError> {
+    let json = match value {
+        // JSON text, e.g. from a template.
+        Value::Text(text) => serde_json::from_str(text).map_err(|e| {
+            BlockError::input(
+                "tools",
+                format!("the text is not JSON tool definitions: {e}"),
+            )
+        })?,
+        other => other.to_json(),
+    };
+    let given = tools_from_json(&json).map_err(|e| BlockError::input("tools", e))?;
+    let mut tools = configured.to_vec();
+    for tool in given {
+        match tools.iter_mut().find(|t| t.name == tool.name) {
+            Some(slot) => *slot = tool,
+            None => tools.push(tool),
+        }
+    }
+    Ok(tools)
 }

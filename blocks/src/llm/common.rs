@@ -12,11 +12,13 @@ use minijinja::{Environment, UndefinedBehavior};
 
 use super::price::{Price, PriceTable};
 use super::provider::{CallOptions, Endpoint, ProviderKind};
-use super::types::{ChatRequest, Reply, estimate_tokens};
+use super::types::{ChatRequest, Message, Reply, Role, estimate_tokens};
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const DEFAULT_MAX_RETRIES: u64 = 2;
 const BACKOFF: Duration = Duration::from_secs(1);
+/// The longest previous error told to the model on a retry, in characters.
+const MAX_FEEDBACK_CHARS: usize = 1500;
 
 /// Adds the fields every LLM block has before its own: provider, model, base URL,
 /// credential and system prompt.
@@ -445,4 +447,32 @@ impl Meter {
             ("estimated".to_owned(), Value::Bool(self.estimated)),
         ]))
     }
+}
+
+/// On a retry of the node by the graph's retry policy: the previous attempt's error as a
+/// user message, "The previous attempt failed: …", followed by `answer_again`, so that the
+/// model can correct what went wrong. Failures in reaching the model or reading its reply
+/// (they name `endpoint`: HTTP statuses, refused connections, streams cut off) say nothing
+/// the model could fix and are not sent. `None` on a first attempt.
+pub(crate) fn retry_feedback(
+    ctx: &dyn RunCtx,
+    endpoint: &Endpoint,
+    answer_again: &str,
+) -> Option<Message> {
+    if ctx.attempt() <= 1 {
+        return None;
+    }
+    let error = ctx.previous_error()?.trim();
+    if error.is_empty() || error.contains(&endpoint.shown()) {
+        return None;
+    }
+    let mut told: String = error.chars().take(MAX_FEEDBACK_CHARS).collect();
+    if told.len() < error.len() {
+        told.push('…');
+    }
+    let told = told.trim_end_matches(['.', ' ']);
+    Some(Message::new(
+        Role::User,
+        format!("The previous attempt failed: {told}. {answer_again}"),
+    ))
 }

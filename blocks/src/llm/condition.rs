@@ -9,7 +9,9 @@ use agentloom_core::{
     NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
-use super::common::{LlmSettings, Meter, PromptTemplate, connection_fields, tuning_fields};
+use super::common::{
+    LlmSettings, Meter, PromptTemplate, connection_fields, retry_feedback, tuning_fields,
+};
 use super::provider::complete;
 use super::types::{Message, Role};
 use crate::Registry;
@@ -47,7 +49,7 @@ impl LlmCondition {
             .field(
                 ConfigField::integer("max_attempts", "Max attempts", Some(1), Some(10))
                     .default_value(serde_json::json!(DEFAULT_MAX_ATTEMPTS))
-                    .help("How many answers to try when the model answers with something that is not a branch name."),
+                    .help("How many answers to try when the model answers with something that is not a branch name. When all fail, the node's retry policy (if any) runs it again, telling the model why."),
             );
         Self {
             meta: tuning_fields(meta, false),
@@ -205,6 +207,11 @@ impl NodeImpl for ConditionNode {
             None => instruction,
         });
         request.messages = vec![Message::new(Role::User, question)];
+        request.messages.extend(retry_feedback(
+            ctx,
+            &endpoint,
+            &format!("Answer with exactly one of: {options}."),
+        ));
         let mut meter = Meter::new(&self.settings, &model)?;
         let mut last_answer = String::new();
         for _ in 0..self.max_attempts {
@@ -227,7 +234,8 @@ impl NodeImpl for ConditionNode {
             last_answer = reply.text;
         }
         let shown: String = last_answer.trim().chars().take(200).collect();
-        Err(BlockError::permanent(format!(
+        // Transient: another answer may name a branch, so the node's retry policy applies.
+        Err(BlockError::transient(format!(
             "the model did not pick one of the branches ({options}) in {} attempt{}; it answered `{shown}`",
             self.max_attempts,
             if self.max_attempts == 1 { "" } else { "s" },

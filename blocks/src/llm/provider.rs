@@ -136,7 +136,9 @@ impl Endpoint {
         }
     }
 
-    fn shown(&self) -> String {
+    /// How messages name this endpoint: `the OpenAI-compatible server at URL`. Every
+    /// failure to reach the model or read its reply contains it.
+    pub(crate) fn shown(&self) -> String {
         format!("{} at {}", self.kind.title(), shown_url(&self.base_url))
     }
 
@@ -156,6 +158,43 @@ impl Endpoint {
                 "{} needs an API key: {err}",
                 self.shown()
             ))),
+        }
+    }
+}
+
+impl Endpoint {
+    /// A new key after `refused` got a 401: the refreshed OAuth token, or `error` when the
+    /// credential cannot be refreshed.
+    fn refreshed_key(
+        &self,
+        ctx: &dyn RunCtx,
+        refused: &Secret,
+        error: BlockError,
+    ) -> Result<Secret, BlockError> {
+        let Some(name) = &self.credential else {
+            return Err(error);
+        };
+        match ctx.refresh_secret(name, refused) {
+            Ok(Some(fresh)) if !fresh.expose().is_empty() => {
+                tracing::info!(
+                    credential = name.as_str(),
+                    "key refused (HTTP 401); trying once more with the refreshed token"
+                );
+                Ok(fresh)
+            }
+            Ok(_) => Err(error),
+            Err(err) => {
+                let why = match err {
+                    SecretError::Unusable { message, .. } => message,
+                    other => other.to_string(),
+                };
+                let mut failed = BlockError::permanent(format!(
+                    "{} refused the token of credential `{name}` (HTTP 401) and getting a new one failed: {why}",
+                    self.shown()
+                ));
+                failed.data = error.data;
+                Err(failed)
+            }
         }
     }
 }
@@ -206,6 +245,8 @@ pub(crate) enum StreamFault {
 struct Failure {
     error: BlockError,
     retry_here: bool,
+    /// HTTP 401: a refreshed credential may cure it.
+    unauthorized: bool,
 }
 
 impl Failure {
@@ -213,6 +254,7 @@ impl Failure {
         Self {
             error,
             retry_here: false,
+            unauthorized: false,
         }
     }
 }
@@ -232,7 +274,8 @@ fn http_client() -> Result<&'static reqwest::Client, BlockError> {
 }
 
 /// One chat call, with the internal retries for 429 and 5xx, stopped by cancellation.
-/// Text is streamed to output `partial_port` while it arrives.
+/// Text is streamed to output `partial_port` while it arrives. A 401 refreshes the
+/// credential once (an OAuth sign-in) and sends the call once more with the new token.
 pub(crate) async fn complete(
     endpoint: &Endpoint,
     request: &ChatRequest,
@@ -240,9 +283,10 @@ pub(crate) async fn complete(
     ctx: &dyn RunCtx,
     partial_port: &str,
 ) -> Result<Reply, BlockError> {
-    let key = endpoint.api_key(ctx)?;
+    let mut key = endpoint.api_key(ctx)?;
     let cancel = ctx.cancel_token();
     let mut retries = 0;
+    let mut refreshed = false;
     loop {
         let attempt = tokio::select! {
             () = cancel.cancelled() => return Err(BlockError::cancelled()),
@@ -250,6 +294,22 @@ pub(crate) async fn complete(
         };
         match attempt {
             Ok(reply) => return Ok(reply),
+            Err(failure) if failure.unauthorized && refreshed => {
+                return Err(BlockError {
+                    message: format!(
+                        "{} It was refreshed once and refused again: sign in again with `agentloom credentials login`.",
+                        failure.error.message
+                    ),
+                    ..failure.error
+                });
+            }
+            Err(failure) if failure.unauthorized => {
+                let Some(refused) = &key else {
+                    return Err(failure.error);
+                };
+                key = Some(endpoint.refreshed_key(ctx, refused, failure.error)?);
+                refreshed = true;
+            }
             Err(failure) if failure.retry_here && retries < options.max_retries => {
                 let wait = failure
                     .error
@@ -706,6 +766,7 @@ fn status_failure(
     Failure {
         error: error.with_data(data),
         retry_here,
+        unauthorized: code == 401,
     }
 }
 

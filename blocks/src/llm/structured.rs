@@ -10,7 +10,8 @@ use agentloom_core::{
 };
 
 use super::common::{
-    LlmSettings, Meter, PromptTemplate, connection_fields, prompt_inputs, tuning_fields,
+    LlmSettings, Meter, PromptTemplate, connection_fields, prompt_inputs, retry_feedback,
+    tuning_fields,
 };
 use super::provider::complete;
 use super::types::{Message, Role, messages_from_value};
@@ -48,7 +49,7 @@ impl LlmStructured {
             .field(
                 ConfigField::integer("max_attempts", "Max attempts", Some(1), Some(10))
                     .default_value(serde_json::json!(DEFAULT_MAX_ATTEMPTS))
-                    .help("How many answers to try: after an answer that does not match, the problems are sent back and the model tries again."),
+                    .help("How many answers to try: after an answer that does not match, the problems are sent back and the model tries again. When all fail, the node's retry policy (if any) runs it again, telling the model why."),
             )
             .field(
                 ConfigField::boolean("native_schema", "Send schema to provider")
@@ -231,6 +232,11 @@ impl NodeImpl for StructuredNode {
             request.json_schema = Some(self.schema.clone());
         }
         request.messages = messages;
+        request.messages.extend(retry_feedback(
+            ctx,
+            &endpoint,
+            "Reply again with only JSON that matches the JSON Schema.",
+        ));
         let mut meter = Meter::new(&self.settings, &model)?;
         let mut last_problem = String::new();
         let mut last_text = String::new();
@@ -264,7 +270,9 @@ impl NodeImpl for StructuredNode {
                 }
             }
         }
-        Err(BlockError::permanent(format!(
+        // Transient: another answer may match, so the node's retry policy applies (and
+        // tells the model these problems).
+        Err(BlockError::transient(format!(
             "the model's answer did not match the schema after {} attempt{}: {last_problem}. Its last answer began: {}",
             self.max_attempts,
             if self.max_attempts == 1 { "" } else { "s" },

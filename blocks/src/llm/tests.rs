@@ -655,7 +655,7 @@ async fn base_url_comes_from_the_input_when_config_is_empty() {
         .iter()
         .map(|p| p.name.as_str())
         .collect();
-    assert_eq!(names, ["text", "history", "base_url"]);
+    assert_eq!(names, ["text", "history", "tools", "base_url"]);
     let node =
         crate::testing::instantiate("llm.chat", json!({"model": "m", "base_url": "http://h/v1"}))
             .unwrap();
@@ -665,7 +665,7 @@ async fn base_url_comes_from_the_input_when_config_is_empty() {
         .iter()
         .map(|p| p.name.as_str())
         .collect();
-    assert_eq!(names, ["prompt", "history"]);
+    assert_eq!(names, ["prompt", "history", "tools"]);
     let out = crate::testing::run_block(
         "llm.chat",
         json!({"model": "m", "prompt": "Summarize {{ text }}", "stream": false}),
@@ -757,4 +757,294 @@ async fn usage_is_estimated_when_the_server_reports_none_and_priced_from_config(
     assert_eq!(usage["output_tokens"], 3);
     assert_eq!(usage["cost_usd"], 10.0);
     assert!((ctx.usage().cost_usd - 10.0).abs() < 1e-9);
+}
+
+/// An OpenAI-compatible server that accepts only `Bearer fresh-token`.
+async fn accepts_only_the_fresh_token(seen: Arc<Seen>) -> String {
+    let handler = move |headers: HeaderMap, axum::Json(body): axum::Json<serde_json::Value>| {
+        let seen = seen.clone();
+        async move {
+            seen.record(&headers, &body);
+            let auth = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if auth == "Bearer fresh-token" {
+                ok_reply("hello with the fresh token")
+            } else {
+                (
+                    StatusCode::UNAUTHORIZED,
+                    axum::Json(json!({"error": {"message": "invalid token"}})),
+                )
+                    .into_response()
+            }
+        }
+    };
+    serve(Router::new().route("/v1/chat/completions", post(handler))).await
+}
+
+#[tokio::test]
+async fn a_401_refreshes_an_oauth_credential_once_and_retries_once() {
+    let seen = Arc::new(Seen::default());
+    let base = accepts_only_the_fresh_token(seen.clone()).await;
+    let config = json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "stream": false, "credential": "idp"});
+    let auth = |i: usize| {
+        seen.headers.lock().unwrap()[i]
+            .get("authorization")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    // A refreshable credential: one refresh, and the call is repeated with the new token.
+    let ctx = TestCtx::new()
+        .with_secret("idp", "stale-token")
+        .with_refresh("idp", "fresh-token");
+    let out = run_block_with(&ctx, "llm.chat", config.clone(), ValueMap::new())
+        .await
+        .unwrap();
+    assert_eq!(text(&out, "text"), "hello with the fresh token");
+    assert_eq!(ctx.refreshes(), vec!["idp".to_owned()]);
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 2);
+    assert_eq!(auth(0), "Bearer stale-token");
+    assert_eq!(auth(1), "Bearer fresh-token");
+    // The next call uses the refreshed token directly.
+    run_block_with(&ctx, "llm.chat", config.clone(), ValueMap::new())
+        .await
+        .unwrap();
+    assert_eq!(ctx.refreshes().len(), 1);
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 3);
+
+    // An API key cannot be refreshed: the 401 is reported after one request.
+    let ctx = TestCtx::new().with_secret("idp", "stale-token");
+    let err = run_block_with(&ctx, "llm.chat", config.clone(), ValueMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("refused the API key (HTTP 401)"),
+        "{}",
+        err.message
+    );
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 4);
+
+    // Refreshed, and refused again: one refresh, two requests, then a clear error.
+    let ctx = TestCtx::new()
+        .with_secret("idp", "stale-token")
+        .with_refresh("idp", "also-refused");
+    let err = run_block_with(&ctx, "llm.chat", config.clone(), ValueMap::new())
+        .await
+        .unwrap_err();
+    assert_eq!(ctx.refreshes().len(), 1);
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 6);
+    assert_eq!(err.class, ErrorClass::Permanent);
+    assert!(
+        err.message.contains("credential `idp`")
+            && err.message.contains("refreshed once and refused again")
+            && err.message.contains("agentloom credentials login"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("stale-token") && !err.message.contains("also-refused"));
+
+    // The refresh itself fails: the error names the credential and passes on what to do.
+    let ctx = TestCtx::new()
+        .with_secret("idp", "stale-token")
+        .with_failing_refresh(
+            "idp",
+            "the provider refused refreshing the token: invalid_grant; sign in again with `agentloom credentials login oidc --issuer https://id.example --name idp --client-id ID`",
+        );
+    let err = run_block_with(&ctx, "llm.chat", config, ValueMap::new())
+        .await
+        .unwrap_err();
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 7);
+    assert!(
+        err.message.contains("refused the token of credential `idp` (HTTP 401) and getting a new one failed: the provider refused refreshing the token: invalid_grant; sign in again with `agentloom credentials login oidc"),
+        "{}",
+        err.message
+    );
+    assert_eq!(err.data.unwrap().to_json()["status"], 401);
+}
+
+#[tokio::test]
+async fn node_retries_tell_the_model_what_failed() {
+    let seen = Arc::new(Seen::default());
+    let base = scripted(seen.clone(), |_, body| {
+        if body["messages"]
+            .to_string()
+            .contains("The previous attempt failed")
+        {
+            ok_reply(r#"{"city": "Oslo"}"#)
+        } else {
+            ok_reply("not json at all")
+        }
+    })
+    .await;
+    let last_message = |i: usize| {
+        seen.bodies.lock().unwrap()[i]["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone()
+    };
+    let structured = json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "Where?", "stream": false,
+        "max_attempts": 1, "schema": {"type": "object", "required": ["city"]}});
+
+    // First attempt: no feedback; the failure is transient so that a retry policy applies.
+    let err = run_block_with(
+        &TestCtx::new(),
+        "llm.structured",
+        structured.clone(),
+        ValueMap::new(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.class, ErrorClass::Transient);
+    assert!(
+        err.message
+            .starts_with("the model's answer did not match the schema"),
+        "{}",
+        err.message
+    );
+    assert_eq!(last_message(0)["content"], "Where?");
+
+    // The node's second attempt: the model is told why the first one failed.
+    let retry = TestCtx::new().with_attempt(2, Some(&err.message));
+    let out = run_block_with(&retry, "llm.structured", structured, ValueMap::new())
+        .await
+        .unwrap();
+    assert_eq!(out["object"].to_json(), json!({"city": "Oslo"}));
+    let told = last_message(1);
+    assert_eq!(told["role"], "user");
+    let told = told["content"].as_str().unwrap();
+    assert!(
+        told.starts_with("The previous attempt failed: the model's answer did not match the schema after 1 attempt: it is not JSON")
+            && told.ends_with("Reply again with only JSON that matches the JSON Schema."),
+        "{told}"
+    );
+
+    // llm.chat: the feedback is sent, but the conversation output holds only what the graph sent.
+    let chat = json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "Weather?", "stream": false});
+    let retry = TestCtx::new().with_attempt(2, Some("timed out after 500 ms"));
+    let out = run_block_with(&retry, "llm.chat", chat.clone(), ValueMap::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        last_message(2)["content"],
+        "The previous attempt failed: timed out after 500 ms. Answer again."
+    );
+    let conversation = out["messages"].to_json();
+    assert_eq!(conversation.as_array().unwrap().len(), 2, "{conversation}");
+    assert_eq!(conversation[0]["content"], "Weather?");
+
+    // A failure in reaching the model is nothing the model can fix: not sent.
+    let unreachable = format!(
+        "the OpenAI-compatible server at {base}/v1 had a server error (HTTP 502 Bad Gateway)"
+    );
+    let retry = TestCtx::new().with_attempt(2, Some(&unreachable));
+    run_block_with(&retry, "llm.chat", chat, ValueMap::new())
+        .await
+        .unwrap();
+    assert_eq!(last_message(3)["content"], "Weather?");
+
+    // llm.condition asks for one of its branches again.
+    let retry = TestCtx::new().with_attempt(2, Some("the model did not pick one of the branches (yes, no) in 1 attempt; it answered `maybe`"));
+    let _ = run_block_with(
+        &retry,
+        "llm.condition",
+        json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "Rain?", "max_attempts": 1}),
+        ValueMap::new(),
+    )
+    .await;
+    let told = last_message(4)["content"].as_str().unwrap().to_owned();
+    assert!(
+        told.contains("it answered `maybe`")
+            && told.ends_with("Answer with exactly one of: yes, no."),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn tools_from_the_input_extend_and_replace_the_configured_ones() {
+    let seen = Arc::new(Seen::default());
+    let base = scripted(seen.clone(), |_, _| ok_reply("ok")).await;
+    let config = json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "stream": false,
+    "tools": [
+        {"name": "search", "description": "Search the web", "parameters": {"type": "object"}},
+        {"name": "lookup", "description": "old lookup", "parameters": {"type": "object"}}
+    ]});
+    let node = crate::testing::instantiate("llm.chat", config.clone()).unwrap();
+    let port = node.ports().input("tools").expect("a tools input");
+    assert!(!port.required);
+    let tool_names = |i: usize| -> Vec<(String, String)> {
+        seen.bodies.lock().unwrap()[i]["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .map(|t| {
+                        (
+                            t["function"]["name"].as_str().unwrap().to_owned(),
+                            t["function"]["description"].as_str().unwrap().to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // In the OpenAI shape, one replacing a configured tool and one new.
+    let computed = Value::from_json(json!([
+        {"type": "function", "function": {"name": "lookup", "description": "new lookup", "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}},
+        {"name": "get_weather", "description": "Weather for a city", "input_schema": {"type": "object"}}
+    ]));
+    run_block_with(
+        &TestCtx::new(),
+        "llm.chat",
+        config.clone(),
+        inputs([("tools", computed)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        tool_names(0),
+        [
+            ("search".to_owned(), "Search the web".to_owned()),
+            ("lookup".to_owned(), "new lookup".to_owned()),
+            ("get_weather".to_owned(), "Weather for a city".to_owned()),
+        ]
+    );
+    // JSON text and a single tool are accepted; with no config tools, only the input's.
+    let only_input =
+        json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "stream": false});
+    run_block_with(
+        &TestCtx::new(),
+        "llm.chat",
+        only_input.clone(),
+        inputs([(
+            "tools",
+            Value::from(r#"{"name": "echo", "description": "Echo"}"#),
+        )]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(tool_names(1), [("echo".to_owned(), "Echo".to_owned())]);
+    // Bad definitions are an input error naming the problem; nothing is sent.
+    let err = run_block_with(
+        &TestCtx::new(),
+        "llm.chat",
+        only_input,
+        inputs([(
+            "tools",
+            Value::from_json(json!([{"description": "no name"}])),
+        )]),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.message.starts_with("input `tools`: tool 0"),
+        "{}",
+        err.message
+    );
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 2);
 }

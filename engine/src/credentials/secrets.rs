@@ -60,7 +60,8 @@ impl KeychainSecrets {
     ) -> Result<Secret, CredentialError> {
         let fresh = block_on(oauth::refresh(tokens))?.map_err(|e| match e {
             CredentialError::OAuth(message) => CredentialError::OAuth(format!(
-                "{message}; sign in again with `agentloom credentials login`"
+                "{message}; sign in again with `{}`",
+                login_command(name, &tokens.provider)
             )),
             other => other,
         })?;
@@ -89,7 +90,10 @@ impl KeychainSecrets {
                     if current.refresh_token.is_none() {
                         return Err(SecretError::Unavailable {
                             detail: format!("the OAuth token of credential `{name}` has expired"),
-                            hint: "sign in again with `agentloom credentials login`".to_owned(),
+                            hint: format!(
+                                "sign in again with `{}`",
+                                login_command(name, &current.provider)
+                            ),
                         });
                     }
                     return self.refresh_and_store(name, &current).map_err(fail);
@@ -104,13 +108,70 @@ impl KeychainSecrets {
 
 impl SecretSource for KeychainSecrets {
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
-        if self.read_env
-            && let Ok(value) = std::env::var(secret_env_var(name))
-            && !value.is_empty()
-        {
-            return Ok(Secret::new(value));
+        if let Some(value) = self.env_secret(name) {
+            return Ok(value);
         }
         self.keychain_secret(name)
+    }
+
+    /// After a 401: refreshes OAuth credential `name` unless another node already did (the
+    /// stored access token is no longer `refused`). API keys and environment variables
+    /// cannot be refreshed (`Ok(None)`).
+    fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
+        if self.env_secret(name).is_some() {
+            return Ok(None);
+        }
+        let _guard = self
+            .refresh_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let fail = |e: CredentialError| e.into_secret_error(name);
+        let tokens = match self.store.get(name).map_err(fail)? {
+            StoredSecret::ApiKey { .. } => return Ok(None),
+            StoredSecret::OAuth(tokens) => tokens,
+        };
+        if tokens.access_token != refused.expose() {
+            tracing::debug!(credential = name, "OAuth token already refreshed");
+            return Ok(Some(Secret::new(tokens.access_token)));
+        }
+        if tokens.refresh_token.is_none() {
+            return Err(SecretError::Unusable {
+                name: name.to_owned(),
+                message: format!(
+                    "the service refused its OAuth access token and there is no refresh token to get a new one; sign in again with `{}`",
+                    login_command(name, &tokens.provider)
+                ),
+            });
+        }
+        self.refresh_and_store(name, &tokens)
+            .map(Some)
+            .map_err(fail)
+    }
+}
+
+impl KeychainSecrets {
+    fn env_secret(&self, name: &str) -> Option<Secret> {
+        if !self.read_env {
+            return None;
+        }
+        std::env::var(secret_env_var(name))
+            .ok()
+            .filter(|value| !value.is_empty())
+            .map(Secret::new)
+    }
+}
+
+/// The command that signs in again for credential `name` of OAuth provider `provider`
+/// (`github`, `google`, or an OpenID issuer URL).
+pub(crate) fn login_command(name: &str, provider: &str) -> String {
+    match provider {
+        "github" | "google" => {
+            format!("agentloom credentials login {provider} --name {name} --client-id ID")
+        }
+        issuer if issuer.starts_with("http://") || issuer.starts_with("https://") => format!(
+            "agentloom credentials login oidc --issuer {issuer} --name {name} --client-id ID"
+        ),
+        _ => format!("agentloom credentials login PROVIDER --name {name} --client-id ID"),
     }
 }
 
@@ -232,5 +293,110 @@ mod tests {
                 .to_string()
                 .contains("cannot be refreshed")
         );
+    }
+
+    #[test]
+    fn refresh_after_a_401_only_where_it_can_help() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let secrets = KeychainSecrets::new(store.clone()).keychain_only();
+        store
+            .put(
+                "unit-key",
+                &StoredSecret::ApiKey {
+                    provider: "x".into(),
+                    key: "k-1".into(),
+                },
+            )
+            .unwrap();
+        // An API key cannot be refreshed: the 401 stands.
+        let refused = Secret::new("k-1");
+        assert!(
+            secrets
+                .refresh_secret("unit-key", &refused)
+                .unwrap()
+                .is_none()
+        );
+
+        let tokens = OAuthTokens {
+            provider: "http://127.0.0.1:9".into(),
+            access_token: "at-current".into(),
+            refresh_token: None,
+            expires_at: Some(unix_now() + 3600),
+            scopes: vec![],
+            client: OAuthClientConfig {
+                client_id: "c".into(),
+                client_secret: None,
+                token_url: "http://127.0.0.1:9/token".into(),
+                revocation_url: None,
+            },
+        };
+        store
+            .put("unit-oauth", &StoredSecret::OAuth(tokens.clone()))
+            .unwrap();
+        // Refreshed by someone else since: the stored token, no refresh (the token URL
+        // leads nowhere, so a refresh would fail).
+        let again = secrets
+            .refresh_secret("unit-oauth", &Secret::new("at-old"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.expose(), "at-current");
+
+        // The current token refused and no refresh token: what to do, naming the credential.
+        let err = secrets
+            .refresh_secret("unit-oauth", &Secret::new("at-current"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("credential `unit-oauth`")
+                && err.contains(
+                    "agentloom credentials login oidc --issuer http://127.0.0.1:9 --name unit-oauth"
+                ),
+            "{err}"
+        );
+        assert!(!err.contains("at-current"), "{err}");
+
+        // A refresh token, but the provider cannot be reached: the same, inside a runtime.
+        store
+            .put(
+                "unit-oauth",
+                &StoredSecret::OAuth(OAuthTokens {
+                    provider: "github".into(),
+                    refresh_token: Some("rt-SECRET".into()),
+                    ..tokens
+                }),
+            )
+            .unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let err = rt
+            .block_on(async { secrets.refresh_secret("unit-oauth", &Secret::new("at-current")) })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("credential `unit-oauth`")
+                && err.contains("agentloom credentials login github --name unit-oauth"),
+            "{err}"
+        );
+        assert!(!err.contains("SECRET"), "{err}");
+        assert!(
+            secrets
+                .refresh_secret("unit-missing", &Secret::new("x"))
+                .unwrap_err()
+                .to_string()
+                .contains("AGENTLOOM_SECRET_UNIT_MISSING")
+        );
+    }
+
+    #[test]
+    fn login_commands_fit_the_provider() {
+        assert_eq!(
+            login_command("gh", "github"),
+            "agentloom credentials login github --name gh --client-id ID"
+        );
+        assert_eq!(
+            login_command("id", "https://id.example.com"),
+            "agentloom credentials login oidc --issuer https://id.example.com --name id --client-id ID"
+        );
+        assert!(login_command("x", "custom").contains("login PROVIDER --name x"));
     }
 }

@@ -66,6 +66,21 @@ CREATE TABLE events (
     PRIMARY KEY (run_id, seq)
 ) STRICT;
 ",
+    // 2: the graph document moves to a table of its own; node rows carry the order of
+    // their start and finish events. SQLite rewrites a whole row on
+    // every update, so a large graph in `runs` made each status update copy it again.
+    r"
+CREATE TABLE run_graphs (
+    run_id          TEXT PRIMARY KEY NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    graph_json      TEXT NOT NULL
+) STRICT;
+INSERT INTO run_graphs (run_id, graph_json) SELECT id, graph_json FROM runs;
+ALTER TABLE runs DROP COLUMN graph_json;
+-- A node's first start and its finish are kept in its row, with their place in the event
+-- order, rather than as event rows of their own (one row a node instead of three).
+ALTER TABLE node_runs ADD COLUMN started_seq INTEGER;
+ALTER TABLE node_runs ADD COLUMN finished_seq INTEGER;
+",
 ];
 
 /// The schema version this build writes.

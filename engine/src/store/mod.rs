@@ -22,6 +22,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use agentloom_core::GraphDoc;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 
 pub use queries::{NodeRow, RunDetail, RunRow};
@@ -158,6 +159,17 @@ impl RunStore {
     /// [`RunRecorder::finish`] once the run has ended.
     pub fn recorder(&self, graph: &GraphDoc) -> Result<RunRecorder, StoreError> {
         let conn = connect(&self.path)?;
+        // Big batches of a large run touch many pages; spilling them mid-transaction and
+        // checkpointing every 1,000 pages cost more than the writes themselves.
+        // Closing the last connection would copy the whole WAL into the file and sync it,
+        // on the path of every short CLI run; the next recorder's checkpoints do it instead.
+        conn.pragma_update(None, "cache_size", -32_768)
+            .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 10_000))
+            .and_then(|()| {
+                conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+                    .map(drop)
+            })
+            .map_err(|source| StoreError::open(&self.path, source))?;
         RunRecorder::start(self.path.clone(), conn, graph)
     }
 

@@ -313,7 +313,8 @@ impl RunStore {
             let found = conn
                 .query_row(
                     &format!(
-                        "SELECT {RUN_COLUMNS}, graph_json, inputs_json, outputs_json, pid FROM runs WHERE id = ?1"
+                        "SELECT {RUN_COLUMNS}, g.graph_json, inputs_json, outputs_json, pid
+                         FROM runs JOIN run_graphs AS g ON g.run_id = runs.id WHERE id = ?1"
                     ),
                     params![id],
                     |row| {
@@ -346,10 +347,11 @@ impl RunStore {
             .map_err(|e| self.damaged(format!("run {id}: the graph is not valid JSON: {e}")))?;
         let inputs = parse_map(self, Some(&inputs_json), || format!("run {id}: inputs"))?;
         let outputs = parse_map(self, Some(&outputs_json), || format!("run {id}: outputs"))?;
-        let nodes = raw_nodes
+        let mut nodes = raw_nodes
             .into_iter()
             .map(|node| node.check(self, &id))
             .collect::<Result<Vec<_>, _>>()?;
+        add_pending_nodes(&graph, &mut nodes);
         Ok(Some(RunDetail {
             run: raw.check(self)?,
             graph,
@@ -361,35 +363,105 @@ impl RunStore {
     }
 
     /// The recorded events of a run (by id or unambiguous prefix) in `seq` order. Streamed
-    /// partial output is not among them (see [`NodeRow::partial`]).
+    /// partial output and `node_queued` are not among them (see [`NodeRow::partial`] and
+    /// [`NodeRow::status`]).
     pub fn events(&self, id_or_prefix: &str) -> Result<Vec<RunEvent>, StoreError> {
         let Some(id) = self.resolve_run_id(id_or_prefix)? else {
             return Ok(Vec::new());
         };
-        let raw: Vec<(i64, i64, String)> = {
+        let (run_started_at, node_rows, raw) = {
             let conn = self.lock();
+            let run_started_at: i64 = conn
+                .query_row(
+                    "SELECT started_at_ms FROM runs WHERE id = ?1",
+                    params![id],
+                    |row| row.get(0),
+                )
+                .map_err(|e| self.read_error(e))?;
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT node_id, inputs_json, outputs_json, attempts, started_at_ms, finished_at_ms,
+                            duration_ms, input_tokens, output_tokens, cost_usd, started_seq, finished_seq
+                     FROM node_runs WHERE run_id = ?1",
+                )
+                .map_err(|e| self.read_error(e))?;
+            let node_rows: Vec<EventNodeRow> = stmt
+                .query_map(params![id], EventNodeRow::from_row)
+                .and_then(Iterator::collect)
+                .map_err(|e| self.read_error(e))?;
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT seq, at_ms, payload_json FROM events WHERE run_id = ?1 ORDER BY seq",
                 )
                 .map_err(|e| self.read_error(e))?;
-            stmt.query_map(params![id], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-            })
-            .and_then(Iterator::collect)
-            .map_err(|e| self.read_error(e))?
-        };
-        raw.into_iter()
-            .map(|(seq, at_ms, payload)| {
-                let kind: EventKind = serde_json::from_str(&payload)
-                    .map_err(|e| self.damaged(format!("run {id}, event {seq}: {e}")))?;
-                Ok(RunEvent {
-                    seq: from_i64(seq),
-                    at_ms: from_i64(at_ms),
-                    kind,
+            let raw: Vec<(i64, i64, String)> = stmt
+                .query_map(params![id], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
                 })
-            })
-            .collect()
+                .and_then(Iterator::collect)
+                .map_err(|e| self.read_error(e))?;
+            (run_started_at, node_rows, raw)
+        };
+        let relative = |at: Option<i64>| from_i64(at.unwrap_or(run_started_at) - run_started_at);
+        let mut inputs_of = BTreeMap::new();
+        let mut events = Vec::with_capacity(raw.len() + 2 * node_rows.len());
+        // A node's first start and its finish live in its row.
+        for row in node_rows {
+            let node = row.node_id;
+            let inputs = parse_map(self, row.inputs_json.as_deref(), || {
+                format!("run {id}, node {node}: inputs")
+            })?;
+            if let Some(seq) = row.started_seq {
+                events.push(RunEvent {
+                    seq: from_i64(seq),
+                    at_ms: relative(row.started_at_ms),
+                    kind: EventKind::NodeStarted {
+                        node: node.clone(),
+                        attempt: 1,
+                        inputs: inputs.clone(),
+                    },
+                });
+            }
+            if let Some(seq) = row.finished_seq {
+                let outputs = parse_map(self, row.outputs_json.as_deref(), || {
+                    format!("run {id}, node {node}: outputs")
+                })?;
+                events.push(RunEvent {
+                    seq: from_i64(seq),
+                    at_ms: relative(row.finished_at_ms),
+                    kind: EventKind::NodeFinished {
+                        node: node.clone(),
+                        outputs,
+                        attempts: row.attempts,
+                        duration_ms: row.duration_ms.map_or(0, from_i64),
+                        usage: Usage {
+                            input_tokens: from_i64(row.input_tokens),
+                            output_tokens: from_i64(row.output_tokens),
+                            cost_usd: row.cost_usd,
+                        },
+                    },
+                });
+            }
+            inputs_of.insert(node, inputs);
+        }
+        for (seq, at_ms, payload) in raw {
+            let mut kind: EventKind = serde_json::from_str(&payload)
+                .map_err(|e| self.damaged(format!("run {id}, event {seq}: {e}")))?;
+            // A retry's inputs are stored once, in the node row.
+            if let EventKind::NodeStarted { node, inputs, .. } = &mut kind
+                && inputs.is_empty()
+                && let Some(stored) = inputs_of.get(node.as_str())
+            {
+                inputs.clone_from(stored);
+            }
+            events.push(RunEvent {
+                seq: from_i64(seq),
+                at_ms: from_i64(at_ms),
+                kind,
+            });
+        }
+        events.sort_by_key(|event| event.seq);
+        Ok(events)
     }
 
     /// Deletes a run (exact id) with its nodes and events. Returns whether it existed.
@@ -402,5 +474,82 @@ impl RunStore {
                 source,
             })?;
         Ok(deleted > 0)
+    }
+}
+
+/// Lists the graph's nodes that have no row (they never started) as pending, keeping the
+/// list sorted by node id.
+fn add_pending_nodes(graph: &serde_json::Value, nodes: &mut Vec<NodeRow>) {
+    let Some(graph_nodes) = graph.get("nodes").and_then(serde_json::Value::as_array) else {
+        return;
+    };
+    let known: std::collections::BTreeSet<String> =
+        nodes.iter().map(|n| n.node_id.clone()).collect();
+    let before = nodes.len();
+    for node in graph_nodes {
+        let Some(node_id) = node.get("id").and_then(serde_json::Value::as_str) else {
+            continue;
+        };
+        if known.contains(node_id) {
+            continue;
+        }
+        nodes.push(NodeRow {
+            node_id: node_id.to_owned(),
+            block: node
+                .get("block")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            status: NodeStatus::Pending,
+            attempts: 0,
+            started_at_ms: None,
+            finished_at_ms: None,
+            duration_ms: None,
+            inputs: ValueMap::new(),
+            outputs: ValueMap::new(),
+            error: None,
+            error_caught: false,
+            skip_reason: None,
+            partial: BTreeMap::new(),
+            usage: Usage::default(),
+        });
+    }
+    if nodes.len() != before {
+        nodes.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+    }
+}
+
+/// What [`RunStore::events`] reads of a node row.
+struct EventNodeRow {
+    node_id: String,
+    inputs_json: Option<String>,
+    outputs_json: Option<String>,
+    attempts: u32,
+    started_at_ms: Option<i64>,
+    finished_at_ms: Option<i64>,
+    duration_ms: Option<i64>,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost_usd: f64,
+    started_seq: Option<i64>,
+    finished_seq: Option<i64>,
+}
+
+impl EventNodeRow {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<EventNodeRow> {
+        Ok(EventNodeRow {
+            node_id: row.get(0)?,
+            inputs_json: row.get(1)?,
+            outputs_json: row.get(2)?,
+            attempts: row.get(3)?,
+            started_at_ms: row.get(4)?,
+            finished_at_ms: row.get(5)?,
+            duration_ms: row.get(6)?,
+            input_tokens: row.get(7)?,
+            output_tokens: row.get(8)?,
+            cost_usd: row.get(9)?,
+            started_seq: row.get(10)?,
+            finished_seq: row.get(11)?,
+        })
     }
 }

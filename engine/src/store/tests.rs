@@ -232,7 +232,7 @@ fn open_creates_the_file_its_folders_and_the_schema() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(tables, ["events", "node_runs", "runs"]);
+    assert_eq!(tables, ["events", "node_runs", "run_graphs", "runs"]);
 }
 
 #[test]
@@ -328,10 +328,16 @@ fn a_recorded_run_reads_back_in_full_and_survives_reopening() {
     assert_eq!(never.attempts, 0);
     assert_eq!(never.started_at_ms, None);
 
-    // Every event but the streamed chunks, identical and in order.
+    // Every event but the streamed chunks and the queued marks, identical (inputs and
+    // outputs put back from the node rows) and in order.
     let expected: Vec<RunEvent> = events
         .iter()
-        .filter(|e| !matches!(e.kind, EventKind::NodePartial { .. }))
+        .filter(|e| {
+            !matches!(
+                e.kind,
+                EventKind::NodePartial { .. } | EventKind::NodeQueued { .. }
+            )
+        })
         .cloned()
         .collect();
     assert_eq!(store.events(run_id).unwrap(), expected);
@@ -466,8 +472,8 @@ fn runs_are_listed_newest_first_and_found_by_unambiguous_prefix() {
     );
     assert_eq!(
         store.events("0193bb").unwrap().len(),
-        13,
-        "15 events less 2 chunks"
+        11,
+        "15 events less 2 chunks and 2 queued marks"
     );
     assert!(store.get_run("0193c").unwrap().is_none());
     assert!(store.get_run("").unwrap().is_none());
@@ -496,6 +502,71 @@ fn runs_are_listed_newest_first_and_found_by_unambiguous_prefix() {
 }
 
 #[test]
+fn a_run_log_of_schema_1_is_upgraded_keeping_its_runs() {
+    let (_dir, path) = temp_db();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        // Schema 1 kept the graph in the `runs` row.
+        let conn = raw(&path);
+        conn.execute_batch(
+            "CREATE TABLE runs (
+                id TEXT PRIMARY KEY NOT NULL, graph_name TEXT NOT NULL, graph_json TEXT NOT NULL,
+                status TEXT NOT NULL, started_at_ms INTEGER NOT NULL, finished_at_ms INTEGER,
+                duration_ms INTEGER, inputs_json TEXT NOT NULL DEFAULT '{}',
+                outputs_json TEXT NOT NULL DEFAULT '{}', error TEXT,
+                input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+                cost_usd REAL NOT NULL DEFAULT 0, node_count INTEGER NOT NULL DEFAULT 0,
+                pid INTEGER, owner TEXT, heartbeat_at_ms INTEGER) STRICT;
+             CREATE INDEX runs_by_start ON runs (started_at_ms DESC, id DESC);
+             CREATE INDEX runs_by_status ON runs (status);
+             CREATE TABLE node_runs (
+                run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE, node_id TEXT NOT NULL,
+                block TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+                started_at_ms INTEGER, finished_at_ms INTEGER, duration_ms INTEGER,
+                inputs_json TEXT, outputs_json TEXT, error TEXT,
+                error_caught INTEGER NOT NULL DEFAULT 0, skip_reason TEXT, partial_json TEXT,
+                input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+                cost_usd REAL NOT NULL DEFAULT 0, PRIMARY KEY (run_id, node_id)) STRICT;
+             CREATE TABLE events (
+                run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE, seq INTEGER NOT NULL,
+                at_ms INTEGER NOT NULL, kind TEXT NOT NULL, node_id TEXT,
+                payload_json TEXT NOT NULL, PRIMARY KEY (run_id, seq)) STRICT;
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, graph_name, graph_json, status, started_at_ms, finished_at_ms,
+                               duration_ms, node_count)
+             VALUES ('0193old1', 'old graph', ?1, 'completed', 1000, 1500, 500, 2)",
+            [graph().to_json_string()],
+        )
+        .unwrap();
+    }
+    let store = RunStore::open(&path).unwrap();
+    let old = store
+        .get_run("0193old1")
+        .unwrap()
+        .expect("the old run is kept");
+    assert_eq!(old.run.graph_name, "old graph");
+    let graph_json: serde_json::Value = serde_json::from_str(&graph().to_json_string()).unwrap();
+    assert_eq!(
+        old.graph, graph_json,
+        "its graph moved to the new table intact"
+    );
+    record(&store, &full_run("0193new1"));
+    let new = store
+        .get_run("0193new1")
+        .unwrap()
+        .expect("a new run is recorded");
+    assert_eq!(new.graph, graph_json);
+    assert!(store.delete_run("0193old1").unwrap());
+    let graphs: i64 = raw(&path)
+        .query_row("SELECT count(*) FROM run_graphs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(graphs, 1, "deleting a run deletes its graph");
+}
+
+#[test]
 fn a_run_log_from_a_newer_build_is_refused() {
     let (_dir, path) = temp_db();
     drop(RunStore::open(&path).unwrap());
@@ -506,7 +577,7 @@ fn a_run_log_from_a_newer_build_is_refused() {
             err,
             StoreError::NewerSchema {
                 found: 5,
-                known: 1,
+                known: 2,
                 ..
             }
         ),
@@ -515,7 +586,7 @@ fn a_run_log_from_a_newer_build_is_refused() {
     let text = err.to_string();
     assert!(text.contains(&path.display().to_string()), "{text}");
     assert!(
-        text.contains("newer Agentloom (schema 5, this build knows 1)"),
+        text.contains("newer Agentloom (schema 5, this build knows 2)"),
         "{text}"
     );
     assert!(text.contains("--db"), "{text}");

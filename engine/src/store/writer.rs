@@ -167,6 +167,10 @@ struct NodeState {
     skip_reason: Option<String>,
     partial: BTreeMap<String, String>,
     usage: Usage,
+    /// The `seq` of the first `node_started` and of `node_finished`, which are stored in
+    /// this row instead of as events.
+    started_seq: Option<u64>,
+    finished_seq: Option<u64>,
 }
 
 impl NodeState {
@@ -185,6 +189,8 @@ impl NodeState {
             skip_reason: None,
             partial: BTreeMap::new(),
             usage: Usage::default(),
+            started_seq: None,
+            finished_seq: None,
         }
     }
 }
@@ -404,7 +410,9 @@ impl Writer {
                 final_usage: None,
                 node_count: *node_count,
                 heartbeat_at_ms: now,
-                dirty_nodes: nodes.keys().cloned().collect(),
+                // Rows are written as nodes change; a node that never started has none
+                // (the reader lists it as pending from the graph).
+                dirty_nodes: BTreeSet::new(),
                 nodes,
                 partial_nodes: BTreeSet::new(),
                 events: vec![event],
@@ -430,6 +438,10 @@ impl Writer {
                 if !state.status.is_final() {
                     state.status = NodeStatus::Queued;
                 }
+                // Not stored as an event: the node row holds it, and `node_started`
+                // follows at once unless the run is stopped.
+                self.mark_pending();
+                return;
             }
             EventKind::NodeStarted {
                 node,
@@ -442,6 +454,11 @@ impl Writer {
                 state.started_at_ms.get_or_insert(at);
                 state.inputs_json = Some(json_text(inputs, "{}"));
                 state.partial.clear();
+                if state.started_seq.is_none() {
+                    state.started_seq = Some(event.seq);
+                    self.mark_pending();
+                    return;
+                }
             }
             EventKind::NodePartial { node, port, chunk } => {
                 let entry = run.nodes.entry(node.clone()).or_insert_with(|| {
@@ -491,7 +508,10 @@ impl Writer {
                 state.error = None;
                 state.usage = *usage;
                 state.partial.clear();
+                state.finished_seq = Some(event.seq);
                 run.dirty = true;
+                self.mark_pending();
+                return;
             }
             EventKind::NodeFailed {
                 node,
@@ -634,12 +654,12 @@ fn write_batch(
         tx.execute("DELETE FROM events WHERE run_id = ?1", params![run.id])?;
         tx.execute("DELETE FROM node_runs WHERE run_id = ?1", params![run.id])?;
         tx.execute(
-            "INSERT INTO runs (id, graph_name, graph_json, status, started_at_ms, finished_at_ms, duration_ms,
+            "INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
                                inputs_json, outputs_json, error, input_tokens, output_tokens, cost_usd,
                                node_count, pid, owner, heartbeat_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
              ON CONFLICT (id) DO UPDATE SET
-                graph_name = excluded.graph_name, graph_json = excluded.graph_json, status = excluded.status,
+                graph_name = excluded.graph_name, status = excluded.status,
                 started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
                 duration_ms = excluded.duration_ms, inputs_json = excluded.inputs_json,
                 outputs_json = excluded.outputs_json, error = excluded.error,
@@ -649,7 +669,6 @@ fn write_batch(
             params![
                 run.id,
                 run.graph_name,
-                graph_json,
                 run.status.as_str(),
                 to_i64(run.started_at_ms),
                 run.finished_at_ms.map(to_i64),
@@ -666,13 +685,20 @@ fn write_batch(
                 to_i64(run.heartbeat_at_ms),
             ],
         )?;
+        tx.execute(
+            "INSERT INTO run_graphs (run_id, graph_json) VALUES (?1, ?2)
+             ON CONFLICT (run_id) DO UPDATE SET graph_json = excluded.graph_json",
+            params![run.id, graph_json],
+        )?;
     }
     {
         let mut upsert = tx.prepare_cached(
             "INSERT INTO node_runs (run_id, node_id, block, status, attempts, started_at_ms, finished_at_ms,
                                     duration_ms, inputs_json, outputs_json, error, error_caught, skip_reason,
-                                    partial_json, input_tokens, output_tokens, cost_usd)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                                    partial_json, input_tokens, output_tokens, cost_usd, started_seq,
+                                    finished_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+                     ?19)
              ON CONFLICT (run_id, node_id) DO UPDATE SET
                 block = excluded.block, status = excluded.status, attempts = excluded.attempts,
                 started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
@@ -680,7 +706,8 @@ fn write_batch(
                 outputs_json = excluded.outputs_json, error = excluded.error,
                 error_caught = excluded.error_caught, skip_reason = excluded.skip_reason,
                 partial_json = excluded.partial_json, input_tokens = excluded.input_tokens,
-                output_tokens = excluded.output_tokens, cost_usd = excluded.cost_usd",
+                output_tokens = excluded.output_tokens, cost_usd = excluded.cost_usd,
+                started_seq = excluded.started_seq, finished_seq = excluded.finished_seq",
         )?;
         let partial_ids = if with_partials {
             Some(&run.partial_nodes)
@@ -714,12 +741,16 @@ fn write_batch(
                 to_i64(node.usage.input_tokens),
                 to_i64(node.usage.output_tokens),
                 node.usage.cost_usd,
+                node.started_seq.map(to_i64),
+                node.finished_seq.map(to_i64),
             ])?;
         }
     }
     {
+        // Plain INSERT: a rerun under the same id deleted its old events, and a failed batch
+        // was rolled back whole.
         let mut insert = tx.prepare_cached(
-            "INSERT OR REPLACE INTO events (run_id, seq, at_ms, kind, node_id, payload_json)
+            "INSERT INTO events (run_id, seq, at_ms, kind, node_id, payload_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
         for event in &run.events {
@@ -729,11 +760,31 @@ fn write_batch(
                 to_i64(event.at_ms),
                 event.kind.name(),
                 event.kind.node(),
-                json_text(&event.kind, "null"),
+                stored_payload(&event.kind),
             ])?;
         }
     }
     tx.commit()
+}
+
+/// The `payload_json` of an event. A retried node's inputs are in its row already, so
+/// `node_started` leaves them out (the reader puts them back).
+fn stored_payload(kind: &EventKind) -> String {
+    #[derive(Serialize)]
+    #[serde(tag = "event", rename_all = "snake_case")]
+    enum Slim<'a> {
+        NodeStarted { node: &'a str, attempt: u32 },
+    }
+    match kind {
+        EventKind::NodeStarted { node, attempt, .. } => json_text(
+            &Slim::NodeStarted {
+                node,
+                attempt: *attempt,
+            },
+            "null",
+        ),
+        other => json_text(other, "null"),
+    }
 }
 
 /// JSON text of plain data (serializing it cannot fail; `fallback` keeps the row valid).

@@ -346,6 +346,14 @@ fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
 }
 
 fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
+    let started = std::time::Instant::now();
+    let phase = |name: &str| {
+        tracing::debug!(
+            phase = name,
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "run command"
+        )
+    };
     let registry = Arc::new(Registry::builtin());
     let graph = match load_and_validate(&args.graph, registry.as_ref()) {
         Ok(graph) => graph,
@@ -374,6 +382,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         return Ok(EXIT_INVALID);
     }
 
+    phase("graph loaded and validated");
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
     let recorder = if args.no_log {
         None
@@ -415,6 +424,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         concurrency: args.concurrency,
         ..RunOptions::default()
     };
+    phase("run log and runtime ready");
     let report = runtime.block_on(async {
         let ctrl_c = cancel.clone();
         tokio::spawn(async move {
@@ -432,12 +442,14 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             )
             .await
     });
+    phase("graph ran");
     progress.finish();
     if let Some(recorder) = recorder
         && let Err(err) = recorder.finish()
     {
         eprintln!("warning: the run log may be incomplete: {err}");
     }
+    phase("run log written");
 
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -456,6 +468,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         };
         eprintln!("run {} {summary}", report.run_id);
     }
+    phase("result printed");
     Ok(if report.status == RunStatus::Completed {
         0
     } else {
