@@ -77,7 +77,8 @@ pub struct OutputFanout {
 #[derive(Clone)]
 pub struct ValidNode {
     pub id: String,
-    pub meta: BlockMeta,
+    /// Shared by every node of the same kind.
+    pub meta: Arc<BlockMeta>,
     pub node: Arc<dyn NodeImpl>,
     pub credential: Option<String>,
     pub timeout: Option<Duration>,
@@ -137,6 +138,14 @@ pub fn instantiate_node(
     node: &NodeDoc,
     catalog: &dyn BlockCatalog,
 ) -> Result<(BlockMeta, Arc<dyn NodeImpl>), Problem> {
+    instantiate(index, node, catalog).map(|(block, imp)| (block.meta().clone(), imp))
+}
+
+fn instantiate<'c>(
+    index: usize,
+    node: &NodeDoc,
+    catalog: &'c dyn BlockCatalog,
+) -> Result<(&'c dyn Block, Arc<dyn NodeImpl>), Problem> {
     let Some(block) = catalog.block(&node.block) else {
         return Err(Problem {
             kind: ProblemKind::UnknownBlock,
@@ -150,7 +159,7 @@ pub fn instantiate_node(
         });
     };
     match block.instantiate(&node.config) {
-        Ok(imp) => Ok((block.meta().clone(), imp)),
+        Ok(imp) => Ok((block, imp)),
         Err(err) => Err(Problem {
             kind: ProblemKind::BadConfig,
             node: Some(node.id.clone()),
@@ -181,11 +190,18 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
         }
     }
 
-    let mut instances: Vec<Option<(BlockMeta, Arc<dyn NodeImpl>)>> =
+    let mut instances: Vec<Option<(Arc<BlockMeta>, Arc<dyn NodeImpl>)>> =
         Vec::with_capacity(doc.nodes.len());
+    let mut metas: HashMap<&str, Arc<BlockMeta>> = HashMap::new();
     for (i, node) in doc.nodes.iter().enumerate() {
-        match instantiate_node(i, node, catalog) {
-            Ok(pair) => instances.push(Some(pair)),
+        match instantiate(i, node, catalog) {
+            Ok((block, imp)) => {
+                let meta = metas
+                    .entry(node.block.as_str())
+                    .or_insert_with(|| Arc::new(block.meta().clone()))
+                    .clone();
+                instances.push(Some((meta, imp)));
+            }
             Err(problem) => {
                 problems.push(problem);
                 instances.push(None);
@@ -395,7 +411,7 @@ fn unknown_port(
 
 fn check_interface_names(
     doc: &GraphDoc,
-    instances: &[Option<(BlockMeta, Arc<dyn NodeImpl>)>],
+    instances: &[Option<(Arc<BlockMeta>, Arc<dyn NodeImpl>)>],
     problems: &mut Vec<Problem>,
 ) {
     let mut seen: HashMap<(bool, String), &str> = HashMap::new();

@@ -279,7 +279,9 @@ impl Writer {
         Self {
             path,
             conn,
-            graph_json: graph.to_json_string(),
+            // Compact and as given: the canonical form (a sorted copy, pretty-printed) costs
+            // several times more for a large graph, and readers parse it either way.
+            graph_json: serde_json::to_string(graph).unwrap_or_else(|_| "{}".to_owned()),
             blocks: graph
                 .nodes
                 .iter()
