@@ -141,6 +141,9 @@ pub fn instantiate_node(
     instantiate(index, node, catalog).map(|(block, imp)| (block.meta().clone(), imp))
 }
 
+/// A node's block metadata (shared per kind) and its instance.
+type Instance = (Arc<BlockMeta>, Arc<dyn NodeImpl>);
+
 fn instantiate<'c>(
     index: usize,
     node: &NodeDoc,
@@ -190,7 +193,7 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
         }
     }
 
-    let mut instances: Vec<Option<(Arc<BlockMeta>, Arc<dyn NodeImpl>)>> =
+    let mut instances: Vec<Option<Instance>> =
         Vec::with_capacity(doc.nodes.len());
     let mut metas: HashMap<&str, Arc<BlockMeta>> = HashMap::new();
     for (i, node) in doc.nodes.iter().enumerate() {
@@ -411,7 +414,7 @@ fn unknown_port(
 
 fn check_interface_names(
     doc: &GraphDoc,
-    instances: &[Option<(Arc<BlockMeta>, Arc<dyn NodeImpl>)>],
+    instances: &[Option<Instance>],
     problems: &mut Vec<Problem>,
 ) {
     let mut seen: HashMap<(bool, String), &str> = HashMap::new();
