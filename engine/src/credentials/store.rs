@@ -245,7 +245,33 @@ fn platform_backend() -> Result<Arc<keyring_core::CredentialStore>, CredentialEr
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+/// The login keychain.
+#[cfg(target_os = "macos")]
+fn platform_backend() -> Result<Arc<keyring_core::CredentialStore>, CredentialError> {
+    match apple_native_keyring_store::keychain::Store::new() {
+        Ok(store) => Ok(store),
+        Err(e) => Err(native_unavailable(&e, "the macOS login keychain")),
+    }
+}
+
+/// The Windows Credential Manager.
+#[cfg(target_os = "windows")]
+fn platform_backend() -> Result<Arc<keyring_core::CredentialStore>, CredentialError> {
+    match windows_native_keyring_store::Store::new() {
+        Ok(store) => Ok(store),
+        Err(e) => Err(native_unavailable(&e, "the Windows Credential Manager")),
+    }
+}
+
+#[cfg(any(target_os = "macos", target_os = "windows"))]
+fn native_unavailable(err: &keyring_core::Error, what: &str) -> CredentialError {
+    CredentialError::Unavailable {
+        detail: error_chain(err),
+        hint: format!("check that {what} can be used by this user, {ENV_HINT}"),
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "windows")))]
 fn platform_backend() -> Result<Arc<keyring_core::CredentialStore>, CredentialError> {
     Err(CredentialError::Unavailable {
         detail: "this build has no keychain support for this operating system".to_owned(),
