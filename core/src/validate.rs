@@ -193,8 +193,7 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
         }
     }
 
-    let mut instances: Vec<Option<Instance>> =
-        Vec::with_capacity(doc.nodes.len());
+    let mut instances: Vec<Option<Instance>> = Vec::with_capacity(doc.nodes.len());
     let mut metas: HashMap<&str, Arc<BlockMeta>> = HashMap::new();
     for (i, node) in doc.nodes.iter().enumerate() {
         match instantiate(i, node, catalog) {

@@ -16,6 +16,7 @@ fn paths(dir: &tempfile::TempDir) -> AppPaths {
         run_log: Some(dir.path().join("runs.sqlite3")),
         data_dir: None,
         workspace: Some(dir.path().to_owned()),
+        credentials_dir: None,
     }
 }
 

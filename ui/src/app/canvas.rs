@@ -1,8 +1,14 @@
 //! The node-graph canvas: the egui-snarl viewer for [`CanvasNode`]s.
 //!
 //! Pins come from each block's declared ports; `connect` asks the engine's compatibility
-//! function. Level of detail: when zoomed out, or for nodes outside the view, pin labels
-//! and node bodies are not laid out and wires are straight lines.
+//! function.
+//!
+//! Level of detail keeps a frame cheap with thousands of blocks: egui-snarl lays out every
+//! node every frame and looks up the wires of every pin it shows, so the viewer shows as
+//! little as it can. Nodes outside the view, and every node when zoomed far out, are plain
+//! boxes the size they had when last laid out, without pins; the canvas draws their wires
+//! itself from the pin positions remembered then. Zoomed out a little, nodes keep their pins
+//! but drop pin labels and bodies, and wires are straight.
 
 use std::collections::HashMap;
 
@@ -10,8 +16,9 @@ use agentloom_core::RunSettings;
 use agentloom_core::{BlockCatalog, ERROR_PORT, GraphDoc, PortSpec, Value, compatibility};
 use agentloom_engine::NodeStatus;
 use egui::emath::TSTransform;
-use egui::{Pos2, Rect, RichText, Ui};
-use egui_snarl::ui::{AnyPins, PinInfo, SnarlViewer, WireStyle};
+use egui::epaint::{CubicBezierShape, MarginF32};
+use egui::{Color32, Id, IdMap, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui, Vec2};
+use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewer, WireStyle};
 use egui_snarl::{InPin, InPinId, NodeId, OutPin, OutPinId, Snarl};
 
 use super::Command;
@@ -19,6 +26,68 @@ use super::document::{CanvasNode, check_wire, to_doc};
 use super::palette::PaletteEntry;
 use super::run::RunView;
 use super::theme;
+
+/// How much of a node is drawn this frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Lod {
+    /// Pin labels, body, curved wires.
+    #[default]
+    Full,
+    /// Pins without labels, no body, straight wires (zoomed out a little).
+    Pins,
+    /// A plain box the size the node had when last laid out, without pins; its wires are
+    /// drawn by the canvas (the node is off screen, or the view is zoomed far out).
+    Box,
+}
+
+/// Where a node's frame and pins were when it was last laid out with its pins, relative to
+/// the node's position.
+#[derive(Clone, Debug)]
+struct Geometry {
+    /// The document id of the node it belongs to (snarl reuses ids of deleted nodes).
+    owner: Id,
+    laid_out: bool,
+    /// The node's frame.
+    rect: Rect,
+    /// Pin centres' y, in pin order.
+    inputs: Vec<f32>,
+    outputs: Vec<f32>,
+}
+
+impl Default for Geometry {
+    fn default() -> Self {
+        Geometry {
+            owner: Id::NULL,
+            laid_out: false,
+            rect: Rect::NOTHING,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+}
+
+impl Geometry {
+    fn rect(&self) -> Rect {
+        if self.laid_out {
+            self.rect
+        } else {
+            Rect::from_min_size(Pos2::ZERO, theme::NODE_SIZE_GUESS)
+        }
+    }
+
+    /// A pin's centre relative to the node's position.
+    fn pin(&self, output: bool, index: usize) -> Pos2 {
+        let rect = self.rect();
+        let x = if output { rect.right() } else { rect.left() };
+        let ys = if output { &self.outputs } else { &self.inputs };
+        #[allow(clippy::cast_precision_loss, reason = "pin index")]
+        let y = match ys.get(index) {
+            Some(y) if self.laid_out => *y,
+            _ => theme::NODE_HEADER_GUESS + (index as f32 + 0.5) * theme::PIN_ROW_GUESS,
+        };
+        Pos2::new(x, y)
+    }
+}
 
 /// The canvas's view state that lives across frames.
 pub struct CanvasState {
@@ -30,6 +99,24 @@ pub struct CanvasState {
     pub node_rects: HashMap<NodeId, Rect>,
     /// The canvas rectangle on screen.
     pub screen_rect: Rect,
+    /// Where the pointer opened the canvas or dropped-wire menu, in graph coordinates: new
+    /// blocks go there (snarl's own menu position moves when a long menu is pushed on screen).
+    pub menu_origin: Option<Pos2>,
+    /// Level of detail for the zoom of this frame (nodes off screen are boxes whatever it is).
+    zoom_lod: Lod,
+    /// Each node's level of detail this frame, by `NodeId`.
+    lods: Vec<Lod>,
+    /// The same by document id, for viewer calls that get only the node's data.
+    lods_by_doc: IdMap<Lod>,
+    /// Each node's last laid-out geometry, by `NodeId`.
+    geometry: Vec<Geometry>,
+    /// A laid-out geometry per block kind, the guess for nodes of that kind not laid out yet.
+    kind_geometry: IdMap<Geometry>,
+    /// The dropped-wire menu was open last frame (its wire's pins must stay laid out).
+    wire_menu_open: bool,
+    /// Margins of the node and header frames, as snarl applies them.
+    node_margin: MarginF32,
+    header_margin: MarginF32,
 }
 
 impl Default for CanvasState {
@@ -39,6 +126,15 @@ impl Default for CanvasState {
             set_transform: None,
             node_rects: HashMap::new(),
             screen_rect: Rect::ZERO,
+            menu_origin: None,
+            zoom_lod: Lod::Full,
+            lods: Vec::new(),
+            lods_by_doc: IdMap::default(),
+            geometry: Vec::new(),
+            kind_geometry: IdMap::default(),
+            wire_menu_open: false,
+            node_margin: MarginF32::ZERO,
+            header_margin: MarginF32::ZERO,
         }
     }
 }
@@ -82,6 +178,87 @@ impl CanvasState {
     pub fn to_graph(&self, pos: Pos2) -> Pos2 {
         self.transform.inverse() * pos
     }
+
+    /// Decides each node's level of detail for this frame, from the zoom and where the node
+    /// was when last laid out. True when a node on screen gets its pins back: snarl lays it
+    /// out from the box's size this frame, so the frame is better discarded.
+    fn plan_lod(&mut self, snarl: &Snarl<CanvasNode>, keep_pins: bool) -> bool {
+        let scale = self.transform.scaling;
+        self.zoom_lod = if scale >= theme::LOD_SCALE {
+            Lod::Full
+        } else if scale >= theme::PIN_SCALE {
+            Lod::Pins
+        } else {
+            Lod::Box
+        };
+        let screen = self.viewport();
+        let view = screen.expand(theme::LOD_MARGIN);
+        let mut unboxed_on_screen = false;
+        self.lods_by_doc.clear();
+        for (id, pos, node) in snarl.nodes_pos_ids() {
+            if self.lods.len() <= id.0 {
+                self.lods.resize(id.0 + 1, Lod::Box);
+                self.geometry.resize_with(id.0 + 1, Geometry::default);
+            }
+            let owner = Id::new(node.doc.id.as_str());
+            let geometry = &mut self.geometry[id.0];
+            if geometry.owner != owner {
+                *geometry = Geometry {
+                    owner,
+                    ..Geometry::default()
+                };
+            }
+            if !geometry.laid_out
+                && let Some(kind) = self.kind_geometry.get(&Id::new(node.doc.block.as_str()))
+            {
+                // Not laid out yet: a node of the same kind is the best guess.
+                *geometry = Geometry {
+                    owner,
+                    ..kind.clone()
+                };
+            }
+            let rect = geometry.rect().translate(pos.to_vec2());
+            let mut lod = if rect.intersects(view) {
+                self.zoom_lod
+            } else {
+                Lod::Box
+            };
+            // While a wire is being dragged (or its drop menu is open) snarl needs the pins
+            // it started from: never take pins away then.
+            if keep_pins && lod == Lod::Box && self.lods[id.0] != Lod::Box {
+                lod = Lod::Pins;
+            }
+            unboxed_on_screen |=
+                self.lods[id.0] == Lod::Box && lod != Lod::Box && rect.intersects(screen);
+            self.lods[id.0] = lod;
+            self.lods_by_doc.insert(owner, lod);
+        }
+        unboxed_on_screen
+    }
+
+    fn lod(&self, node: NodeId) -> Lod {
+        self.lods.get(node.0).copied().unwrap_or_default()
+    }
+
+    fn lod_of(&self, node: &CanvasNode) -> Lod {
+        self.lods_by_doc
+            .get(&Id::new(node.doc.id.as_str()))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn geometry_mut(&mut self, node: NodeId) -> Option<&mut Geometry> {
+        self.geometry.get_mut(node.0)
+    }
+
+    /// A pin's position in graph coordinates, as last laid out (or guessed).
+    fn pin_pos(&self, node: NodeId, pos: Pos2, output: bool, index: usize) -> Pos2 {
+        let relative = self.geometry.get(node.0).map_or_else(
+            || Geometry::default().pin(output, index),
+            |g| g.pin(output, index),
+        );
+        pos + relative.to_vec2()
+    }
 }
 
 /// The viewer for one frame.
@@ -100,9 +277,6 @@ pub struct Viewer<'a> {
     pub doc_description: &'a str,
     pub doc_settings: &'a RunSettings,
     pub commands: &'a mut Vec<Command>,
-    /// Detail drawn this frame: false when zoomed out.
-    detailed: bool,
-    viewport: Rect,
 }
 
 impl<'a> Viewer<'a> {
@@ -133,8 +307,6 @@ impl<'a> Viewer<'a> {
             doc_description: doc_meta.1,
             doc_settings: doc_meta.2,
             commands,
-            detailed: true,
-            viewport: Rect::EVERYTHING,
         }
     }
 
@@ -151,20 +323,11 @@ impl<'a> Viewer<'a> {
 
     /// Whether a node is drawn in full this frame.
     fn node_detailed(&self, node: NodeId) -> bool {
-        self.detailed
-            && self
-                .state
-                .node_rects
-                .get(&node)
-                .is_none_or(|rect| rect.intersects(self.viewport))
+        self.state.lod(node) == Lod::Full
     }
 
     fn pin_info(&self, port: &PortSpec, connected: bool) -> PinInfo {
-        let color = if port.name == ERROR_PORT {
-            theme::error_pin_color()
-        } else {
-            theme::type_color(&port.ty)
-        };
+        let color = port_color(port);
         let fill = if connected {
             color
         } else {
@@ -175,12 +338,98 @@ impl<'a> Viewer<'a> {
             .with_fill(fill)
             .with_wire_color(color)
             .with_stroke(egui::Stroke::new(1.0, color));
-        info = info.with_wire_style(if self.detailed {
+        info = info.with_wire_style(if self.state.zoom_lod == Lod::Full {
             WireStyle::Bezier3
         } else {
             WireStyle::Line
         });
         info
+    }
+
+    /// Remembers where a pin is drawn, for the wires the canvas draws when its node is a
+    /// plain box.
+    fn remember_pin(
+        &mut self,
+        node: NodeId,
+        output: bool,
+        index: usize,
+        ui: &Ui,
+        snarl: &Snarl<CanvasNode>,
+    ) {
+        let Some(pos) = snarl.get_node_info(node).map(|n| n.pos) else {
+            return;
+        };
+        let Some(geometry) = self.state.geometry_mut(node) else {
+            return;
+        };
+        let ys = if output {
+            &mut geometry.outputs
+        } else {
+            &mut geometry.inputs
+        };
+        if ys.len() <= index {
+            ys.resize(index + 1, 0.0);
+        }
+        ys[index] = ui.max_rect().center().y - pos.y;
+    }
+
+    /// The header of a node drawn as a plain box: no widgets, just the space the whole node
+    /// had when last laid out, and its name when there is room to read it.
+    fn box_header_ui(&self, node: NodeId, ui: &mut Ui, snarl: &Snarl<CanvasNode>) {
+        let Some(info) = snarl.get_node_info(node) else {
+            return;
+        };
+        let rect = self
+            .state
+            .geometry
+            .get(node.0)
+            .map_or_else(|| Geometry::default().rect(), Geometry::rect)
+            .translate(info.pos.to_vec2());
+        if info.open {
+            // Snarl adds the frame margin around the header, and the header's bottom margin
+            // and one item spacing below it.
+            let (node_margin, header_margin) = (self.state.node_margin, self.state.header_margin);
+            let max = Pos2::new(
+                rect.max.x - node_margin.right,
+                rect.max.y
+                    - node_margin.bottom
+                    - header_margin.bottom
+                    - ui.spacing().item_spacing.y,
+            );
+            let min = ui.min_rect().min;
+            if max.x > min.x && max.y > min.y {
+                ui.expand_to_include_rect(Rect::from_min_max(min, max));
+            }
+        }
+        let scale = self.state.transform.scaling;
+        if scale >= theme::BOX_TITLE_SCALE && ui.is_rect_visible(rect) {
+            let size = (theme::BOX_TITLE_POINTS / scale).min(theme::BOX_TITLE_MAX_SIZE);
+            ui.painter().with_clip_rect(rect).text(
+                ui.min_rect().min,
+                egui::Align2::LEFT_TOP,
+                info.value.display_name(),
+                egui::FontId::proportional(size),
+                theme::TEXT,
+            );
+        }
+    }
+
+    /// The colour that marks a node's state (its border, or a plain box's fill): inspected,
+    /// failed or invalid, or its run status; `None` for a node with nothing to show.
+    fn state_color(&self, node: NodeId, snarl: &Snarl<CanvasNode>) -> Option<Color32> {
+        let canvas = snarl.get_node(node)?;
+        let status = self.run.node(&canvas.doc.id).and_then(|r| r.status);
+        let has_problem =
+            canvas.config_problem.is_some() || self.problems.contains_key(&canvas.doc.id);
+        if Some(node) == self.inspected {
+            Some(theme::ACCENT)
+        } else if matches!(status, Some(NodeStatus::Failed)) || has_problem {
+            Some(theme::ERROR)
+        } else {
+            status
+                .filter(|s| *s != NodeStatus::Pending)
+                .map(theme::status_color)
+        }
     }
 
     /// Adds block `kind` at `pos` wired to the dropped pins; used by the dropped-wire menu.
@@ -257,6 +506,92 @@ fn value_preview(value: &Value) -> String {
     value.preview(theme::NODE_PREVIEW_CHARS)
 }
 
+/// A pin's colour, also its wire's.
+fn port_color(port: &PortSpec) -> Color32 {
+    if port.name == ERROR_PORT {
+        theme::error_pin_color()
+    } else {
+        theme::type_color(&port.ty)
+    }
+}
+
+/// A wire's colour: halfway between its two pins' colours, as snarl mixes them.
+fn mix(a: Color32, b: Color32) -> Color32 {
+    Color32::from_rgba_premultiplied(
+        a.r().midpoint(b.r()),
+        a.g().midpoint(b.g()),
+        a.b().midpoint(b.b()),
+        a.a().midpoint(b.a()),
+    )
+}
+
+/// The port's hover text: name, type and description.
+fn port_hover_ui(ui: &mut Ui, port: &PortSpec) {
+    ui.label(format!("{}: {}", port.name, port.ty));
+    if !port.description.is_empty() {
+        ui.label(&port.description);
+    }
+}
+
+/// The wires snarl does not draw because one of their ends is a plain box without
+/// pins: straight lines, or when at 1:1 detail curves shaped like snarl's `Bezier3`.
+fn box_wire_shapes(state: &CanvasState, snarl: &Snarl<CanvasNode>, viewport: Rect) -> Vec<Shape> {
+    let scale = state.transform.scaling.max(f32::EPSILON);
+    let width = theme::WIRE_WIDTH.max(theme::MIN_WIRE_WIDTH_ON_SCREEN / scale);
+    let curved = state.zoom_lod == Lod::Full;
+    // Snarl's default wire frame: three pin sizes, shrunk for short wires.
+    let frame = 3.0 * theme::PIN_SIZE;
+    let mut shapes = Vec::new();
+    for (out, inp) in snarl.wires() {
+        if state.lod(out.node) != Lod::Box && state.lod(inp.node) != Lod::Box {
+            continue;
+        }
+        let (Some(from_node), Some(to_node)) =
+            (snarl.get_node_info(out.node), snarl.get_node_info(inp.node))
+        else {
+            continue;
+        };
+        let from = state.pin_pos(out.node, from_node.pos, true, out.output);
+        let to = state.pin_pos(inp.node, to_node.pos, false, inp.input);
+        let bend = if curved {
+            frame.min((to - from).length() / 6.0)
+        } else {
+            0.0
+        };
+        if !Rect::from_two_pos(from, to)
+            .expand(bend + width)
+            .intersects(viewport)
+        {
+            continue;
+        }
+        let color = match (
+            from_node.value.outputs.get(out.output),
+            to_node.value.inputs.get(inp.input),
+        ) {
+            (Some(a), Some(b)) => mix(port_color(a), port_color(b)),
+            (Some(p), None) | (None, Some(p)) => port_color(p),
+            (None, None) => theme::TEXT_WEAK,
+        };
+        let stroke = Stroke::new(width, color);
+        if curved {
+            shapes.push(Shape::CubicBezier(CubicBezierShape::from_points_stroke(
+                [
+                    from,
+                    from + Vec2::new(bend, 0.0),
+                    to - Vec2::new(bend, 0.0),
+                    to,
+                ],
+                false,
+                Color32::TRANSPARENT,
+                stroke,
+            )));
+        } else {
+            shapes.push(Shape::line_segment([from, to], stroke));
+        }
+    }
+    shapes
+}
+
 impl SnarlViewer<CanvasNode> for Viewer<'_> {
     fn title(&mut self, node: &CanvasNode) -> String {
         node.display_name().to_owned()
@@ -267,8 +602,33 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             *to_global = t;
         }
         self.state.transform = *to_global;
-        self.detailed = to_global.scaling >= theme::LOD_SCALE;
-        self.viewport = self.state.viewport();
+    }
+
+    /// Called once per frame before any node is drawn: plans the level of detail, draws the
+    /// background and the wires of nodes drawn as plain boxes.
+    fn draw_background(
+        &mut self,
+        background: Option<&BackgroundPattern>,
+        viewport: &Rect,
+        snarl_style: &SnarlStyle,
+        style: &Style,
+        painter: &Painter,
+        snarl: &Snarl<CanvasNode>,
+    ) {
+        let keep_pins = self.state.wire_menu_open
+            || painter
+                .ctx()
+                .input(|i| i.pointer.any_down() || i.pointer.any_released());
+        self.state.wire_menu_open = false;
+        if self.state.plan_lod(snarl, keep_pins) {
+            painter
+                .ctx()
+                .request_discard("nodes on screen got their pins back");
+        }
+        if let Some(background) = background {
+            background.draw(viewport, snarl_style, style, painter);
+        }
+        painter.add(Shape::Vec(box_wire_shapes(self.state, snarl, *viewport)));
     }
 
     fn node_frame(
@@ -279,22 +639,49 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         _outputs: &[OutPin],
         snarl: &Snarl<CanvasNode>,
     ) -> egui::Frame {
-        let Some(canvas) = snarl.get_node(node) else {
+        self.state.node_margin = default.total_margin();
+        if self.state.lod(node) == Lod::Box {
+            // A plain box is its header, coloured by state; the frame paints nothing but
+            // keeps the margins (the border's width goes to the inner margin).
+            #[allow(
+                clippy::cast_possible_truncation,
+                reason = "a border is a few points wide"
+            )]
+            let border = default.stroke.width.round() as i8;
+            let m = default.inner_margin;
+            return default
+                .fill(Color32::TRANSPARENT)
+                .stroke(Stroke::NONE)
+                .corner_radius(0)
+                .inner_margin(egui::Margin {
+                    left: m.left + border,
+                    right: m.right + border,
+                    top: m.top + border,
+                    bottom: m.bottom + border,
+                });
+        }
+        match self.state_color(node, snarl) {
+            Some(color) => default.stroke(Stroke::new(theme::STATUS_BORDER, color)),
+            None => default,
+        }
+    }
+
+    fn header_frame(
+        &mut self,
+        default: egui::Frame,
+        node: NodeId,
+        _inputs: &[InPin],
+        _outputs: &[OutPin],
+        snarl: &Snarl<CanvasNode>,
+    ) -> egui::Frame {
+        self.state.header_margin = default.total_margin();
+        if self.state.lod(node) != Lod::Box {
             return default;
-        };
-        let status = self.run.node(&canvas.doc.id).and_then(|r| r.status);
-        let has_problem =
-            canvas.config_problem.is_some() || self.problems.contains_key(&canvas.doc.id);
-        let stroke_color = if Some(node) == self.inspected {
-            theme::ACCENT
-        } else if matches!(status, Some(NodeStatus::Failed)) || has_problem {
-            theme::ERROR
-        } else if let Some(s) = status.filter(|s| *s != NodeStatus::Pending) {
-            theme::status_color(s)
-        } else {
-            return default;
-        };
-        default.stroke(egui::Stroke::new(1.5, stroke_color))
+        }
+        let fill = self
+            .state_color(node, snarl)
+            .map_or(default.fill, |c| c.gamma_multiply(theme::BOX_STATE_FILL));
+        default.corner_radius(0).fill(fill)
     }
 
     fn show_header(
@@ -308,6 +695,10 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         let Some(canvas) = snarl.get_node(node) else {
             return;
         };
+        if self.state.lod(node) == Lod::Box {
+            self.box_header_ui(node, ui, snarl);
+            return;
+        }
         let status = self.run.node(&canvas.doc.id).and_then(|r| r.status);
         let detailed = self.node_detailed(node);
         ui.horizontal(|ui| {
@@ -326,11 +717,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
     }
 
     fn inputs(&mut self, node: &CanvasNode) -> usize {
-        node.inputs.len()
+        if self.state.lod_of(node) == Lod::Box {
+            0
+        } else {
+            node.inputs.len()
+        }
     }
 
     fn outputs(&mut self, node: &CanvasNode) -> usize {
-        node.outputs.len()
+        if self.state.lod_of(node) == Lod::Box {
+            0
+        } else {
+            node.outputs.len()
+        }
     }
 
     #[allow(refining_impl_trait)]
@@ -342,14 +741,18 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             return PinInfo::default();
         };
         let info = self.pin_info(port, !pin.remotes.is_empty());
+        self.remember_pin(pin.id.node, false, pin.id.input, ui, snarl);
         if self.node_detailed(pin.id.node) {
             let text = if port.required {
                 RichText::new(&port.name)
             } else {
                 RichText::new(&port.name).color(theme::TEXT_WEAK)
             };
-            ui.label(text)
-                .on_hover_text(format!("{}: {}\n{}", port.name, port.ty, port.description));
+            ui.label(text).on_hover_ui(|ui| port_hover_ui(ui, port));
+        } else {
+            // Snarl gives the pin the next automatic id: it must not change with the level of
+            // detail, or a wire being dragged from it while zooming is lost.
+            ui.skip_ahead_auto_ids(1);
         }
         info
     }
@@ -363,6 +766,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             return PinInfo::default();
         };
         let info = self.pin_info(port, !pin.remotes.is_empty());
+        self.remember_pin(pin.id.node, true, pin.id.output, ui, snarl);
         if self.node_detailed(pin.id.node) {
             let text = if port.name != ERROR_PORT {
                 RichText::new(&port.name).color(theme::TEXT)
@@ -371,14 +775,17 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             } else {
                 RichText::new(&port.name).color(theme::ERROR)
             };
-            ui.label(text)
-                .on_hover_text(format!("{}: {}\n{}", port.name, port.ty, port.description));
+            ui.label(text).on_hover_ui(|ui| port_hover_ui(ui, port));
+        } else {
+            // Snarl gives the pin the next automatic id: it must not change with the level of
+            // detail, or a wire being dragged from it while zooming is lost.
+            ui.skip_ahead_auto_ids(1);
         }
         info
     }
 
     fn has_body(&mut self, node: &CanvasNode) -> bool {
-        self.detailed
+        self.state.lod_of(node) == Lod::Full
             && (node.config_problem.is_some()
                 || self.problems.contains_key(&node.doc.id)
                 || self.run.node(&node.doc.id).is_some_and(|r| {
@@ -445,9 +852,31 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         node: NodeId,
         rect: Rect,
         _ui: &mut Ui,
-        _snarl: &mut Snarl<CanvasNode>,
+        snarl: &mut Snarl<CanvasNode>,
     ) {
         self.state.node_rects.insert(node, rect);
+        if self.state.lod(node) == Lod::Box {
+            return;
+        }
+        let Some(info) = snarl.get_node_info(node) else {
+            return;
+        };
+        let (pos, inputs, outputs) = (info.pos, info.value.inputs.len(), info.value.outputs.len());
+        let kind = Id::new(info.value.doc.block.as_str());
+        let state = &mut *self.state;
+        if let Some(geometry) = state.geometry.get_mut(node.0) {
+            geometry.rect = rect.translate(-pos.to_vec2());
+            geometry.inputs.truncate(inputs);
+            geometry.outputs.truncate(outputs);
+            geometry.laid_out = true;
+            if state
+                .kind_geometry
+                .get(&kind)
+                .is_none_or(|k| k.rect != geometry.rect)
+            {
+                state.kind_geometry.insert(kind, geometry.clone());
+            }
+        }
     }
 
     fn connect(&mut self, from: &OutPin, to: &InPin, snarl: &mut Snarl<CanvasNode>) {
@@ -483,6 +912,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
     }
 
     fn show_graph_menu(&mut self, pos: Pos2, ui: &mut Ui, _snarl: &mut Snarl<CanvasNode>) {
+        let pos = self.state.menu_origin.unwrap_or(pos);
         ui.label(RichText::new("Add block…").strong());
         ui.separator();
         let mut category = "";
@@ -525,6 +955,8 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         src: AnyPins,
         snarl: &mut Snarl<CanvasNode>,
     ) {
+        let pos = self.state.menu_origin.unwrap_or(pos);
+        self.state.wire_menu_open = true;
         ui.label(RichText::new("Add a block wired here").strong());
         ui.separator();
         let fits: Vec<&PaletteEntry> = self
@@ -569,8 +1001,9 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         }
     }
 
-    fn has_node_menu(&mut self, _node: &CanvasNode) -> bool {
-        true
+    fn has_node_menu(&mut self, node: &CanvasNode) -> bool {
+        // A box at a zoom that shows pins is off screen: nobody can right-click it.
+        self.state.zoom_lod == Lod::Box || self.state.lod_of(node) != Lod::Box
     }
 
     fn show_node_menu(
@@ -593,5 +1026,165 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             self.commands.push(Command::DeleteNodes(vec![node]));
             ui.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc};
+    use egui::emath::TSTransform;
+    use egui::{Pos2, Shape, vec2};
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable as _;
+    use egui_snarl::NodeId;
+
+    use super::{Lod, box_wire_shapes};
+    use crate::app::{App, AppPaths};
+
+    /// `blocks` templates in rows of 10, 260 × 160 apart, each fed by the two before it.
+    fn grid(blocks: usize) -> GraphDoc {
+        let mut doc = GraphDoc::new("grid");
+        for i in 0..blocks {
+            #[allow(clippy::cast_precision_loss, reason = "small grid")]
+            let (x, y) = ((i % 10) as f64 * 260.0, (i / 10) as f64 * 160.0);
+            doc.nodes.push(
+                NodeDoc::new(format!("n{i:03}"), "text.template")
+                    .with_config(serde_json::json!({"template": "{{ a }} and {{ b }}"}))
+                    .at(x, y),
+            );
+        }
+        for i in 2..blocks {
+            let to = format!("n{i:03}");
+            doc.edges
+                .push(EdgeDoc::new(&format!("n{:03}", i - 1), "text", &to, "a"));
+            doc.edges
+                .push(EdgeDoc::new(&format!("n{:03}", i - 2), "text", &to, "b"));
+        }
+        doc.normalize();
+        doc
+    }
+
+    fn harness(doc: &GraphDoc) -> Harness<'static, App> {
+        let paths = AppPaths {
+            run_log: None,
+            data_dir: None,
+            workspace: None,
+            credentials_dir: None,
+        };
+        let app = App::new(doc, None, &paths);
+        let mut harness = Harness::builder()
+            .with_size(vec2(1280.0, 800.0))
+            .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+        harness.run_steps(3);
+        harness
+    }
+
+    /// Shows the graph at `scale` with graph point `at` in the middle of the canvas.
+    fn look_at(harness: &mut Harness<'static, App>, at: Pos2, scale: f32) {
+        let canvas = &mut harness.state_mut().canvas;
+        canvas.set_transform = Some(TSTransform::new(
+            canvas.screen_rect.center().to_vec2() - at.to_vec2() * scale,
+            scale,
+        ));
+        harness.run_steps(3);
+    }
+
+    fn node(harness: &Harness<'static, App>, id: &str) -> NodeId {
+        harness.state().document.node_by_id(id).unwrap()
+    }
+
+    #[test]
+    fn nodes_off_screen_lose_their_pins_but_keep_their_wires() {
+        let mut harness = harness(&grid(200));
+        look_at(&mut harness, Pos2::new(400.0, 200.0), 1.0);
+        let near = node(&harness, "n011");
+        let far = node(&harness, "n190");
+        let canvas = &harness.state().canvas;
+        assert_eq!(canvas.lod(near), Lod::Full);
+        assert_eq!(canvas.lod(far), Lod::Box);
+        // At 1:1 the visible node shows its pin labels, the far one nothing.
+        harness.get_by_label("n011");
+        assert!(harness.query_by_label("n190").is_none());
+
+        // The wire n011 → n012 is snarl's; n189 → n190 and n190 → n191, between boxes, are
+        // the canvas's own and only drawn when on screen.
+        let state = &harness.state().canvas;
+        let snarl = &harness.state().document.snarl;
+        let on_screen = box_wire_shapes(state, snarl, state.viewport());
+        let everywhere = box_wire_shapes(state, snarl, egui::Rect::EVERYTHING);
+        assert!(
+            on_screen.len() < everywhere.len() / 4,
+            "off-screen wires are culled"
+        );
+        // Every wire with a box end is among them, from the pin remembered for its source.
+        let boxed_wires = snarl
+            .wires()
+            .filter(|(o, i)| state.lod(o.node) == Lod::Box || state.lod(i.node) == Lod::Box)
+            .count();
+        assert_eq!(everywhere.len(), boxed_wires);
+        let from = state.pin_pos(near, snarl.get_node_info(near).unwrap().pos, true, 0);
+        let rect = state.node_rects[&near];
+        assert!((from.x - rect.right()).abs() < 1.0 && rect.y_range().contains(from.y));
+
+        // Zoomed far out every node is a box and every wire is the canvas's, straight.
+        look_at(&mut harness, Pos2::new(1300.0, 1600.0), 0.1);
+        let state = &harness.state().canvas;
+        let snarl = &harness.state().document.snarl;
+        assert!(snarl.node_ids().all(|(id, _)| state.lod(id) == Lod::Box));
+        let shapes = box_wire_shapes(state, snarl, state.viewport());
+        assert_eq!(shapes.len(), snarl.wires().count());
+        assert!(
+            shapes
+                .iter()
+                .all(|s| matches!(s, Shape::LineSegment { .. }))
+        );
+    }
+
+    #[test]
+    fn a_wire_dragged_while_zooming_out_is_still_dropped_and_offers_blocks() {
+        let mut harness = harness(&grid(200));
+        look_at(&mut harness, Pos2::new(400.0, 200.0), 1.0);
+        let source = node(&harness, "n011");
+        let canvas = &harness.state().canvas;
+        let pos = harness
+            .state()
+            .document
+            .snarl
+            .get_node_info(source)
+            .unwrap()
+            .pos;
+        let pin = canvas.transform * canvas.pin_pos(source, pos, true, 0);
+
+        let button = |pos, pressed| egui::Event::PointerButton {
+            pos,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        };
+        harness.event(egui::Event::PointerMoved(pin));
+        harness.event(button(pin, true));
+        harness.step();
+        for i in 1..=6 {
+            #[allow(clippy::cast_precision_loss, reason = "a few steps")]
+            harness.event(egui::Event::PointerMoved(pin + vec2(10.0, 40.0) * i as f32));
+            harness.step();
+        }
+        // Zoom out past both thresholds while the wire is held: its pin must stay.
+        look_at(&mut harness, Pos2::new(1300.0, 1600.0), 0.1);
+        assert_ne!(harness.state().canvas.lod(source), Lod::Box);
+        let empty = harness.state().canvas.screen_rect.right_bottom() - vec2(30.0, 30.0);
+        harness.event(egui::Event::PointerMoved(empty));
+        harness.step();
+        harness.event(button(empty, false));
+        harness.run_steps(3);
+        harness.get_by_label("Add a block wired here");
+        // The menu's wire survives zooming and the menu closing.
+        look_at(&mut harness, Pos2::new(1300.0, 1600.0), 0.05);
+        harness.key_press(egui::Key::Escape);
+        harness.run_steps(3);
+        look_at(&mut harness, Pos2::new(400.0, 200.0), 1.0);
+        assert_eq!(harness.state().canvas.lod(source), Lod::Full);
     }
 }

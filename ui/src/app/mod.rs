@@ -6,6 +6,7 @@
 //! [`App::apply`] carries out after the frame's UI.
 
 mod canvas;
+mod credentials;
 mod document;
 mod files;
 mod history;
@@ -59,6 +60,7 @@ const COPY: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::C)
 const PASTE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::V);
 const FIT: KeyboardShortcut = KeyboardShortcut::new(Modifiers::NONE, Key::F);
 const ACTUAL_SIZE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Num0);
+const DELETE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::NONE, Key::Delete);
 
 /// Everything the UI can ask of the app. Pushed by panels, carried out by [`App::apply`].
 #[derive(Clone, Debug)]
@@ -128,9 +130,14 @@ pub enum Command {
     StopRun,
     /// Answer a safe-mode approval.
     Approve(String, bool),
+    /// Turn safe mode (ask before running blocks with side effects) on or off; saved with
+    /// the graph.
+    SetSafeMode(bool),
     RefreshHistory,
     /// Show a past run's values on the canvas.
     OpenRun(String),
+    /// Show the credentials manager.
+    OpenCredentials,
     /// Show a message in the status bar.
     Notify(String),
     /// Close the window even with unsaved changes.
@@ -149,6 +156,9 @@ pub struct AppPaths {
     pub data_dir: Option<PathBuf>,
     /// The directory file blocks are confined to.
     pub workspace: Option<PathBuf>,
+    /// Where the credentials index lives, the secrets being in the OS keychain (`None`: no
+    /// credential store; runs read `AGENTLOOM_SECRET_<NAME>` only).
+    pub credentials_dir: Option<PathBuf>,
 }
 
 impl AppPaths {
@@ -158,6 +168,7 @@ impl AppPaths {
             run_log: db.or_else(|| RunStore::default_path().ok()),
             data_dir: files::data_dir(),
             workspace: None,
+            credentials_dir: files::data_dir(),
         }
     }
 }
@@ -170,6 +181,7 @@ pub struct App {
     canvas: CanvasState,
     inspected: Option<NodeId>,
     inspector: InspectorState,
+    credentials: credentials::Credentials,
     commands: Vec<Command>,
     search: String,
     /// The run shown on the canvas.
@@ -188,6 +200,7 @@ pub struct App {
     clipboard: Option<GraphDoc>,
     data: Option<files::DataFiles>,
     autosave_due: Option<Instant>,
+    autosave_delay: Duration,
     /// The document before a drag on the canvas started (one undo step for the move).
     drag_snapshot: Option<GraphDoc>,
     close_prompt: bool,
@@ -206,6 +219,11 @@ impl App {
         let mut executor = Executor::new(catalog.clone());
         if let Some(workspace) = &paths.workspace {
             executor = executor.with_workspace(workspace.clone());
+        }
+        let credentials = credentials::Credentials::new(paths.credentials_dir.as_deref());
+        if let Some(store) = credentials.store() {
+            executor =
+                executor.with_secrets(Arc::new(agentloom_engine::KeychainSecrets::new(store)));
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -232,6 +250,7 @@ impl App {
             canvas: CanvasState::default(),
             inspected: None,
             inspector: InspectorState::default(),
+            credentials,
             commands: Vec::new(),
             search: String::new(),
             run: RunView::default(),
@@ -247,6 +266,7 @@ impl App {
             clipboard: None,
             data: paths.data_dir.clone().map(files::DataFiles::new),
             autosave_due: None,
+            autosave_delay: AUTOSAVE_DELAY,
             drag_snapshot: None,
             close_prompt: false,
             allow_close: false,
@@ -319,6 +339,39 @@ impl App {
     pub fn send(&mut self, command: Command) {
         self.commands.push(command);
     }
+
+    /// Replaces how OAuth sign-in pages are opened (the system browser by default).
+    pub fn set_browser_opener(
+        &mut self,
+        opener: Arc<dyn agentloom_engine::credentials::oauth::BrowserOpener>,
+    ) {
+        self.credentials.set_browser(opener);
+    }
+
+    /// Sets how long unsaved changes wait before they are autosaved (3 s by default).
+    #[must_use]
+    pub fn with_autosave_delay(mut self, delay: Duration) -> Self {
+        self.autosave_delay = delay;
+        self
+    }
+
+    /// Whether the "save changes?" prompt is showing.
+    pub fn close_prompt_open(&self) -> bool {
+        self.close_prompt
+    }
+
+    /// Where a canvas (graph) position is on screen. The accessibility tree reports widgets
+    /// inside the canvas in graph coordinates.
+    pub fn graph_to_screen(&self, pos: Pos2) -> Pos2 {
+        self.canvas.transform * pos
+    }
+
+    /// The screen rectangle of the node with this document id, as last drawn.
+    pub fn node_screen_rect(&self, id: &str) -> Option<egui::Rect> {
+        let node = self.document.node_by_id(id)?;
+        let rect = self.canvas.node_rects.get(&node)?;
+        Some(self.canvas.transform * *rect)
+    }
 }
 
 /// The canvas widget's id (its selection is read back with it).
@@ -338,6 +391,7 @@ impl App {
             self.first_frame = Some(Instant::now());
             theme::apply(&ctx);
         }
+        self.handle_close(&ctx);
         if self.run.drain() {
             self.refresh_history();
         }
@@ -362,6 +416,7 @@ impl App {
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
         run_panel::run_form_ui(&ctx, &mut self.run_form, &mut self.commands);
+        self.credentials.window_ui(&ctx);
         self.close_prompt_ui(&ctx);
 
         let commands = std::mem::take(&mut self.commands);
@@ -372,12 +427,27 @@ impl App {
         self.autosave_tick(&ctx);
     }
 
+    /// The nodes Delete, Duplicate and Copy act on: the canvas selection, else the node in
+    /// the inspector.
+    fn targets(&self, ctx: &egui::Context) -> Vec<NodeId> {
+        let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), ctx);
+        if selected.is_empty() {
+            self.inspected
+                .filter(|n| self.document.snarl.get_node(*n).is_some())
+                .into_iter()
+                .collect()
+        } else {
+            selected
+        }
+    }
+
     fn shortcuts(&mut self, ctx: &egui::Context) {
         let typing = ctx.egui_wants_keyboard_input();
+        // Shortcuts with more modifiers first: Ctrl+Z would also match Ctrl+Shift+Z.
         let pairs = [
-            (UNDO, Command::Undo),
             (REDO, Command::Redo),
             (REDO_Y, Command::Redo),
+            (UNDO, Command::Undo),
             (NEW, Command::New),
             (OPEN, Command::OpenDialog),
             (SAVE_AS, Command::SaveAsDialog),
@@ -386,7 +456,7 @@ impl App {
             (STOP, Command::StopRun),
         ];
         let mut found = Vec::new();
-        let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), ctx);
+        let selected = self.targets(ctx);
         ctx.input_mut(|i| {
             for (shortcut, command) in pairs {
                 // Text fields keep their own undo; the graph's undo is for the canvas.
@@ -454,6 +524,7 @@ impl App {
                     ("Save As…", Some(SAVE_AS), Command::SaveAsDialog),
                     ("Import…", None, Command::ImportDialog),
                     ("Export…", None, Command::ExportDialog),
+                    ("Credentials…", None, Command::OpenCredentials),
                 ];
                 for (label, shortcut, command) in items {
                     let mut button = egui::Button::new(label);
@@ -467,7 +538,7 @@ impl App {
                 }
             });
             ui.menu_button("Edit", |ui| {
-                let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), &ctx);
+                let selected = self.targets(&ctx);
                 let items = [
                     ("Undo", Some(UNDO), Command::Undo, self.document.can_undo()),
                     ("Redo", Some(REDO), Command::Redo, self.document.can_redo()),
@@ -491,7 +562,7 @@ impl App {
                     ),
                     (
                         "Delete",
-                        None,
+                        Some(DELETE),
                         Command::DeleteNodes(selected.clone()),
                         !selected.is_empty(),
                     ),
@@ -529,8 +600,42 @@ impl App {
                     ui.close();
                 }
             });
-            ui.separator();
             let running = self.run.is_running();
+            ui.menu_button("Run", |ui| {
+                if ui
+                    .add_enabled(
+                        !running,
+                        egui::Button::new("Run").shortcut_text(shortcut_text(&ctx, &RUN)),
+                    )
+                    .clicked()
+                {
+                    self.commands.push(Command::Run);
+                    ui.close();
+                }
+                if ui
+                    .add_enabled(
+                        running,
+                        egui::Button::new("Stop").shortcut_text(shortcut_text(&ctx, &STOP)),
+                    )
+                    .clicked()
+                {
+                    self.commands.push(Command::StopRun);
+                    ui.close();
+                }
+                ui.separator();
+                let mut safe = self.document.settings.safe_mode;
+                if ui
+                    .checkbox(&mut safe, "Safe mode")
+                    .on_hover_text(
+                        "Ask before running blocks with side effects (writing files, sending \
+                         mail, calling APIs that change things). Saved with the graph.",
+                    )
+                    .changed()
+                {
+                    self.commands.push(Command::SetSafeMode(safe));
+                }
+            });
+            ui.separator();
             if ui
                 .add_enabled(
                     !running,
@@ -551,12 +656,14 @@ impl App {
             ui.separator();
             if ui
                 .add_enabled(self.document.can_undo(), egui::Button::new("Undo"))
+                .on_hover_text(shortcut_text(&ctx, &UNDO))
                 .clicked()
             {
                 self.commands.push(Command::Undo);
             }
             if ui
                 .add_enabled(self.document.can_redo(), egui::Button::new("Redo"))
+                .on_hover_text(shortcut_text(&ctx, &REDO))
                 .clicked()
             {
                 self.commands.push(Command::Redo);
@@ -620,6 +727,7 @@ impl App {
                                 node,
                                 run,
                                 self.catalog.as_ref(),
+                                self.credentials.list(),
                                 &mut self.commands,
                             );
                         }
@@ -655,6 +763,8 @@ impl App {
             self.drag_snapshot = Some(self.document.to_doc());
         }
 
+        // Text inside nodes is not selectable: a press on a node's title grabs the node.
+        ui.style_mut().interaction.selectable_labels = false;
         let mut undo_snapshot = None;
         let Document {
             snarl,
@@ -711,6 +821,36 @@ impl App {
             });
         }
 
+        // A plain click on a node shows it in the inspector; on empty canvas, the graph.
+        let canvas_layer = ui.layer_id().order;
+        // Canvas menus open where the pointer was right-clicked or a wire was dropped.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.secondary_clicked() || i.pointer.primary_released())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+        {
+            self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
+        }
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.primary_clicked() && i.modifiers.is_none())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+        {
+            let at = self.canvas.to_graph(pos);
+            let hit = self
+                .canvas
+                .node_rects
+                .iter()
+                .filter(|(node, rect)| {
+                    rect.contains(at) && self.document.snarl.get_node(**node).is_some()
+                })
+                .map(|(node, _)| *node)
+                .max_by_key(|node| node.0);
+            self.inspected = hit;
+        }
+
         let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), &ctx);
         if selected != self.last_selection {
             if let [one] = selected.as_slice() {
@@ -724,7 +864,7 @@ impl App {
         if !self.close_prompt {
             return;
         }
-        egui::Modal::new(egui::Id::new("close_prompt")).show(ctx, |ui| {
+        let response = egui::Modal::new(egui::Id::new("close_prompt")).show(ctx, |ui| {
             ui.heading("Save changes?");
             ui.label(format!(
                 "“{}” has changes that are not saved.",
@@ -742,6 +882,10 @@ impl App {
                 }
             });
         });
+        // Escape or a click beside the prompt keeps the window open.
+        if response.should_close() {
+            self.commands.push(Command::CancelClose);
+        }
     }
 
     /// Checks the document again if it changed.
@@ -766,7 +910,7 @@ impl App {
         }
         if self.document.dirty && self.data.is_some() {
             self.autosave_due
-                .get_or_insert_with(|| Instant::now() + AUTOSAVE_DELAY);
+                .get_or_insert_with(|| Instant::now() + self.autosave_delay);
         }
     }
 
@@ -805,6 +949,8 @@ impl App {
     }
 
     fn replace_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
+        // A run of the graph being replaced is stopped, not left going unseen.
+        self.run.stop();
         let catalog = self.catalog.clone();
         self.document.replace(doc, catalog.as_ref());
         self.document.path = path;
@@ -996,8 +1142,15 @@ impl App {
             Command::CloseRunForm => self.run_form.open = false,
             Command::StopRun => self.run.stop(),
             Command::Approve(node, yes) => self.run.answer(&node, yes),
+            Command::SetSafeMode(on) => {
+                if self.document.settings.safe_mode != on {
+                    self.document.checkpoint();
+                    self.document.settings.safe_mode = on;
+                }
+            }
             Command::RefreshHistory => self.refresh_history(),
             Command::OpenRun(id) => self.open_run(&id),
+            Command::OpenCredentials => self.credentials.show_window(),
             Command::Notify(text) => self.notice = Some(text),
             Command::DiscardAndClose => {
                 if let Some(data) = &self.data {
@@ -1109,6 +1262,10 @@ impl App {
     }
 
     fn open_run(&mut self, id: &str) {
+        if self.run.is_running() {
+            self.notice = Some("A run is going: stop it before showing another one.".to_owned());
+            return;
+        }
         let Some(store) = &self.store else { return };
         match store.get_run(id) {
             Ok(Some(detail)) => {
@@ -1157,8 +1314,6 @@ struct DesktopApp {
 
 impl eframe::App for DesktopApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        let ctx = ui.ctx().clone();
-        self.app.handle_close(&ctx);
         self.app.show(ui);
         if !self.logged_first_frame {
             self.logged_first_frame = true;

@@ -184,11 +184,14 @@ impl RunView {
         }
     }
 
-    /// Answers a pending approval.
+    /// Answers a pending approval. An approved node runs on; a denied one fails (the
+    /// engine reports it).
     pub fn answer(&mut self, node: &str, yes: bool) {
         if let Some(pos) = self.approvals.iter().position(|(n, _, _)| n == node) {
             let (_, _, reply) = self.approvals.remove(pos);
-            let _ = reply.send(yes);
+            if reply.send(yes).is_ok() && yes {
+                self.entry(node).status = Some(NodeStatus::Running);
+            }
         }
     }
 

@@ -54,8 +54,9 @@ pub fn run_form_ui(ctx: &egui::Context, form: &mut RunForm, commands: &mut Vec<C
         .show(ctx, |ui| {
             egui::Grid::new("run_inputs").num_columns(2).show(ui, |ui| {
                 for (name, ty, text) in &mut form.fields {
-                    ui.label(format!("{name} ({ty})"));
-                    ui.add(egui::TextEdit::singleline(text).desired_width(240.0));
+                    let label = ui.label(format!("{name} ({ty})"));
+                    ui.add(egui::TextEdit::singleline(text).desired_width(240.0))
+                        .labelled_by(label.id);
                     ui.end_row();
                 }
             });

@@ -31,8 +31,33 @@ pub const SIDE_PANEL_WIDTH: f32 = 260.0;
 pub const NODE_PREVIEW_CHARS: usize = 60;
 /// Below this zoom the canvas drops pin labels and node bodies, and draws straight wires.
 pub const LOD_SCALE: f32 = 0.55;
+/// Below this zoom nodes are drawn as plain boxes without pins (too small to wire).
+pub const PIN_SCALE: f32 = 0.3;
+/// Below this zoom plain boxes carry no title either.
+pub const BOX_TITLE_SCALE: f32 = 0.14;
+/// A plain box's title size on screen, in points.
+pub const BOX_TITLE_POINTS: f32 = 11.0;
+/// The largest font a plain box's title is laid out with (graph units).
+pub const BOX_TITLE_MAX_SIZE: f32 = 64.0;
+/// Nodes this close to the view (graph units) are drawn in full, so they are ready when
+/// scrolled in.
+pub const LOD_MARGIN: f32 = 120.0;
 /// Size used for nodes not laid out yet when fitting the view.
 pub const NODE_SIZE_GUESS: egui::Vec2 = egui::vec2(200.0, 110.0);
+/// Where the first pin row of a node not laid out yet is guessed to start (below the header).
+pub const NODE_HEADER_GUESS: f32 = 34.0;
+/// Guessed pin row height of a node not laid out yet.
+pub const PIN_ROW_GUESS: f32 = 22.0;
+/// Pin diameter on the canvas, in graph units.
+pub const PIN_SIZE: f32 = 10.0;
+/// Wire width on the canvas, in graph units at 1:1.
+pub const WIRE_WIDTH: f32 = 2.0;
+/// Thinnest wire on screen when zoomed far out, in points.
+pub const MIN_WIRE_WIDTH_ON_SCREEN: f32 = 1.0;
+/// Node border width when the border shows a state (inspected, failed, run status).
+pub const STATUS_BORDER: f32 = 1.5;
+/// How strongly a plain box (zoomed far out) is filled with its state's colour.
+pub const BOX_STATE_FILL: f32 = 0.7;
 
 /// Applies the app's look to egui.
 pub fn apply(ctx: &egui::Context) {
@@ -58,7 +83,7 @@ pub fn snarl_style() -> SnarlStyle {
     SnarlStyle {
         node_layout: Some(NodeLayout::coil()),
         pin_placement: Some(PinPlacement::Edge),
-        pin_size: Some(10.0),
+        pin_size: Some(PIN_SIZE),
         node_frame: Some(egui::Frame {
             inner_margin: Margin::same(PAD),
             outer_margin: Margin::ZERO,
@@ -83,8 +108,9 @@ pub fn snarl_style() -> SnarlStyle {
         bg_frame: Some(egui::Frame::NONE.fill(CANVAS_BG)),
         bg_pattern: Some(BackgroundPattern::grid(egui::vec2(32.0, 32.0), 0.0)),
         bg_pattern_stroke: Some(Stroke::new(1.0, GRID)),
-        wire_width: Some(2.0),
-        collapsible: Some(true),
+        wire_width: Some(WIRE_WIDTH),
+        // No collapse triangle: it is one more widget and shape on every node every frame.
+        collapsible: Some(false),
         min_scale: Some(0.05),
         max_scale: Some(2.0),
         centering: Some(true),

@@ -1,0 +1,382 @@
+//! Editing the graph on the canvas the way a person does: clicks, drags, menus and keys,
+//! driven through the real UI (egui_kittest, no window).
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentloom::app::save_graph;
+use egui::{Key, Modifiers, PointerButton, Pos2};
+use egui_kittest::kittest::Queryable as _;
+use support::{
+    AppHarness, canvas_text, click_at, drag, example, graph, harness, ids, keys, paths, title_of,
+    wires,
+};
+
+/// Four blocks: a pair on the left wired together, a pair on the right wired together.
+const TWO_PAIRS: &str = r#"{"format":"agentloom.graph","version":1,"name":"pairs","nodes":[
+    {"id":"left_in","block":"graph.input","position":[0,0],"config":{"name":"left_in","type":"text"}},
+    {"id":"left_tpl","block":"text.template","position":[0,200],"config":{"template":"L {{ x }}"}},
+    {"id":"right_in","block":"graph.input","position":[600,0],"config":{"name":"right_in","type":"text"}},
+    {"id":"right_tpl","block":"text.template","position":[600,200],"config":{"template":"R {{ x }}"}}],
+  "edges":[{"from":["left_in","value"],"to":["left_tpl","x"]},
+           {"from":["right_in","value"],"to":["right_tpl","x"]}]}"#;
+
+fn node_position(h: &AppHarness, id: &str) -> [f64; 2] {
+    h.state().document.to_doc().node(id).unwrap().position
+}
+
+/// A point of the canvas with no node under it.
+fn empty_canvas(h: &AppHarness) -> Pos2 {
+    let greeting = h.state().node_screen_rect("greeting").unwrap();
+    Pos2::new(greeting.center().x, greeting.bottom() + 200.0)
+}
+
+/// The one widget labelled `label` that is not in the palette (left panel): the copy in a
+/// canvas menu.
+fn in_menu(h: &AppHarness, label: &str) -> Pos2 {
+    let palette_right = h.get_by_label("Blocks").rect().right() + 40.0;
+    let found: Vec<_> = h
+        .get_all_by_label(label)
+        .map(|n| n.rect())
+        .filter(|r| r.left() > palette_right)
+        .collect();
+    assert_eq!(found.len(), 1, "`{label}` outside the palette: {found:?}");
+    found[0].center()
+}
+
+#[test]
+fn clicking_a_node_inspects_it_and_dragging_its_title_moves_it_in_one_undo_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    assert_eq!(h.state().inspected_id(), None);
+
+    let title = title_of(&h, "render");
+    click_at(&mut h, title, PointerButton::Primary, Modifiers::NONE);
+    assert_eq!(h.state().inspected_id(), Some("render"));
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Template");
+
+    // A click on empty canvas goes back to the graph's summary.
+    let empty = empty_canvas(&h);
+    click_at(&mut h, empty, PointerButton::Primary, Modifiers::NONE);
+    assert_eq!(h.state().inspected_id(), None);
+    h.get_by_label_contains("3 blocks");
+
+    let before = node_position(&h, "render");
+    drag(
+        &mut h,
+        title,
+        title + egui::vec2(120.0, 80.0),
+        Modifiers::NONE,
+    );
+    let after = node_position(&h, "render");
+    let scale = f64::from(
+        h.state().graph_to_screen(Pos2::new(1.0, 0.0)).x - h.state().graph_to_screen(Pos2::ZERO).x,
+    );
+    assert!(
+        (after[0] - before[0]) * scale > 80.0 && (after[1] - before[1]) * scale > 50.0,
+        "the node follows the pointer: {before:?} -> {after:?}"
+    );
+    assert!(h.state().document.dirty);
+
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(node_position(&h, "render"), before, "one undo puts it back");
+}
+
+#[test]
+fn copy_paste_duplicate_and_delete_of_two_selected_blocks_keep_their_wire_and_undo() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let original_wires = wires(&h);
+
+    // Shift-click selects (egui-snarl's selection gesture).
+    let name = title_of(&h, "Who to greet");
+    let render = title_of(&h, "render");
+    click_at(&mut h, name, PointerButton::Primary, Modifiers::SHIFT);
+    click_at(&mut h, render, PointerButton::Primary, Modifiers::SHIFT);
+
+    // Copy: the platform turns Ctrl+C into a Copy event, which egui_kittest cannot do from
+    // a key press, so the event is sent as the platform would send it.
+    h.event(egui::Event::Copy);
+    h.step();
+    let copied = h
+        .output()
+        .platform_output
+        .commands
+        .iter()
+        .find_map(|c| match c {
+            egui::OutputCommand::CopyText(text) => Some(text.clone()),
+            _ => None,
+        })
+        .expect("the selection went to the clipboard");
+    let clip = agentloom_core::GraphDoc::from_json_str(&copied).unwrap();
+    assert_eq!(clip.nodes.len(), 2);
+    assert_eq!(clip.edges.len(), 1, "the wire between them is copied");
+    h.run_steps(2);
+
+    // Paste (Ctrl+V arrives as a Paste event with the clipboard's text).
+    h.event(egui::Event::Paste(copied));
+    h.run_steps(3);
+    assert_eq!(
+        ids(&h),
+        ["greeting", "name", "name_2", "render", "render_2"],
+        "pasted with new ids"
+    );
+    assert!(
+        wires(&h).contains(&"name_2.value -> render_2.name".to_owned()),
+        "{:?}",
+        wires(&h)
+    );
+    assert_eq!(wires(&h).len(), 3, "{:?}", wires(&h));
+    let pasted = node_position(&h, "render_2");
+    let source = node_position(&h, "render");
+    assert!(pasted != source, "the copy is offset, not on top");
+
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(ids(&h), ["greeting", "name", "render"]);
+    assert_eq!(wires(&h), original_wires);
+
+    // Duplicate with Ctrl+D, still on the selection.
+    keys(&mut h, Modifiers::COMMAND, Key::D);
+    assert_eq!(ids(&h).len(), 5, "{:?}", ids(&h));
+    assert!(wires(&h).contains(&"name_2.value -> render_2.name".to_owned()));
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(ids(&h), ["greeting", "name", "render"]);
+
+    // Delete removes both and their wires; undo brings them back, wired.
+    keys(&mut h, Modifiers::NONE, Key::Delete);
+    assert_eq!(ids(&h), ["greeting"]);
+    assert!(wires(&h).is_empty());
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(ids(&h), ["greeting", "name", "render"]);
+    assert_eq!(wires(&h), original_wires);
+    // Redo is Ctrl+Shift+Z.
+    keys(&mut h, Modifiers::COMMAND | Modifiers::SHIFT, Key::Z);
+    assert_eq!(ids(&h), ["greeting"]);
+}
+
+#[test]
+fn delete_without_a_selection_removes_the_block_in_the_inspector() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let render = title_of(&h, "render");
+    click_at(&mut h, render, PointerButton::Primary, Modifiers::NONE);
+    assert_eq!(h.state().inspected_id(), Some("render"));
+    keys(&mut h, Modifiers::NONE, Key::Delete);
+    assert_eq!(ids(&h), ["greeting", "name"]);
+    assert_eq!(h.state().inspected_id(), None);
+}
+
+#[test]
+fn box_select_then_delete_removes_exactly_the_boxed_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&graph(TWO_PAIRS), &paths(&dir));
+    let left_in = h.state().node_screen_rect("left_in").unwrap();
+    let left_tpl = h.state().node_screen_rect("left_tpl").unwrap();
+    let right_in = h.state().node_screen_rect("right_in").unwrap();
+    // From empty canvas above-left of the left pair to between the two pairs, shift held.
+    let from = left_in.left_top() - egui::vec2(10.0, 10.0);
+    let to = Pos2::new(
+        (left_tpl.right() + right_in.left()) / 2.0,
+        left_tpl.bottom() + 10.0,
+    );
+    assert!(
+        from.x > h.get_by_label("Blocks").rect().right(),
+        "on the canvas"
+    );
+    drag(&mut h, from, to, Modifiers::SHIFT);
+    keys(&mut h, Modifiers::NONE, Key::Delete);
+    assert_eq!(ids(&h), ["right_in", "right_tpl"]);
+    assert_eq!(wires(&h), ["right_in.value -> right_tpl.x"]);
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(ids(&h).len(), 4);
+    assert_eq!(wires(&h).len(), 2);
+}
+
+#[test]
+fn right_click_on_the_canvas_adds_a_block_where_clicked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let at = empty_canvas(&h);
+    click_at(&mut h, at, PointerButton::Secondary, Modifiers::NONE);
+    h.get_by_label("Add block…");
+    let delay = in_menu(&h, "Delay");
+    click_at(&mut h, delay, PointerButton::Primary, Modifiers::NONE);
+    assert!(h.query_by_label("Add block…").is_none(), "the menu closed");
+    let doc = h.state().document.to_doc();
+    let added = doc.node("delay").expect("a delay block was added");
+    assert_eq!(added.block, "control.delay");
+    let placed = h.state().graph_to_screen(Pos2::new(
+        added.position[0] as f32,
+        added.position[1] as f32,
+    ));
+    assert!(
+        placed.distance(at) < 30.0,
+        "placed where the menu was opened: {placed:?} vs {at:?}"
+    );
+    assert_eq!(h.state().inspected_id(), Some("delay"));
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert!(h.state().document.to_doc().node("delay").is_none());
+}
+
+#[test]
+fn dragging_a_block_from_the_palette_drops_it_on_the_canvas() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let from = h
+        .get_by_role_and_label(egui::accesskit::Role::Button, "Delay")
+        .rect()
+        .center();
+    let to = empty_canvas(&h);
+    drag(&mut h, from, to, Modifiers::NONE);
+    let doc = h.state().document.to_doc();
+    let added = doc.node("delay").expect("the dragged block was dropped");
+    let placed = h.state().graph_to_screen(Pos2::new(
+        added.position[0] as f32,
+        added.position[1] as f32,
+    ));
+    assert!(
+        placed.distance(to) < 30.0,
+        "dropped under the pointer: {placed:?} vs {to:?}"
+    );
+    assert_eq!(ids(&h).len(), 4, "added once: {:?}", ids(&h));
+}
+
+#[test]
+fn a_wire_dropped_on_empty_canvas_offers_only_blocks_that_accept_it_and_wires_the_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = example();
+    doc.edges.retain(|e| e.from.0 != "render");
+    let mut h = harness(&doc, &paths(&dir));
+    // The `text` output pin sits on the right edge of the node, level with its name.
+    let pin = Pos2::new(
+        h.state().node_screen_rect("render").unwrap().right(),
+        canvas_text(&h, "text").y,
+    );
+    let to = empty_canvas(&h);
+    drag(&mut h, pin, to, Modifiers::NONE);
+    h.get_by_label("Add a block wired here");
+    // Blocks without an input that takes text are not offered.
+    for refused in ["Graph input", "Constant"] {
+        assert!(
+            h.get_all_by_label(refused).count() == 1,
+            "`{refused}` is only in the palette"
+        );
+    }
+    let parse = in_menu(&h, "Parse JSON");
+    in_menu(&h, "Template");
+    click_at(&mut h, parse, PointerButton::Primary, Modifiers::NONE);
+    let doc = h.state().document.to_doc();
+    let added = doc
+        .nodes
+        .iter()
+        .find(|n| n.block == "json.parse")
+        .expect("the chosen block was added");
+    assert!(
+        wires(&h).contains(&format!("render.text -> {}.text", added.id)),
+        "{:?}",
+        wires(&h)
+    );
+    let placed = h.state().graph_to_screen(Pos2::new(
+        added.position[0] as f32,
+        added.position[1] as f32,
+    ));
+    assert!(
+        placed.distance(to) < 30.0,
+        "placed where the wire was dropped: {placed:?} vs {to:?}"
+    );
+    // One undo step removes it with its wire.
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(ids(&h), ["greeting", "name", "render"]);
+}
+
+/// A file dropped on the window, as the platform hands it to egui.
+#[derive(Debug)]
+struct Dropped(PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+fn drop_file(h: &mut AppHarness, path: &Path) {
+    h.input_mut()
+        .dropped_files
+        .push(Arc::new(Dropped(path.to_owned())));
+    h.run_steps(3);
+}
+
+#[test]
+fn dropping_a_graph_file_on_the_window_opens_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let pairs = graph(TWO_PAIRS);
+    let file = dir.path().join("pairs.agentloom.json");
+    save_graph(&pairs, &file).unwrap();
+
+    // Not a graph file: ignored.
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "hello").unwrap();
+    drop_file(&mut h, &text);
+    assert_eq!(ids(&h), ["greeting", "name", "render"]);
+
+    drop_file(&mut h, &file);
+    let mut expected = pairs;
+    expected.normalize();
+    assert_eq!(h.state().document.to_doc(), expected);
+    assert_eq!(h.state().document.path.as_deref(), Some(file.as_path()));
+    assert!(!h.state().document.dirty);
+    h.get_by_label_contains("pairs.agentloom.json");
+
+    // A broken JSON file is reported and leaves the graph alone.
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{ not json").unwrap();
+    drop_file(&mut h, &broken);
+    assert_eq!(h.state().document.to_doc(), expected);
+    h.get_by_label_contains("is not a graph Agentloom can open");
+}
+
+#[test]
+fn menus_show_the_keyboard_shortcuts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    for (menu, items) in [
+        (
+            "File",
+            &[
+                "New Ctrl+N",
+                "Open… Ctrl+O",
+                "Save Ctrl+S",
+                "Save As… Ctrl+Shift+S",
+            ][..],
+        ),
+        (
+            "Edit",
+            &[
+                "Undo Ctrl+Z",
+                "Redo Ctrl+Shift+Z",
+                "Copy Ctrl+C",
+                "Paste Ctrl+V",
+                "Duplicate Ctrl+D",
+                "Delete Delete",
+            ][..],
+        ),
+        ("View", &["Fit graph to view F", "Actual size Ctrl+0"][..]),
+        ("Run", &["Run Ctrl+Enter", "Stop Ctrl+Period"][..]),
+    ] {
+        h.get_by_role_and_label(egui::accesskit::Role::Button, menu)
+            .click();
+        h.run_steps(2);
+        for item in items {
+            h.get_by_role_and_label(egui::accesskit::Role::Button, item);
+        }
+        keys(&mut h, Modifiers::NONE, Key::Escape);
+    }
+}

@@ -1,0 +1,524 @@
+//! The life of a session as a person sees it: unsaved work autosaved and recovered after a
+//! crash, the prompt before closing, runs with inputs, stop, safe-mode approvals and
+//! streamed output, driven through the real UI (egui_kittest, no window).
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod support;
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use agentloom::app::{App, Command};
+use agentloom_engine::{NodeStatus, RunStatus};
+use egui::accesskit::Role;
+use egui::{Key, Modifiers, ViewportCommand, ViewportId};
+use egui_kittest::kittest::Queryable as _;
+use support::{AppHarness, example, graph, harness, harness_for, keys, paths, wait_until};
+
+const AUTOSAVE: Duration = Duration::from_millis(50);
+
+/// Clicks a button through the pointer, then lets the app carry it out.
+fn press(h: &mut AppHarness, label: &str) {
+    h.get_by_role_and_label(Role::Button, label).click();
+    h.run_steps(2);
+}
+
+fn autosave_files(data: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(data)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().contains("autosave"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn unsaved_work_is_autosaved_and_recovered_after_a_crash_and_a_save_reopens_next_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let data = paths.data_dir.clone().unwrap();
+
+    // First launch: the example graph.
+    let mut h = harness_for(App::startup(None, &paths).with_autosave_delay(AUTOSAVE));
+    assert_eq!(h.state().document.to_doc(), {
+        let mut d = example();
+        d.normalize();
+        d
+    });
+    assert!(!h.state().document.dirty);
+    std::thread::sleep(AUTOSAVE * 2);
+    h.run_steps(2);
+    assert!(autosave_files(&data).is_empty(), "nothing to save yet");
+
+    // An edit, then the autosave delay passes.
+    press(&mut h, "Delay");
+    assert!(h.state().document.dirty);
+    let edited = h.state().document.to_doc();
+    wait_until(&mut h, "the autosave", |_| {
+        !autosave_files(&data).is_empty()
+    });
+    // The app dies without saving.
+    drop(h);
+
+    let mut h = harness_for(App::startup(None, &paths).with_autosave_delay(AUTOSAVE));
+    assert_eq!(h.state().document.to_doc(), edited, "the edit came back");
+    assert!(h.state().document.dirty, "recovered work is still unsaved");
+    h.get_by_label_contains("Recovered unsaved changes");
+    h.get_by_label_contains("not saved •");
+
+    // Save As (the file dialog cannot be driven: the command it sends is used instead).
+    let file = dir.path().join("mine.agentloom.json");
+    h.state_mut().send(Command::SaveAs(file.clone()));
+    h.run_steps(2);
+    assert!(!h.state().document.dirty);
+    assert!(
+        autosave_files(&data).is_empty(),
+        "a save clears the autosave"
+    );
+    assert!(h.query_all_by_label_contains("mine.agentloom.json").count() >= 1);
+    drop(h);
+
+    // Next launch reopens the saved graph, clean, with no recovery notice.
+    let h = harness_for(App::startup(None, &paths).with_autosave_delay(AUTOSAVE));
+    assert_eq!(h.state().document.path.as_deref(), Some(file.as_path()));
+    assert_eq!(h.state().document.to_doc(), edited);
+    assert!(!h.state().document.dirty);
+    assert!(h.query_by_label_contains("Recovered").is_none());
+}
+
+fn request_close(h: &mut AppHarness) {
+    h.input_mut()
+        .viewports
+        .entry(ViewportId::ROOT)
+        .or_default()
+        .events
+        .push(egui::ViewportEvent::Close);
+    h.step();
+}
+
+fn sent(h: &AppHarness, command: &ViewportCommand) -> bool {
+    h.output()
+        .viewport_output
+        .get(&ViewportId::ROOT)
+        .is_some_and(|v| v.commands.contains(command))
+}
+
+#[test]
+fn closing_with_unsaved_changes_asks_save_discard_or_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let data = paths.data_dir.clone().unwrap();
+
+    // Clean: the window just closes.
+    let mut h = harness_for(App::new(&example(), None, &paths).with_autosave_delay(AUTOSAVE));
+    request_close(&mut h);
+    assert!(!sent(&h, &ViewportCommand::CancelClose));
+    h.run_steps(2);
+    assert!(h.query_by_label("Save changes?").is_none());
+
+    // Unsaved: the close is held and the prompt asks.
+    press(&mut h, "Delay");
+    wait_until(&mut h, "the autosave", |_| {
+        !autosave_files(&data).is_empty()
+    });
+    request_close(&mut h);
+    assert!(sent(&h, &ViewportCommand::CancelClose), "the window stays");
+    h.run_steps(2);
+    h.get_by_label("Save changes?");
+    h.get_by_role_and_label(Role::Button, "Save");
+    h.get_by_role_and_label(Role::Button, "Don't save");
+
+    // Cancel: back to work, nothing lost.
+    // (One step runs a frame for each queued pointer event: the click is in the last.)
+    h.get_by_role_and_label(Role::Button, "Cancel").click();
+    h.step();
+    assert!(!sent(&h, &ViewportCommand::Close));
+    h.run_steps(2);
+    assert!(h.query_by_label("Save changes?").is_none());
+    assert!(h.state().document.dirty);
+
+    // Escape also keeps the window.
+    request_close(&mut h);
+    h.run_steps(2);
+    keys(&mut h, Modifiers::NONE, Key::Escape);
+    assert!(!h.state().close_prompt_open());
+
+    // Don't save: the window closes and the autosave is dropped (a deliberate discard).
+    request_close(&mut h);
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "Don't save").click();
+    h.step();
+    assert!(sent(&h, &ViewportCommand::Close));
+    assert!(autosave_files(&data).is_empty());
+    // The close that follows is not held again.
+    request_close(&mut h);
+    assert!(!sent(&h, &ViewportCommand::CancelClose));
+}
+
+#[test]
+fn save_in_the_close_prompt_writes_the_file_then_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let file = dir.path().join("kept.agentloom.json");
+    let app = App::new(&example(), Some(file.clone()), &paths);
+    let mut h = harness_for(app);
+    press(&mut h, "Delay");
+    request_close(&mut h);
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "Save").click();
+    h.step();
+    assert!(sent(&h, &ViewportCommand::Close));
+    let saved = agentloom::app::load_graph(&file).unwrap();
+    assert!(saved.node("delay").is_some(), "the edit was saved");
+}
+
+#[test]
+fn ctrl_s_saves_to_the_current_file_and_clears_the_unsaved_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let file = dir.path().join("current.agentloom.json");
+    let mut h =
+        harness_for(App::new(&example(), Some(file.clone()), &paths).with_autosave_delay(AUTOSAVE));
+    press(&mut h, "Delay");
+    h.get_by_label_contains("current.agentloom.json •");
+    keys(&mut h, Modifiers::COMMAND, Key::S);
+    assert!(!h.state().document.dirty);
+    assert!(
+        h.query_by_label_contains("current.agentloom.json •")
+            .is_none()
+    );
+    let saved = agentloom::app::load_graph(&file).unwrap();
+    assert_eq!(saved, h.state().document.to_doc());
+    assert!(saved.node("delay").is_some());
+}
+
+const NAMED: &str = r#"{"format":"agentloom.graph","version":1,"name":"named","nodes":[
+    {"id":"who","block":"graph.input","position":[0,0],"config":{"name":"who","type":"text"}},
+    {"id":"times","block":"graph.input","position":[0,150],"config":{"name":"times","type":"integer"}},
+    {"id":"say","block":"text.template","position":[250,0],"config":{"template":"Hi {{ who }} x{{ times }}"}},
+    {"id":"out","block":"graph.output","position":[500,0],"config":{"name":"said"}}],
+  "edges":[{"from":["who","value"],"to":["say","who"]},
+           {"from":["times","value"],"to":["say","times"]},
+           {"from":["say","text"],"to":["out","value"]}]}"#;
+
+#[test]
+fn run_asks_for_the_graph_inputs_then_shows_every_node_state_and_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&graph(NAMED), &paths(&dir));
+    press(&mut h, "▶ Run");
+    h.get_by_label("Run inputs");
+    // The window is placed once its size is known, a frame after it appears.
+    h.run_steps(3);
+    let who = h.get_by_role_and_label(Role::TextInput, "who (text)");
+    who.click();
+    who.type_text("Ada");
+    h.run_steps(2);
+    // A bad number is refused with the input's name, and the form stays.
+    let times = h.get_by_role_and_label(Role::TextInput, "times (integer)");
+    times.click();
+    times.type_text("many");
+    h.run_steps(2);
+    press(&mut h, "Start run");
+    assert!(h.state().run.status.is_none(), "not started");
+    h.get_by_label_contains("Input `times`");
+    h.get_by_label("Run inputs");
+    let times = h.get_by_role_and_label(Role::TextInput, "times (integer)");
+    times.click();
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    times.type_text("3");
+    h.run_steps(2);
+    press(&mut h, "Start run");
+    assert!(h.query_by_label("Run inputs").is_none(), "the form closed");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+
+    let run = &h.state().run;
+    assert_eq!(run.status, Some(RunStatus::Completed), "{:?}", run.error);
+    for id in ["who", "times", "say", "out"] {
+        assert_eq!(
+            run.node(id).and_then(|n| n.status),
+            Some(NodeStatus::Done),
+            "{id}"
+        );
+    }
+    assert_eq!(h.get_all_by_label("done").count(), 4);
+    h.get_by_label("Run completed");
+    // On the node (short) and in the run panel.
+    assert!(h.query_all_by_label_contains("Hi Ada x3").count() >= 2);
+}
+
+#[test]
+fn stop_cancels_a_long_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = graph(
+        r#"{"format":"agentloom.graph","version":1,"name":"slow","nodes":[
+        {"id":"start","block":"data.constant","position":[0,0],"config":{"value":"x","type":"text"}},
+        {"id":"wait","block":"control.delay","position":[250,0],"config":{"ms":600000}},
+        {"id":"out","block":"graph.output","position":[500,0],"config":{"name":"out"}}],
+      "edges":[{"from":["start","value"],"to":["wait","value"]},
+               {"from":["wait","value"],"to":["out","value"]}]}"#,
+    );
+    let mut h = harness(&doc, &paths(&dir));
+    // No inputs: Ctrl+Enter starts at once.
+    keys(&mut h, Modifiers::COMMAND, Key::Enter);
+    wait_until(&mut h, "the delay to start", |h| {
+        h.state().run.node("wait").and_then(|n| n.status) == Some(NodeStatus::Running)
+    });
+    h.get_by_label("running");
+    let started = Instant::now();
+    press(&mut h, "■ Stop");
+    wait_until(&mut h, "the run to stop", |h| !h.state().run.is_running());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(h.state().run.status, Some(RunStatus::Cancelled));
+    h.get_by_label("Run cancelled");
+    assert_ne!(
+        h.state().run.node("wait").and_then(|n| n.status),
+        Some(NodeStatus::Done)
+    );
+
+    // Opening another graph while a run goes stops that run too (it is not left running
+    // unseen): the run log records it as cancelled.
+    keys(&mut h, Modifiers::COMMAND, Key::Enter);
+    wait_until(&mut h, "the second run to start", |h| {
+        h.state().run.node("wait").and_then(|n| n.status) == Some(NodeStatus::Running)
+    });
+    h.state_mut().send(Command::New);
+    h.run_steps(2);
+    assert!(!h.state().run.is_running());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // The history's Refresh button.
+        h.get_by_role_and_label(Role::Button, "Refresh").click();
+        h.run_steps(2);
+        let history = h.state().history();
+        if history.len() == 2 && history[0].status == RunStatus::Cancelled {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second run was not recorded as cancelled: {history:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const WRITE: &str = r#"{"format":"agentloom.graph","version":1,"name":"write","nodes":[
+    {"id":"text","block":"data.constant","position":[0,0],"config":{"value":"written by the test","type":"text"}},
+    {"id":"write","block":"file.write","position":[250,0],"config":{"path":"out/note.txt"}},
+    {"id":"out","block":"graph.output","position":[500,0],"config":{"name":"path"}}],
+  "edges":[{"from":["text","value"],"to":["write","content"]},
+           {"from":["write","path"],"to":["out","value"]}]}"#;
+
+#[test]
+fn safe_mode_asks_before_writing_a_file_approve_writes_deny_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let target = paths.workspace.clone().unwrap().join("out/note.txt");
+    let mut h = harness(&graph(WRITE), &paths);
+
+    // Safe mode is a checkbox in the Run menu, saved with the graph and undoable.
+    press(&mut h, "Run");
+    h.get_by_role_and_label(Role::CheckBox, "Safe mode").click();
+    h.run_steps(2);
+    assert!(h.state().document.to_doc().settings.safe_mode);
+    assert!(h.state().document.dirty);
+    keys(&mut h, Modifiers::NONE, Key::Escape);
+
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the approval", |h| {
+        !h.state().run.approvals.is_empty()
+    });
+    h.get_by_label("waiting for approval");
+    h.get_by_label_contains("`write` (Write file) waits for approval");
+    assert!(!target.exists(), "nothing written before approval");
+    press(&mut h, "Approve");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    assert_eq!(
+        h.state().run.status,
+        Some(RunStatus::Completed),
+        "{:?}",
+        h.state().run.error
+    );
+    assert_eq!(
+        h.state().run.node("write").and_then(|n| n.status),
+        Some(NodeStatus::Done)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "written by the test"
+    );
+
+    std::fs::remove_file(&target).unwrap();
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the approval", |h| {
+        !h.state().run.approvals.is_empty()
+    });
+    press(&mut h, "Deny");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    let run = &h.state().run;
+    assert_eq!(run.status, Some(RunStatus::Failed));
+    let write = run.node("write").unwrap();
+    assert_eq!(write.status, Some(NodeStatus::Failed));
+    assert!(
+        write
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not approved"),
+        "{write:?}"
+    );
+    // The failure ends the run (the engine's rule for a failed node without an `error`
+    // wire): what depends on it never starts.
+    assert_eq!(
+        run.node("out").and_then(|n| n.status),
+        Some(NodeStatus::Pending)
+    );
+    assert!(!target.exists(), "a denied write writes nothing");
+    assert!(h.query_all_by_label_contains("was not approved").count() >= 1);
+
+    // Safe mode off again: runs without asking.
+    press(&mut h, "Run");
+    h.get_by_role_and_label(Role::CheckBox, "Safe mode").click();
+    h.run_steps(2);
+    keys(&mut h, Modifiers::NONE, Key::Escape);
+    assert!(!h.state().document.to_doc().settings.safe_mode);
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    assert_eq!(h.state().run.status, Some(RunStatus::Completed));
+    assert!(target.exists());
+}
+
+/// A running `fakellm serve` with rules written for this test; stopped on drop.
+struct FakeLlm {
+    child: Child,
+    port: u16,
+    _config: tempfile::TempDir,
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_fakellm(rules: &str) -> Option<FakeLlm> {
+    let binary = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("fakellm"))
+        .find(|p| p.is_file());
+    let Some(binary) = binary else {
+        if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
+            eprintln!("skipping: fakellm is not installed and AGENTLOOM_SKIP_PEERS=1");
+            return None;
+        }
+        panic!(
+            "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
+        );
+    };
+    let config = tempfile::tempdir().unwrap();
+    let file = config.path().join("fakellm.yaml");
+    std::fs::write(&file, rules).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(binary)
+        .args([
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--config",
+        ])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut fake = FakeLlm {
+        child,
+        port,
+        _config: config,
+    };
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = fake.child.try_wait() {
+            panic!("fakellm exited ({status}) before it listened");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "fakellm did not listen on port {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(fake)
+}
+
+#[test]
+fn streamed_llm_output_appears_inside_the_node_while_it_runs() {
+    // fakellm streams one word every 10 ms: 400 words take about 4 s.
+    let story: Vec<String> = (1..=400).map(|i| format!("w{i}")).collect();
+    let story = story.join(" ");
+    let rules = format!(
+        "rules:\n  - name: story\n    when:\n      messages_contain: \"Tell a long story\"\n    respond:\n      content: \"{story}\"\n"
+    );
+    let Some(fake) = start_fakellm(&rules) else {
+        return;
+    };
+    let doc = graph(&format!(
+        r#"{{"format":"agentloom.graph","version":1,"name":"stream","nodes":[
+        {{"id":"chat","block":"llm.chat","position":[0,0],"config":{{"provider":"openai","base_url":"http://127.0.0.1:{}/v1","model":"test-model","prompt":"Tell a long story","stream":true}}}},
+        {{"id":"out","block":"graph.output","position":[350,0],"config":{{"name":"story"}}}}],
+      "edges":[{{"from":["chat","text"],"to":["out","value"]}}]}}"#,
+        fake.port
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&doc, &paths(&dir));
+    press(&mut h, "▶ Run");
+    // Partial text shows inside the node (`text … <latest words>`) while the run goes on.
+    wait_until(&mut h, "streamed words on the node", |h| {
+        h.query_all_by_label_contains("text … ").count() > 0
+    });
+    assert!(h.state().run.is_running(), "seen before the end");
+    assert_eq!(
+        h.state().run.node("chat").and_then(|n| n.status),
+        Some(NodeStatus::Running)
+    );
+    let shown = |h: &AppHarness| {
+        h.query_by_label_contains("text … ")
+            .and_then(|n| n.value())
+            .unwrap_or_default()
+    };
+    let first = shown(&h);
+    wait_until(&mut h, "more words on the node", |h| {
+        shown(h) != first || !h.state().run.is_running()
+    });
+    assert!(
+        h.state().run.is_running(),
+        "the node showed the words as they came: {first}"
+    );
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    assert_eq!(
+        h.state().run.status,
+        Some(RunStatus::Completed),
+        "{:?}",
+        h.state().run.error
+    );
+    assert!(
+        h.query_all_by_label_contains("text … ").count() == 0,
+        "streaming over"
+    );
+    // The finished answer replaces the stream on the node (short) and in the run panel.
+    assert_eq!(
+        h.state().run.outputs.get("story"),
+        Some(&agentloom_core::Value::Text(story))
+    );
+    h.get_by_label_contains("text = w1 w2 w3");
+    h.get_by_label("output story:");
+}

@@ -1,0 +1,147 @@
+//! Shared helpers of the canvas tests: an app in a harness, and pointer gestures on the
+//! canvas. Widgets inside the canvas are reported by the accessibility tree in graph
+//! coordinates; `App::graph_to_screen` places them on screen.
+#![allow(dead_code, reason = "each test file uses a part")]
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::time::{Duration, Instant};
+
+use agentloom::app::{App, AppPaths, EXAMPLE_GRAPH};
+use agentloom_core::GraphDoc;
+use egui::{Modifiers, PointerButton, Pos2};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable as _;
+
+pub type AppHarness = Harness<'static, App>;
+
+/// Paths inside `dir`: a run log, a data directory (autosave) and the file workspace.
+pub fn paths(dir: &tempfile::TempDir) -> AppPaths {
+    std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
+    AppPaths {
+        run_log: Some(dir.path().join("runs.sqlite3")),
+        data_dir: Some(dir.path().join("data")),
+        workspace: Some(dir.path().join("workspace")),
+        credentials_dir: None,
+    }
+}
+
+pub fn example() -> GraphDoc {
+    GraphDoc::from_json_str(EXAMPLE_GRAPH).unwrap()
+}
+
+pub fn graph(json: &str) -> GraphDoc {
+    GraphDoc::from_json_str(json).unwrap()
+}
+
+/// `app` in a 1280×800 window, after its first frames.
+pub fn harness_for(app: App) -> AppHarness {
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(1280.0, 800.0))
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    harness.run_steps(3);
+    harness
+}
+
+pub fn harness(doc: &GraphDoc, paths: &AppPaths) -> AppHarness {
+    harness_for(App::new(doc, None, paths))
+}
+
+/// The node ids of the document, sorted.
+pub fn ids(h: &AppHarness) -> Vec<String> {
+    h.state()
+        .document
+        .to_doc()
+        .nodes
+        .iter()
+        .map(|n| n.id.clone())
+        .collect()
+}
+
+/// The wires of the document as `from.port -> to.port`, sorted.
+pub fn wires(h: &AppHarness) -> Vec<String> {
+    h.state()
+        .document
+        .to_doc()
+        .edges
+        .iter()
+        .map(|e| format!("{}.{} -> {}.{}", e.from.0, e.from.1, e.to.0, e.to.1))
+        .collect()
+}
+
+/// The on-screen centre of a text drawn inside the canvas (a node title, a pin name).
+pub fn canvas_text(h: &AppHarness, text: &str) -> Pos2 {
+    let rect = h.get_by_label(text).rect();
+    h.state().graph_to_screen(rect.center())
+}
+
+/// The on-screen centre of a node's title.
+pub fn title_of(h: &AppHarness, title: &str) -> Pos2 {
+    canvas_text(h, title)
+}
+
+/// Presses and releases `button` at `pos` with `modifiers` held.
+pub fn click_at(h: &mut AppHarness, pos: Pos2, button: PointerButton, modifiers: Modifiers) {
+    h.event(egui::Event::PointerMoved(pos));
+    h.event(egui::Event::ModifiersChanged(modifiers));
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos,
+            button,
+            pressed,
+            modifiers,
+        });
+    }
+    h.event(egui::Event::ModifiersChanged(Modifiers::NONE));
+    h.run_steps(2);
+}
+
+/// Drags with the primary button from `from` to `to` in small steps, `modifiers` held.
+pub fn drag(h: &mut AppHarness, from: Pos2, to: Pos2, modifiers: Modifiers) {
+    h.event(egui::Event::PointerMoved(from));
+    h.event(egui::Event::ModifiersChanged(modifiers));
+    h.event(egui::Event::PointerButton {
+        pos: from,
+        button: PointerButton::Primary,
+        pressed: true,
+        modifiers,
+    });
+    h.step();
+    let steps = 12;
+    for i in 1..=steps {
+        #[allow(clippy::cast_precision_loss, reason = "a small count")]
+        let t = i as f32 / steps as f32;
+        h.event(egui::Event::PointerMoved(from + (to - from) * t));
+        h.step();
+    }
+    h.event(egui::Event::PointerButton {
+        pos: to,
+        button: PointerButton::Primary,
+        pressed: false,
+        modifiers,
+    });
+    h.event(egui::Event::ModifiersChanged(Modifiers::NONE));
+    h.run_steps(3);
+}
+
+/// Presses a key with modifiers, as a person at the keyboard.
+pub fn keys(h: &mut AppHarness, modifiers: Modifiers, key: egui::Key) {
+    h.key_press_modifiers(modifiers, key);
+    h.run_steps(2);
+}
+
+/// Steps frames until `done` holds (real time passes: runs and autosave are timed).
+pub fn wait_until(h: &mut AppHarness, what: &str, mut done: impl FnMut(&AppHarness) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done(h) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; notice: {:?}, run: {:?} {:?}",
+            h.state().notice,
+            h.state().run.status,
+            h.state().run.error
+        );
+        h.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    h.run_steps(2);
+}
