@@ -277,7 +277,7 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
                     port: Some(to_port.clone()),
                     path: format!("$.edges[{e}]"),
                     message: format!(
-                        "wire `{from_id}.{from_port}` → `{to_id}.{to_port}`: {mismatch}"
+                        "wire `{from_id}.{from_port}` -> `{to_id}.{to_port}`: {mismatch}"
                     ),
                 });
                 continue;
@@ -338,7 +338,7 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
                 path: format!("$.nodes[{}]", cycle.first().copied().unwrap_or(0)),
                 message: format!(
                     "the wires form a cycle through {}; a graph must not loop back on itself (use a for-each or agent block to repeat)",
-                    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" → ")
+                    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" -> ")
                 ),
             });
             Vec::new()

@@ -177,7 +177,7 @@ impl Value {
         };
         let single_line: String = full
             .chars()
-            .map(|c| if c == '\n' { '⏎' } else { c })
+            .map(|c| if c == '\n' { '¶' } else { c })
             .collect();
         if single_line.chars().count() <= max_chars {
             single_line
@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn preview_is_cut_and_single_line() {
-        assert_eq!(Value::from("a\nb").preview(10), "a⏎b");
+        assert_eq!(Value::from("a\nb").preview(10), "a¶b");
         assert_eq!(Value::from("abcdefghij").preview(5), "abcd…");
     }
 

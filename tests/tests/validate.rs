@@ -141,7 +141,7 @@ fn type_mismatch() {
     assert_eq!(p.node.as_deref(), Some("each"));
     assert_eq!(p.port.as_deref(), Some("items"));
     assert!(
-        p.message.contains("`text.value` → `each.items`"),
+        p.message.contains("`text.value` -> `each.items`"),
         "{}",
         p.message
     );

@@ -126,7 +126,7 @@ pub fn inspector_ui(
     for port in &node.inputs {
         ui.label(
             RichText::new(format!(
-                "→ {}: {}{}",
+                "in  {}: {}{}",
                 port.name,
                 port.ty,
                 if port.required { "" } else { " (optional)" }
@@ -135,7 +135,7 @@ pub fn inspector_ui(
         );
     }
     for port in &node.outputs {
-        ui.label(RichText::new(format!("← {}: {}", port.name, port.ty)).small());
+        ui.label(RichText::new(format!("out {}: {}", port.name, port.ty)).small());
     }
     if let Some(run) = run {
         ui.separator();
