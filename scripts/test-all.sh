@@ -60,6 +60,9 @@ XDG_DATA_HOME="$keyring_data" dbus-run-session -- bash -c '
   '
 
 log "the real app under Xvfb"
-cargo build -p agentloom
-bash ui/tests/screenshot.sh "$root/target/screenshot.png"
+# `cargo test` has just built the binary (the CLI tests run it); `cargo build -p agentloom`
+# alone would compile the whole UI stack again with another feature set.
+app_bin="${CARGO_TARGET_DIR:-$root/target}/debug/agentloom"
+[ -x "$app_bin" ] || cargo build -p agentloom
+AGENTLOOM_BIN="$app_bin" bash ui/tests/screenshot.sh "$root/target/screenshot.png"
 echo "screenshot: target/screenshot.png"

@@ -165,6 +165,13 @@ impl RunStore {
         // on the path of every short CLI run; the next recorder's checkpoints do it instead.
         conn.pragma_update(None, "cache_size", -32_768)
             .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 10_000))
+            // …and the WAL file is cut back to this size once a checkpoint has emptied it.
+            .and_then(|()| {
+                conn.pragma_update_and_check(None, "journal_size_limit", 16 << 20, |row| {
+                    row.get::<_, i64>(0)
+                })
+                .map(drop)
+            })
             .and_then(|()| {
                 conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
                     .map(drop)
