@@ -338,7 +338,7 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
                 path: format!("$.nodes[{}]", cycle.first().copied().unwrap_or(0)),
                 message: format!(
                     "the wires form a cycle through {}; a graph must not loop back on itself (use a for-each or agent block to repeat)",
-                    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" -> ")
+                    cycle_path(&names)
                 ),
             });
             Vec::new()
@@ -440,6 +440,31 @@ fn check_interface_names(
         } else {
             seen.insert(key, id);
         }
+    }
+}
+
+/// The nodes of a cycle as `a` -> `b` -> `a`; a long cycle is cut in the middle so that the
+/// message stays readable in a problems list.
+fn cycle_path(names: &[&str]) -> String {
+    const SHOWN_AT_EACH_END: usize = 3;
+    let quoted = |n: &&str| format!("`{n}`");
+    let Some(first) = names.first() else {
+        return String::new();
+    };
+    let mut parts: Vec<String> = if names.len() <= 2 * SHOWN_AT_EACH_END + 1 {
+        names.iter().map(quoted).collect()
+    } else {
+        let mut parts: Vec<String> = names[..SHOWN_AT_EACH_END].iter().map(quoted).collect();
+        parts.push(format!("… {} more …", names.len() - 2 * SHOWN_AT_EACH_END));
+        parts.extend(names[names.len() - SHOWN_AT_EACH_END..].iter().map(quoted));
+        parts
+    };
+    parts.push(quoted(first));
+    let path = parts.join(" -> ");
+    if names.len() > 2 * SHOWN_AT_EACH_END + 1 {
+        format!("{path} ({} blocks)", names.len())
+    } else {
+        path
     }
 }
 

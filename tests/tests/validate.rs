@@ -194,6 +194,34 @@ fn cycle() {
 }
 
 #[test]
+fn a_long_cycle_is_named_by_its_ends_and_its_length() {
+    let mut doc = GraphDoc::new("ring");
+    for i in 0..40 {
+        doc.nodes
+            .push(node(&format!("n{i:02}"), "control.passthrough", json!({})));
+        let next = (i + 1) % 40;
+        doc.edges.push(EdgeDoc::new(
+            &format!("n{i:02}"),
+            "value",
+            &format!("n{next:02}"),
+            "value",
+        ));
+    }
+    let p = only(&doc, ProblemKind::Cycle);
+    assert!(p.message.contains("(40 blocks)"), "{}", p.message);
+    assert!(p.message.contains("34 more"), "{}", p.message);
+    let first = p.node.clone().expect("a cycle names a node");
+    let path = p.message.split(';').next().unwrap_or_default();
+    // Short enough for a line or two of the problems list, and it still closes the loop.
+    assert!(path.chars().count() < 120, "{path}");
+    assert!(
+        path.starts_with(&format!("the wires form a cycle through `{first}`")),
+        "{path}"
+    );
+    assert!(path.ends_with(&format!("`{first}` (40 blocks)")), "{path}");
+}
+
+#[test]
 fn duplicate_graph_input_names() {
     let mut doc = valid_graph();
     doc.nodes

@@ -251,6 +251,46 @@ fn run_asks_for_the_graph_inputs_then_shows_every_node_state_and_the_output() {
 }
 
 #[test]
+fn the_inputs_form_works_from_the_keyboard_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&graph(NAMED), &paths(&dir));
+    // Ctrl+Enter opens the form with the first input focused; Escape closes it unrun.
+    h.key_press_modifiers(Modifiers::COMMAND, Key::Enter);
+    h.run_steps(3);
+    h.get_by_label("Run inputs");
+    h.key_press(Key::Escape);
+    h.run_steps(2);
+    assert!(
+        h.query_by_label("Run inputs").is_none(),
+        "Escape closes the form"
+    );
+    assert!(h.state().run.status.is_none(), "and starts nothing");
+
+    h.key_press_modifiers(Modifiers::COMMAND, Key::Enter);
+    h.run_steps(3);
+    let times = h.get_by_role_and_label(Role::TextInput, "times (integer)");
+    assert!(times.is_focused(), "the first input takes the keyboard");
+    times.type_text("2");
+    h.run_steps(1);
+    h.key_press(Key::Tab);
+    h.run_steps(1);
+    let who = h.get_by_role_and_label(Role::TextInput, "who (text)");
+    assert!(who.is_focused(), "Tab moves to the next input");
+    who.type_text("Grace");
+    h.run_steps(1);
+    h.key_press(Key::Enter);
+    h.run_steps(2);
+    assert!(
+        h.query_by_label("Run inputs").is_none(),
+        "Enter starts the run"
+    );
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    let run = &h.state().run;
+    assert_eq!(run.status, Some(RunStatus::Completed), "{:?}", run.error);
+    assert!(h.query_all_by_label_contains("Hi Grace x2").count() >= 2);
+}
+
+#[test]
 fn stop_cancels_a_long_run() {
     let dir = tempfile::tempdir().unwrap();
     let doc = graph(

@@ -19,6 +19,8 @@ pub struct RunForm {
     pub fields: Vec<(String, ValueType, String)>,
     /// Shown when the form is open.
     pub open: bool,
+    /// Set when the form opens, so the first field takes the keyboard focus once.
+    focus_first: bool,
 }
 
 impl RunForm {
@@ -37,6 +39,7 @@ impl RunForm {
                 (name.clone(), ty.clone(), text)
             })
             .collect();
+        self.focus_first = true;
     }
 }
 
@@ -52,19 +55,29 @@ pub fn run_form_ui(ctx: &egui::Context, form: &mut RunForm, commands: &mut Vec<C
         .anchor(egui::Align2::CENTER_CENTER, egui::Vec2::ZERO)
         .open(&mut open)
         .show(ctx, |ui| {
+            let mut submitted = false;
             egui::Grid::new("run_inputs").num_columns(2).show(ui, |ui| {
-                for (name, ty, text) in &mut form.fields {
+                for (index, (name, ty, text)) in form.fields.iter_mut().enumerate() {
                     let label = ui.label(format!("{name} ({ty})"));
-                    ui.add(egui::TextEdit::singleline(text).desired_width(240.0))
+                    let field = ui
+                        .add(egui::TextEdit::singleline(text).desired_width(240.0))
                         .labelled_by(label.id);
+                    if index == 0 && std::mem::take(&mut form.focus_first) {
+                        field.request_focus();
+                    }
+                    // Enter in a field starts the run, as in any dialog with one action.
+                    submitted |=
+                        field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
                     ui.end_row();
                 }
             });
             ui.horizontal(|ui| {
-                if ui.button("Start run").clicked() {
+                if ui.button("Start run").on_hover_text("Enter").clicked() || submitted {
                     commands.push(Command::StartRun);
                 }
-                if ui.button("Cancel").clicked() {
+                if ui.button("Cancel").on_hover_text("Escape").clicked()
+                    || ui.input(|i| i.key_pressed(egui::Key::Escape))
+                {
                     commands.push(Command::CloseRunForm);
                 }
             });
