@@ -502,6 +502,26 @@ fn status_text(status: NodeStatus) -> &'static str {
     }
 }
 
+/// An error or problem inside a node: its start, the whole of it on hover.
+fn node_message(ui: &mut Ui, message: &str, color: Color32) {
+    let label = ui.label(
+        RichText::new(clip(message, theme::NODE_MESSAGE_CHARS))
+            .small()
+            .color(color),
+    );
+    if message.chars().count() > theme::NODE_MESSAGE_CHARS {
+        label.on_hover_text(message);
+    }
+}
+
+/// The first `max_chars` characters of `text`, with an ellipsis when it was longer.
+fn clip(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
 fn value_preview(value: &Value) -> String {
     value.preview(theme::NODE_PREVIEW_CHARS)
 }
@@ -834,14 +854,14 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                     );
                 }
                 if let Some(error) = &run.error {
-                    ui.label(RichText::new(error).small().color(theme::ERROR));
+                    node_message(ui, error, theme::ERROR);
                 }
             }
             if let Some(problem) = &canvas.config_problem {
-                ui.label(RichText::new(problem).small().color(theme::ERROR));
+                node_message(ui, problem, theme::ERROR);
             } else if let Some(problems) = self.problems.get(&canvas.doc.id) {
                 for p in problems {
-                    ui.label(RichText::new(p).small().color(theme::WARN));
+                    node_message(ui, p, theme::WARN);
                 }
             }
         });
@@ -1040,8 +1060,16 @@ mod tests {
     use egui_kittest::kittest::Queryable as _;
     use egui_snarl::NodeId;
 
-    use super::{Lod, box_wire_shapes};
+    use super::{Lod, box_wire_shapes, clip};
     use crate::app::{App, AppPaths};
+
+    #[test]
+    fn long_messages_are_clipped_on_a_character_boundary() {
+        assert_eq!(clip("short", 10), "short");
+        assert_eq!(clip("exactly10!", 10), "exactly10!");
+        assert_eq!(clip("ünïcödé text", 4), "ünïc…");
+        assert_eq!(clip(&"x".repeat(500), 140).chars().count(), 141);
+    }
 
     /// `blocks` templates in rows of 10, 260 × 160 apart, each fed by the two before it.
     fn grid(blocks: usize) -> GraphDoc {

@@ -29,6 +29,9 @@ pub const PAD: i8 = 8;
 pub const SIDE_PANEL_WIDTH: f32 = 260.0;
 /// Longest value preview shown inside a node.
 pub const NODE_PREVIEW_CHARS: usize = 60;
+/// Longest error or problem text shown inside a node (the whole text is on hover and in
+/// the run panel), so that a long message does not grow the node over its neighbours.
+pub const NODE_MESSAGE_CHARS: usize = 140;
 /// Below this zoom the canvas drops pin labels and node bodies, and draws straight wires.
 pub const LOD_SCALE: f32 = 0.55;
 /// Below this zoom nodes are drawn as plain boxes without pins (too small to wire).
