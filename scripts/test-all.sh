@@ -65,4 +65,4 @@ log "the real app under Xvfb"
 app_bin="${CARGO_TARGET_DIR:-$root/target}/debug/agentloom"
 [ -x "$app_bin" ] || cargo build -p agentloom
 AGENTLOOM_BIN="$app_bin" bash ui/tests/screenshot.sh "$root/target/screenshot.png"
-echo "screenshot: target/screenshot.png"
+echo "screenshots: target/screenshot.png, target/screenshot-run.png"

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Starts the real app under Xvfb with an example graph, takes a screenshot to $1 and fails
-# if the window did not render (a blank or near single-colour image).
+# if the window did not render (a blank or near single-colour image). Then runs the graph
+# as a person would, with the real keyboard (Ctrl+Enter, type the `name` input, Enter), and
+# fails unless the run log holds that run, completed, with the greeting for that name.
+# A second screenshot, of the finished run, goes beside the first (OUT-run.png).
 #
-# Usage: ui/tests/screenshot.sh OUT.png [GRAPH.json]
+# Usage: ui/tests/screenshot.sh OUT.png
 # Needs: Xvfb, xdotool, imagemagick (import, convert); a built target/debug/agentloom
 # (or set AGENTLOOM_BIN).
 set -euo pipefail
 
-out=${1:?usage: screenshot.sh OUT.png [GRAPH.json]}
+out=${1:?usage: screenshot.sh OUT.png}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-graph=${2:-$root/assets/examples/hello.agentloom.json}
+graph=$root/assets/examples/hello.agentloom.json
 bin=${AGENTLOOM_BIN:-$root/target/debug/agentloom}
 
 for tool in Xvfb xdotool import convert; do
@@ -84,3 +87,37 @@ if [ "$colours" -lt 50 ]; then
     echo "screenshot.sh: the window looks blank ($colours colours)" >&2
     exit 1
 fi
+
+# A run driven through the window. Without a window manager nobody gives the window the
+# keyboard focus, so take it explicitly, as a click on a desktop would.
+xdotool windowfocus --sync "$window"
+xdotool key ctrl+Return
+sleep 1
+xdotool key ctrl+a
+xdotool type --delay 20 "Ada Lovelace"
+xdotool key Return
+db="$work/runs.sqlite3"
+status=""
+for _ in $(seq 1 100); do
+    status=$("$bin" runs --json --db "$db" 2>/dev/null |
+        python3 -c 'import json, sys; runs = json.load(sys.stdin); print(runs[0]["status"] if runs else "")' ||
+        true)
+    [ "$status" = completed ] && break
+    sleep 0.1
+done
+if [ "$status" != completed ]; then
+    echo "screenshot.sh: the run started from the keyboard did not complete (status: '${status}')" >&2
+    cat "$work/app.log" >&2
+    exit 1
+fi
+run_id=$("$bin" runs --json --db "$db" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["id"])')
+greeting=$("$bin" show --json --db "$db" "$run_id" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["outputs"]["greeting"])')
+if [ "$greeting" != "Hello, Ada Lovelace!" ]; then
+    echo "screenshot.sh: the run's output is '$greeting', not the greeting for the typed name" >&2
+    exit 1
+fi
+sleep 0.5
+run_shot="${out%.png}-run.png"
+import -window root "$run_shot"
+echo "screenshot.sh: a run from the keyboard completed with '$greeting'; $run_shot"
