@@ -161,7 +161,7 @@ impl CanvasState {
         let bb = bb.expand(40.0);
         let scale = (self.screen_rect.width() / bb.width())
             .min(self.screen_rect.height() / bb.height())
-            .clamp(0.05, 1.0);
+            .clamp(theme::MIN_SCALE, 1.0);
         TSTransform::new(
             self.screen_rect.center().to_vec2() - bb.center().to_vec2() * scale,
             scale,
@@ -1121,6 +1121,38 @@ mod tests {
 
     fn node(harness: &Harness<'static, App>, id: &str) -> NodeId {
         harness.state().document.node_by_id(id).unwrap()
+    }
+
+    #[test]
+    fn a_node_saved_absurdly_far_away_is_brought_back_and_fit_to_view_shows_every_node() {
+        let mut doc = grid(3);
+        doc.nodes[1].position = [1e308, -1e308];
+        doc.nodes[2].position = [-5e9, 120.0];
+        let mut harness = harness(&doc);
+        harness
+            .state_mut()
+            .commands
+            .push(crate::app::Command::FitView);
+        harness.run_steps(3);
+        let app = harness.state();
+        let canvas = &app.canvas;
+        assert!(canvas.transform.scaling.is_finite() && canvas.transform.scaling > 0.0);
+        for (id, pos, node) in app.document.snarl.nodes_pos_ids() {
+            assert!(
+                pos.x.abs() <= 100_000.0 && pos.y.abs() <= 100_000.0,
+                "{pos:?}"
+            );
+            let on_screen = canvas.transform * pos;
+            assert!(
+                canvas.screen_rect.contains(on_screen),
+                "`{}` at {on_screen:?} is outside {:?} ({id:?})",
+                node.doc.id,
+                canvas.screen_rect
+            );
+        }
+        // Saved again, the positions are the canvas's, no longer absurd.
+        let saved = app.document.to_doc();
+        assert!(saved.nodes.iter().all(|n| n.position[0].abs() <= 100_000.0));
     }
 
     #[test]

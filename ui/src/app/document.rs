@@ -30,6 +30,28 @@ pub struct CanvasNode {
     pub title: String,
 }
 
+/// How far from the origin a node may sit on the canvas. A damaged or hand-edited file may
+/// put a node anywhere (`1e308` does not even fit the canvas's `f32`); such a node is brought
+/// back to this edge, where fit-to-view can still show it beside the others.
+pub const CANVAS_EXTENT: f32 = 100_000.0;
+
+/// A saved position as a canvas position, within [`CANVAS_EXTENT`].
+pub fn canvas_pos(position: [f64; 2]) -> Pos2 {
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "clamped to the canvas first"
+    )]
+    let coordinate = |v: f64| {
+        let limit = f64::from(CANVAS_EXTENT);
+        if v.is_nan() {
+            0.0
+        } else {
+            v.clamp(-limit, limit) as f32
+        }
+    };
+    Pos2::new(coordinate(position[0]), coordinate(position[1]))
+}
+
 impl CanvasNode {
     /// Builds a canvas node, deriving its ports from its config.
     pub fn new(doc: NodeDoc, catalog: &dyn BlockCatalog) -> Self {
@@ -133,9 +155,10 @@ impl Document {
         let mut snarl = Snarl::new();
         let mut ids: HashMap<&str, NodeId> = HashMap::with_capacity(doc.nodes.len());
         for node in &doc.nodes {
-            #[allow(clippy::cast_possible_truncation, reason = "canvas coordinates")]
-            let pos = Pos2::new(node.position[0] as f32, node.position[1] as f32);
-            let id = snarl.insert_node(pos, CanvasNode::new(node.clone(), catalog));
+            let id = snarl.insert_node(
+                canvas_pos(node.position),
+                CanvasNode::new(node.clone(), catalog),
+            );
             ids.insert(node.id.as_str(), id);
         }
         for edge in &doc.edges {
@@ -420,8 +443,7 @@ impl Document {
             copy.position[1] += f64::from(offset.y);
             renamed.insert(node.id.clone(), copy.id.clone());
             doc.nodes.push(copy.clone());
-            #[allow(clippy::cast_possible_truncation, reason = "canvas coordinates")]
-            let pos = Pos2::new(copy.position[0] as f32, copy.position[1] as f32);
+            let pos = canvas_pos(copy.position);
             added.push(self.snarl.insert_node(pos, CanvasNode::new(copy, catalog)));
         }
         for edge in &clip.edges {

@@ -32,6 +32,9 @@ pub const NODE_PREVIEW_CHARS: usize = 60;
 /// Longest error or problem text shown inside a node (the whole text is on hover and in
 /// the run panel), so that a long message does not grow the node over its neighbours.
 pub const NODE_MESSAGE_CHARS: usize = 140;
+/// The farthest zoom out, for the wheel and fit-to-view alike: far enough that a graph as
+/// wide as the whole canvas (see `document::CANVAS_EXTENT`) still fits in a window.
+pub const MIN_SCALE: f32 = 0.002;
 /// Below this zoom the canvas drops pin labels and node bodies, and draws straight wires.
 pub const LOD_SCALE: f32 = 0.55;
 /// Below this zoom nodes are drawn as plain boxes without pins (too small to wire).
@@ -114,7 +117,7 @@ pub fn snarl_style() -> SnarlStyle {
         wire_width: Some(WIRE_WIDTH),
         // No collapse triangle: it is one more widget and shape on every node every frame.
         collapsible: Some(false),
-        min_scale: Some(0.05),
+        min_scale: Some(MIN_SCALE),
         max_scale: Some(2.0),
         centering: Some(true),
         select_stoke: Some(Stroke::new(1.5, ACCENT)),
