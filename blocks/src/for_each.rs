@@ -250,8 +250,8 @@ fn inner_graph(json: &serde_json::Value) -> Result<(Inner, Vec<PortSpec>), Confi
             .instantiate(&node.config)
             .map_err(|e| ConfigError::new("graph", format!("node `{}`: {e}", node.id)))?;
         match imp.interface() {
-            Some(GraphInterface::Input { name, ty, default }) => {
-                graph_inputs.push((name, ty, default.is_some()))
+            Some(GraphInterface::Input(input)) => {
+                graph_inputs.push((input.name, input.ty, input.default.is_some()));
             }
             Some(GraphInterface::Output { name }) => graph_outputs.push(name),
             None => {}

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, GraphInterface,
-    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
-    coerce,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, RunInput, Value, ValueMap, ValueType,
+    async_trait, coerce,
 };
 
 use crate::Registry;
@@ -61,7 +61,7 @@ impl Block for GraphInput {
         let reader = ConfigReader(config);
         let name = reader.required_str("name")?.trim().to_owned();
         let ty = reader.value_type_or("type", ValueType::Text)?;
-        let description = reader.str_or("description", "")?.to_owned();
+        let description = reader.str_or("description", "")?.trim().to_owned();
         let default = match reader.get("default") {
             None => None,
             Some(json) => Some(coerce(Value::from_json(json.clone()), &ty).map_err(|e| {
@@ -70,21 +70,22 @@ impl Block for GraphInput {
         };
         let ports = Ports::new(
             Vec::new(),
-            vec![PortSpec::new("value", ty.clone()).describe(description)],
+            vec![PortSpec::new("value", ty.clone()).describe(description.clone())],
         );
         Ok(Arc::new(GraphInputNode {
-            name,
-            ty,
-            default,
+            input: RunInput {
+                name,
+                ty,
+                default,
+                description,
+            },
             ports,
         }))
     }
 }
 
 struct GraphInputNode {
-    name: String,
-    ty: ValueType,
-    default: Option<Value>,
+    input: RunInput,
     ports: Ports,
 }
 
@@ -95,19 +96,15 @@ impl NodeImpl for GraphInputNode {
     }
 
     fn interface(&self) -> Option<GraphInterface> {
-        Some(GraphInterface::Input {
-            name: self.name.clone(),
-            ty: self.ty.clone(),
-            default: self.default.clone(),
-        })
+        Some(GraphInterface::Input(self.input.clone()))
     }
 
     async fn run(&self, _inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
-        let name = &self.name;
+        let name = &self.input.name;
         let value = match ctx.graph_input(name) {
-            Some(given) => parse_given(given, &self.ty)
+            Some(given) => parse_given(given, &self.input.ty)
                 .map_err(|e| BlockError::permanent(format!("run input `{name}`: {e}")))?,
-            None => self.default.clone().ok_or_else(|| {
+            None => self.input.default.clone().ok_or_else(|| {
                 BlockError::permanent(format!(
                     "run input `{name}` was not given; pass --input {name}=VALUE"
                 ))
@@ -301,11 +298,12 @@ mod tests {
         .unwrap();
         assert_eq!(
             node.interface(),
-            Some(GraphInterface::Input {
+            Some(GraphInterface::Input(RunInput {
                 name: "n".into(),
                 ty: ValueType::Integer,
-                default: Some(Value::Integer(2))
-            })
+                default: Some(Value::Integer(2)),
+                description: String::new(),
+            }))
         );
         assert_eq!(node.ports().outputs[0].ty, ValueType::Integer);
         assert!(node.ports().inputs.is_empty());

@@ -165,10 +165,13 @@ mod tests {
 
     #[test]
     fn builtin_blocks_wire_into_a_valid_graph() {
-        use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, ProblemKind, ValueType, validate};
+        use agentloom_core::{
+            EdgeDoc, GraphDoc, NodeDoc, ProblemKind, RunInput, ValueType, validate,
+        };
         let mut doc = GraphDoc::new("greet");
         doc.nodes = vec![
-            NodeDoc::new("who", "graph.input").with_config(serde_json::json!({"name": "who"})),
+            NodeDoc::new("who", "graph.input")
+                .with_config(serde_json::json!({"name": "who", "description": " Whom to greet. "})),
             NodeDoc::new("t", "text.template")
                 .with_config(serde_json::json!({"template": "Hi {{ name }}"})),
             NodeDoc::new("out", "graph.output")
@@ -184,7 +187,12 @@ mod tests {
             .unwrap();
         assert_eq!(
             graph.interface_inputs(),
-            vec![("who".to_owned(), ValueType::Text, None)]
+            vec![RunInput {
+                name: "who".to_owned(),
+                ty: ValueType::Text,
+                default: None,
+                description: "Whom to greet.".to_owned(),
+            }]
         );
         assert_eq!(graph.interface_outputs(), vec!["greeting".to_owned()]);
 

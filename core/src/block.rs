@@ -157,14 +157,21 @@ pub trait Block: Send + Sync + 'static {
 /// How a node takes part in the graph's interface, if it does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GraphInterface {
-    /// Receives the run input `name` (asked of the user, or `--input name=…`).
-    Input {
-        name: String,
-        ty: ValueType,
-        default: Option<Value>,
-    },
+    /// Receives a run input (asked of the user, or `--input name=…`).
+    Input(RunInput),
     /// Publishes its value as the run output `name`.
     Output { name: String },
+}
+
+/// A run input a graph declares.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunInput {
+    pub name: String,
+    pub ty: ValueType,
+    /// Used when the run is given no value.
+    pub default: Option<Value>,
+    /// What to give, for the person starting the run; may be empty.
+    pub description: String,
 }
 
 /// A configured node, ready to run any number of times.

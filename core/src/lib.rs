@@ -18,7 +18,8 @@ mod value;
 
 pub use block::{
     Block, BlockError, BlockMeta, ERROR_PORT, ErrorClass, GraphInterface, InputsExt, NodeImpl,
-    PortSpec, Ports, RunCtx, Secret, SecretError, SecretSource, Usage, outputs, secret_env_var,
+    PortSpec, Ports, RunCtx, RunInput, Secret, SecretError, SecretSource, Usage, outputs,
+    secret_env_var,
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use graph::{

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::block::{Block, BlockMeta, GraphInterface, NodeImpl};
+use crate::block::{Block, BlockMeta, GraphInterface, NodeImpl, RunInput};
 use crate::graph::{GraphDoc, NodeDoc, RetryPolicy};
 use crate::types::{Compat, ValueType, compatibility};
 
@@ -103,17 +103,17 @@ impl ValidGraph {
         self.nodes.iter().position(|n| n.id == id)
     }
 
-    /// The graph's declared inputs: `(name, type, default)`, sorted by name.
-    pub fn interface_inputs(&self) -> Vec<(String, ValueType, Option<crate::Value>)> {
+    /// The graph's declared inputs, sorted by name.
+    pub fn interface_inputs(&self) -> Vec<RunInput> {
         let mut inputs: Vec<_> = self
             .nodes
             .iter()
             .filter_map(|n| match n.node.interface() {
-                Some(GraphInterface::Input { name, ty, default }) => Some((name, ty, default)),
+                Some(GraphInterface::Input(input)) => Some(input),
                 _ => None,
             })
             .collect();
-        inputs.sort_by(|a, b| a.0.cmp(&b.0));
+        inputs.sort_by(|a, b| a.name.cmp(&b.name));
         inputs
     }
 
@@ -420,7 +420,7 @@ fn check_interface_names(
     for (i, instance) in instances.iter().enumerate() {
         let Some((_, imp)) = instance else { continue };
         let key = match imp.interface() {
-            Some(GraphInterface::Input { name, .. }) => (true, name),
+            Some(GraphInterface::Input(RunInput { name, .. })) => (true, name),
             Some(GraphInterface::Output { name }) => (false, name),
             None => continue,
         };

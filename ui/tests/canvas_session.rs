@@ -197,7 +197,7 @@ fn ctrl_s_saves_to_the_current_file_and_clears_the_unsaved_mark() {
 }
 
 const NAMED: &str = r#"{"format":"agentloom.graph","version":1,"name":"named","nodes":[
-    {"id":"who","block":"graph.input","position":[0,0],"config":{"name":"who","type":"text"}},
+    {"id":"who","block":"graph.input","position":[0,0],"config":{"name":"who","type":"text","description":"Whom to greet, by name."}},
     {"id":"times","block":"graph.input","position":[0,150],"config":{"name":"times","type":"integer"}},
     {"id":"say","block":"text.template","position":[250,0],"config":{"template":"Hi {{ who }} x{{ times }}"}},
     {"id":"out","block":"graph.output","position":[500,0],"config":{"name":"said"}}],
@@ -270,6 +270,8 @@ fn the_inputs_form_works_from_the_keyboard_alone() {
     h.run_steps(3);
     let times = h.get_by_role_and_label(Role::TextInput, "times (integer)");
     assert!(times.is_focused(), "the first input takes the keyboard");
+    // The graph's description of an input is shown with its field.
+    h.get_by_label("Whom to greet, by name.");
     times.type_text("2");
     h.run_steps(1);
     h.key_press(Key::Tab);

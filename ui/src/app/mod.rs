@@ -1228,7 +1228,7 @@ impl App {
             }
         };
         let mut inputs = agentloom_core::ValueMap::new();
-        for (name, ty, text) in &self.run_form.fields {
+        for run_panel::RunFormField { name, ty, text, .. } in &self.run_form.fields {
             if text.is_empty() {
                 continue;
             }

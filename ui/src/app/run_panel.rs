@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use agentloom_core::{Value, ValueType};
+use agentloom_core::{RunInput, Value, ValueType};
 use agentloom_engine::RunStatus;
 use egui::{RichText, Ui};
 
@@ -12,11 +12,21 @@ use super::Command;
 use super::run::{NodeRun, RunView};
 use super::theme;
 
+/// One graph input in the form.
+pub struct RunFormField {
+    pub name: String,
+    pub ty: ValueType,
+    /// The input's description from the graph, shown under its field.
+    pub description: String,
+    /// What is typed (the default to start with).
+    pub text: String,
+}
+
 /// The inputs form: one text per graph input.
 #[derive(Default)]
 pub struct RunForm {
-    /// `(name, type, text)` for each graph input, sorted by name.
-    pub fields: Vec<(String, ValueType, String)>,
+    /// The graph's inputs, sorted by name.
+    pub fields: Vec<RunFormField>,
     /// Shown when the form is open.
     pub open: bool,
     /// Set when the form opens, so the first field takes the keyboard focus once.
@@ -25,18 +35,27 @@ pub struct RunForm {
 
 impl RunForm {
     /// Prepares the form for `inputs`, keeping what was typed for inputs that remain.
-    pub fn prepare(&mut self, inputs: &[(String, ValueType, Option<Value>)]) {
-        let old: BTreeMap<String, String> = self.fields.drain(..).map(|(n, _, t)| (n, t)).collect();
+    pub fn prepare(&mut self, inputs: &[RunInput]) {
+        let old: BTreeMap<String, String> =
+            self.fields.drain(..).map(|f| (f.name, f.text)).collect();
         self.fields = inputs
             .iter()
-            .map(|(name, ty, default)| {
-                let text = old.get(name).cloned().unwrap_or_else(|| {
-                    default.as_ref().map_or_else(String::new, |v| match v {
-                        Value::Text(s) => s.clone(),
-                        other => other.to_json().to_string(),
-                    })
+            .map(|input| {
+                let text = old.get(&input.name).cloned().unwrap_or_else(|| {
+                    input
+                        .default
+                        .as_ref()
+                        .map_or_else(String::new, |v| match v {
+                            Value::Text(s) => s.clone(),
+                            other => other.to_json().to_string(),
+                        })
                 });
-                (name.clone(), ty.clone(), text)
+                RunFormField {
+                    name: input.name.clone(),
+                    ty: input.ty.clone(),
+                    description: input.description.clone(),
+                    text,
+                }
             })
             .collect();
         self.focus_first = true;
@@ -57,11 +76,27 @@ pub fn run_form_ui(ctx: &egui::Context, form: &mut RunForm, commands: &mut Vec<C
         .show(ctx, |ui| {
             let mut submitted = false;
             egui::Grid::new("run_inputs").num_columns(2).show(ui, |ui| {
-                for (index, (name, ty, text)) in form.fields.iter_mut().enumerate() {
-                    let label = ui.label(format!("{name} ({ty})"));
+                for (index, input) in form.fields.iter_mut().enumerate() {
+                    let label = ui.label(format!("{} ({})", input.name, input.ty));
                     let field = ui
-                        .add(egui::TextEdit::singleline(text).desired_width(240.0))
-                        .labelled_by(label.id);
+                        .vertical(|ui| {
+                            ui.set_max_width(240.0);
+                            let field = ui
+                                .add(
+                                    egui::TextEdit::singleline(&mut input.text)
+                                        .desired_width(240.0),
+                                )
+                                .labelled_by(label.id);
+                            if !input.description.is_empty() {
+                                ui.label(
+                                    RichText::new(&input.description)
+                                        .small()
+                                        .color(theme::TEXT_WEAK),
+                                );
+                            }
+                            field
+                        })
+                        .inner;
                     if index == 0 && std::mem::take(&mut form.focus_first) {
                         field.request_focus();
                     }

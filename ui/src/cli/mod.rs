@@ -318,8 +318,8 @@ fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
 fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
     let declared = graph.interface_inputs();
     for name in inputs.keys() {
-        if !declared.iter().any(|(n, _, _)| n == name) {
-            let names: Vec<&str> = declared.iter().map(|(n, _, _)| n.as_str()).collect();
+        if !declared.iter().any(|input| &input.name == name) {
+            let names: Vec<&str> = declared.iter().map(|input| input.name.as_str()).collect();
             return Err(if names.is_empty() {
                 format!("the graph has no input `{name}` (it declares no inputs)")
             } else {
@@ -332,8 +332,8 @@ fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
     }
     let missing: Vec<String> = declared
         .iter()
-        .filter(|(name, _, default)| default.is_none() && !inputs.contains_key(name))
-        .map(|(name, ty, _)| format!("{name} ({ty})"))
+        .filter(|input| input.default.is_none() && !inputs.contains_key(&input.name))
+        .map(|input| format!("{} ({})", input.name, input.ty))
         .collect();
     if missing.is_empty() {
         Ok(())
