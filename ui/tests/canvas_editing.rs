@@ -380,3 +380,50 @@ fn menus_show_the_keyboard_shortcuts() {
         keys(&mut h, Modifiers::NONE, Key::Escape);
     }
 }
+
+#[test]
+fn undo_keeps_the_inspector_and_the_selection_on_the_same_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&graph(TWO_PAIRS), &paths(&dir));
+    // `delay` sorts before every other id: a canvas rebuilt in file order on undo would
+    // hand its place to another block.
+    h.get_by_role_and_label(egui::accesskit::Role::Button, "Delay")
+        .click();
+    h.run_steps(3);
+    assert_eq!(h.state().inspected_id(), Some("delay"));
+
+    // An edit to undo: move another block by its title.
+    let before = node_position(&h, "right_tpl");
+    let title = title_of(&h, "right_tpl");
+    drag(
+        &mut h,
+        title,
+        title + egui::vec2(120.0, 40.0),
+        Modifiers::NONE,
+    );
+    assert_ne!(node_position(&h, "right_tpl"), before);
+
+    // Select the delay block, then undo the move.
+    let delay = h.state().node_screen_rect("delay").unwrap();
+    let delay_title = Pos2::new(delay.center().x, delay.top() + 12.0);
+    click_at(
+        &mut h,
+        delay_title,
+        PointerButton::Primary,
+        Modifiers::SHIFT,
+    );
+    assert_eq!(h.state().inspected_id(), Some("delay"));
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(node_position(&h, "right_tpl"), before, "the move is undone");
+    assert_eq!(
+        h.state().inspected_id(),
+        Some("delay"),
+        "still inspecting it"
+    );
+    h.get_by_label_contains("Wait (ms)");
+
+    // Delete acts on the block that was selected, not on whatever took its place.
+    keys(&mut h, Modifiers::NONE, Key::Delete);
+    assert_eq!(ids(&h), ["left_in", "left_tpl", "right_in", "right_tpl"]);
+    assert_eq!(wires(&h).len(), 2);
+}

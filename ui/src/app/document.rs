@@ -147,19 +147,48 @@ impl Document {
         document
     }
 
-    /// Replaces the canvas with `doc` (no undo step).
+    /// Shows `doc` on the canvas (no undo step). A node whose id is on the canvas already
+    /// keeps its place in the snarl (its `NodeId`), so that after an undo or redo the
+    /// selection and the inspector stay on the same blocks instead of whichever block
+    /// a rebuilt canvas would have put in their slots.
     fn load(&mut self, doc: &GraphDoc, catalog: &dyn BlockCatalog) {
         self.name.clone_from(&doc.name);
         self.description.clone_from(&doc.description);
         self.settings = doc.settings.clone();
-        let mut snarl = Snarl::new();
+        // By id; a damaged file may hold the same id twice, so each id has a list.
+        let mut existing: HashMap<String, Vec<NodeId>> = HashMap::new();
+        for (id, node) in self.snarl.node_ids() {
+            existing.entry(node.doc.id.clone()).or_default().push(id);
+        }
+        for kept in existing.values_mut() {
+            kept.reverse();
+        }
+        let wires: Vec<(OutPinId, InPinId)> = self.snarl.wires().collect();
+        for (from, to) in wires {
+            self.snarl.disconnect(from, to);
+        }
+        // Kept and new nodes first, removed ones last: a new node never takes the slot of
+        // a node removed in the same step, which a stale selection might still name.
         let mut ids: HashMap<&str, NodeId> = HashMap::with_capacity(doc.nodes.len());
         for node in &doc.nodes {
-            let id = snarl.insert_node(
-                canvas_pos(node.position),
-                CanvasNode::new(node.clone(), catalog),
-            );
+            let pos = canvas_pos(node.position);
+            let shown = CanvasNode::new(node.clone(), catalog);
+            let id = match existing
+                .get_mut(&node.id)
+                .and_then(Vec::pop)
+                .and_then(|id| self.snarl.get_node_info_mut(id).map(|info| (id, info)))
+            {
+                Some((id, info)) => {
+                    info.pos = pos;
+                    info.value = shown;
+                    id
+                }
+                None => self.snarl.insert_node(pos, shown),
+            };
             ids.insert(node.id.as_str(), id);
+        }
+        for id in existing.into_values().flatten() {
+            self.snarl.remove_node(id);
         }
         for edge in &doc.edges {
             let (Some(&from), Some(&to)) =
@@ -168,12 +197,12 @@ impl Document {
                 continue;
             };
             let (Some(out), Some(inp)) = (
-                snarl[from].output_index(&edge.from.1),
-                snarl[to].input_index(&edge.to.1),
+                self.snarl[from].output_index(&edge.from.1),
+                self.snarl[to].input_index(&edge.to.1),
             ) else {
                 continue;
             };
-            snarl.connect(
+            self.snarl.connect(
                 OutPinId {
                     node: from,
                     output: out,
@@ -184,7 +213,6 @@ impl Document {
                 },
             );
         }
-        self.snarl = snarl;
         self.revision += 1;
     }
 
