@@ -312,3 +312,83 @@ fn delete_duplicate_copy_paste_keep_inner_wires() {
     send(&mut harness, Command::Undo);
     assert!(ids(&harness).contains(&"render".to_owned()));
 }
+
+#[test]
+fn without_a_native_file_dialog_save_and_open_ask_for_the_path_in_the_app() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = App::new(&example(), None, &paths(&dir));
+    app.set_native_file_dialogs(false);
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1280.0, 800.0))
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    h.run_steps(3);
+    let modified = |h: &mut Harness<'static, App>| {
+        h.state_mut().send(Command::AddBlock {
+            kind: "control.delay".into(),
+            pos: None,
+        });
+        h.run_steps(2);
+    };
+    modified(&mut h);
+
+    // Ctrl+S on a graph never saved: the prompt, with a file name to start from.
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
+    h.run_steps(3);
+    h.get_by_label_contains("No file dialog is available");
+    let field = h.get_by_role_and_label(Role::TextInput, "Path");
+    assert!(field.is_focused());
+    assert!(
+        field
+            .value()
+            .is_some_and(|v| v.ends_with("Hello.agentloom.json")),
+        "{:?}",
+        field.value()
+    );
+    let saved = dir.path().join("typed.agentloom.json");
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.get_by_role_and_label(Role::TextInput, "Path")
+        .type_text(saved.to_str().unwrap());
+    h.run_steps(1);
+    h.key_press(egui::Key::Enter);
+    h.run_steps(3);
+    assert!(
+        h.query_by_label("Save graph").is_none(),
+        "the prompt closed"
+    );
+    assert_eq!(h.state().document.path.as_deref(), Some(saved.as_path()));
+    assert!(!h.state().document.dirty);
+    let on_disk = agentloom::app::load_graph(&saved).unwrap();
+    assert_eq!(on_disk, h.state().document.to_doc());
+
+    // Ctrl+O, then Escape: nothing opens.
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::O);
+    h.run_steps(3);
+    h.get_by_label("Open graph");
+    h.key_press(egui::Key::Escape);
+    h.run_steps(2);
+    assert!(h.query_by_label("Open graph").is_none());
+    assert_eq!(h.state().document.path.as_deref(), Some(saved.as_path()));
+
+    // Open another graph by typing its path after the suggested folder.
+    let other = dir.path().join("other.agentloom.json");
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../assets/examples/branching.agentloom.json"),
+        &other,
+    )
+    .unwrap();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::O);
+    h.run_steps(3);
+    let field = h.get_by_role_and_label(Role::TextInput, "Path");
+    assert_eq!(
+        field.value().map(PathBuf::from).as_deref(),
+        Some(dir.path()),
+        "it starts in the folder of the open graph"
+    );
+    field.type_text("other.agentloom.json");
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::Button, "Open").click();
+    h.run_steps(3);
+    assert_eq!(h.state().document.path.as_deref(), Some(other.as_path()));
+    assert_eq!(h.state().document.name, "Size check");
+}

@@ -130,6 +130,51 @@ impl DataFiles {
     }
 }
 
+/// Whether a native file dialog can appear. On Linux rfd asks the xdg desktop portal over
+/// D-Bus, then falls back to zenity; with neither it returns nothing, just as if the person
+/// had cancelled, so the app asks first and types paths in a prompt of its own instead.
+pub fn native_dialogs_available() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let zenity = std::env::var_os("PATH").is_some_and(|paths| {
+            std::env::split_paths(&paths).any(|dir| dir.join("zenity").is_file())
+        });
+        zenity || portal_on_session_bus()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        true
+    }
+}
+
+/// Whether the session bus has (or can start) the desktop portal.
+#[cfg(target_os = "linux")]
+fn portal_on_session_bus() -> bool {
+    const PORTAL: &str = "org.freedesktop.portal.Desktop";
+    // A blocking D-Bus connection must not be made on an async runtime's thread.
+    let asked = std::thread::spawn(|| -> zbus::Result<bool> {
+        let connection = zbus::blocking::Connection::session()?;
+        let bus = zbus::blocking::fdo::DBusProxy::new(&connection)?;
+        let portal = zbus::names::BusName::try_from(PORTAL)?;
+        if bus.name_has_owner(portal)? {
+            return Ok(true);
+        }
+        Ok(bus
+            .list_activatable_names()?
+            .iter()
+            .any(|name| name.as_str() == PORTAL))
+    })
+    .join();
+    match asked {
+        Ok(Ok(found)) => found,
+        Ok(Err(err)) => {
+            tracing::info!(error = %err, "no session bus to reach the file dialog portal");
+            false
+        }
+        Err(_) => false,
+    }
+}
+
 /// A native "open" dialog for graph files.
 pub fn pick_open(title: &str) -> Option<PathBuf> {
     rfd::FileDialog::new()
@@ -139,10 +184,10 @@ pub fn pick_open(title: &str) -> Option<PathBuf> {
 }
 
 /// A native "save" dialog for graph files.
-pub fn pick_save(title: &str, name: &str) -> Option<PathBuf> {
+pub fn pick_save(title: &str, file_name: &str) -> Option<PathBuf> {
     rfd::FileDialog::new()
         .set_title(title)
         .add_filter("Agentloom graph", &["json"])
-        .set_file_name(format!("{name}.agentloom.json"))
+        .set_file_name(file_name)
         .save_file()
 }

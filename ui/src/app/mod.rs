@@ -12,6 +12,7 @@ mod files;
 mod history;
 mod inspector;
 mod palette;
+mod path_prompt;
 mod problems;
 mod run;
 mod run_panel;
@@ -35,6 +36,7 @@ pub use files::{load_graph, save_graph};
 use canvas::{CanvasState, Viewer};
 use inspector::InspectorState;
 use palette::{PaletteDrag, PaletteEntry};
+use path_prompt::PathPurpose;
 use run::RunView;
 use run_panel::RunForm;
 
@@ -208,6 +210,10 @@ pub struct App {
     first_frame: Option<Instant>,
     pending_fit: bool,
     last_selection: Vec<NodeId>,
+    /// Whether native file dialogs can appear here; asked on first use.
+    native_dialogs: Option<bool>,
+    /// The in-app file prompt used where they cannot.
+    path_prompt: Option<path_prompt::PathPrompt>,
 }
 
 impl App {
@@ -273,6 +279,8 @@ impl App {
             first_frame: None,
             pending_fit: true,
             last_selection: Vec::new(),
+            native_dialogs: None,
+            path_prompt: None,
         };
         app.refresh_history();
         app
@@ -416,6 +424,7 @@ impl App {
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
         run_panel::run_form_ui(&ctx, &mut self.run_form, &mut self.commands);
+        path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
         self.close_prompt_ui(&ctx);
 
@@ -991,11 +1000,7 @@ impl App {
             Command::New => {
                 self.replace_document(&GraphDoc::new("Untitled"), None);
             }
-            Command::OpenDialog => {
-                if let Some(path) = files::pick_open("Open graph") {
-                    self.apply(Command::Open(path), ctx);
-                }
-            }
+            Command::OpenDialog => self.file_dialog(PathPurpose::Open, ctx),
             Command::Open(path) => match load_graph(&path) {
                 Ok(doc) => {
                     if let Some(data) = &self.data {
@@ -1012,28 +1017,16 @@ impl App {
                 }
                 None => self.apply(Command::SaveAsDialog, ctx),
             },
-            Command::SaveAsDialog => {
-                if let Some(path) = files::pick_save("Save graph", &self.document.name) {
-                    self.apply(Command::SaveAs(path), ctx);
-                }
-            }
+            Command::SaveAsDialog => self.file_dialog(PathPurpose::SaveAs, ctx),
             Command::SaveAs(path) => {
                 self.save_to(&path);
             }
-            Command::ExportDialog => {
-                if let Some(path) = files::pick_save("Export graph", &self.document.name) {
-                    self.apply(Command::Export(path), ctx);
-                }
-            }
+            Command::ExportDialog => self.file_dialog(PathPurpose::Export, ctx),
             Command::Export(path) => match save_graph(&self.document.to_doc(), &path) {
                 Ok(()) => self.notice = Some(format!("Exported {}", path.display())),
                 Err(err) => self.notice = Some(err.to_string()),
             },
-            Command::ImportDialog => {
-                if let Some(path) = files::pick_open("Import graph") {
-                    self.apply(Command::Import(path), ctx);
-                }
-            }
+            Command::ImportDialog => self.file_dialog(PathPurpose::Import, ctx),
             Command::Import(path) => match load_graph(&path) {
                 Ok(doc) => {
                     let keep = self.document.path.clone();
@@ -1171,6 +1164,53 @@ impl App {
             }
             Command::CancelClose => self.close_prompt = false,
         }
+    }
+
+    /// Asks for a file with the native dialog, or with the in-app prompt where there is none.
+    fn file_dialog(&mut self, purpose: PathPurpose, ctx: &egui::Context) {
+        let native = *self
+            .native_dialogs
+            .get_or_insert_with(files::native_dialogs_available);
+        let file_name = format!("{}.agentloom.json", self.document.name);
+        if !native {
+            let here = self
+                .document
+                .path
+                .as_deref()
+                .and_then(Path::parent)
+                .map(Path::to_path_buf)
+                .or_else(|| std::env::current_dir().ok())
+                .unwrap_or_default();
+            let suggested = match purpose {
+                PathPurpose::Open | PathPurpose::Import => {
+                    format!("{}{}", here.display(), std::path::MAIN_SEPARATOR)
+                }
+                PathPurpose::SaveAs | PathPurpose::Export => self
+                    .document
+                    .path
+                    .clone()
+                    .unwrap_or_else(|| here.join(&file_name))
+                    .display()
+                    .to_string(),
+            };
+            self.path_prompt = Some(path_prompt::PathPrompt::new(purpose, suggested));
+            return;
+        }
+        let picked = match purpose {
+            PathPurpose::Open => files::pick_open("Open graph"),
+            PathPurpose::Import => files::pick_open("Import graph"),
+            PathPurpose::SaveAs => files::pick_save("Save graph", &file_name),
+            PathPurpose::Export => files::pick_save("Export graph", &file_name),
+        };
+        if let Some(path) = picked {
+            self.apply(purpose.command(path), ctx);
+        }
+    }
+
+    /// Whether Open, Save As, Import and Export use the platform's file dialogs (found out on
+    /// first use when not set) or the in-app path prompt.
+    pub fn set_native_file_dialogs(&mut self, available: bool) {
+        self.native_dialogs = Some(available);
     }
 
     fn after_structure_change(&mut self) {
