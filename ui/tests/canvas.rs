@@ -215,7 +215,10 @@ fn running_the_example_shows_every_node_done_and_the_output_then_history_reopens
     // A fresh app on the same run log: pick the run in the history.
     let mut harness = self::harness(&example(), &paths);
     assert!(harness.query_by_label("done").is_none());
-    harness.get_by_label_contains(&run_id[..8]).click();
+    // A row names the graph, the outcome and when it ran.
+    harness
+        .get_by_label_contains("Hello · completed · just now")
+        .click();
     harness.run_steps(3);
     assert_eq!(harness.state().run.run_id.as_deref(), Some(run_id.as_str()));
     assert_eq!(harness.get_all_by_label("done").count(), 3);

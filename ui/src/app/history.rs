@@ -23,6 +23,9 @@ pub fn history_ui(ui: &mut Ui, runs: &[RunRow], shown: Option<&str>, commands: &
         ui.label(RichText::new("No runs recorded yet.").color(theme::TEXT_WEAK));
         return;
     }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     egui::ScrollArea::vertical()
         .id_salt("history")
         .show(ui, |ui| {
@@ -34,22 +37,50 @@ pub fn history_ui(ui: &mut Ui, runs: &[RunRow], shown: Option<&str>, commands: &
                     RunStatus::Cancelled | RunStatus::Interrupted => theme::WARN,
                 };
                 let text = format!(
-                    "{} {} · {} · {}",
-                    short_id(&run.id),
+                    "{} · {} · {} · {}",
                     run.graph_name,
                     run.status.as_str(),
+                    age(now_ms, run.started_at_ms),
                     run.duration_ms
                         .map_or_else(String::new, |ms| format!("{ms} ms"))
                 );
                 let selected = shown == Some(run.id.as_str());
                 let response = ui.selectable_label(selected, RichText::new(text).color(color));
-                let response = match &run.error {
-                    Some(error) => response.on_hover_text(error),
-                    None => response,
+                let hover = match &run.error {
+                    Some(error) => format!("run {}\n{error}", short_id(&run.id)),
+                    None => format!("run {}", short_id(&run.id)),
                 };
+                let response = response.on_hover_text(hover);
                 if response.clicked() {
                     commands.push(Command::OpenRun(run.id.clone()));
                 }
             }
         });
+}
+
+/// How long ago a run started, for a person: "just now", "5 min ago", "3 h ago", "2 d ago".
+fn age(now_ms: u64, started_ms: u64) -> String {
+    let seconds = now_ms.saturating_sub(started_ms) / 1000;
+    match seconds {
+        0..60 => "just now".to_owned(),
+        60..3_600 => format!("{} min ago", seconds / 60),
+        3_600..86_400 => format!("{} h ago", seconds / 3_600),
+        _ => format!("{} d ago", seconds / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::age;
+
+    #[test]
+    fn ages_read_like_a_person_says_them() {
+        let now = 1_800_000_000_000;
+        assert_eq!(age(now, now), "just now");
+        assert_eq!(age(now, now + 5_000), "just now", "a clock set back");
+        assert_eq!(age(now, now - 59_999), "just now");
+        assert_eq!(age(now, now - 5 * 60_000), "5 min ago");
+        assert_eq!(age(now, now - 3 * 3_600_000 - 1), "3 h ago");
+        assert_eq!(age(now, now - 2 * 86_400_000), "2 d ago");
+    }
 }

@@ -238,7 +238,8 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
     }
 }
 
-/// The first 8 characters of a run id.
+/// The first 12 characters of a run id: its start time to the millisecond (run ids are
+/// UUIDv7), so runs started a moment apart still differ, and a prefix `agentloom show` takes.
 pub fn short_id(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
+    id.get(..12).unwrap_or(id)
 }
