@@ -427,3 +427,64 @@ fn undo_keeps_the_inspector_and_the_selection_on_the_same_blocks() {
     assert_eq!(ids(&h), ["left_in", "left_tpl", "right_in", "right_tpl"]);
     assert_eq!(wires(&h).len(), 2);
 }
+
+#[test]
+fn looking_at_blocks_changes_nothing() {
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/examples");
+    for file in [
+        "hello.agentloom.json",
+        "branching.agentloom.json",
+        "pipeline.agentloom.json",
+        "online/llm-summarize.agentloom.json",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = agentloom::app::load_graph(&examples.join(file)).unwrap();
+        let mut h = harness(&doc, &paths(&dir));
+        for node in &doc.nodes {
+            let rect = h.state().node_screen_rect(&node.id).unwrap();
+            let title = Pos2::new(rect.center().x, rect.top() + 10.0);
+            click_at(&mut h, title, PointerButton::Primary, Modifiers::NONE);
+            assert_eq!(h.state().inspected_id(), Some(node.id.as_str()), "{file}");
+            let document = &h.state().document;
+            assert!(
+                !document.dirty && !document.can_undo(),
+                "{file}: inspecting `{}` changed the graph: {:?} became {:?}",
+                node.id,
+                node,
+                document.to_doc().node(&node.id)
+            );
+        }
+        let mut unchanged = doc.clone();
+        unchanged.normalize();
+        assert_eq!(h.state().document.to_doc(), unchanged, "{file}");
+    }
+}
+
+#[test]
+fn looking_at_a_block_of_any_kind_with_an_empty_config_changes_nothing() {
+    let registry = agentloom_blocks::Registry::builtin();
+    let mut doc = agentloom_core::GraphDoc::new("every kind");
+    for (i, kind) in registry.kinds().into_iter().enumerate() {
+        #[allow(clippy::cast_precision_loss, reason = "a small grid")]
+        let at = ((i % 6) as f64 * 300.0, (i / 6) as f64 * 260.0);
+        doc.nodes
+            .push(agentloom_core::NodeDoc::new(format!("n{i:02}"), kind).at(at.0, at.1));
+    }
+    doc.normalize();
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&doc, &paths(&dir));
+    for node in &doc.nodes {
+        let id = h.state().document.node_by_id(&node.id).unwrap();
+        h.state_mut().send(agentloom::app::Command::Inspect(id));
+        h.run_steps(2);
+        assert_eq!(h.state().inspected_id(), Some(node.id.as_str()));
+        let document = &h.state().document;
+        assert!(
+            !document.dirty && !document.can_undo(),
+            "inspecting a `{}` with an empty config changed it to {:?}",
+            node.block,
+            document.to_doc().node(&node.id).map(|n| &n.config)
+        );
+    }
+    assert_eq!(h.state().document.to_doc(), doc);
+}

@@ -203,6 +203,7 @@ fn field_ui(
         );
         return;
     }
+    let shown = current.or(field.default.as_ref());
     let mut set = |value: Option<serde_json::Value>| {
         commands.push(Command::SetConfig {
             node: node_id,
@@ -234,36 +235,53 @@ fn field_ui(
                 set(Some(serde_json::Value::String(text)));
             }
         }
+        // An unset field shows the block's default, inside the field's range, so that only an
+        // edit writes it: the value shown is never saved merely by being looked at.
         FieldKind::Number { min, max } => {
-            let mut value = current.and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-            let range = min.unwrap_or(f64::NEG_INFINITY)..=max.unwrap_or(f64::INFINITY);
+            let (low, high) = (
+                min.unwrap_or(f64::NEG_INFINITY),
+                max.unwrap_or(f64::INFINITY),
+            );
+            let shown = shown
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or(0.0)
+                .clamp(low, high);
+            let mut value = shown;
             if ui
-                .add(egui::DragValue::new(&mut value).range(range).speed(0.1))
+                .add(
+                    egui::DragValue::new(&mut value)
+                        .range(low..=high)
+                        .speed(0.1),
+                )
                 .changed()
+                && value != shown
             {
                 set(serde_json::Number::from_f64(value).map(serde_json::Value::Number));
             }
         }
         FieldKind::Integer { min, max } => {
-            let mut value = current.and_then(serde_json::Value::as_i64).unwrap_or(0);
-            let range = min.unwrap_or(i64::MIN)..=max.unwrap_or(i64::MAX);
+            let (low, high) = (min.unwrap_or(i64::MIN), max.unwrap_or(i64::MAX));
+            let shown = shown
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(0)
+                .clamp(low, high);
+            let mut value = shown;
             if ui
-                .add(egui::DragValue::new(&mut value).range(range))
+                .add(egui::DragValue::new(&mut value).range(low..=high))
                 .changed()
+                && value != shown
             {
                 set(Some(serde_json::Value::from(value)));
             }
         }
         FieldKind::Bool => {
-            let mut value = current
-                .and_then(serde_json::Value::as_bool)
-                .unwrap_or(false);
+            let mut value = shown.and_then(serde_json::Value::as_bool).unwrap_or(false);
             if ui.checkbox(&mut value, &field.label).changed() {
                 set(Some(serde_json::Value::Bool(value)));
             }
         }
         FieldKind::Choice { options } => {
-            let selected = current
+            let selected = shown
                 .and_then(|v| v.as_str())
                 .unwrap_or_default()
                 .to_owned();
