@@ -355,6 +355,7 @@ fn menus_show_the_keyboard_shortcuts() {
                 "Open… Ctrl+O",
                 "Save Ctrl+S",
                 "Save As… Ctrl+Shift+S",
+                "Quit Ctrl+Q",
             ][..],
         ),
         (

@@ -147,6 +147,22 @@ fn closing_with_unsaved_changes_asks_save_discard_or_cancel() {
     keys(&mut h, Modifiers::NONE, Key::Escape);
     assert!(!h.state().close_prompt_open());
 
+    // Ctrl+Q asks the window to close, the same request as its close button.
+    // (The key goes down alone: a step runs one frame per queued event, and the request
+    // is in the frame of the key press.)
+    h.event(egui::Event::Key {
+        key: Key::Q,
+        physical_key: None,
+        pressed: true,
+        repeat: false,
+        modifiers: Modifiers::COMMAND,
+    });
+    h.step();
+    assert!(
+        sent(&h, &ViewportCommand::Close),
+        "Ctrl+Q sent no close request"
+    );
+
     // Don't save: the window closes and the autosave is dropped (a deliberate discard).
     request_close(&mut h);
     h.run_steps(2);

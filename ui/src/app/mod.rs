@@ -60,6 +60,7 @@ const STOP: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Pe
 const DUPLICATE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::D);
 const COPY: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::C);
 const PASTE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::V);
+const QUIT: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Q);
 const FIT: KeyboardShortcut = KeyboardShortcut::new(Modifiers::NONE, Key::F);
 const ACTUAL_SIZE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Num0);
 const DELETE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::NONE, Key::Delete);
@@ -140,6 +141,8 @@ pub enum Command {
     OpenRun(String),
     /// Show the credentials manager.
     OpenCredentials,
+    /// Close the window, through the prompt when there are unsaved changes.
+    Quit,
     /// Show a message in the status bar.
     Notify(String),
     /// Close the window even with unsaved changes.
@@ -463,6 +466,7 @@ impl App {
             (SAVE, Command::Save),
             (RUN, Command::Run),
             (STOP, Command::StopRun),
+            (QUIT, Command::Quit),
         ];
         let mut found = Vec::new();
         let selected = self.targets(ctx);
@@ -534,6 +538,7 @@ impl App {
                     ("Import…", None, Command::ImportDialog),
                     ("Export…", None, Command::ExportDialog),
                     ("Credentials…", None, Command::OpenCredentials),
+                    ("Quit", Some(QUIT), Command::Quit),
                 ];
                 for (label, shortcut, command) in items {
                     let mut button = egui::Button::new(label);
@@ -1144,6 +1149,8 @@ impl App {
             Command::RefreshHistory => self.refresh_history(),
             Command::OpenRun(id) => self.open_run(&id),
             Command::OpenCredentials => self.credentials.show_window(),
+            // The same close request as the window's close button: the prompt catches it.
+            Command::Quit => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
             Command::Notify(text) => self.notice = Some(text),
             Command::DiscardAndClose => {
                 if let Some(data) = &self.data {
