@@ -395,3 +395,31 @@ fn without_a_native_file_dialog_save_and_open_ask_for_the_path_in_the_app() {
     assert_eq!(h.state().document.path.as_deref(), Some(other.as_path()));
     assert_eq!(h.state().document.name, "Size check");
 }
+
+#[test]
+fn blocks_added_by_a_click_do_not_cover_other_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(&example(), &paths(&dir));
+    for _ in 0..3 {
+        harness.get_by_role_and_label(Role::Button, "Delay").click();
+        harness.run_steps(3);
+    }
+    let app = harness.state();
+    let ids: Vec<String> = app
+        .document
+        .to_doc()
+        .nodes
+        .iter()
+        .map(|n| n.id.clone())
+        .collect();
+    assert_eq!(ids.len(), 6, "{ids:?}");
+    let rects: Vec<(String, egui::Rect)> = ids
+        .iter()
+        .map(|id| (id.clone(), app.node_screen_rect(id).unwrap()))
+        .collect();
+    for (i, (a, ra)) in rects.iter().enumerate() {
+        for (b, rb) in &rects[i + 1..] {
+            assert!(!ra.intersects(*rb), "`{a}` {ra:?} covers `{b}` {rb:?}");
+        }
+    }
+}

@@ -168,6 +168,32 @@ impl CanvasState {
         )
     }
 
+    /// Where a new node asked for at `wanted` can go without covering another one: the same
+    /// place, or straight below the blocks in the way.
+    pub fn free_spot(&self, snarl: &Snarl<CanvasNode>, wanted: Pos2) -> Pos2 {
+        const GAP: f32 = 24.0;
+        let taken: Vec<Rect> = snarl
+            .nodes_pos_ids()
+            .map(|(id, pos, _)| {
+                let size = self
+                    .node_rects
+                    .get(&id)
+                    .map_or(theme::NODE_SIZE_GUESS, |r| r.size());
+                Rect::from_min_size(pos, size).expand(GAP / 2.0)
+            })
+            .collect();
+        let mut spot = wanted;
+        // Each step clears at least one block, so there are at most as many as blocks.
+        for _ in 0..=taken.len() {
+            let rect = Rect::from_min_size(spot, theme::NODE_SIZE_GUESS);
+            match taken.iter().find(|t| t.intersects(rect)) {
+                Some(blocking) => spot.y = blocking.bottom() + GAP / 2.0,
+                None => break,
+            }
+        }
+        spot
+    }
+
     /// A 1:1 transform centred on what is shown now.
     pub fn actual_size_transform(&self) -> TSTransform {
         let center = self.viewport().center();

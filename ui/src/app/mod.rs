@@ -1052,7 +1052,11 @@ impl App {
                 }
             }
             Command::AddBlock { kind, pos } => {
-                let pos = pos.unwrap_or_else(|| self.view_center());
+                // A block added by a click (not dropped at a place) must not hide another.
+                let pos = pos.unwrap_or_else(|| {
+                    self.canvas
+                        .free_spot(&self.document.snarl, self.view_center())
+                });
                 let Some(entry) = self.palette.iter().find(|e| e.kind == kind) else {
                     self.notice = Some(format!("There is no block `{kind}`."));
                     return;
