@@ -5,7 +5,7 @@ use std::sync::Arc;
 use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, GraphInterface,
     InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, RunInput, Value, ValueMap, ValueType,
-    async_trait, coerce,
+    async_trait, coerce, coerce_given,
 };
 
 use crate::Registry;
@@ -102,7 +102,7 @@ impl NodeImpl for GraphInputNode {
     async fn run(&self, _inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let name = &self.input.name;
         let value = match ctx.graph_input(name) {
-            Some(given) => parse_given(given, &self.input.ty)
+            Some(given) => coerce_given(given, &self.input.ty)
                 .map_err(|e| BlockError::permanent(format!("run input `{name}`: {e}")))?,
             None => self.input.default.clone().ok_or_else(|| {
                 BlockError::permanent(format!(
@@ -112,24 +112,6 @@ impl NodeImpl for GraphInputNode {
         };
         Ok(agentloom_core::outputs([("value", value)]))
     }
-}
-
-/// Turns a given run input into the declared type. Text (as the command line gives it) is
-/// read as JSON first when the type is not text: `3` becomes a number, `{"a":1}` an object.
-fn parse_given(value: Value, ty: &ValueType) -> Result<Value, agentloom_core::CoerceError> {
-    if let Value::Text(text) = &value
-        && !matches!(ty, ValueType::Text | ValueType::Bytes)
-    {
-        if let Ok(json) = serde_json::from_str::<serde_json::Value>(text)
-            && let Ok(parsed) = coerce(Value::from_json(json), ty)
-        {
-            return Ok(parsed);
-        }
-        if *ty == ValueType::Any {
-            return Ok(value);
-        }
-    }
-    coerce(value, ty)
 }
 
 /// `graph.output`: publishes a value as a run output.

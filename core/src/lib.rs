@@ -26,7 +26,8 @@ pub use graph::{
     EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, LoadError, NodeDoc, RetryPolicy, RunSettings,
 };
 pub use types::{
-    CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, compatibility, message,
+    CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, coerce_given, compatibility,
+    message,
 };
 pub use validate::{
     BlockCatalog, InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode,

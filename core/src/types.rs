@@ -203,6 +203,25 @@ pub struct CoerceError {
     pub got: String,
 }
 
+/// A run input as a person gives it (text from `--input` or a form) in its declared type.
+/// Text is read as JSON first when the type is not text: `3` becomes a number, `{"a":1}`
+/// an object; for `json` any other text stays text.
+pub fn coerce_given(value: Value, to: &ValueType) -> Result<Value, CoerceError> {
+    if let Value::Text(text) = &value
+        && !matches!(to, ValueType::Text | ValueType::Bytes)
+    {
+        if let Ok(json) = serde_json::from_str::<serde_json::Value>(text)
+            && let Ok(parsed) = coerce(Value::from_json(json), to)
+        {
+            return Ok(parsed);
+        }
+        if *to == ValueType::Any {
+            return Ok(value);
+        }
+    }
+    coerce(value, to)
+}
+
 /// Converts `value` to `to`, following the coercion table of [`compatibility`].
 /// Values of the right shape pass unchanged.
 pub fn coerce(value: Value, to: &ValueType) -> Result<Value, CoerceError> {

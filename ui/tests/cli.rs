@@ -192,6 +192,27 @@ fn invalid_graphs_and_arguments_exit_2_with_a_clear_message() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no input `nobody`"));
 
+    // A value the input's type refuses is a wrong argument too: refused before any run.
+    let branching = example("branching.agentloom.json");
+    let output = run(
+        &["run", branching.to_str().unwrap(), "--input", "amount=lots"],
+        &db,
+        dir.path(),
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--input amount: expected number"),
+        "{stderr}"
+    );
+    let runs = bin()
+        .args(["runs", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let logged: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(logged, serde_json::json!([]), "nothing ran");
+
     let output = bin().args(["run"]).output().unwrap();
     assert_eq!(
         output.status.code(),

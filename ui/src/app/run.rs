@@ -345,15 +345,7 @@ pub fn recorded_graph(detail: &RunDetail) -> Option<GraphDoc> {
     detail.graph_doc().ok()
 }
 
-/// Parses what a person typed for a run input of type `ty`: JSON when it parses and is not a
-/// bare word, else the text itself.
+/// Parses what a person typed for a run input of type `ty`, as `--input` does.
 pub fn parse_input(text: &str, ty: &agentloom_core::ValueType) -> Result<Value, String> {
-    let value = match ty {
-        agentloom_core::ValueType::Text => Value::Text(text.to_owned()),
-        _ => match serde_json::from_str::<serde_json::Value>(text) {
-            Ok(json) => Value::from_json(json),
-            Err(_) => Value::Text(text.to_owned()),
-        },
-    };
-    agentloom_core::coerce(value, ty).map_err(|e| e.to_string())
+    agentloom_core::coerce_given(Value::Text(text.to_owned()), ty).map_err(|e| e.to_string())
 }

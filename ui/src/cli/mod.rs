@@ -330,6 +330,14 @@ fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
             });
         }
     }
+    // A value the graph input would refuse is a wrong argument, found before anything runs.
+    for input in &declared {
+        if let Some(given) = inputs.get(&input.name)
+            && let Err(err) = agentloom_core::coerce_given(given.clone(), &input.ty)
+        {
+            return Err(format!("--input {}: {err}", input.name));
+        }
+    }
     let missing: Vec<String> = declared
         .iter()
         .filter(|input| input.default.is_none() && !inputs.contains_key(&input.name))
