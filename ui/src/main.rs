@@ -18,6 +18,7 @@ fn main() {
     let command = cli.command.unwrap_or(agentloom::cli::Command::Open {
         graph: None,
         db: None,
+        workspace: None,
     });
     let code = match agentloom::cli::run_command(command) {
         Ok(code) => code,

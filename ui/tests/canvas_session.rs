@@ -580,3 +580,35 @@ fn streamed_llm_output_appears_inside_the_node_while_it_runs() {
     h.get_by_label_contains("text = w1 w2 w3");
     h.get_by_label("output story:");
 }
+
+#[test]
+fn file_blocks_of_a_saved_graph_work_in_the_graph_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let file = project.join("note.agentloom.json");
+    let doc = graph(
+        r#"{"format":"agentloom.graph","version":1,"name":"note","nodes":[
+        {"id":"text","block":"data.constant","position":[0,0],"config":{"value":"kept beside the graph","type":"text"}},
+        {"id":"write","block":"file.write","position":[250,0],"config":{"path":"note.txt","mode":"text"}}],
+      "edges":[{"from":["text","value"],"to":["write","content"]}]}"#,
+    );
+    agentloom::app::save_graph(&doc, &file).unwrap();
+    let mut paths = paths(&dir);
+    paths.workspace = None;
+    let mut h = harness_for(App::new(&doc, Some(file), &paths));
+
+    // The Run menu says where file blocks work.
+    press(&mut h, "Run");
+    h.get_by_label(&format!("File blocks work in {}", project.display()));
+    keys(&mut h, Modifiers::NONE, Key::Escape);
+
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    assert_eq!(h.state().run.status, Some(RunStatus::Completed));
+    assert_eq!(
+        std::fs::read_to_string(project.join("note.txt")).unwrap(),
+        "kept beside the graph"
+    );
+    assert!(!dir.path().join("note.txt").exists());
+}

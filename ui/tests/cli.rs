@@ -213,6 +213,15 @@ fn invalid_graphs_and_arguments_exit_2_with_a_clear_message() {
     let logged: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
     assert_eq!(logged, serde_json::json!([]), "nothing ran");
 
+    // The app too refuses a workspace that is not a directory, before opening a window.
+    let output = bin()
+        .args(["open", "--workspace"])
+        .arg(dir.path().join("absent"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a directory"));
+
     let output = bin().args(["run"]).output().unwrap();
     assert_eq!(
         output.status.code(),

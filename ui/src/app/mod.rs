@@ -159,7 +159,8 @@ pub struct AppPaths {
     pub run_log: Option<PathBuf>,
     /// Autosave and last-graph note (`None`: neither).
     pub data_dir: Option<PathBuf>,
-    /// The directory file blocks are confined to.
+    /// The directory file blocks are confined to (`None`: the folder of the graph's file, or
+    /// the current directory for a graph never saved).
     pub workspace: Option<PathBuf>,
     /// Where the credentials index lives, the secrets being in the OS keychain (`None`: no
     /// credential store; runs read `AGENTLOOM_SECRET_<NAME>` only).
@@ -213,6 +214,8 @@ pub struct App {
     first_frame: Option<Instant>,
     pending_fit: bool,
     last_selection: Vec<NodeId>,
+    /// The workspace given at start (`--workspace`), over the graph's folder.
+    workspace: Option<PathBuf>,
     /// Whether native file dialogs can appear here; asked on first use.
     native_dialogs: Option<bool>,
     /// The in-app file prompt used where they cannot.
@@ -284,6 +287,7 @@ impl App {
             last_selection: Vec::new(),
             native_dialogs: None,
             path_prompt: None,
+            workspace: paths.workspace.clone(),
         };
         app.refresh_history();
         app
@@ -648,6 +652,15 @@ impl App {
                 {
                     self.commands.push(Command::SetSafeMode(safe));
                 }
+                ui.separator();
+                ui.label(
+                    RichText::new(format!(
+                        "File blocks work in {}",
+                        self.run_workspace().display()
+                    ))
+                    .small()
+                    .color(theme::TEXT_WEAK),
+                );
             });
             ui.separator();
             if ui
@@ -1177,6 +1190,22 @@ impl App {
         }
     }
 
+    /// The directory the file blocks of a run are confined to: the one given at start, else
+    /// the folder of the graph's file (a graph and the files it reads travel together), else
+    /// the current directory.
+    pub fn run_workspace(&self) -> PathBuf {
+        let here = || std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        if let Some(dir) = &self.workspace {
+            return dir.clone();
+        }
+        match self.document.path.as_deref().and_then(Path::parent) {
+            Some(dir) if !dir.as_os_str().is_empty() => {
+                std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+            }
+            _ => here(),
+        }
+    }
+
     /// Asks for a file with the native dialog, or with the in-app prompt where there is none.
     fn file_dialog(&mut self, purpose: PathPurpose, ctx: &egui::Context) {
         let native = *self
@@ -1299,14 +1328,11 @@ impl App {
                 Some("Runs are not available: the run threads could not start.".to_owned());
             return;
         };
-        match self.run.start(
-            runtime,
-            &self.executor,
-            graph,
-            inputs,
-            self.store.as_ref(),
-            ctx,
-        ) {
+        let executor = self.executor.clone().with_workspace(self.run_workspace());
+        match self
+            .run
+            .start(runtime, &executor, graph, inputs, self.store.as_ref(), ctx)
+        {
             Ok(()) => self.notice = None,
             Err(err) => self.notice = Some(format!("Cannot start the run: {err}")),
         }
@@ -1383,9 +1409,14 @@ impl eframe::App for DesktopApp {
 
 /// Opens the desktop window on `graph` (or the last/example graph), recording runs in `db`
 /// (or the per-user run log).
-pub fn run_native(path: Option<PathBuf>, db: Option<PathBuf>) -> anyhow::Result<()> {
+pub fn run_native(
+    path: Option<PathBuf>,
+    db: Option<PathBuf>,
+    workspace: Option<PathBuf>,
+) -> anyhow::Result<()> {
     let started = Instant::now();
-    let paths = AppPaths::user_default(db);
+    let mut paths = AppPaths::user_default(db);
+    paths.workspace = workspace;
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("Agentloom")

@@ -40,6 +40,9 @@ pub enum Command {
         /// The run log database (default: the per-user data directory).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// The directory file blocks are confined to (default: the graph file's folder).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
     },
     /// Run a graph headless.
     Run(RunArgs),
@@ -105,8 +108,16 @@ pub struct RunArgs {
 /// Runs a parsed command; returns the process exit code.
 pub fn run_command(command: Command) -> anyhow::Result<i32> {
     match command {
-        Command::Open { graph, db } => {
-            crate::app::run_native(graph, db)?;
+        Command::Open {
+            graph,
+            db,
+            workspace,
+        } => {
+            if let Some(dir) = workspace.as_deref().filter(|d| !d.is_dir()) {
+                eprintln!("--workspace {}: not a directory", dir.display());
+                return Ok(EXIT_INVALID);
+            }
+            crate::app::run_native(graph, db, workspace)?;
             Ok(0)
         }
         Command::Run(args) => run_graph(args),
