@@ -33,7 +33,7 @@ pub use validate::{
     BlockCatalog, InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode,
     instantiate_node, validate,
 };
-pub use value::{Value, ValueMap};
+pub use value::{Value, ValueMap, clip_chars};
 
 pub use async_trait::async_trait;
 pub use tokio_util::sync::CancellationToken;

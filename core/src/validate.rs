@@ -451,17 +451,18 @@ fn cycle_path(names: &[&str]) -> String {
     let Some(first) = names.first() else {
         return String::new();
     };
-    let mut parts: Vec<String> = if names.len() <= 2 * SHOWN_AT_EACH_END + 1 {
-        names.iter().map(quoted).collect()
-    } else {
+    let cut = names.len() > 2 * SHOWN_AT_EACH_END + 1;
+    let mut parts: Vec<String> = if cut {
         let mut parts: Vec<String> = names[..SHOWN_AT_EACH_END].iter().map(quoted).collect();
         parts.push(format!("… {} more …", names.len() - 2 * SHOWN_AT_EACH_END));
         parts.extend(names[names.len() - SHOWN_AT_EACH_END..].iter().map(quoted));
         parts
+    } else {
+        names.iter().map(quoted).collect()
     };
     parts.push(quoted(first));
     let path = parts.join(" -> ");
-    if names.len() > 2 * SHOWN_AT_EACH_END + 1 {
+    if cut {
         format!("{path} ({} blocks)", names.len())
     } else {
         path

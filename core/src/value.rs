@@ -182,13 +182,17 @@ impl Value {
         if single_line.chars().count() <= max_chars {
             single_line
         } else {
-            let mut cut: String = single_line
-                .chars()
-                .take(max_chars.saturating_sub(1))
-                .collect();
-            cut.push('…');
-            cut
+            clip_chars(&single_line, max_chars.saturating_sub(1))
         }
+    }
+}
+
+/// The first `max_chars` characters of `text`, with an ellipsis after them when it was
+/// longer; cut on a character boundary.
+pub fn clip_chars(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
     }
 }
 
@@ -270,6 +274,15 @@ mod tests {
         let text = serde_json::to_string(&value).unwrap();
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, value);
+    }
+
+    #[test]
+    fn long_messages_are_clipped_on_a_character_boundary() {
+        use super::clip_chars as clip;
+        assert_eq!(clip("short", 10), "short");
+        assert_eq!(clip("exactly10!", 10), "exactly10!");
+        assert_eq!(clip("ünïcödé text", 4), "ünïc…");
+        assert_eq!(clip(&"x".repeat(500), 140).chars().count(), 141);
     }
 
     #[test]

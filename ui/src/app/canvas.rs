@@ -530,21 +530,11 @@ fn status_text(status: NodeStatus) -> &'static str {
 
 /// An error or problem inside a node: its start, the whole of it on hover.
 fn node_message(ui: &mut Ui, message: &str, color: Color32) {
-    let label = ui.label(
-        RichText::new(clip(message, theme::NODE_MESSAGE_CHARS))
-            .small()
-            .color(color),
-    );
-    if message.chars().count() > theme::NODE_MESSAGE_CHARS {
+    let shown = agentloom_core::clip_chars(message, theme::NODE_MESSAGE_CHARS);
+    let clipped = shown.len() != message.len();
+    let label = ui.label(RichText::new(shown).small().color(color));
+    if clipped {
         label.on_hover_text(message);
-    }
-}
-
-/// The first `max_chars` characters of `text`, with an ellipsis when it was longer.
-fn clip(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
     }
 }
 
@@ -1086,16 +1076,8 @@ mod tests {
     use egui_kittest::kittest::Queryable as _;
     use egui_snarl::NodeId;
 
-    use super::{Lod, box_wire_shapes, clip};
+    use super::{Lod, box_wire_shapes};
     use crate::app::{App, AppPaths};
-
-    #[test]
-    fn long_messages_are_clipped_on_a_character_boundary() {
-        assert_eq!(clip("short", 10), "short");
-        assert_eq!(clip("exactly10!", 10), "exactly10!");
-        assert_eq!(clip("ünïcödé text", 4), "ünïc…");
-        assert_eq!(clip(&"x".repeat(500), 140).chars().count(), 141);
-    }
 
     /// `blocks` templates in rows of 10, 260 × 160 apart, each fed by the two before it.
     fn grid(blocks: usize) -> GraphDoc {

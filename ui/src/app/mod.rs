@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloom_blocks::Registry;
-use agentloom_core::{BlockCatalog, GraphDoc, Problem, validate};
+use agentloom_core::{BlockCatalog, GraphDoc, Problem, RunInput, validate};
 use agentloom_engine::{Executor, RunRow, RunStore};
 use egui::{Key, KeyboardShortcut, Modifiers, Pos2, RichText};
 use egui_snarl::NodeId;
@@ -1194,15 +1194,18 @@ impl App {
     /// the folder of the graph's file (a graph and the files it reads travel together), else
     /// the current directory.
     pub fn run_workspace(&self) -> PathBuf {
-        let here = || std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-        if let Some(dir) = &self.workspace {
-            return dir.clone();
-        }
+        self.workspace
+            .clone()
+            .unwrap_or_else(|| self.graph_folder())
+    }
+
+    /// The folder of the graph's file, else the current directory.
+    fn graph_folder(&self) -> PathBuf {
         match self.document.path.as_deref().and_then(Path::parent) {
             Some(dir) if !dir.as_os_str().is_empty() => {
                 std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
             }
-            _ => here(),
+            _ => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         }
     }
 
@@ -1213,14 +1216,7 @@ impl App {
             .get_or_insert_with(files::native_dialogs_available);
         let file_name = format!("{}.agentloom.json", self.document.name);
         if !native {
-            let here = self
-                .document
-                .path
-                .as_deref()
-                .and_then(Path::parent)
-                .map(Path::to_path_buf)
-                .or_else(|| std::env::current_dir().ok())
-                .unwrap_or_default();
+            let here = self.graph_folder();
             let suggested = match purpose {
                 PathPurpose::Open | PathPurpose::Import => {
                     format!("{}{}", here.display(), std::path::MAIN_SEPARATOR)
@@ -1237,10 +1233,10 @@ impl App {
             return;
         }
         let picked = match purpose {
-            PathPurpose::Open => files::pick_open("Open graph"),
-            PathPurpose::Import => files::pick_open("Import graph"),
-            PathPurpose::SaveAs => files::pick_save("Save graph", &file_name),
-            PathPurpose::Export => files::pick_save("Export graph", &file_name),
+            PathPurpose::Open | PathPurpose::Import => files::pick_open(purpose.title()),
+            PathPurpose::SaveAs | PathPurpose::Export => {
+                files::pick_save(purpose.title(), &file_name)
+            }
         };
         if let Some(path) = picked {
             self.apply(purpose.command(path), ctx);
@@ -1308,7 +1304,11 @@ impl App {
             }
         };
         let mut inputs = agentloom_core::ValueMap::new();
-        for run_panel::RunFormField { name, ty, text, .. } in &self.run_form.fields {
+        for run_panel::RunFormField {
+            input: RunInput { name, ty, .. },
+            text,
+        } in &self.run_form.fields
+        {
             if text.is_empty() {
                 continue;
             }

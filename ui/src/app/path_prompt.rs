@@ -19,7 +19,7 @@ pub enum PathPurpose {
 }
 
 impl PathPurpose {
-    fn title(self) -> &'static str {
+    pub(super) fn title(self) -> &'static str {
         match self {
             Self::Open => "Open graph",
             Self::Import => "Import graph",

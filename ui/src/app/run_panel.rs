@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use agentloom_core::{RunInput, Value, ValueType};
+use agentloom_core::{RunInput, Value};
 use agentloom_engine::RunStatus;
 use egui::{RichText, Ui};
 
@@ -14,10 +14,7 @@ use super::theme;
 
 /// One graph input in the form.
 pub struct RunFormField {
-    pub name: String,
-    pub ty: ValueType,
-    /// The input's description from the graph, shown under its field.
-    pub description: String,
+    pub input: RunInput,
     /// What is typed (the default to start with).
     pub text: String,
 }
@@ -36,8 +33,11 @@ pub struct RunForm {
 impl RunForm {
     /// Prepares the form for `inputs`, keeping what was typed for inputs that remain.
     pub fn prepare(&mut self, inputs: &[RunInput]) {
-        let old: BTreeMap<String, String> =
-            self.fields.drain(..).map(|f| (f.name, f.text)).collect();
+        let old: BTreeMap<String, String> = self
+            .fields
+            .drain(..)
+            .map(|f| (f.input.name, f.text))
+            .collect();
         self.fields = inputs
             .iter()
             .map(|input| {
@@ -51,9 +51,7 @@ impl RunForm {
                         })
                 });
                 RunFormField {
-                    name: input.name.clone(),
-                    ty: input.ty.clone(),
-                    description: input.description.clone(),
+                    input: input.clone(),
                     text,
                 }
             })
@@ -76,16 +74,13 @@ pub fn run_form_ui(ctx: &egui::Context, form: &mut RunForm, commands: &mut Vec<C
         .show(ctx, |ui| {
             let mut submitted = false;
             egui::Grid::new("run_inputs").num_columns(2).show(ui, |ui| {
-                for (index, input) in form.fields.iter_mut().enumerate() {
+                for (index, RunFormField { input, text }) in form.fields.iter_mut().enumerate() {
                     let label = ui.label(format!("{} ({})", input.name, input.ty));
                     let field = ui
                         .vertical(|ui| {
                             ui.set_max_width(240.0);
                             let field = ui
-                                .add(
-                                    egui::TextEdit::singleline(&mut input.text)
-                                        .desired_width(240.0),
-                                )
+                                .add(egui::TextEdit::singleline(text).desired_width(240.0))
                                 .labelled_by(label.id);
                             if !input.description.is_empty() {
                                 ui.label(
