@@ -1,13 +1,14 @@
 //! Helpers for testing blocks without the executor: a [`TestCtx`] that records what a node
 //! does, and [`run_block`] to instantiate and run a built-in block in one call.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agentloom_core::{
-    BlockCatalog as _, BlockError, CancellationToken, Config, GraphDoc, NodeImpl, RunCtx, Secret,
-    SecretError, Usage, Value, ValueMap, async_trait, secret_env_var,
+    ApprovalDecision, ApprovalRequest, BlockCatalog as _, BlockError, CancellationToken, Config,
+    GraphDoc, NodeImpl, RunCtx, Secret, SecretError, Usage, Value, ValueMap, async_trait,
+    secret_env_var,
 };
 
 /// A [`RunCtx`] for tests: run inputs and secrets from memory, and a record of partial
@@ -27,6 +28,10 @@ pub struct TestCtx {
     partials: Mutex<Vec<(String, String)>>,
     usage: Mutex<Usage>,
     graph_outputs: Mutex<ValueMap>,
+    /// Safe mode: approvals are answered from `decisions`, in order.
+    safe_mode: bool,
+    decisions: Mutex<VecDeque<ApprovalDecision>>,
+    approval_requests: Mutex<Vec<ApprovalRequest>>,
 }
 
 impl Default for TestCtx {
@@ -53,7 +58,27 @@ impl TestCtx {
             partials: Mutex::new(Vec::new()),
             usage: Mutex::new(Usage::default()),
             graph_outputs: Mutex::new(ValueMap::new()),
+            safe_mode: false,
+            decisions: Mutex::new(VecDeque::new()),
+            approval_requests: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Turns safe mode on: each approval request takes the next of `decisions`; once they
+    /// run out, requests are refused as nobody is there to answer.
+    #[must_use]
+    pub fn with_safe_mode(mut self, decisions: Vec<ApprovalDecision>) -> Self {
+        self.safe_mode = true;
+        self.decisions = Mutex::new(decisions.into());
+        self
+    }
+
+    /// The approval requests made so far, in order.
+    pub fn approval_requests(&self) -> Vec<ApprovalRequest> {
+        self.approval_requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     #[must_use]
@@ -248,6 +273,29 @@ impl RunCtx for TestCtx {
         block
             .instantiate(config)
             .map_err(|e| BlockError::permanent(format!("block `{kind}`: {e}")))
+    }
+
+    fn safe_mode(&self) -> bool {
+        self.safe_mode
+    }
+
+    async fn request_approval(
+        &self,
+        request: ApprovalRequest,
+    ) -> Result<ApprovalDecision, BlockError> {
+        if !self.safe_mode {
+            return Ok(request.approve_as_is());
+        }
+        let action = request.action.clone();
+        self.approval_requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+        self.decisions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
+            .ok_or_else(|| BlockError::permanent(format!("`{action}` was not approved")))
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{ApprovalDecision, ApprovalRequest};
 use crate::config::{Config, ConfigError, ConfigField};
 use crate::graph::GraphDoc;
 use crate::types::ValueType;
@@ -322,6 +323,21 @@ pub trait RunCtx: Send + Sync {
     ) -> Result<ValueMap, BlockError>;
     /// Instantiates block `kind` with `config` from the run's catalog (for blocks that run blocks).
     fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError>;
+    /// Whether the run asks a person before side effects.
+    fn safe_mode(&self) -> bool;
+    /// Asks before a side effect this node is about to cause (a tool call, a send). Outside
+    /// safe mode it answers at once with the request's own arguments. In safe mode it waits
+    /// for a person, who may edit the arguments or reject with a message; it fails (not
+    /// approved) when nobody can answer.
+    async fn request_approval(
+        &self,
+        request: ApprovalRequest,
+    ) -> Result<ApprovalDecision, BlockError>;
+    /// After a paused run was resumed: the checkpoint stored with the approval this node
+    /// was waiting on (see [`ApprovalRequest::checkpoint`]).
+    fn resume_checkpoint(&self) -> Option<crate::value::Value> {
+        None
+    }
 }
 
 /// How a failure should be treated.

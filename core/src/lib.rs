@@ -9,6 +9,7 @@
 //!
 //! No UI and no storage here.
 
+mod approval;
 mod block;
 mod config;
 mod graph;
@@ -16,6 +17,7 @@ mod types;
 mod validate;
 mod value;
 
+pub use approval::{ApprovalDecision, ApprovalRequest};
 pub use block::{
     Block, BlockError, BlockMeta, ERROR_PORT, ErrorClass, GraphInterface, InputsExt, NodeImpl,
     PortSpec, Ports, RunCtx, RunInput, Secret, SecretError, SecretSource, Usage, outputs,

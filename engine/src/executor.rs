@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentloom_core::{
-    BlockCatalog, BlockError, Compat, Config, ErrorClass, GraphDoc, NodeImpl, RunCtx, Secret,
-    SecretError, SecretSource, Usage, ValidGraph, Value, ValueMap, coerce, validate,
+    ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, ErrorClass,
+    GraphDoc, NodeImpl, RunCtx, Secret, SecretError, SecretSource, Usage, ValidGraph, Value,
+    ValueMap, coerce, validate,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -26,12 +27,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
 
-/// Asks a person whether a side-effecting node may run (safe mode).
+/// Asks a person whether a side effect may happen (safe mode).
 #[async_trait::async_trait]
 pub trait Approver: Send + Sync {
-    /// Returns true to let `node` run. May wait as long as it needs.
-    async fn approve(&self, run_id: &str, node: &str, block_title: &str, inputs: &ValueMap)
-    -> bool;
+    /// Decides on `request`, made by node `node` of run `run_id`: approve (possibly with
+    /// edited arguments) or reject with a message. May wait as long as it needs.
+    async fn decide(&self, run_id: &str, node: &str, request: &ApprovalRequest)
+    -> ApprovalDecision;
 }
 
 /// Per-run choices that are not part of the graph.
@@ -147,6 +149,7 @@ impl Executor {
             cancel: options.cancel.clone(),
             limit_error: Mutex::new(None),
             max_cost_usd: graph.doc.settings.max_cost_usd,
+            safe_mode: graph.doc.settings.safe_mode,
         });
         let concurrency = options
             .concurrency
@@ -176,6 +179,7 @@ struct RunShared {
     /// Set when a run limit stopped the run.
     limit_error: Mutex<Option<String>>,
     max_cost_usd: Option<f64>,
+    safe_mode: bool,
 }
 
 impl RunShared {
@@ -343,6 +347,20 @@ impl RunCtx for NodeCtx {
         block
             .instantiate(config)
             .map_err(|e| BlockError::permanent(format!("block `{kind}`: {e}")))
+    }
+
+    fn safe_mode(&self) -> bool {
+        self.shared.safe_mode
+    }
+
+    async fn request_approval(
+        &self,
+        request: ApprovalRequest,
+    ) -> Result<ApprovalDecision, BlockError> {
+        if !self.shared.safe_mode {
+            return Ok(request.approve_as_is());
+        }
+        ask_approval(&self.shared, &self.node_id, &request).await
     }
 }
 
@@ -541,13 +559,24 @@ impl Scheduler {
                 if let Some(err) = conversion_error.take() {
                     break Err(err);
                 }
-                if attempt == 1
-                    && graph.doc.settings.safe_mode
-                    && node.meta.side_effects
-                    && let Err(err) =
-                        ask_approval(&shared, &node.id, &node.meta.title, &inputs).await
-                {
-                    break Err(err);
+                if attempt == 1 && shared.safe_mode && node.meta.side_effects {
+                    let request = ApprovalRequest::new(
+                        node.meta.title.clone(),
+                        Value::Object(inputs.clone()),
+                    );
+                    match ask_approval(&shared, &node.id, &request).await {
+                        Ok(ApprovalDecision::Approved {
+                            arguments: Value::Object(edited),
+                        }) => inputs = edited,
+                        Ok(ApprovalDecision::Approved { .. }) => {}
+                        Ok(ApprovalDecision::Rejected { message }) => {
+                            break Err(BlockError::permanent(format!(
+                                "`{}` was not approved: {message}",
+                                node.id
+                            )));
+                        }
+                        Err(err) => break Err(err),
+                    }
                 }
                 let ctx = NodeCtx {
                     shared: Arc::clone(&shared),
@@ -813,27 +842,23 @@ async fn run_attempt(
     }
 }
 
+/// Asks the run's approver about `request`; fails when nobody can answer.
 async fn ask_approval(
     shared: &Arc<RunShared>,
     node: &str,
-    title: &str,
-    inputs: &ValueMap,
-) -> Result<(), BlockError> {
+    request: &ApprovalRequest,
+) -> Result<ApprovalDecision, BlockError> {
     let Some(approver) = shared.executor.approver.clone() else {
         return Err(BlockError::permanent(format!(
-            "safe mode: `{node}` ({title}) has side effects and needs approval, but nobody can approve it here; run it from the app, or turn safe mode off"
+            "safe mode: `{node}` ({}) has side effects and needs approval, but nobody can approve it here; run it from the app, or turn safe mode off",
+            request.action
         )));
     };
     shared.emit(EventKind::NodeAwaitingApproval {
         node: node.to_owned(),
     });
-    let approved = tokio::select! {
-        approved = approver.approve(&shared.run_id, node, title, inputs) => approved,
-        () = shared.cancel.cancelled() => return Err(BlockError::cancelled()),
-    };
-    if approved {
-        Ok(())
-    } else {
-        Err(BlockError::permanent(format!("`{node}` was not approved")))
+    tokio::select! {
+        decision = approver.decide(&shared.run_id, node, request) => Ok(decision),
+        () = shared.cancel.cancelled() => Err(BlockError::cancelled()),
     }
 }

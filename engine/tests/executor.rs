@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use agentloom_blocks::Registry;
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigReader, EdgeDoc, GraphDoc, NodeDoc,
-    NodeImpl, PortSpec, Ports, RetryPolicy, RunCtx, Usage, Value, ValueMap, ValueType, async_trait,
-    validate,
+    ApprovalDecision, ApprovalRequest, Block, BlockError, BlockMeta, Config, ConfigError,
+    ConfigReader, EdgeDoc, GraphDoc, NodeDoc, NodeImpl, PortSpec, Ports, RetryPolicy, RunCtx,
+    Usage, Value, ValueMap, ValueType, async_trait, validate,
 };
 use agentloom_engine::{
     Approver, CollectSink, EventKind, Executor, NodeStatus, NullSink, RunOptions, RunReport,
@@ -603,8 +603,14 @@ struct Decide(bool);
 
 #[async_trait]
 impl Approver for Decide {
-    async fn approve(&self, _run: &str, _node: &str, _title: &str, _inputs: &ValueMap) -> bool {
-        self.0
+    async fn decide(&self, _run: &str, _node: &str, request: &ApprovalRequest) -> ApprovalDecision {
+        if self.0 {
+            request.approve_as_is()
+        } else {
+            ApprovalDecision::Rejected {
+                message: "no".to_owned(),
+            }
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use agentloom_core::{GraphDoc, Usage, ValidGraph, Value, ValueMap};
+use agentloom_core::{
+    ApprovalDecision, ApprovalRequest, GraphDoc, Usage, ValidGraph, Value, ValueMap,
+};
 use agentloom_engine::{
     Approver, EventKind, EventSink, Executor, FanoutSink, NodeStatus, RunDetail, RunEvent,
     RunOptions, RunReport, RunStatus, RunStore,
@@ -45,24 +47,29 @@ struct UiApprover {
 
 #[agentloom_core::async_trait]
 impl Approver for UiApprover {
-    async fn approve(
+    async fn decide(
         &self,
         _run_id: &str,
         node: &str,
-        block_title: &str,
-        _inputs: &ValueMap,
-    ) -> bool {
+        request: &ApprovalRequest,
+    ) -> ApprovalDecision {
+        let denied = || ApprovalDecision::Rejected {
+            message: "denied in the app".to_owned(),
+        };
         let (reply, answer) = oneshot::channel();
         let msg = RunMsg::Approval {
             node: node.to_owned(),
-            title: block_title.to_owned(),
+            title: request.action.clone(),
             reply,
         };
         if self.tx.send(msg).is_err() {
-            return false;
+            return denied();
         }
         self.ctx.request_repaint();
-        answer.await.unwrap_or(false)
+        match answer.await {
+            Ok(true) => request.approve_as_is(),
+            _ => denied(),
+        }
     }
 }
 
