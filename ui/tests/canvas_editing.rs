@@ -4,15 +4,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
 use agentloom::app::save_graph;
 use egui::{Key, Modifiers, PointerButton, Pos2};
 use egui_kittest::kittest::Queryable as _;
 use support::{
-    AppHarness, canvas_text, click_at, drag, example, graph, harness, ids, keys, paths, title_of,
-    wires,
+    AppHarness, canvas_text, click_at, drag, drop_file, example, graph, harness, ids, keys, paths,
+    title_of, wires,
 };
 
 /// Four blocks: a pair on the left wired together, a pair on the right wired together.
@@ -292,27 +289,6 @@ fn a_wire_dropped_on_empty_canvas_offers_only_blocks_that_accept_it_and_wires_th
     assert_eq!(ids(&h), ["greeting", "name", "render"]);
 }
 
-/// A file dropped on the window, as the platform hands it to egui.
-#[derive(Debug)]
-struct Dropped(PathBuf);
-
-impl egui::DroppedFile for Dropped {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-
-    fn bytes(&self) -> Result<Vec<u8>, String> {
-        std::fs::read(&self.0).map_err(|e| e.to_string())
-    }
-}
-
-fn drop_file(h: &mut AppHarness, path: &Path) {
-    h.input_mut()
-        .dropped_files
-        .push(Arc::new(Dropped(path.to_owned())));
-    h.run_steps(3);
-}
-
 #[test]
 fn dropping_a_graph_file_on_the_window_opens_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -431,7 +407,7 @@ fn undo_keeps_the_inspector_and_the_selection_on_the_same_blocks() {
 
 #[test]
 fn looking_at_blocks_changes_nothing() {
-    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/examples");
+    let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/examples");
     for file in [
         "hello.agentloom.json",
         "branching.agentloom.json",

@@ -336,6 +336,10 @@ fn stop_cancels_a_long_run() {
         h.state().run.node("wait").and_then(|n| n.status),
         Some(NodeStatus::Done)
     );
+    // The node the stop interrupted says so, instead of running forever.
+    assert!(h.state().run.node("wait").unwrap().cancelled);
+    assert!(h.query_all_by_label("cancelled").count() >= 1);
+    assert!(h.query_by_label("running").is_none());
 
     // Opening another graph while a run goes stops that run too (it is not left running
     // unseen): the run log records it as cancelled.

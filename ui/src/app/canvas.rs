@@ -521,13 +521,6 @@ impl<'a> Viewer<'a> {
     }
 }
 
-fn status_text(status: NodeStatus) -> &'static str {
-    match status {
-        NodeStatus::AwaitingApproval => "waiting for approval",
-        other => other.as_str(),
-    }
-}
-
 /// An error or problem inside a node: its start, the whole of it on hover.
 fn node_message(ui: &mut Ui, message: &str, color: Color32) {
     let shown = agentloom_core::clip_chars(message, theme::NODE_MESSAGE_CHARS);
@@ -735,19 +728,18 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             self.box_header_ui(node, ui, snarl);
             return;
         }
-        let status = self.run.node(&canvas.doc.id).and_then(|r| r.status);
+        let state = self
+            .run
+            .node(&canvas.doc.id)
+            .and_then(super::run::NodeRun::state);
         let detailed = self.node_detailed(node);
         ui.horizontal(|ui| {
             ui.label(RichText::new(canvas.display_name()).strong());
             if detailed && canvas.doc.label.is_none() {
                 ui.label(RichText::new(&canvas.title).color(theme::TEXT_WEAK).small());
             }
-            if let Some(status) = status.filter(|s| *s != NodeStatus::Pending) {
-                ui.label(
-                    RichText::new(status_text(status))
-                        .color(theme::status_color(status))
-                        .small(),
-                );
+            if let Some((text, color)) = state {
+                ui.label(RichText::new(text).color(color).small());
             }
         });
     }

@@ -125,6 +125,9 @@ pub struct Document {
     pub dirty: bool,
     /// Bumped on every edit (autosave and problems watch it).
     pub revision: u64,
+    /// The graph as its file holds it (`None`: not known, e.g. recovered work), so that
+    /// undoing back to it clears the unsaved mark.
+    saved: Option<GraphDoc>,
     undo: Vec<GraphDoc>,
     redo: Vec<GraphDoc>,
 }
@@ -140,10 +143,12 @@ impl Document {
             path,
             dirty: false,
             revision: 0,
+            saved: None,
             undo: Vec::new(),
             redo: Vec::new(),
         };
         document.load(doc, catalog);
+        document.saved = Some(document.to_doc());
         document
     }
 
@@ -244,6 +249,17 @@ impl Document {
         self.revision += 1;
     }
 
+    /// Unsaved unless the graph is back to what its file holds.
+    fn refresh_dirty(&mut self) {
+        self.dirty = self.saved.as_ref() != Some(&self.to_doc());
+    }
+
+    /// Forgets what the file holds: the document stays unsaved until it is saved.
+    pub fn forget_saved(&mut self) {
+        self.saved = None;
+        self.dirty = true;
+    }
+
     pub fn can_undo(&self) -> bool {
         !self.undo.is_empty()
     }
@@ -258,7 +274,7 @@ impl Document {
         };
         self.redo.push(self.to_doc());
         self.load(&previous, catalog);
-        self.dirty = true;
+        self.refresh_dirty();
         true
     }
 
@@ -268,7 +284,7 @@ impl Document {
         };
         self.undo.push(self.to_doc());
         self.load(&next, catalog);
-        self.dirty = true;
+        self.refresh_dirty();
         true
     }
 
@@ -494,6 +510,7 @@ impl Document {
     pub fn mark_saved(&mut self, path: PathBuf) {
         self.path = Some(path);
         self.dirty = false;
+        self.saved = Some(self.to_doc());
     }
 }
 

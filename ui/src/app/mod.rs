@@ -149,7 +149,12 @@ pub enum Command {
     DiscardAndClose,
     /// Save, then close.
     SaveAndClose,
+    /// Keep the window open, or the unsaved graph on screen.
     CancelClose,
+    /// Drop the unsaved changes and carry out what replaces the graph (New, Open, a run).
+    DiscardAndContinue,
+    /// Save, then carry out what replaces the graph.
+    SaveAndContinue,
 }
 
 /// Where the app keeps its files; tests point these at temporary directories.
@@ -210,6 +215,8 @@ pub struct App {
     /// The document before a drag on the canvas started (one undo step for the move).
     drag_snapshot: Option<GraphDoc>,
     close_prompt: bool,
+    /// What waits for an answer to "save changes?" before it replaces the graph.
+    discard_prompt: Option<Command>,
     allow_close: bool,
     first_frame: Option<Instant>,
     pending_fit: bool,
@@ -281,6 +288,7 @@ impl App {
             autosave_delay: AUTOSAVE_DELAY,
             drag_snapshot: None,
             close_prompt: false,
+            discard_prompt: None,
             allow_close: false,
             first_frame: None,
             pending_fit: true,
@@ -319,7 +327,7 @@ impl App {
         };
         let mut app = App::new(&doc, doc_path, paths);
         if recovered {
-            app.document.dirty = true;
+            app.document.forget_saved();
             app.notice = Some("Recovered unsaved changes from the last session.".to_owned());
         }
         if notice.is_some() {
@@ -372,7 +380,7 @@ impl App {
 
     /// Whether the "save changes?" prompt is showing.
     pub fn close_prompt_open(&self) -> bool {
-        self.close_prompt
+        self.close_prompt || self.discard_prompt.is_some()
     }
 
     /// Where a canvas (graph) position is on screen. The accessibility tree reports widgets
@@ -887,10 +895,15 @@ impl App {
         }
     }
 
+    /// "Save changes?" before the window closes or another graph replaces this one.
     fn close_prompt_ui(&mut self, ctx: &egui::Context) {
-        if !self.close_prompt {
+        let (save, discard) = if self.close_prompt {
+            (Command::SaveAndClose, Command::DiscardAndClose)
+        } else if self.discard_prompt.is_some() {
+            (Command::SaveAndContinue, Command::DiscardAndContinue)
+        } else {
             return;
-        }
+        };
         let response = egui::Modal::new(egui::Id::new("close_prompt")).show(ctx, |ui| {
             ui.heading("Save changes?");
             ui.label(format!(
@@ -899,10 +912,10 @@ impl App {
             ));
             ui.horizontal(|ui| {
                 if ui.button("Save").clicked() {
-                    self.commands.push(Command::SaveAndClose);
+                    self.commands.push(save);
                 }
                 if ui.button("Don't save").clicked() {
-                    self.commands.push(Command::DiscardAndClose);
+                    self.commands.push(discard);
                 }
                 if ui.button("Cancel").clicked() {
                     self.commands.push(Command::CancelClose);
@@ -975,13 +988,27 @@ impl App {
         }
     }
 
-    fn replace_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
+    /// Whether `command`, which replaces the graph, may go ahead now. With unsaved changes
+    /// it waits for the answer to "save changes?" instead.
+    fn may_discard(&mut self, command: &Command) -> bool {
+        if !self.document.dirty {
+            return true;
+        }
+        self.discard_prompt = Some(command.clone());
+        false
+    }
+
+    /// Shows `doc` as a document of its own: its own undo history, its own file.
+    fn open_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
-        let catalog = self.catalog.clone();
-        self.document.replace(doc, catalog.as_ref());
-        self.document.path = path;
-        self.document.dirty = false;
+        self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
+        self.drag_snapshot = None;
+        self.autosave_due = None;
+        self.after_document_change();
+    }
+
+    fn after_document_change(&mut self) {
         self.inspected = None;
         self.inspector.clear();
         self.run = RunView::default();
@@ -1016,19 +1043,26 @@ impl App {
         let catalog = catalog.as_ref();
         match command {
             Command::New => {
-                self.replace_document(&GraphDoc::new("Untitled"), None);
+                if self.may_discard(&Command::New) {
+                    self.open_document(&GraphDoc::new("Untitled"), None);
+                }
             }
             Command::OpenDialog => self.file_dialog(PathPurpose::Open, ctx),
-            Command::Open(path) => match load_graph(&path) {
-                Ok(doc) => {
-                    if let Some(data) = &self.data {
-                        data.remember_last(&path);
-                    }
-                    self.replace_document(&doc, Some(path));
-                    self.notice = None;
+            Command::Open(path) => {
+                if !self.may_discard(&Command::Open(path.clone())) {
+                    return;
                 }
-                Err(err) => self.notice = Some(err.to_string()),
-            },
+                match load_graph(&path) {
+                    Ok(doc) => {
+                        if let Some(data) = &self.data {
+                            data.remember_last(&path);
+                        }
+                        self.open_document(&doc, Some(path));
+                        self.notice = None;
+                    }
+                    Err(err) => self.notice = Some(err.to_string()),
+                }
+            }
             Command::Save => match self.document.path.clone() {
                 Some(path) => {
                     self.save_to(&path);
@@ -1047,9 +1081,10 @@ impl App {
             Command::ImportDialog => self.file_dialog(PathPurpose::Import, ctx),
             Command::Import(path) => match load_graph(&path) {
                 Ok(doc) => {
-                    let keep = self.document.path.clone();
-                    self.replace_document(&doc, keep);
-                    self.document.touch();
+                    // An edit of this document (its file stays): undo brings the old graph back.
+                    self.run.stop();
+                    self.document.replace(&doc, catalog);
+                    self.after_document_change();
                     self.notice = Some(format!("Imported {}", path.display()));
                 }
                 Err(err) => self.notice = Some(err.to_string()),
@@ -1186,7 +1221,28 @@ impl App {
                     ctx.send_viewport_cmd(egui::ViewportCommand::Close);
                 }
             }
-            Command::CancelClose => self.close_prompt = false,
+            Command::CancelClose => {
+                self.close_prompt = false;
+                self.discard_prompt = None;
+            }
+            Command::DiscardAndContinue => {
+                if let Some(next) = self.discard_prompt.take() {
+                    if let Some(data) = &self.data {
+                        data.clear_autosave();
+                    }
+                    self.document.dirty = false;
+                    self.apply(next, ctx);
+                }
+            }
+            Command::SaveAndContinue => {
+                if let Some(next) = self.discard_prompt.take() {
+                    self.apply(Command::Save, ctx);
+                    // Without a file, Save asks for one first; the person goes on from there.
+                    if !self.document.dirty {
+                        self.apply(next, ctx);
+                    }
+                }
+            }
         }
     }
 
@@ -1346,8 +1402,8 @@ impl App {
         let Some(store) = &self.store else { return };
         match store.get_run(id) {
             Ok(Some(detail)) => {
-                self.run = RunView::from_detail(&detail);
-                // Show it on the graph it ran on when the canvas holds another graph.
+                // A run of another graph opens as a new untitled document, never under the
+                // current file (where Save would write it).
                 if let Some(graph) = run::recorded_graph(&detail) {
                     let current = self.document.to_doc();
                     let same_nodes = graph
@@ -1355,14 +1411,13 @@ impl App {
                         .iter()
                         .all(|n| current.node(&n.id).is_some_and(|c| c.block == n.block));
                     if !same_nodes {
-                        let catalog = self.catalog.clone();
-                        self.document.replace(&graph, catalog.as_ref());
-                        self.inspected = None;
-                        self.pending_fit = true;
-                        let run = RunView::from_detail(&detail);
-                        self.run = run;
+                        if !self.may_discard(&Command::OpenRun(id.to_owned())) {
+                            return;
+                        }
+                        self.open_document(&graph, None);
                     }
                 }
+                self.run = RunView::from_detail(&detail);
             }
             Ok(None) => self.notice = Some(format!("Run {id} is no longer in the run log.")),
             Err(err) => self.notice = Some(err.to_string()),

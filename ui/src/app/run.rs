@@ -86,6 +86,23 @@ pub struct NodeRun {
     pub duration_ms: Option<u64>,
     pub usage: Usage,
     pub skip_reason: Option<String>,
+    /// The run was stopped while this node waited or ran.
+    pub cancelled: bool,
+}
+
+impl NodeRun {
+    /// What the node's badge says and in which colour (`None`: nothing to say yet).
+    pub fn state(&self) -> Option<(&'static str, egui::Color32)> {
+        if self.cancelled {
+            return Some(("cancelled", super::theme::WARN));
+        }
+        let status = self.status.filter(|s| *s != NodeStatus::Pending)?;
+        let text = match status {
+            NodeStatus::AwaitingApproval => "waiting for approval",
+            other => other.as_str(),
+        };
+        Some((text, super::theme::status_color(status)))
+    }
 }
 
 /// The run shown on the canvas: live, or loaded from the history.
@@ -221,6 +238,7 @@ impl RunView {
                 RunMsg::Finished(report, record_error) => {
                     self.run_id = Some(report.run_id.clone());
                     self.status = Some(report.status);
+                    self.mark_cancelled();
                     if self.error.is_none() {
                         self.error = report.error.clone().or(record_error);
                     }
@@ -304,11 +322,33 @@ impl RunView {
                 duration_ms,
             } => {
                 self.status = Some(*status);
+                self.mark_cancelled();
                 self.outputs.clone_from(outputs);
                 self.error.clone_from(error);
                 self.usage = *usage;
                 self.duration_ms = Some(*duration_ms);
             }
+        }
+    }
+
+    /// After a stopped run, the nodes it left unfinished show as cancelled.
+    fn mark_cancelled(&mut self) {
+        if !matches!(
+            self.status,
+            Some(RunStatus::Cancelled | RunStatus::Interrupted)
+        ) {
+            return;
+        }
+        // A node the stop interrupted reports the block error of a cancellation.
+        let interrupted = agentloom_core::BlockError::cancelled().message;
+        for node in self.nodes.values_mut() {
+            node.cancelled = match node.status {
+                Some(NodeStatus::Queued | NodeStatus::Running | NodeStatus::AwaitingApproval) => {
+                    true
+                }
+                Some(NodeStatus::Failed) => node.error.as_deref() == Some(interrupted.as_str()),
+                _ => false,
+            };
         }
     }
 
@@ -340,9 +380,11 @@ impl RunView {
                     duration_ms: row.duration_ms,
                     usage: row.usage,
                     skip_reason: row.skip_reason.clone(),
+                    cancelled: false,
                 },
             );
         }
+        view.mark_cancelled();
         view
     }
 }

@@ -156,8 +156,10 @@ pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
                 }
                 if !run.usage.is_zero() {
                     ui.label(format!(
-                        "{} in / {} out tokens, ${:.4}",
-                        run.usage.input_tokens, run.usage.output_tokens, run.usage.cost_usd
+                        "{} in / {} out tokens, {}",
+                        run.usage.input_tokens,
+                        run.usage.output_tokens,
+                        cost_text(run.usage.cost_usd)
                     ));
                 }
             }
@@ -190,8 +192,8 @@ pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
 /// One node's full record in the run.
 pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
     ui.label(RichText::new("Last run").strong());
-    if let Some(status) = run.status {
-        ui.label(RichText::new(status.as_str()).color(theme::status_color(status)));
+    if let Some((text, color)) = run.state() {
+        ui.label(RichText::new(text).color(color));
     }
     let mut facts = Vec::new();
     if run.attempts > 0 {
@@ -202,8 +204,10 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
     }
     if !run.usage.is_zero() {
         facts.push(format!(
-            "{}/{} tokens, ${:.4}",
-            run.usage.input_tokens, run.usage.output_tokens, run.usage.cost_usd
+            "{}/{} tokens, {}",
+            run.usage.input_tokens,
+            run.usage.output_tokens,
+            cost_text(run.usage.cost_usd)
         ));
     }
     if !facts.is_empty() {
@@ -237,4 +241,37 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
 /// UUIDv7), so runs started a moment apart still differ, and a prefix `agentloom show` takes.
 pub fn short_id(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
+}
+
+/// A cost in dollars with enough digits to show it: cents for a cent or more, else two
+/// significant digits, so a nonzero cost never reads as $0.0000.
+pub fn cost_text(usd: f64) -> String {
+    if usd == 0.0 || !usd.is_finite() {
+        return format!("${usd:.2}");
+    }
+    if usd.abs() >= 0.01 {
+        return format!("${usd:.2}");
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a small positive digit count"
+    )]
+    let decimals = (1.0 - usd.abs().log10().floor()).clamp(2.0, 12.0) as usize;
+    format!("${usd:.decimals$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cost_text;
+
+    #[test]
+    fn a_nonzero_cost_never_reads_as_zero() {
+        assert_eq!(cost_text(0.0), "$0.00");
+        assert_eq!(cost_text(1.5), "$1.50");
+        assert_eq!(cost_text(0.0123), "$0.01");
+        assert_eq!(cost_text(0.005), "$0.0050");
+        assert_eq!(cost_text(0.000_012_3), "$0.000012");
+        assert_eq!(cost_text(0.000_000_4), "$0.00000040");
+    }
 }

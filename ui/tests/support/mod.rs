@@ -4,6 +4,8 @@
 #![allow(dead_code, reason = "each test file uses a part")]
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloom::app::{App, AppPaths, EXAMPLE_GRAPH};
@@ -144,4 +146,26 @@ pub fn wait_until(h: &mut AppHarness, what: &str, mut done: impl FnMut(&AppHarne
         std::thread::sleep(Duration::from_millis(10));
     }
     h.run_steps(2);
+}
+
+/// A file dropped on the window, as the platform hands it to egui.
+#[derive(Debug)]
+struct Dropped(PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+/// Drops `path` on the window.
+pub fn drop_file(h: &mut AppHarness, path: &Path) {
+    h.input_mut()
+        .dropped_files
+        .push(Arc::new(Dropped(path.to_owned())));
+    h.run_steps(3);
 }

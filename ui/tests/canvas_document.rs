@@ -1,0 +1,152 @@
+//! The document a person edits is the one saved: each opened graph has its own undo history
+//! and file, a past run never lands under the current file, and nothing unsaved is dropped
+//! without asking. Driven through the real UI (egui_kittest, no window).
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod support;
+
+use agentloom::app::{App, Command, load_graph, save_graph};
+use egui::accesskit::Role;
+use egui::{Key, Modifiers};
+use egui_kittest::kittest::Queryable as _;
+use support::{AppHarness, drop_file, example, graph, harness_for, ids, keys, paths, wait_until};
+
+/// A graph with no inputs, so Run starts at once.
+const CONSTANT: &str = r#"{"format":"agentloom.graph","version":1,"name":"constant","nodes":[
+    {"id":"value","block":"data.constant","position":[0,0],"config":{"value":"hi","type":"text"}},
+    {"id":"shown","block":"graph.output","position":[300,0],"config":{"name":"shown"}}],
+  "edges":[{"from":["value","value"],"to":["shown","value"]}]}"#;
+
+/// Clicks a button through the pointer, then lets the app carry it out.
+fn press(h: &mut AppHarness, label: &str) {
+    h.get_by_role_and_label(Role::Button, label).click();
+    h.run_steps(2);
+}
+
+fn normalized(mut doc: agentloom_core::GraphDoc) -> agentloom_core::GraphDoc {
+    doc.normalize();
+    doc
+}
+
+#[test]
+fn an_opened_file_has_its_own_undo_history_so_save_never_writes_the_previous_graph_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.agentloom.json");
+    let second = dir.path().join("second.agentloom.json");
+    save_graph(&example(), &first).unwrap();
+    save_graph(&graph(CONSTANT), &second).unwrap();
+    let mut h = harness_for(App::new(&example(), Some(first.clone()), &paths(&dir)));
+    press(&mut h, "Delay");
+    keys(&mut h, Modifiers::COMMAND, Key::S);
+    assert!(!h.state().document.dirty);
+
+    h.state_mut().send(Command::Open(second.clone()));
+    h.run_steps(3);
+    assert_eq!(ids(&h), ["shown", "value"]);
+    assert!(
+        !h.state().document.can_undo(),
+        "a new document, a new history"
+    );
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(
+        ids(&h),
+        ["shown", "value"],
+        "undo does not bring the other graph back"
+    );
+    h.get_by_label_contains("second.agentloom.json");
+    keys(&mut h, Modifiers::COMMAND, Key::S);
+    assert_eq!(load_graph(&second).unwrap(), normalized(graph(CONSTANT)));
+    assert!(load_graph(&first).unwrap().node("delay").is_some());
+}
+
+#[test]
+fn a_past_run_of_another_graph_opens_as_an_untitled_document_not_under_the_current_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let hello = dir.path().join("hello.agentloom.json");
+    save_graph(&example(), &hello).unwrap();
+    let mut h = harness_for(App::new(&graph(CONSTANT), None, &paths));
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the run", |h| {
+        !h.state().run.is_running() && !h.state().history().is_empty()
+    });
+
+    h.state_mut().send(Command::Open(hello.clone()));
+    h.run_steps(3);
+    assert_eq!(h.state().document.path.as_deref(), Some(hello.as_path()));
+    h.get_by_label_contains("constant · completed").click();
+    h.run_steps(3);
+    assert_eq!(ids(&h), ["shown", "value"], "the run's graph is shown");
+    assert_eq!(h.state().document.path, None, "untitled, not hello's file");
+    assert!(
+        !h.state().document.can_undo(),
+        "hello's history stays with hello"
+    );
+    assert!(
+        h.state().run.node("value").is_some(),
+        "with the run's values"
+    );
+    h.get_by_label_contains("not saved");
+    assert_eq!(load_graph(&hello).unwrap(), normalized(example()));
+}
+
+#[test]
+fn new_open_and_a_dropped_file_ask_before_discarding_unsaved_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let current = dir.path().join("current.agentloom.json");
+    let other = dir.path().join("other.agentloom.json");
+    save_graph(&example(), &current).unwrap();
+    save_graph(&graph(CONSTANT), &other).unwrap();
+    let mut h = harness_for(App::new(&example(), Some(current.clone()), &paths(&dir)));
+    press(&mut h, "Delay");
+    let edited = h.state().document.to_doc();
+
+    // New: Cancel keeps the work.
+    keys(&mut h, Modifiers::COMMAND, Key::N);
+    h.get_by_label("Save changes?");
+    press(&mut h, "Cancel");
+    assert!(h.query_by_label("Save changes?").is_none());
+    assert_eq!(h.state().document.to_doc(), edited);
+    assert!(h.state().document.dirty);
+
+    // A dropped file: Save writes the work first, then opens the file.
+    drop_file(&mut h, &other);
+    h.get_by_label("Save changes?");
+    assert_eq!(h.state().document.to_doc(), edited, "nothing replaced yet");
+    press(&mut h, "Save");
+    assert_eq!(load_graph(&current).unwrap(), edited);
+    assert_eq!(ids(&h), ["shown", "value"]);
+    assert_eq!(h.state().document.path.as_deref(), Some(other.as_path()));
+
+    // Open: Don't save drops the edit and opens the file.
+    press(&mut h, "Delay");
+    h.state_mut().send(Command::Open(current.clone()));
+    h.run_steps(2);
+    h.get_by_label("Save changes?");
+    press(&mut h, "Don't save");
+    assert_eq!(h.state().document.path.as_deref(), Some(current.as_path()));
+    assert_eq!(h.state().document.to_doc(), edited);
+    assert!(!h.state().document.dirty);
+    assert_eq!(load_graph(&other).unwrap(), normalized(graph(CONSTANT)));
+
+    // Without changes nothing is asked.
+    keys(&mut h, Modifiers::COMMAND, Key::N);
+    assert!(h.query_by_label("Save changes?").is_none());
+    assert!(ids(&h).is_empty());
+}
+
+#[test]
+fn undoing_back_to_the_saved_graph_clears_the_modified_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kept.agentloom.json");
+    let mut h = harness_for(App::new(&example(), Some(file), &paths(&dir)));
+    h.get_by_label_contains("kept.agentloom.json");
+    assert!(h.query_by_label_contains("kept.agentloom.json •").is_none());
+    press(&mut h, "Delay");
+    h.get_by_label_contains("kept.agentloom.json •");
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert!(!h.state().document.dirty);
+    assert!(h.query_by_label_contains("kept.agentloom.json •").is_none());
+    keys(&mut h, Modifiers::COMMAND, Key::Y);
+    h.get_by_label_contains("kept.agentloom.json •");
+}
