@@ -308,18 +308,27 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
     }
 
     for (i, node) in doc.nodes.iter().enumerate() {
-        let Some((_, imp)) = &instances[i] else {
+        let Some((meta, imp)) = &instances[i] else {
             continue;
         };
         for port in &imp.ports().inputs {
             if port.required && !inputs[i].iter().any(|slot| slot.port == port.name) {
+                // An input that stands in for an empty config field can be given either way.
+                let fix = meta
+                    .config
+                    .iter()
+                    .find(|f| f.name == port.name)
+                    .map_or_else(
+                        || "connect an output to it".to_owned(),
+                        |field| format!("set {} in the inspector or wire an input", field.label),
+                    );
                 problems.push(Problem {
                     kind: ProblemKind::MissingInput,
                     node: Some(node.id.clone()),
                     port: Some(port.name.clone()),
                     path: format!("$.nodes[{i}]"),
                     message: format!(
-                        "node `{}`: required input `{}` ({}) is not wired; connect an output to it",
+                        "node `{}`: required input `{}` ({}) is not wired; {fix}",
                         node.id, port.name, port.ty
                     ),
                 });

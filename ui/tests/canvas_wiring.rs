@@ -85,3 +85,134 @@ fn clicking_a_problem_shows_its_node_in_the_inspector() {
     click_at(&mut h, at, PointerButton::Primary, Modifiers::NONE);
     assert_eq!(h.state().inspected_id(), Some("render"));
 }
+
+/// Where a pin is: the edge of its node level with the pin's name.
+fn pin(h: &AppHarness, node: &str, name: &str, output: bool) -> Pos2 {
+    let rect = h.state().node_screen_rect(node).unwrap();
+    let x = if output { rect.right() } else { rect.left() };
+    Pos2::new(x, pin_label_in(h, node, name).y)
+}
+
+/// Presses at `from` and moves to `to` without letting go.
+fn drag_without_release(h: &mut AppHarness, from: Pos2, to: Pos2) {
+    h.event(egui::Event::PointerMoved(from));
+    h.event(egui::Event::PointerButton {
+        pos: from,
+        button: PointerButton::Primary,
+        pressed: true,
+        modifiers: Modifiers::NONE,
+    });
+    h.step();
+    for i in 1..=12 {
+        #[allow(clippy::cast_precision_loss, reason = "a small count")]
+        let t = i as f32 / 12.0;
+        h.event(egui::Event::PointerMoved(from + (to - from) * t));
+        h.step();
+    }
+}
+
+fn release(h: &mut AppHarness, at: Pos2) {
+    h.event(egui::Event::PointerButton {
+        pos: at,
+        button: PointerButton::Primary,
+        pressed: false,
+        modifiers: Modifiers::NONE,
+    });
+    h.run_steps(3);
+}
+
+/// A list input, a number input, a chat block (its history takes messages) and a file read
+/// (its path takes text).
+const TYPED: &str = r#"{"format":"agentloom.graph","version":1,"name":"typed","nodes":[
+    {"id":"names","block":"graph.input","position":[0,0],"config":{"name":"names","type":"list<text>"}},
+    {"id":"count","block":"graph.input","position":[0,250],"config":{"name":"count","type":"integer"}},
+    {"id":"chat","block":"llm.chat","position":[400,0],"config":{"prompt":"Hi"}},
+    {"id":"read","block":"file.read","position":[400,300],"config":{}}],
+  "edges":[{"from":["count","value"],"to":["read","path"]}]}"#;
+
+#[test]
+fn a_refused_wire_says_why_at_the_cursor_before_it_is_let_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&support::graph(TYPED), &paths(&dir));
+    let before = wires(&h);
+
+    // Types that do not fit: the reason shows beside the pointer while dragging.
+    let from = pin(&h, "names", "value", true);
+    let to = pin(&h, "chat", "history", false);
+    drag_without_release(&mut h, from, to);
+    h.get_by_label_contains("Cannot connect: cannot connect list<text> to messages");
+    h.get_by_label_contains("a list is not a single value");
+    release(&mut h, to);
+    assert_eq!(wires(&h), before);
+    assert!(h.query_by_label_contains("Cannot connect:").is_none());
+    assert!(
+        h.state()
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("a list is not a single value")),
+        "{:?}",
+        h.state().notice
+    );
+
+    // An output dropped on another output: why, at the cursor and after letting go.
+    let to = pin(&h, "chat", "text", true);
+    drag_without_release(&mut h, from, to);
+    h.get_by_label_contains("Cannot connect: an output feeds an input");
+    release(&mut h, to);
+    assert_eq!(wires(&h), before);
+    assert!(
+        h.state()
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("drop the wire on an input pin")),
+        "{:?}",
+        h.state().notice
+    );
+}
+
+#[test]
+fn a_converting_wire_is_marked_and_a_pin_menu_disconnects_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&support::graph(TYPED), &paths(&dir));
+    assert_eq!(wires(&h), ["count.value -> read.path"]);
+    // integer → text is converted on the way: the input says so.
+    let mark = h.get_by_label("≈");
+    let mark_at = h.state().graph_to_screen(mark.rect().center());
+    assert!(
+        h.state()
+            .node_screen_rect("read")
+            .unwrap()
+            .contains(mark_at)
+    );
+    h.event(egui::Event::PointerMoved(mark_at));
+    h.run_steps(2);
+    // Only converting inputs have the mark.
+    assert_eq!(h.get_all_by_label("≈").count(), 1);
+
+    let path = pin_label_in(&h, "read", "path");
+    click_at(&mut h, path, PointerButton::Secondary, Modifiers::NONE);
+    h.get_by_role_and_label(Role::Button, "Disconnect").click();
+    h.run_steps(2);
+    assert!(wires(&h).is_empty());
+    assert!(h.query_by_label("≈").is_none());
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(wires(&h), ["count.value -> read.path"]);
+}
+
+#[test]
+fn a_missing_model_says_to_set_it_in_the_inspector_or_wire_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness(&support::graph(TYPED), &paths(&dir));
+    let problem = h
+        .state()
+        .problems()
+        .iter()
+        .find(|p| p.port.as_deref() == Some("model"))
+        .expect("the chat block has no model")
+        .message
+        .clone();
+    assert!(
+        problem.contains("set Model in the inspector or wire an input"),
+        "{problem}"
+    );
+}

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use agentloom_core::RunSettings;
-use agentloom_core::{BlockCatalog, ERROR_PORT, GraphDoc, PortSpec, Value, compatibility};
+use agentloom_core::{BlockCatalog, Compat, ERROR_PORT, GraphDoc, PortSpec, Value, compatibility};
 use agentloom_engine::NodeStatus;
 use egui::emath::TSTransform;
 use egui::epaint::{CubicBezierShape, MarginF32};
@@ -26,6 +26,7 @@ use super::document::{CanvasNode, check_wire, to_doc};
 use super::palette::PaletteEntry;
 use super::run::RunView;
 use super::theme;
+use super::wiring::Pin;
 
 /// How much of a node is drawn this frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -278,7 +279,7 @@ impl CanvasState {
     }
 
     /// A pin's position in graph coordinates, as last laid out (or guessed).
-    fn pin_pos(&self, node: NodeId, pos: Pos2, output: bool, index: usize) -> Pos2 {
+    pub(super) fn pin_pos(&self, node: NodeId, pos: Pos2, output: bool, index: usize) -> Pos2 {
         let relative = self.geometry.get(node.0).map_or_else(
             || Geometry::default().pin(output, index),
             |g| g.pin(output, index),
@@ -370,6 +371,19 @@ impl<'a> Viewer<'a> {
             WireStyle::Line
         });
         info
+    }
+
+    /// A right-click on a wired pin's name offers to remove its wires.
+    fn disconnect_menu(&mut self, label: &egui::Response, pin: Pin, wired: bool) {
+        if !wired {
+            return;
+        }
+        label.context_menu(|ui| {
+            if ui.button("Disconnect").clicked() {
+                self.commands.push(Command::Disconnect(pin));
+                ui.close();
+            }
+        });
     }
 
     /// Remembers where a pin is drawn, for the wires the canvas draws when its node is a
@@ -768,15 +782,32 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         else {
             return PinInfo::default();
         };
-        let info = self.pin_info(port, !pin.remotes.is_empty());
+        let mut info = self.pin_info(port, !pin.remotes.is_empty());
         self.remember_pin(pin.id.node, false, pin.id.input, ui, snarl);
+        // A wire whose value is converted on the way (the coercion table) looks different.
+        let converted_from = pin
+            .remotes
+            .first()
+            .and_then(|from| snarl.get_node(from.node)?.outputs.get(from.output))
+            .map(|from| &from.ty)
+            .filter(|from| compatibility(from, &port.ty) == Ok(Compat::Coerce));
+        if converted_from.is_some() {
+            info = info.with_wire_color(theme::CONVERTING_WIRE);
+        }
         if self.node_detailed(pin.id.node) {
             let text = if port.required {
                 RichText::new(&port.name)
             } else {
                 RichText::new(&port.name).color(theme::TEXT_WEAK)
             };
-            ui.label(text).on_hover_ui(|ui| port_hover_ui(ui, port));
+            let label = ui
+                .add(egui::Label::new(text).sense(egui::Sense::click()))
+                .on_hover_ui(|ui| port_hover_ui(ui, port));
+            self.disconnect_menu(&label, Pin::In(pin.id), !pin.remotes.is_empty());
+            if let Some(from) = converted_from {
+                ui.label(RichText::new("≈").color(theme::CONVERTING_WIRE))
+                    .on_hover_text(format!("converted from {from} to {}", port.ty));
+            }
         } else {
             // Snarl gives the pin the next automatic id: it must not change with the level of
             // detail, or a wire being dragged from it while zooming is lost.
@@ -803,7 +834,10 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             } else {
                 RichText::new(&port.name).color(theme::ERROR)
             };
-            ui.label(text).on_hover_ui(|ui| port_hover_ui(ui, port));
+            let label = ui
+                .add(egui::Label::new(text).sense(egui::Sense::click()))
+                .on_hover_ui(|ui| port_hover_ui(ui, port));
+            self.disconnect_menu(&label, Pin::Out(pin.id), !pin.remotes.is_empty());
         } else {
             // Snarl gives the pin the next automatic id: it must not change with the level of
             // detail, or a wire being dragged from it while zooming is lost.

@@ -430,6 +430,22 @@ impl Document {
         }
     }
 
+    /// Removes the wires of a pin (one undo step; nothing when it has none).
+    pub fn disconnect(&mut self, pin: super::wiring::Pin) {
+        let wired = self.snarl.wires().any(|(o, i)| match pin {
+            super::wiring::Pin::Out(p) => o == p,
+            super::wiring::Pin::In(p) => i == p,
+        });
+        if !wired {
+            return;
+        }
+        self.checkpoint();
+        let _removed = match pin {
+            super::wiring::Pin::Out(p) => self.snarl.drop_outputs(p),
+            super::wiring::Pin::In(p) => self.snarl.drop_inputs(p),
+        };
+    }
+
     /// Removes nodes and their wires.
     pub fn remove_nodes(&mut self, nodes: &[NodeId]) {
         if nodes.is_empty() {

@@ -17,6 +17,7 @@ mod problems;
 mod run;
 mod run_panel;
 pub mod theme;
+mod wiring;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -116,6 +117,8 @@ pub enum Command {
         name: Option<String>,
     },
     DeleteNodes(Vec<NodeId>),
+    /// Remove the wires of a pin.
+    Disconnect(wiring::Pin),
     DuplicateNodes(Vec<NodeId>),
     Copy(Vec<NodeId>),
     Paste,
@@ -227,6 +230,8 @@ pub struct App {
     native_dialogs: Option<bool>,
     /// The in-app file prompt used where they cannot.
     path_prompt: Option<path_prompt::PathPrompt>,
+    /// The wire being dragged, to say why it cannot end where the pointer is.
+    wire_drag: wiring::WireDrag,
 }
 
 impl App {
@@ -296,6 +301,7 @@ impl App {
             native_dialogs: None,
             path_prompt: None,
             workspace: paths.workspace.clone(),
+            wire_drag: wiring::WireDrag::default(),
         };
         app.refresh_history();
         app
@@ -828,6 +834,12 @@ impl App {
             self.document.push_undo(snapshot);
             self.drag_snapshot = None;
         }
+        if let Some(reason) =
+            self.wire_drag
+                .update(&ctx, &self.canvas, &self.document.snarl, pointer)
+        {
+            self.notice = Some(format!("Connection refused: {reason}"));
+        }
         if ctx.input(|i| i.pointer.primary_released())
             && let Some(before) = self.drag_snapshot.take()
         {
@@ -1143,6 +1155,7 @@ impl App {
                     self.inspected = None;
                 }
             }
+            Command::Disconnect(pin) => self.document.disconnect(pin),
             Command::DuplicateNodes(nodes) => {
                 let clip = self.document.copy(&nodes);
                 let added = self.document.paste(&clip, egui::vec2(40.0, 40.0), catalog);

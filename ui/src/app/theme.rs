@@ -22,6 +22,8 @@ pub const ACCENT: Color32 = Color32::from_rgb(0x5b, 0x9d, 0xf5);
 pub const OK: Color32 = Color32::from_rgb(0x4c, 0xc3, 0x7a);
 pub const WARN: Color32 = Color32::from_rgb(0xe8, 0xb3, 0x3c);
 pub const ERROR: Color32 = Color32::from_rgb(0xe5, 0x5b, 0x5b);
+/// A wire whose value is converted on the way (number to text, text to messages…).
+pub const CONVERTING_WIRE: Color32 = Color32::from_rgb(0xc9, 0x8a, 0xe8);
 
 /// Inner spacing of panels and nodes.
 pub const PAD: i8 = 8;
