@@ -465,3 +465,44 @@ fn looking_at_a_block_of_any_kind_with_an_empty_config_changes_nothing() {
     }
     assert_eq!(h.state().document.to_doc(), doc);
 }
+
+#[test]
+fn a_plain_click_or_escape_replaces_the_selection_and_delete_acts_on_what_the_inspector_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let select_two = |h: &mut AppHarness| {
+        let name = title_of(h, "Who to greet");
+        let render = title_of(h, "render");
+        click_at(h, name, PointerButton::Primary, Modifiers::SHIFT);
+        click_at(h, render, PointerButton::Primary, Modifiers::SHIFT);
+        h.get_by_label("2 blocks selected");
+    };
+
+    // A plain click on another block: that block alone.
+    select_two(&mut h);
+    let greeting = title_of(&h, "greeting");
+    click_at(&mut h, greeting, PointerButton::Primary, Modifiers::NONE);
+    let ctx = h.ctx.clone();
+    assert!(h.state().selected_ids(&ctx).is_empty());
+    assert_eq!(h.state().inspected_id(), Some("greeting"));
+    assert!(h.query_by_label("2 blocks selected").is_none());
+    keys(&mut h, Modifiers::NONE, Key::Delete);
+    assert_eq!(ids(&h), ["name", "render"]);
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+
+    // Escape: nothing, so Delete removes nothing.
+    select_two(&mut h);
+    keys(&mut h, Modifiers::NONE, Key::Escape);
+    assert!(h.state().selected_ids(&ctx).is_empty());
+    assert_eq!(h.state().inspected_id(), None);
+    keys(&mut h, Modifiers::NONE, Key::Delete);
+    assert_eq!(ids(&h), ["greeting", "name", "render"]);
+
+    // A click on empty canvas: nothing either.
+    select_two(&mut h);
+    let empty = empty_canvas(&h);
+    click_at(&mut h, empty, PointerButton::Primary, Modifiers::NONE);
+    assert!(h.state().selected_ids(&ctx).is_empty());
+    keys(&mut h, Modifiers::NONE, Key::Delete);
+    assert_eq!(ids(&h), ["greeting", "name", "render"]);
+}

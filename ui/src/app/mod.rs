@@ -124,6 +124,8 @@ pub enum Command {
     Paste,
     /// Show this node in the inspector.
     Inspect(NodeId),
+    /// Select nothing: the inspector shows the graph.
+    ClearSelection,
     /// Show the node with this document id in the inspector and bring it into view.
     InspectById(String),
     FitView,
@@ -224,6 +226,8 @@ pub struct App {
     first_frame: Option<Instant>,
     pending_fit: bool,
     last_selection: Vec<NodeId>,
+    /// Bumped to clear the canvas selection (see [`App::canvas_id`]).
+    selection_epoch: u64,
     /// The workspace given at start (`--workspace`), over the graph's folder.
     workspace: Option<PathBuf>,
     /// Whether native file dialogs can appear here; asked on first use.
@@ -298,6 +302,7 @@ impl App {
             first_frame: None,
             pending_fit: true,
             last_selection: Vec::new(),
+            selection_epoch: 0,
             native_dialogs: None,
             path_prompt: None,
             workspace: paths.workspace.clone(),
@@ -403,9 +408,30 @@ impl App {
     }
 }
 
-/// The canvas widget's id (its selection is read back with it).
-fn canvas_id() -> egui::Id {
-    egui::Id::new("agentloom-canvas")
+impl App {
+    /// The canvas widget's id (its selection is read back with it). Snarl's selection can
+    /// only be added to, so clearing it starts the widget's state afresh under a new id.
+    fn canvas_id(&self) -> egui::Id {
+        egui::Id::new("agentloom-canvas").with(self.selection_epoch)
+    }
+
+    /// The nodes selected on the canvas (shift-click, shift-drag a box).
+    pub fn selected_ids(&self, ctx: &egui::Context) -> Vec<String> {
+        egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx)
+            .into_iter()
+            .filter_map(|n| self.document.snarl.get_node(n).map(|c| c.doc.id.clone()))
+            .collect()
+    }
+
+    /// Empties the canvas selection, keeping the view where it is.
+    fn clear_selection(&mut self, ctx: &egui::Context) {
+        if egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx).is_empty() {
+            return;
+        }
+        self.selection_epoch += 1;
+        self.canvas.set_transform = Some(self.canvas.transform);
+        self.last_selection.clear();
+    }
 }
 
 fn shortcut_text(ctx: &egui::Context, shortcut: &KeyboardShortcut) -> String {
@@ -460,7 +486,7 @@ impl App {
     /// The nodes Delete, Duplicate and Copy act on: the canvas selection, else the node in
     /// the inspector.
     fn targets(&self, ctx: &egui::Context) -> Vec<NodeId> {
-        let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), ctx);
+        let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx);
         if selected.is_empty() {
             self.inspected
                 .filter(|n| self.document.snarl.get_node(*n).is_some())
@@ -488,6 +514,8 @@ impl App {
         ];
         let mut found = Vec::new();
         let selected = self.targets(ctx);
+        // Escape closes an open menu first.
+        let popup_open = egui::Popup::is_any_open(ctx);
         ctx.input_mut(|i| {
             for (shortcut, command) in pairs {
                 // Text fields keep their own undo; the graph's undo is for the canvas.
@@ -510,6 +538,9 @@ impl App {
                 }
                 if i.key_pressed(Key::Delete) || i.key_pressed(Key::Backspace) {
                     found.push(Command::DeleteNodes(selected.clone()));
+                }
+                if i.key_pressed(Key::Escape) && !popup_open {
+                    found.push(Command::ClearSelection);
                 }
                 for event in &i.events {
                     match event {
@@ -755,6 +786,17 @@ impl App {
             egui::ScrollArea::vertical()
                 .id_salt("inspector")
                 .show(ui, |ui| {
+                    // Several selected blocks: the inspector names the set Delete acts on.
+                    let selected = self.selected_ids(ui.ctx());
+                    if selected.len() > 1 {
+                        ui.heading(format!("{} blocks selected", selected.len()));
+                        ui.label(selected.join(", "));
+                        ui.label(
+                            RichText::new("Delete, Copy and Duplicate act on these blocks.")
+                                .color(theme::TEXT_WEAK),
+                        );
+                        return;
+                    }
                     match self
                         .inspected
                         .and_then(|n| self.document.snarl.get_node(n).map(|c| (n, c)))
@@ -807,6 +849,7 @@ impl App {
         // Text inside nodes is not selectable: a press on a node's title grabs the node.
         ui.style_mut().interaction.selectable_labels = false;
         let mut undo_snapshot = None;
+        let canvas_id = self.canvas_id();
         let Document {
             snarl,
             name,
@@ -826,7 +869,7 @@ impl App {
             &mut self.commands,
         );
         SnarlWidget::new()
-            .id(canvas_id())
+            .id(canvas_id)
             .style(theme::snarl_style())
             .show(snarl, &mut viewer, ui);
 
@@ -895,10 +938,12 @@ impl App {
                 })
                 .map(|(node, _)| *node)
                 .max_by_key(|node| node.0);
+            // A plain click replaces the selection: the clicked node alone, or nothing.
+            self.clear_selection(&ctx);
             self.inspected = hit;
         }
 
-        let selected = egui_snarl::ui::get_selected_nodes(canvas_id(), &ctx);
+        let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), &ctx);
         if selected != self.last_selection {
             if let [one] = selected.as_slice() {
                 self.inspected = Some(*one);
@@ -1179,6 +1224,10 @@ impl App {
                 }
             }
             Command::Inspect(node) => self.inspected = Some(node),
+            Command::ClearSelection => {
+                self.clear_selection(ctx);
+                self.inspected = None;
+            }
             Command::InspectById(id) => {
                 if let Some(node) = self.document.node_by_id(&id) {
                     self.inspected = Some(node);
