@@ -241,12 +241,12 @@ fn dragging_a_block_from_the_palette_drops_it_on_the_canvas() {
     assert_eq!(ids(&h).len(), 4, "added once: {:?}", ids(&h));
 }
 
-#[test]
-fn a_wire_dropped_on_empty_canvas_offers_only_blocks_that_accept_it_and_wires_the_choice() {
-    let dir = tempfile::tempdir().unwrap();
+/// The example with the template's `text` output unwired, then a wire dragged from it to
+/// empty canvas (the dropped-wire menu opens); returns where it was dropped.
+fn drop_the_template_text_wire(dir: &tempfile::TempDir) -> (AppHarness, Pos2) {
     let mut doc = example();
     doc.edges.retain(|e| e.from.0 != "render");
-    let mut h = harness(&doc, &paths(&dir));
+    let mut h = harness(&doc, &paths(dir));
     // The `text` output pin sits on the right edge of the node, level with its name.
     let pin = Pos2::new(
         h.state().node_screen_rect("render").unwrap().right(),
@@ -254,6 +254,13 @@ fn a_wire_dropped_on_empty_canvas_offers_only_blocks_that_accept_it_and_wires_th
     );
     let to = empty_canvas(&h);
     drag(&mut h, pin, to, Modifiers::NONE);
+    (h, to)
+}
+
+#[test]
+fn a_wire_dropped_on_empty_canvas_offers_only_blocks_that_accept_it_and_wires_the_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, to) = drop_the_template_text_wire(&dir);
     h.get_by_label("Add a block wired here");
     // Blocks without an input that takes text are not offered.
     for refused in ["Graph input", "Constant"] {
@@ -505,4 +512,92 @@ fn a_plain_click_or_escape_replaces_the_selection_and_delete_acts_on_what_the_in
     assert!(h.state().selected_ids(&ctx).is_empty());
     keys(&mut h, Modifiers::NONE, Key::Delete);
     assert_eq!(ids(&h), ["greeting", "name", "render"]);
+}
+
+#[test]
+fn space_opens_a_fuzzy_quick_add_at_the_pointer_and_enter_adds_the_best_match_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let at = empty_canvas(&h);
+    h.event(egui::Event::PointerMoved(at));
+    h.run_steps(1);
+    keys(&mut h, Modifiers::NONE, Key::Space);
+    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Add a block");
+    assert!(search.is_focused(), "typing goes straight into the search");
+    search.type_text("zzqx");
+    h.run_steps(2);
+    h.get_by_label_contains("No block matches “zzqx”");
+    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Add a block");
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    search.type_text("jsnprs");
+    h.run_steps(2);
+    h.key_press(Key::Enter);
+    h.run_steps(3);
+    assert!(
+        h.query_by_role_and_label(egui::accesskit::Role::TextInput, "Add a block")
+            .is_none(),
+        "closed"
+    );
+    let doc = h.state().document.to_doc();
+    let added = doc
+        .nodes
+        .iter()
+        .find(|n| n.block == "json.parse")
+        .expect("fuzzy `jsnprs` finds Parse JSON");
+    let placed = h.state().graph_to_screen(Pos2::new(
+        added.position[0] as f32,
+        added.position[1] as f32,
+    ));
+    assert!(placed.distance(at) < 30.0, "{placed:?} vs {at:?}");
+
+    // Escape closes it without adding anything.
+    keys(&mut h, Modifiers::NONE, Key::Tab);
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Add a block");
+    h.key_press(Key::Escape);
+    h.run_steps(2);
+    assert!(
+        h.query_by_role_and_label(egui::accesskit::Role::TextInput, "Add a block")
+            .is_none()
+    );
+    assert_eq!(ids(&h).len(), 4);
+}
+
+#[test]
+fn the_palette_search_is_fuzzy_and_says_when_nothing_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks");
+    search.click();
+    search.type_text("jsnprs");
+    h.run_steps(2);
+    assert_eq!(h.get_all_by_label("Parse JSON").count(), 1);
+    assert!(h.query_by_label("Graph input").is_none());
+    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks");
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    search.type_text("zzqx");
+    h.run_steps(2);
+    h.get_by_label_contains("No block matches “zzqx”");
+}
+
+#[test]
+fn a_dropped_wire_menu_searches_and_enter_adds_the_match_wired() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, _) = drop_the_template_text_wire(&dir);
+    h.run_steps(2);
+    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire");
+    search.type_text("jsnprs");
+    h.run_steps(2);
+    h.key_press(Key::Enter);
+    h.run_steps(3);
+    let doc = h.state().document.to_doc();
+    let added = doc
+        .nodes
+        .iter()
+        .find(|n| n.block == "json.parse")
+        .expect("added");
+    assert!(
+        wires(&h).contains(&format!("render.text -> {}.text", added.id)),
+        "{:?}",
+        wires(&h)
+    );
 }

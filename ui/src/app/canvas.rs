@@ -23,7 +23,7 @@ use egui_snarl::{InPin, InPinId, NodeId, OutPin, OutPinId, Snarl};
 
 use super::Command;
 use super::document::{CanvasNode, check_wire, to_doc};
-use super::palette::PaletteEntry;
+use super::palette::{PaletteEntry, search_entries};
 use super::run::RunView;
 use super::theme;
 use super::wiring::Pin;
@@ -115,6 +115,10 @@ pub struct CanvasState {
     kind_geometry: IdMap<Geometry>,
     /// The dropped-wire menu was open last frame (its wire's pins must stay laid out).
     wire_menu_open: bool,
+    /// It was open the frame before (a new one starts with an empty search).
+    wire_menu_was_open: bool,
+    /// What is typed in the dropped-wire menu's search.
+    wire_menu_query: String,
     /// Margins of the node and header frames, as snarl applies them.
     node_margin: MarginF32,
     header_margin: MarginF32,
@@ -134,6 +138,8 @@ impl Default for CanvasState {
             geometry: Vec::new(),
             kind_geometry: IdMap::default(),
             wire_menu_open: false,
+            wire_menu_was_open: false,
+            wire_menu_query: String::new(),
             node_margin: MarginF32::ZERO,
             header_margin: MarginF32::ZERO,
         }
@@ -662,6 +668,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             || painter
                 .ctx()
                 .input(|i| i.pointer.any_down() || i.pointer.any_released());
+        self.state.wire_menu_was_open = self.state.wire_menu_open;
         self.state.wire_menu_open = false;
         if self.state.plan_lod(snarl, keep_pins) {
             painter
@@ -1018,12 +1025,26 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         snarl: &mut Snarl<CanvasNode>,
     ) {
         let pos = self.state.menu_origin.unwrap_or(pos);
+        if !self.state.wire_menu_was_open {
+            self.state.wire_menu_query.clear();
+        }
         self.state.wire_menu_open = true;
         ui.label(RichText::new("Add a block wired here").strong());
+        let search = ui.add(
+            egui::TextEdit::singleline(&mut self.state.wire_menu_query)
+                .hint_text("Search blocks")
+                .desired_width(200.0),
+        );
+        search.widget_info(|| {
+            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Search blocks to wire")
+        });
+        if !search.has_focus() && self.state.wire_menu_query.is_empty() {
+            search.request_focus();
+        }
         ui.separator();
-        let fits: Vec<&PaletteEntry> = self
-            .palette
-            .iter()
+        let query = self.state.wire_menu_query.clone();
+        let fits: Vec<&PaletteEntry> = search_entries(self.palette, &query)
+            .into_iter()
             .filter(|entry| match &src {
                 AnyPins::Out(pins) => pins.iter().all(|p| {
                     snarl
@@ -1050,6 +1071,15 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             .collect();
         if fits.is_empty() {
             ui.label(RichText::new("No block fits this pin").color(theme::TEXT_WEAK));
+        }
+        // Enter adds the best match, wired.
+        if let Some(first) = fits.first()
+            && !query.trim().is_empty()
+            && ui.input(|i| i.key_pressed(egui::Key::Enter))
+        {
+            self.add_wired(first, pos, &src, snarl);
+            ui.close();
+            return;
         }
         for entry in fits {
             if ui

@@ -14,6 +14,7 @@ mod inspector;
 mod palette;
 mod path_prompt;
 mod problems;
+mod quick_add;
 mod run;
 mod run_panel;
 pub mod theme;
@@ -126,6 +127,8 @@ pub enum Command {
     Inspect(NodeId),
     /// Select nothing: the inspector shows the graph.
     ClearSelection,
+    /// Open the quick-add search at this screen position.
+    QuickAdd(Pos2),
     /// Show the node with this document id in the inspector and bring it into view.
     InspectById(String),
     FitView,
@@ -236,6 +239,8 @@ pub struct App {
     path_prompt: Option<path_prompt::PathPrompt>,
     /// The wire being dragged, to say why it cannot end where the pointer is.
     wire_drag: wiring::WireDrag,
+    /// The quick-add search, when open.
+    quick_add: Option<quick_add::QuickAdd>,
 }
 
 impl App {
@@ -307,6 +312,7 @@ impl App {
             path_prompt: None,
             workspace: paths.workspace.clone(),
             wire_drag: wiring::WireDrag::default(),
+            quick_add: None,
         };
         app.refresh_history();
         app
@@ -470,6 +476,7 @@ impl App {
             .show(ui, |ui| self.side_ui(ui));
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
+        quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
         run_panel::run_form_ui(&ctx, &mut self.run_form, &mut self.commands);
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
@@ -515,7 +522,8 @@ impl App {
         let mut found = Vec::new();
         let selected = self.targets(ctx);
         // Escape closes an open menu first.
-        let popup_open = egui::Popup::is_any_open(ctx);
+        let popup_open = egui::Popup::is_any_open(ctx) || self.quick_add.is_some();
+        let canvas_rect = self.canvas.screen_rect;
         ctx.input_mut(|i| {
             for (shortcut, command) in pairs {
                 // Text fields keep their own undo; the graph's undo is for the canvas.
@@ -541,6 +549,15 @@ impl App {
                 }
                 if i.key_pressed(Key::Escape) && !popup_open {
                     found.push(Command::ClearSelection);
+                }
+                // Space or Tab over the canvas: quick add at the pointer.
+                if let Some(pointer) = i.pointer.hover_pos()
+                    && canvas_rect.contains(pointer)
+                    && !popup_open
+                    && (i.consume_key(Modifiers::NONE, Key::Space)
+                        || i.consume_key(Modifiers::NONE, Key::Tab))
+                {
+                    found.push(Command::QuickAdd(pointer));
                 }
                 for event in &i.events {
                     match event {
@@ -1224,6 +1241,12 @@ impl App {
                 }
             }
             Command::Inspect(node) => self.inspected = Some(node),
+            Command::QuickAdd(screen) => {
+                self.quick_add = Some(quick_add::QuickAdd::new(
+                    self.canvas.to_graph(screen),
+                    screen,
+                ));
+            }
             Command::ClearSelection => {
                 self.clear_selection(ctx);
                 self.inspected = None;
