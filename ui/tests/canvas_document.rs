@@ -150,3 +150,53 @@ fn undoing_back_to_the_saved_graph_clears_the_modified_mark() {
     keys(&mut h, Modifiers::COMMAND, Key::Y);
     h.get_by_label_contains("kept.agentloom.json •");
 }
+
+#[test]
+fn a_long_value_stays_in_a_small_badge_and_never_grows_its_node_over_the_one_below() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "many words ".repeat(300);
+    let doc = graph(&format!(
+        r#"{{"format":"agentloom.graph","version":1,"name":"long","nodes":[
+        {{"id":"value","block":"data.constant","position":[0,0],"config":{{"value":"{long}","type":"text"}}}},
+        {{"id":"below","block":"data.constant","position":[0,170],"config":{{"value":"x","type":"text"}}}},
+        {{"id":"shown","block":"graph.output","position":[360,0],"config":{{"name":"shown"}}}}],
+      "edges":[{{"from":["value","value"],"to":["shown","value"]}}]}}"#
+    ));
+    let mut h = harness_for(App::new(&doc, None, &paths(&dir)));
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    h.run_steps(3);
+    let value = h.state().node_screen_rect("value").unwrap();
+    let below = h.state().node_screen_rect("below").unwrap();
+    let shown = h.state().node_screen_rect("shown").unwrap();
+    assert!(!value.intersects(below), "{value:?} over {below:?}");
+    assert!(!value.intersects(shown), "{value:?} over {shown:?}");
+    assert!(!shown.intersects(below), "{shown:?} over {below:?}");
+    // The whole value is still a hover or a click away: in the run panel.
+    assert!(h.state().run.node("value").is_some());
+}
+
+#[test]
+fn fit_to_view_keeps_a_small_graph_readable_and_small_text_is_not_tiny() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes: Vec<String> = (0..8)
+        .map(|i| {
+            format!(
+                r#"{{"id":"n{i}","block":"data.constant","position":[{},0],"config":{{"value":"x","type":"text"}}}}"#,
+                i * 320
+            )
+        })
+        .collect();
+    let doc = graph(&format!(
+        r#"{{"format":"agentloom.graph","version":1,"name":"row","nodes":[{}],"edges":[]}}"#,
+        nodes.join(",")
+    ));
+    let mut h = harness_for(App::new(&doc, None, &paths(&dir)));
+    keys(&mut h, Modifiers::NONE, Key::F);
+    h.run_steps(2);
+    let scale = h.state().graph_to_screen(egui::pos2(1.0, 0.0)).x
+        - h.state().graph_to_screen(egui::pos2(0.0, 0.0)).x;
+    assert!(scale > 0.69, "fit zoomed out to {scale}");
+    let small = h.ctx.style_of(egui::Theme::Dark).text_styles[&egui::TextStyle::Small].size;
+    assert!(small >= 11.0, "small text is {small} points");
+}

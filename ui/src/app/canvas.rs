@@ -166,9 +166,19 @@ impl CanvasState {
             return TSTransform::default();
         }
         let bb = bb.expand(40.0);
-        let scale = (self.screen_rect.width() / bb.width())
-            .min(self.screen_rect.height() / bb.height())
-            .clamp(theme::MIN_SCALE, 1.0);
+        let fit =
+            (self.screen_rect.width() / bb.width()).min(self.screen_rect.height() / bb.height());
+        // A few blocks spread a little wider than the window stay readable (centred, the
+        // rest a scroll away); a big graph is shown whole however small it gets.
+        let small = snarl.nodes().count() <= theme::SMALL_GRAPH_NODES
+            && bb.width() * theme::READABLE_SCALE <= 3.0 * self.screen_rect.width()
+            && bb.height() * theme::READABLE_SCALE <= 3.0 * self.screen_rect.height();
+        let floor = if small {
+            theme::READABLE_SCALE
+        } else {
+            theme::MIN_SCALE
+        };
+        let scale = fit.clamp(floor, 1.0);
         TSTransform::new(
             self.screen_rect.center().to_vec2() - bb.center().to_vec2() * scale,
             scale,
@@ -541,14 +551,15 @@ impl<'a> Viewer<'a> {
     }
 }
 
-/// An error or problem inside a node: its start, the whole of it on hover.
+/// An error or problem inside a node: one line of it, the whole of it on hover.
 fn node_message(ui: &mut Ui, message: &str, color: Color32) {
     let shown = agentloom_core::clip_chars(message, theme::NODE_MESSAGE_CHARS);
-    let clipped = shown.len() != message.len();
-    let label = ui.label(RichText::new(shown).small().color(color));
-    if clipped {
-        label.on_hover_text(message);
-    }
+    badge_line(ui, RichText::new(shown).small().color(color)).on_hover_text(message);
+}
+
+/// One row of a node's badge: a single line cut to the badge's width.
+fn badge_line(ui: &mut Ui, text: RichText) -> egui::Response {
+    ui.add(egui::Label::new(text).truncate())
 }
 
 fn value_preview(value: &Value) -> String {
@@ -876,14 +887,28 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         let Some(canvas) = snarl.get_node(node) else {
             return;
         };
-        ui.set_max_width(240.0);
+        // A badge of fixed width and at most a few one-line rows: the full text is on hover
+        // and in the inspector, so a long value never grows the node over its neighbours.
+        ui.set_max_width(theme::NODE_BADGE_WIDTH);
         ui.vertical(|ui| {
             if let Some(run) = self.run.node(&canvas.doc.id) {
-                for (port, value) in &run.outputs {
-                    ui.label(
+                let shown = run.outputs.len().min(theme::NODE_BADGE_LINES);
+                for (port, value) in run.outputs.iter().take(shown) {
+                    badge_line(
+                        ui,
                         RichText::new(format!("{port} = {}", value_preview(value)))
                             .monospace()
                             .small(),
+                    );
+                }
+                if run.outputs.len() > shown {
+                    ui.label(
+                        RichText::new(format!(
+                            "+{} more in the inspector",
+                            run.outputs.len() - shown
+                        ))
+                        .small()
+                        .color(theme::TEXT_WEAK),
                     );
                 }
                 for (port, text) in &run.partial {
@@ -895,7 +920,8 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                         .into_iter()
                         .rev()
                         .collect();
-                    ui.label(
+                    badge_line(
+                        ui,
                         RichText::new(format!("{port} … {tail}"))
                             .monospace()
                             .small()
@@ -909,7 +935,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             if let Some(problem) = &canvas.config_problem {
                 node_message(ui, problem, theme::ERROR);
             } else if let Some(problems) = self.problems.get(&canvas.doc.id) {
-                for p in problems {
+                for p in problems.iter().take(theme::NODE_BADGE_LINES) {
                     node_message(ui, p, theme::WARN);
                 }
             }

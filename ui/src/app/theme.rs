@@ -37,6 +37,17 @@ pub const NODE_MESSAGE_CHARS: usize = 140;
 /// The farthest zoom out, for the wheel and fit-to-view alike: far enough that a graph as
 /// wide as the whole canvas (see `document::CANVAS_EXTENT`) still fits in a window.
 pub const MIN_SCALE: f32 = 0.002;
+/// The smallest text size anywhere in the app, in points.
+pub const MIN_TEXT_POINTS: f32 = 11.0;
+/// Fit to view goes no further out than this for a small graph: its text stays readable.
+pub const READABLE_SCALE: f32 = 0.7;
+/// A graph of at most this many blocks is small (see [`READABLE_SCALE`]).
+pub const SMALL_GRAPH_NODES: usize = 12;
+/// The width of a node's value and message badge, in graph points: values never widen a
+/// node over its neighbours.
+pub const NODE_BADGE_WIDTH: f32 = 220.0;
+/// How many values and messages a node's badge lists; the rest are in the inspector.
+pub const NODE_BADGE_LINES: usize = 3;
 /// Below this zoom the canvas drops pin labels and node bodies, and draws straight wires.
 pub const LOD_SCALE: f32 = 0.55;
 /// Below this zoom nodes are drawn as plain boxes without pins (too small to wire).
@@ -81,6 +92,10 @@ pub fn apply(ctx: &egui::Context) {
     ctx.set_theme(egui::ThemePreference::Dark);
     ctx.set_visuals_of(egui::Theme::Dark, visuals);
     ctx.all_styles_mut(|style| {
+        // Small text stays readable (egui's default is 9 points).
+        if let Some(small) = style.text_styles.get_mut(&egui::TextStyle::Small) {
+            small.size = small.size.max(MIN_TEXT_POINTS);
+        }
         style.spacing.item_spacing = egui::vec2(6.0, 4.0);
         style.spacing.button_padding = egui::vec2(8.0, 3.0);
     });
