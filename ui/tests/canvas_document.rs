@@ -23,6 +23,16 @@ fn press(h: &mut AppHarness, label: &str) {
     h.run_steps(2);
 }
 
+/// Clicks the text field `label`, selects all of it and types `text` over it.
+fn retype(h: &mut AppHarness, label: &str, text: &str) {
+    h.get_by_role_and_label(Role::TextInput, label).click();
+    h.run_steps(1);
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    h.get_by_role_and_label(Role::TextInput, label)
+        .type_text(text);
+    h.run_steps(2);
+}
+
 fn normalized(mut doc: agentloom_core::GraphDoc) -> agentloom_core::GraphDoc {
     doc.normalize();
     doc
@@ -199,4 +209,57 @@ fn fit_to_view_keeps_a_small_graph_readable_and_small_text_is_not_tiny() {
     assert!(scale > 0.69, "fit zoomed out to {scale}");
     let small = h.ctx.style_of(egui::Theme::Dark).text_styles[&egui::TextStyle::Small].size;
     assert!(small >= 11.0, "small text is {small} points");
+}
+
+#[test]
+fn the_run_form_beside_the_canvas_has_its_default_selected_so_typing_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness_for(App::new(&example(), None, &paths(&dir)));
+    press(&mut h, "▶ Run");
+    h.run_steps(2);
+    h.get_by_label("Run inputs");
+    let field = h.get_by_role_and_label(Role::TextInput, "name (text)");
+    assert!(field.is_focused());
+    // Over no block.
+    let form = [
+        field.rect(),
+        h.get_by_role_and_label(Role::Button, "Start run").rect(),
+    ];
+    for id in ["greeting", "name", "render"] {
+        let node = h.state().node_screen_rect(id).unwrap();
+        assert!(
+            form.iter().all(|r| !r.intersects(node)),
+            "the form covers `{id}`"
+        );
+    }
+    field.type_text("Ada");
+    h.run_steps(1);
+    h.key_press(Key::Enter);
+    h.run_steps(2);
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    let greeting = h.state().run.outputs.get("greeting").unwrap().to_json();
+    assert_eq!(greeting, serde_json::json!("Hello, Ada!"));
+}
+
+#[test]
+fn the_graph_name_and_description_are_edited_in_the_inspector_in_one_undo_step_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness_for(App::new(&example(), None, &paths(&dir)));
+    retype(&mut h, "Graph name", "Greeter");
+    retype(&mut h, "Graph description", "Says hello.");
+    let doc = h.state().document.to_doc();
+    assert_eq!(doc.name, "Greeter");
+    assert_eq!(doc.description, "Says hello.");
+    assert!(h.state().document.dirty);
+    h.get_by_label_contains("Greeter —");
+
+    // Leave the field, then undo: the description, then the name, each in one step.
+    h.key_press(Key::Escape);
+    h.run_steps(2);
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(h.state().document.description, example().description);
+    assert_eq!(h.state().document.name, "Greeter");
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(h.state().document.name, "Hello");
+    assert!(!h.state().document.dirty);
 }

@@ -425,6 +425,13 @@ fn looking_at_blocks_changes_nothing() {
         let doc = agentloom::app::load_graph(&examples.join(file)).unwrap();
         let mut h = harness(&doc, &paths(&dir));
         for node in &doc.nodes {
+            // Fit to view keeps a small graph readable, so a block may be a scroll away:
+            // bring it into view, inspect nothing, then click it.
+            h.state_mut()
+                .send(agentloom::app::Command::InspectById(node.id.clone()));
+            h.run_steps(3);
+            keys(&mut h, Modifiers::NONE, Key::Escape);
+            assert_eq!(h.state().inspected_id(), None);
             let rect = h.state().node_screen_rect(&node.id).unwrap();
             let title = Pos2::new(rect.center().x, rect.top() + 10.0);
             click_at(&mut h, title, PointerButton::Primary, Modifiers::NONE);
@@ -600,4 +607,34 @@ fn a_dropped_wire_menu_searches_and_enter_adds_the_match_wired() {
         "{:?}",
         wires(&h)
     );
+}
+
+#[test]
+fn duplicate_lands_at_the_pointer_without_covering_other_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let title = title_of(&h, "render");
+    click_at(&mut h, title, PointerButton::Primary, Modifiers::NONE);
+    let at = empty_canvas(&h);
+    for _ in 0..2 {
+        h.event(egui::Event::PointerMoved(at));
+        h.run_steps(1);
+        keys(&mut h, Modifiers::COMMAND, Key::D);
+    }
+    h.run_steps(2);
+    assert_eq!(ids(&h).len(), 5, "{:?}", ids(&h));
+    let first = h.state().node_screen_rect("render_2").unwrap();
+    assert!(first.min.distance(at) < 30.0, "{first:?} vs {at:?}");
+    let rects: Vec<(String, egui::Rect)> = ids(&h)
+        .into_iter()
+        .map(|id| {
+            let rect = h.state().node_screen_rect(&id).unwrap();
+            (id, rect)
+        })
+        .collect();
+    for (i, (a, ra)) in rects.iter().enumerate() {
+        for (b, rb) in &rects[i + 1..] {
+            assert!(!ra.intersects(*rb), "`{a}` covers `{b}`");
+        }
+    }
 }

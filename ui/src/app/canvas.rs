@@ -188,6 +188,11 @@ impl CanvasState {
     /// Where a new node asked for at `wanted` can go without covering another one: the same
     /// place, or straight below the blocks in the way.
     pub fn free_spot(&self, snarl: &Snarl<CanvasNode>, wanted: Pos2) -> Pos2 {
+        self.free_spot_sized(snarl, wanted, theme::NODE_SIZE_GUESS)
+    }
+
+    /// [`CanvasState::free_spot`] for something of `size` (a group of pasted blocks).
+    pub fn free_spot_sized(&self, snarl: &Snarl<CanvasNode>, wanted: Pos2, size: Vec2) -> Pos2 {
         const GAP: f32 = 24.0;
         let taken: Vec<Rect> = snarl
             .nodes_pos_ids()
@@ -202,7 +207,7 @@ impl CanvasState {
         let mut spot = wanted;
         // Each step clears at least one block, so there are at most as many as blocks.
         for _ in 0..=taken.len() {
-            let rect = Rect::from_min_size(spot, theme::NODE_SIZE_GUESS);
+            let rect = Rect::from_min_size(spot, size);
             match taken.iter().find(|t| t.intersects(rect)) {
                 Some(blocking) => spot.y = blocking.bottom() + GAP / 2.0,
                 None => break,

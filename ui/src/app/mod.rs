@@ -125,6 +125,11 @@ pub enum Command {
     Paste,
     /// Show this node in the inspector.
     Inspect(NodeId),
+    /// Rename or describe the graph.
+    SetGraphInfo {
+        name: String,
+        description: String,
+    },
     /// Select nothing: the inspector shows the graph.
     ClearSelection,
     /// Open the quick-add search at this screen position.
@@ -231,6 +236,10 @@ pub struct App {
     last_selection: Vec<NodeId>,
     /// Bumped to clear the canvas selection (see [`App::canvas_id`]).
     selection_epoch: u64,
+    /// The graph's name or description is being typed (one undo step for it).
+    graph_info_editing: bool,
+    /// The graph-info field that has the keyboard.
+    graph_info_focus: Option<egui::Id>,
     /// The workspace given at start (`--workspace`), over the graph's folder.
     workspace: Option<PathBuf>,
     /// Whether native file dialogs can appear here; asked on first use.
@@ -308,6 +317,8 @@ impl App {
             pending_fit: true,
             last_selection: Vec::new(),
             selection_epoch: 0,
+            graph_info_editing: false,
+            graph_info_focus: None,
             native_dialogs: None,
             path_prompt: None,
             workspace: paths.workspace.clone(),
@@ -477,7 +488,6 @@ impl App {
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
         quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
-        run_panel::run_form_ui(&ctx, &mut self.run_form, &mut self.commands);
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
         self.close_prompt_ui(&ctx);
@@ -803,6 +813,10 @@ impl App {
             egui::ScrollArea::vertical()
                 .id_salt("inspector")
                 .show(ui, |ui| {
+                    if self.run_form.open {
+                        run_panel::run_form_ui(ui, &mut self.run_form, &mut self.commands);
+                        return;
+                    }
                     // Several selected blocks: the inspector names the set Delete acts on.
                     let selected = self.selected_ids(ui.ctx());
                     if selected.len() > 1 {
@@ -832,10 +846,7 @@ impl App {
                             );
                         }
                         None => {
-                            ui.heading(&self.document.name);
-                            if !self.document.description.is_empty() {
-                                ui.label(&self.document.description);
-                            }
+                            self.graph_info_ui(ui);
                             ui.label(
                                 RichText::new(format!(
                                     "{} blocks. Select a block to edit it.",
@@ -847,6 +858,43 @@ impl App {
                     }
                 });
         });
+    }
+
+    /// The graph's name and description, editable; one undo step per field edit.
+    fn graph_info_ui(&mut self, ui: &mut egui::Ui) {
+        let mut name = self.document.name.clone();
+        let mut description = self.document.description.clone();
+        ui.label(RichText::new("Graph").strong());
+        let name_edit = ui.add(
+            egui::TextEdit::singleline(&mut name)
+                .hint_text("Name")
+                .desired_width(f32::INFINITY),
+        );
+        name_edit.widget_info(|| {
+            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Graph name")
+        });
+        let description_edit = ui.add(
+            egui::TextEdit::multiline(&mut description)
+                .hint_text("What this graph does")
+                .desired_rows(3)
+                .desired_width(f32::INFINITY),
+        );
+        description_edit.widget_info(|| {
+            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Graph description")
+        });
+        // Another field (or none) takes the keyboard: its typing is a new undo step.
+        let focused = [&name_edit, &description_edit]
+            .into_iter()
+            .find(|r| r.has_focus())
+            .map(|r| r.id);
+        if focused != self.graph_info_focus {
+            self.graph_info_focus = focused;
+            self.graph_info_editing = false;
+        }
+        if name_edit.changed() || description_edit.changed() {
+            self.commands
+                .push(Command::SetGraphInfo { name, description });
+        }
     }
 
     fn canvas_ui(&mut self, ui: &mut egui::Ui) {
@@ -1220,7 +1268,8 @@ impl App {
             Command::Disconnect(pin) => self.document.disconnect(pin),
             Command::DuplicateNodes(nodes) => {
                 let clip = self.document.copy(&nodes);
-                let added = self.document.paste(&clip, egui::vec2(40.0, 40.0), catalog);
+                let offset = self.paste_offset(&clip, ctx);
+                let added = self.document.paste(&clip, offset, catalog);
                 if let Some(first) = added.first() {
                     self.inspected = Some(*first);
                 }
@@ -1234,13 +1283,25 @@ impl App {
             }
             Command::Paste => {
                 if let Some(clip) = self.clipboard.clone() {
-                    let added = self.document.paste(&clip, egui::vec2(40.0, 40.0), catalog);
+                    let offset = self.paste_offset(&clip, ctx);
+                    let added = self.document.paste(&clip, offset, catalog);
                     if let Some(first) = added.first() {
                         self.inspected = Some(*first);
                     }
                 }
             }
             Command::Inspect(node) => self.inspected = Some(node),
+            Command::SetGraphInfo { name, description } => {
+                // Typing in the field is one undo step, not one per key.
+                if self.graph_info_editing {
+                    self.document.touch();
+                } else {
+                    self.document.checkpoint();
+                    self.graph_info_editing = true;
+                }
+                self.document.name = name;
+                self.document.description = description;
+            }
             Command::QuickAdd(screen) => {
                 self.quick_add = Some(quick_add::QuickAdd::new(
                     self.canvas.to_graph(screen),
@@ -1329,6 +1390,27 @@ impl App {
                 }
             }
         }
+    }
+
+    /// How far to move pasted blocks: to the pointer when it is over the canvas (else the
+    /// middle of the view), then down until they cover no block.
+    fn paste_offset(&self, clip: &GraphDoc, ctx: &egui::Context) -> egui::Vec2 {
+        let mut bounds = egui::Rect::NOTHING;
+        for node in &clip.nodes {
+            let pos = document::canvas_pos(node.position);
+            bounds = bounds.union(egui::Rect::from_min_size(pos, theme::NODE_SIZE_GUESS));
+        }
+        if !bounds.is_finite() {
+            return egui::Vec2::ZERO;
+        }
+        let wanted = ctx
+            .input(|i| i.pointer.hover_pos())
+            .filter(|p| self.canvas.screen_rect.contains(*p))
+            .map_or_else(|| self.view_center(), |p| self.canvas.to_graph(p));
+        let spot = self
+            .canvas
+            .free_spot_sized(&self.document.snarl, wanted, bounds.size());
+        spot - bounds.min
     }
 
     /// The directory the file blocks of a run are confined to: the one given at start, else

@@ -60,61 +60,50 @@ impl RunForm {
     }
 }
 
-/// The run form window, if open.
-pub fn run_form_ui(ctx: &egui::Context, form: &mut RunForm, commands: &mut Vec<Command>) {
-    if !form.open {
-        return;
+/// The run form, shown in the side panel (beside the canvas, never over its blocks). Each
+/// field's text is selected when it takes the keyboard, so typing replaces a default.
+pub fn run_form_ui(ui: &mut Ui, form: &mut RunForm, commands: &mut Vec<Command>) {
+    ui.heading("Run inputs");
+    let mut submitted = false;
+    for (index, RunFormField { input, text }) in form.fields.iter_mut().enumerate() {
+        let label = ui.label(format!("{} ({})", input.name, input.ty));
+        let mut output = egui::TextEdit::singleline(text)
+            .desired_width(f32::INFINITY)
+            .show(ui);
+        let field = output.response.response.clone().labelled_by(label.id);
+        let take_focus = index == 0 && std::mem::take(&mut form.focus_first);
+        if take_focus {
+            field.request_focus();
+        }
+        if take_focus || field.gained_focus() {
+            let all = egui::text::CCursorRange::two(
+                egui::text::CCursor::new(0),
+                egui::text::CCursor::new(text.chars().count()),
+            );
+            output.state.cursor.set_char_range(Some(all));
+            output.state.store(ui.ctx(), field.id);
+        }
+        if !input.description.is_empty() {
+            ui.label(
+                RichText::new(&input.description)
+                    .small()
+                    .color(theme::TEXT_WEAK),
+            );
+        }
+        // Enter in a field starts the run, as in any dialog with one action.
+        submitted |= field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+        ui.add_space(4.0);
     }
-    let mut open = true;
-    egui::Window::new("Run inputs")
-        .collapsible(false)
-        .resizable(false)
-        .anchor(egui::Align2::CENTER_CENTER, egui::Vec2::ZERO)
-        .open(&mut open)
-        .show(ctx, |ui| {
-            let mut submitted = false;
-            egui::Grid::new("run_inputs").num_columns(2).show(ui, |ui| {
-                for (index, RunFormField { input, text }) in form.fields.iter_mut().enumerate() {
-                    let label = ui.label(format!("{} ({})", input.name, input.ty));
-                    let field = ui
-                        .vertical(|ui| {
-                            ui.set_max_width(240.0);
-                            let field = ui
-                                .add(egui::TextEdit::singleline(text).desired_width(240.0))
-                                .labelled_by(label.id);
-                            if !input.description.is_empty() {
-                                ui.label(
-                                    RichText::new(&input.description)
-                                        .small()
-                                        .color(theme::TEXT_WEAK),
-                                );
-                            }
-                            field
-                        })
-                        .inner;
-                    if index == 0 && std::mem::take(&mut form.focus_first) {
-                        field.request_focus();
-                    }
-                    // Enter in a field starts the run, as in any dialog with one action.
-                    submitted |=
-                        field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
-                    ui.end_row();
-                }
-            });
-            ui.horizontal(|ui| {
-                if ui.button("Start run").on_hover_text("Enter").clicked() || submitted {
-                    commands.push(Command::StartRun);
-                }
-                if ui.button("Cancel").on_hover_text("Escape").clicked()
-                    || ui.input(|i| i.key_pressed(egui::Key::Escape))
-                {
-                    commands.push(Command::CloseRunForm);
-                }
-            });
-        });
-    if !open {
-        form.open = false;
-    }
+    ui.horizontal(|ui| {
+        if ui.button("Start run").on_hover_text("Enter").clicked() || submitted {
+            commands.push(Command::StartRun);
+        }
+        if ui.button("Cancel").on_hover_text("Escape").clicked()
+            || ui.input(|i| i.key_pressed(egui::Key::Escape))
+        {
+            commands.push(Command::CloseRunForm);
+        }
+    });
 }
 
 /// The bottom panel with the run summary.
