@@ -263,3 +263,43 @@ fn the_graph_name_and_description_are_edited_in_the_inspector_in_one_undo_step_e
     assert_eq!(h.state().document.name, "Hello");
     assert!(!h.state().document.dirty);
 }
+
+/// Every example file under assets/examples, read.
+fn example_files() -> Vec<agentloom_core::GraphDoc> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples");
+    let mut found = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.to_string_lossy().ends_with(".agentloom.json") {
+                found.push(load_graph(&path).unwrap());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn file_examples_lists_every_example_with_its_description_and_opens_one_untitled() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mine.agentloom.json");
+    let mut h = harness_for(App::new(&example(), Some(file), &paths(&dir)));
+    h.get_by_label("File").click();
+    h.run_steps(2);
+    h.get_by_label("Examples…").click();
+    h.run_steps(3);
+    let examples = example_files();
+    assert!(examples.len() >= 4);
+    for doc in &examples {
+        h.get_by_role_and_label(Role::Button, &doc.name);
+        h.get_by_label(&doc.description);
+    }
+    press(&mut h, "Data pipeline");
+    let pipeline = examples.iter().find(|d| d.name == "Data pipeline").unwrap();
+    assert_eq!(h.state().document.to_doc(), normalized(pipeline.clone()));
+    assert_eq!(h.state().document.path, None, "a new untitled document");
+    assert!(h.query_by_label("Examples").is_none(), "the gallery closed");
+}

@@ -638,3 +638,28 @@ fn duplicate_lands_at_the_pointer_without_covering_other_blocks() {
         }
     }
 }
+
+fn button<'h>(h: &'h AppHarness, label: &'h str) -> egui_kittest::Node<'h> {
+    h.get_by_role_and_label(egui::accesskit::Role::Button, label)
+}
+
+#[test]
+fn zoom_buttons_show_the_zoom_level_and_change_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    h.state_mut().send(agentloom::app::Command::ActualSize);
+    h.run_steps(3);
+    button(&h, "100%");
+    button(&h, "+").click();
+    h.run_steps(3);
+    button(&h, "125%");
+    button(&h, "−").click();
+    h.run_steps(2);
+    button(&h, "−").click();
+    h.run_steps(3);
+    button(&h, "80%");
+    // The level is also the way back to actual size.
+    button(&h, "80%").click();
+    h.run_steps(3);
+    button(&h, "100%");
+}

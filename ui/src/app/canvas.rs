@@ -222,6 +222,16 @@ impl CanvasState {
         TSTransform::new(self.screen_rect.center().to_vec2() - center.to_vec2(), 1.0)
     }
 
+    /// The view zoomed by `factor` about the middle of the canvas.
+    pub fn zoom_transform(&self, factor: f32) -> TSTransform {
+        let center = self.to_graph(self.screen_rect.center());
+        let scale = (self.transform.scaling * factor).clamp(theme::MIN_SCALE, theme::MAX_SCALE);
+        TSTransform::new(
+            self.screen_rect.center().to_vec2() - center.to_vec2() * scale,
+            scale,
+        )
+    }
+
     /// Screen position → graph position.
     pub fn to_graph(&self, pos: Pos2) -> Pos2 {
         self.transform.inverse() * pos

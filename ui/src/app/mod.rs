@@ -8,6 +8,7 @@
 mod canvas;
 mod credentials;
 mod document;
+mod examples;
 mod files;
 mod history;
 mod inspector;
@@ -76,6 +77,10 @@ pub enum Command {
     OpenDialog,
     /// Open a graph file (replaces the canvas; undo brings the old one back).
     Open(PathBuf),
+    /// Show the examples gallery.
+    ShowExamples,
+    /// Open the example at this index of the gallery as a new untitled document.
+    OpenExample(usize),
     /// Save to the current file, or ask for one.
     Save,
     /// Ask for a file, then save there.
@@ -138,6 +143,8 @@ pub enum Command {
     InspectById(String),
     FitView,
     ActualSize,
+    /// Zoom about the middle of the canvas by this factor.
+    Zoom(f32),
     /// Press Run: ask for inputs if the graph has any, else start.
     Run,
     /// Start the run with the inputs in the form.
@@ -250,6 +257,8 @@ pub struct App {
     wire_drag: wiring::WireDrag,
     /// The quick-add search, when open.
     quick_add: Option<quick_add::QuickAdd>,
+    /// The examples gallery is showing.
+    examples_open: bool,
 }
 
 impl App {
@@ -324,6 +333,7 @@ impl App {
             workspace: paths.workspace.clone(),
             wire_drag: wiring::WireDrag::default(),
             quick_add: None,
+            examples_open: false,
         };
         app.refresh_history();
         app
@@ -487,6 +497,7 @@ impl App {
             .show(ui, |ui| self.side_ui(ui));
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
+        examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
         quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
@@ -611,6 +622,7 @@ impl App {
                     ("Open…", Some(OPEN), Command::OpenDialog),
                     ("Save", Some(SAVE), Command::Save),
                     ("Save As…", Some(SAVE_AS), Command::SaveAsDialog),
+                    ("Examples…", None, Command::ShowExamples),
                     ("Import…", None, Command::ImportDialog),
                     ("Export…", None, Command::ExportDialog),
                     ("Credentials…", None, Command::OpenCredentials),
@@ -897,6 +909,42 @@ impl App {
         }
     }
 
+    /// Zoom out, the zoom level (click: actual size), zoom in and fit, at the canvas's
+    /// bottom-right corner.
+    fn zoom_buttons_ui(&mut self, ctx: &egui::Context, canvas: egui::Rect) {
+        let scale = self.canvas.transform.scaling;
+        egui::Area::new(egui::Id::new("zoom-buttons"))
+            .order(egui::Order::Middle)
+            .pivot(egui::Align2::RIGHT_BOTTOM)
+            .fixed_pos(canvas.right_bottom() - egui::vec2(10.0, 10.0))
+            .show(ctx, |ui| {
+                egui::Frame::popup(ui.style()).show(ui, |ui| {
+                    ui.horizontal(|ui| {
+                        if ui.button("−").on_hover_text("Zoom out").clicked() {
+                            self.commands.push(Command::Zoom(1.0 / theme::ZOOM_STEP));
+                        }
+                        if ui
+                            .button(format!("{:.0}%", scale * 100.0))
+                            .on_hover_text("Actual size")
+                            .clicked()
+                        {
+                            self.commands.push(Command::ActualSize);
+                        }
+                        if ui.button("+").on_hover_text("Zoom in").clicked() {
+                            self.commands.push(Command::Zoom(theme::ZOOM_STEP));
+                        }
+                        if ui
+                            .button("Fit")
+                            .on_hover_text("Fit graph to view")
+                            .clicked()
+                        {
+                            self.commands.push(Command::FitView);
+                        }
+                    });
+                });
+            });
+    }
+
     fn canvas_ui(&mut self, ui: &mut egui::Ui) {
         let ctx = ui.ctx().clone();
         let rect = ui.available_rect_before_wrap();
@@ -962,6 +1010,8 @@ impl App {
                 self.document.push_undo(before);
             }
         }
+
+        self.zoom_buttons_ui(&ctx, rect);
 
         // A block dropped from the palette.
         if egui::DragAndDrop::has_payload_of_type::<PaletteDrag>(&ctx)
@@ -1170,6 +1220,16 @@ impl App {
                 }
             }
             Command::OpenDialog => self.file_dialog(PathPurpose::Open, ctx),
+            Command::ShowExamples => self.examples_open = true,
+            Command::OpenExample(index) => {
+                if let Some(doc) = examples::example(index)
+                    && self.may_discard(&Command::OpenExample(index))
+                {
+                    self.examples_open = false;
+                    self.open_document(&doc, None);
+                    self.notice = None;
+                }
+            }
             Command::Open(path) => {
                 if !self.may_discard(&Command::Open(path.clone())) {
                     return;
@@ -1330,6 +1390,9 @@ impl App {
                 }
             }
             Command::FitView => self.pending_fit = true,
+            Command::Zoom(factor) => {
+                self.canvas.set_transform = Some(self.canvas.zoom_transform(factor));
+            }
             Command::ActualSize => {
                 self.canvas.set_transform = Some(self.canvas.actual_size_transform())
             }

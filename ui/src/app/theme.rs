@@ -37,6 +37,10 @@ pub const NODE_MESSAGE_CHARS: usize = 140;
 /// The farthest zoom out, for the wheel and fit-to-view alike: far enough that a graph as
 /// wide as the whole canvas (see `document::CANVAS_EXTENT`) still fits in a window.
 pub const MIN_SCALE: f32 = 0.002;
+/// The closest zoom.
+pub const MAX_SCALE: f32 = 2.0;
+/// One step of the zoom buttons.
+pub const ZOOM_STEP: f32 = 1.25;
 /// The smallest text size anywhere in the app, in points.
 pub const MIN_TEXT_POINTS: f32 = 11.0;
 /// Fit to view goes no further out than this for a small graph: its text stays readable.
@@ -135,7 +139,7 @@ pub fn snarl_style() -> SnarlStyle {
         // No collapse triangle: it is one more widget and shape on every node every frame.
         collapsible: Some(false),
         min_scale: Some(MIN_SCALE),
-        max_scale: Some(2.0),
+        max_scale: Some(MAX_SCALE),
         centering: Some(true),
         select_stoke: Some(Stroke::new(1.5, ACCENT)),
         select_fill: Some(ACCENT.gamma_multiply(0.12)),
