@@ -303,3 +303,52 @@ fn file_examples_lists_every_example_with_its_description_and_opens_one_untitled
     assert_eq!(h.state().document.path, None, "a new untitled document");
     assert!(h.query_by_label("Examples").is_none(), "the gallery closed");
 }
+
+#[test]
+fn a_node_output_shows_as_a_folding_json_tree_with_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = graph(
+        r#"{"format":"agentloom.graph","version":1,"name":"tree","nodes":[
+        {"id":"person","block":"data.constant","position":[0,0],"config":{"type":"json","value":{"user":{"name":"Ada","tags":["math","engines"]}}}},
+        {"id":"shown","block":"graph.output","position":[360,0],"config":{"name":"shown"}}],
+      "edges":[{"from":["person","value"],"to":["shown","value"]}]}"#,
+    );
+    let mut h = harness_for(App::new(&doc, None, &paths(&dir)));
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    h.state_mut()
+        .send(Command::InspectById("person".to_owned()));
+    h.run_steps(3);
+    // Folded: the keys are not listed yet.
+    h.get_by_label_contains("value {…} 1 keys").click();
+    h.run_steps(2);
+    h.get_by_label_contains("user {…} 2 keys").click();
+    h.run_steps(2);
+    h.get_by_label("Ada");
+    h.get_by_label_contains("tags […] 2 items").click();
+    h.run_steps(2);
+    h.get_by_label("engines");
+
+    // Copy on the opened `user` puts its JSON on the clipboard.
+    let copy = h
+        .get_all_by_role_and_label(Role::Button, "Copy")
+        .nth(1)
+        .unwrap();
+    copy.click();
+    h.step();
+    let copied = h
+        .output()
+        .platform_output
+        .commands
+        .iter()
+        .find_map(|c| match c {
+            egui::OutputCommand::CopyText(text) => Some(text.clone()),
+            _ => None,
+        })
+        .expect("copied");
+    let copied: serde_json::Value = serde_json::from_str(&copied).unwrap();
+    assert_eq!(
+        copied,
+        serde_json::json!({"name": "Ada", "tags": ["math", "engines"]})
+    );
+}

@@ -12,6 +12,7 @@ mod examples;
 mod files;
 mod history;
 mod inspector;
+mod json_tree;
 mod palette;
 mod path_prompt;
 mod problems;

@@ -214,7 +214,8 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
         }
         ui.label(RichText::new(title).small().color(theme::TEXT_WEAK));
         for (port, value) in map {
-            ui.label(RichText::new(format!("{port} = {}", value.preview(2000))).monospace());
+            let id = ui.id().with(title).with(port);
+            super::json_tree::json_tree_ui(ui, id, port, &value.to_json());
         }
     }
     for (port, text) in &run.partial {
