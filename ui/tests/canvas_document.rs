@@ -336,16 +336,7 @@ fn a_node_output_shows_as_a_folding_json_tree_with_copy() {
         .unwrap();
     copy.click();
     h.step();
-    let copied = h
-        .output()
-        .platform_output
-        .commands
-        .iter()
-        .find_map(|c| match c {
-            egui::OutputCommand::CopyText(text) => Some(text.clone()),
-            _ => None,
-        })
-        .expect("copied");
+    let copied = support::copied_text(&h).expect("copied");
     let copied: serde_json::Value = serde_json::from_str(&copied).unwrap();
     assert_eq!(
         copied,

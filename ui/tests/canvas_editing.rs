@@ -98,16 +98,7 @@ fn copy_paste_duplicate_and_delete_of_two_selected_blocks_keep_their_wire_and_un
     // a key press, so the event is sent as the platform would send it.
     h.event(egui::Event::Copy);
     h.step();
-    let copied = h
-        .output()
-        .platform_output
-        .commands
-        .iter()
-        .find_map(|c| match c {
-            egui::OutputCommand::CopyText(text) => Some(text.clone()),
-            _ => None,
-        })
-        .expect("the selection went to the clipboard");
+    let copied = support::copied_text(&h).expect("the selection went to the clipboard");
     let clip = agentloom_core::GraphDoc::from_json_str(&copied).unwrap();
     assert_eq!(clip.nodes.len(), 2);
     assert_eq!(clip.edges.len(), 1, "the wire between them is copied");

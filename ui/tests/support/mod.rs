@@ -169,3 +169,15 @@ pub fn drop_file(h: &mut AppHarness, path: &Path) {
         .push(Arc::new(Dropped(path.to_owned())));
     h.run_steps(3);
 }
+
+/// The text the last frame put on the clipboard, if any.
+pub fn copied_text(h: &AppHarness) -> Option<String> {
+    h.output()
+        .platform_output
+        .commands
+        .iter()
+        .find_map(|c| match c {
+            egui::OutputCommand::CopyText(text) => Some(text.clone()),
+            _ => None,
+        })
+}
