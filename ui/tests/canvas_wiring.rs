@@ -216,3 +216,29 @@ fn a_missing_model_says_to_set_it_in_the_inspector_or_wire_it() {
         "{problem}"
     );
 }
+
+#[test]
+fn hovering_a_wire_shows_its_last_value_and_a_clicked_wire_is_deleted_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    h.get_by_role_and_label(Role::Button, "▶ Run").click();
+    h.run_steps(3);
+    h.key_press(Key::Enter);
+    h.run_steps(2);
+    support::wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+
+    let from = pin(&h, "render", "text", true);
+    let to = pin(&h, "greeting", "value", false);
+    let middle = from + (to - from) / 2.0;
+    h.event(egui::Event::PointerMoved(middle));
+    h.run_steps(2);
+    h.get_by_label_contains("render.text → greeting.value");
+    h.get_by_label_contains("Last value: Hello, world!");
+
+    click_at(&mut h, middle, PointerButton::Primary, Modifiers::NONE);
+    keys(&mut h, Modifiers::NONE, Key::Delete);
+    assert_eq!(wires(&h), ["name.value -> render.name"]);
+    assert_eq!(h.state().document.to_doc().nodes.len(), 3, "no block went");
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(wires(&h).len(), 2);
+}

@@ -126,6 +126,8 @@ pub enum Command {
     DeleteNodes(Vec<NodeId>),
     /// Remove the wires of a pin.
     Disconnect(wiring::Pin),
+    /// Remove one wire.
+    DeleteWire(egui_snarl::OutPinId, egui_snarl::InPinId),
     DuplicateNodes(Vec<NodeId>),
     Copy(Vec<NodeId>),
     Paste,
@@ -260,6 +262,8 @@ pub struct App {
     quick_add: Option<quick_add::QuickAdd>,
     /// The examples gallery is showing.
     examples_open: bool,
+    /// The wire picked by a click (Delete removes it).
+    selected_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
 }
 
 impl App {
@@ -335,6 +339,7 @@ impl App {
             wire_drag: wiring::WireDrag::default(),
             quick_add: None,
             examples_open: false,
+            selected_wire: None,
         };
         app.refresh_history();
         app
@@ -567,7 +572,10 @@ impl App {
                     found.push(Command::ActualSize);
                 }
                 if i.key_pressed(Key::Delete) || i.key_pressed(Key::Backspace) {
-                    found.push(Command::DeleteNodes(selected.clone()));
+                    found.push(match self.selected_wire {
+                        Some((from, to)) if selected.is_empty() => Command::DeleteWire(from, to),
+                        _ => Command::DeleteNodes(selected.clone()),
+                    });
                 }
                 if i.key_pressed(Key::Escape) && !popup_open {
                     found.push(Command::ClearSelection);
@@ -946,6 +954,52 @@ impl App {
             });
     }
 
+    /// The wire under a screen position, when no block is.
+    fn wire_under(&self, pos: Pos2) -> Option<(egui_snarl::OutPinId, egui_snarl::InPinId)> {
+        let at = self.canvas.to_graph(pos);
+        if self.canvas.node_rects.values().any(|r| r.contains(at)) {
+            return None;
+        }
+        let radius = 6.0 / self.canvas.transform.scaling.max(f32::EPSILON);
+        wiring::wire_at(&self.canvas, &self.document.snarl, at, radius)
+    }
+
+    /// The picked wire drawn over, and a hovered wire's ends, types and last value.
+    fn wire_hover_ui(&mut self, ctx: &egui::Context, pointer: Option<Pos2>, canvas: egui::Order) {
+        let snarl = &self.document.snarl;
+        if let Some((from, to)) = self.selected_wire {
+            match wiring::wire_points(&self.canvas, snarl, from, to)
+                .filter(|_| snarl.wires().any(|w| w == (from, to)))
+            {
+                Some(points) => {
+                    let on_screen = points.iter().map(|p| self.canvas.transform * *p).collect();
+                    ctx.layer_painter(egui::LayerId::new(
+                        egui::Order::Middle,
+                        egui::Id::new("picked-wire"),
+                    ))
+                    .add(egui::Shape::line(
+                        on_screen,
+                        egui::Stroke::new(4.0, theme::ACCENT.gamma_multiply(0.8)),
+                    ));
+                }
+                None => self.selected_wire = None,
+            }
+        }
+        let Some(pos) = pointer else { return };
+        if ctx.input(|i| i.pointer.any_down())
+            || ctx
+                .layer_id_at(pos)
+                .is_some_and(|layer| layer.order != canvas)
+        {
+            return;
+        }
+        if let Some((from, to)) = self.wire_under(pos)
+            && let Some(text) = wiring::wire_summary(&self.document.snarl, &self.run, from, to)
+        {
+            wiring::note_at_cursor(ctx, "wire-hover", pos, &text, theme::TEXT);
+        }
+    }
+
     fn canvas_ui(&mut self, ui: &mut egui::Ui) {
         let ctx = ui.ctx().clone();
         let rect = ui.available_rect_before_wrap();
@@ -1054,10 +1108,17 @@ impl App {
                 })
                 .map(|(node, _)| *node)
                 .max_by_key(|node| node.0);
-            // A plain click replaces the selection: the clicked node alone, or nothing.
+            // A plain click replaces the selection: the clicked node alone, a wire, or
+            // nothing.
             self.clear_selection(&ctx);
             self.inspected = hit;
+            self.selected_wire = if hit.is_none() {
+                self.wire_under(pos)
+            } else {
+                None
+            };
         }
+        self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
 
         let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), &ctx);
         if selected != self.last_selection {
@@ -1327,6 +1388,13 @@ impl App {
                 }
             }
             Command::Disconnect(pin) => self.document.disconnect(pin),
+            Command::DeleteWire(from, to) => {
+                if self.document.snarl.wires().any(|w| w == (from, to)) {
+                    self.document.checkpoint();
+                    self.document.snarl.disconnect(from, to);
+                }
+                self.selected_wire = None;
+            }
             Command::DuplicateNodes(nodes) => {
                 let clip = self.document.copy(&nodes);
                 let offset = self.paste_offset(&clip, ctx);

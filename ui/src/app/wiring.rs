@@ -108,22 +108,132 @@ impl WireDrag {
             return self.refused.take();
         }
         if let (Some(reason), Some(pointer)) = (&self.refused, pointer) {
-            show_at_cursor(ctx, pointer, reason);
+            note_at_cursor(
+                ctx,
+                "wire-refusal",
+                pointer,
+                &format!("Cannot connect: {reason}"),
+                theme::WARN,
+            );
         }
         None
     }
 }
 
-/// The reason a wire cannot end here, beside the pointer.
-fn show_at_cursor(ctx: &egui::Context, pointer: Pos2, reason: &str) {
-    egui::Area::new(egui::Id::new("wire-refusal"))
+/// How far the curve of a wire leaves its pins horizontally, in graph points (about what
+/// snarl draws; the middle of a wire does not depend on it).
+const WIRE_BEND: f32 = 60.0;
+
+/// Points along the wire from output `from` to input `to`, in graph coordinates.
+pub fn wire_points(
+    state: &CanvasState,
+    snarl: &Snarl<CanvasNode>,
+    from: OutPinId,
+    to: InPinId,
+) -> Option<Vec<Pos2>> {
+    let start = state.pin_pos(
+        from.node,
+        snarl.get_node_info(from.node)?.pos,
+        true,
+        from.output,
+    );
+    let end = state.pin_pos(to.node, snarl.get_node_info(to.node)?.pos, false, to.input);
+    let c1 = start + egui::vec2(WIRE_BEND, 0.0);
+    let c2 = end - egui::vec2(WIRE_BEND, 0.0);
+    Some(
+        (0..=24)
+            .map(|i| {
+                #[allow(clippy::cast_precision_loss, reason = "a small count")]
+                let t = i as f32 / 24.0;
+                let u = 1.0 - t;
+                let p = start.to_vec2() * (u * u * u)
+                    + c1.to_vec2() * (3.0 * u * u * t)
+                    + c2.to_vec2() * (3.0 * u * t * t)
+                    + end.to_vec2() * (t * t * t);
+                p.to_pos2()
+            })
+            .collect(),
+    )
+}
+
+/// The wire within `radius` (graph units) of `at`, if any.
+pub fn wire_at(
+    state: &CanvasState,
+    snarl: &Snarl<CanvasNode>,
+    at: Pos2,
+    radius: f32,
+) -> Option<(OutPinId, InPinId)> {
+    snarl.wires().find(|(from, to)| {
+        wire_points(state, snarl, *from, *to).is_some_and(|points| {
+            points
+                .windows(2)
+                .any(|pair| distance_to_segment(at, pair[0], pair[1]) <= radius)
+        })
+    })
+}
+
+fn distance_to_segment(p: Pos2, a: Pos2, b: Pos2) -> f32 {
+    let ab = b - a;
+    let t = if ab.length_sq() > 0.0 {
+        ((p - a).dot(ab) / ab.length_sq()).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    p.distance(a + ab * t)
+}
+
+/// What a wire carries, for its hover: its ends, its types, and the last value it carried.
+pub fn wire_summary(
+    snarl: &Snarl<CanvasNode>,
+    run: &super::run::RunView,
+    from: OutPinId,
+    to: InPinId,
+) -> Option<String> {
+    let src = snarl.get_node(from.node)?;
+    let dst = snarl.get_node(to.node)?;
+    let out = src.outputs.get(from.output)?;
+    let inp = dst.inputs.get(to.input)?;
+    let converted =
+        agentloom_core::compatibility(&out.ty, &inp.ty) == Ok(agentloom_core::Compat::Coerce);
+    let mut text = format!(
+        "{}.{} → {}.{}\n{}{}",
+        src.doc.id,
+        out.name,
+        dst.doc.id,
+        inp.name,
+        out.ty,
+        if converted {
+            format!(" converted to {}", inp.ty)
+        } else {
+            String::new()
+        }
+    );
+    match run.node(&src.doc.id).and_then(|n| n.outputs.get(&out.name)) {
+        Some(value) => {
+            text.push_str("\nLast value: ");
+            text.push_str(&value.preview(400));
+        }
+        None => text.push_str("\nNo value yet: run the graph."),
+    }
+    Some(text)
+}
+
+/// A tooltip-like note beside the pointer.
+pub fn note_at_cursor(
+    ctx: &egui::Context,
+    id: &str,
+    pointer: Pos2,
+    text: &str,
+    color: egui::Color32,
+) {
+    egui::Area::new(egui::Id::new(id))
         .order(egui::Order::Tooltip)
         .fixed_pos(pointer + egui::vec2(16.0, 16.0))
         .interactable(false)
         .show(ctx, |ui| {
             egui::Frame::popup(ui.style()).show(ui, |ui| {
-                ui.set_max_width(320.0);
-                ui.label(RichText::new(format!("Cannot connect: {reason}")).color(theme::WARN));
+                ui.set_max_width(360.0);
+                ui.label(RichText::new(text).color(color));
             });
         });
 }
