@@ -654,3 +654,23 @@ fn zoom_buttons_show_the_zoom_level_and_change_it() {
     h.run_steps(3);
     button(&h, "100%");
 }
+
+#[test]
+fn a_click_on_the_minimap_moves_the_view_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let map = h.get_by_label("Minimap").rect();
+    let origin = h.state().graph_to_screen(Pos2::ZERO);
+    // The left edge of the map is left of every block: the view moves left, so the graph
+    // moves right on screen.
+    click_at(
+        &mut h,
+        map.left_center() + egui::vec2(4.0, 0.0),
+        PointerButton::Primary,
+        Modifiers::NONE,
+    );
+    h.run_steps(2);
+    let moved = h.state().graph_to_screen(Pos2::ZERO);
+    assert!(moved.x > origin.x + 20.0, "{origin:?} → {moved:?}");
+    assert!(!h.state().document.can_undo(), "the graph did not change");
+}

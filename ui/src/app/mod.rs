@@ -13,6 +13,7 @@ mod files;
 mod history;
 mod inspector;
 mod json_tree;
+mod minimap;
 mod palette;
 mod path_prompt;
 mod problems;
@@ -1067,6 +1068,9 @@ impl App {
         }
 
         self.zoom_buttons_ui(&ctx, rect);
+        if let Some(view) = minimap::minimap_ui(&ctx, rect, &self.canvas, &self.document.snarl) {
+            self.canvas.set_transform = Some(view);
+        }
 
         // A block dropped from the palette.
         if egui::DragAndDrop::has_payload_of_type::<PaletteDrag>(&ctx)
