@@ -3,7 +3,8 @@
 # if the window did not render (a blank or near single-colour image). Then runs the graph
 # as a person would, with the real keyboard (Ctrl+Enter, type the `name` input, Enter), and
 # fails unless the run log holds that run, completed, with the greeting for that name.
-# A second screenshot, of the finished run, goes beside the first (OUT-run.png).
+# A second screenshot, of the finished run, goes beside the first (OUT-run.png), and a third
+# of the quick-add search opened with Space (OUT-quick-add.png).
 #
 # Usage: ui/tests/screenshot.sh OUT.png
 # Needs: Xvfb, xdotool, imagemagick (import, convert); a built target/debug/agentloom
@@ -121,3 +122,15 @@ sleep 0.5
 run_shot="${out%.png}-run.png"
 import -window root "$run_shot"
 echo "screenshot.sh: a run from the keyboard completed with '$greeting'; $run_shot"
+
+# Quick add: Space over empty canvas opens a search at the pointer; typing narrows it.
+xdotool mousemove --window "$window" 640 620
+sleep 0.3
+xdotool key space
+sleep 0.5
+xdotool type --delay 20 "tmpl"
+sleep 0.7
+quick_shot="${out%.png}-quick-add.png"
+import -window root "$quick_shot"
+xdotool key Escape
+echo "screenshot.sh: quick add; $quick_shot"
