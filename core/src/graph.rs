@@ -31,6 +31,21 @@ pub struct GraphDoc {
     pub nodes: Vec<NodeDoc>,
     #[serde(default)]
     pub edges: Vec<EdgeDoc>,
+    /// Titled frames on the canvas that group blocks (and hold notes); they do not change
+    /// how the graph runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupDoc>,
+}
+
+/// A titled frame on the canvas: a comment, and the blocks inside it move with it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GroupDoc {
+    pub id: String,
+    #[serde(default)]
+    pub title: String,
+    /// Where the frame is: left, top, width, height, in canvas units.
+    pub rect: [f64; 4],
 }
 
 impl Default for GraphDoc {
@@ -218,6 +233,7 @@ impl GraphDoc {
             settings: RunSettings::default(),
             nodes: Vec::new(),
             edges: Vec::new(),
+            groups: Vec::new(),
         }
     }
 
@@ -301,6 +317,7 @@ impl GraphDoc {
         self.version = FORMAT_VERSION;
         self.nodes.sort_by(|a, b| a.id.cmp(&b.id));
         self.edges.sort();
+        self.groups.sort_by(|a, b| a.id.cmp(&b.id));
     }
 
     pub fn node(&self, id: &str) -> Option<&NodeDoc> {
@@ -363,6 +380,31 @@ fn json_path(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_are_optional_round_trip_and_are_in_the_schema() {
+        let plain = r#"{"format":"agentloom.graph","version":1,"name":"g","nodes":[],"edges":[]}"#;
+        let doc = GraphDoc::from_json_str(plain).expect("a file without groups loads");
+        assert!(doc.groups.is_empty());
+        assert!(
+            !doc.to_json_string().contains("groups"),
+            "none: not written"
+        );
+
+        let mut grouped = doc.clone();
+        grouped.groups.push(GroupDoc {
+            id: "group_1".to_owned(),
+            title: "Inputs".to_owned(),
+            rect: [0.0, -40.0, 320.0, 200.0],
+        });
+        let again = GraphDoc::from_json_str(&grouped.to_json_string()).expect("round trip");
+        assert_eq!(again, grouped);
+        let schema = GraphDoc::json_schema().to_string();
+        assert!(
+            schema.contains("groups") && schema.contains("GroupDoc"),
+            "{schema}"
+        );
+    }
 
     #[test]
     fn canonical_form_is_sorted_and_stable() {

@@ -25,7 +25,8 @@ pub use block::{
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use graph::{
-    EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, LoadError, NodeDoc, RetryPolicy, RunSettings,
+    EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, GroupDoc, LoadError, NodeDoc, RetryPolicy,
+    RunSettings,
 };
 pub use types::{
     CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, coerce_given, compatibility,

@@ -674,3 +674,72 @@ fn a_click_on_the_minimap_moves_the_view_there() {
     assert!(moved.x > origin.x + 20.0, "{origin:?} → {moved:?}");
     assert!(!h.state().document.can_undo(), "the graph did not change");
 }
+
+#[test]
+fn a_group_frames_the_selection_carries_its_blocks_and_is_saved_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("grouped.agentloom.json");
+    let app = agentloom::app::App::new(&example(), Some(file.clone()), &paths(&dir));
+    let mut h = support::harness_for(app);
+    let name = title_of(&h, "Who to greet");
+    let render = title_of(&h, "render");
+    click_at(&mut h, name, PointerButton::Primary, Modifiers::SHIFT);
+    click_at(&mut h, render, PointerButton::Primary, Modifiers::SHIFT);
+    keys(&mut h, Modifiers::COMMAND, Key::G);
+    h.run_steps(2);
+    let group = h.state().document.groups[0].clone();
+    for id in ["name", "render"] {
+        let rect = h.state().node_screen_rect(id).unwrap();
+        let frame = h
+            .state()
+            .graph_to_screen(Pos2::new(group.rect[0] as f32, group.rect[1] as f32));
+        assert!(
+            rect.min.x > frame.x && rect.min.y > frame.y,
+            "`{id}` is inside"
+        );
+    }
+
+    let title = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Group title");
+    title.click();
+    h.run_steps(1);
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Group title")
+        .type_text("Make the greeting");
+    h.run_steps(2);
+    h.key_press(Key::Escape);
+    h.run_steps(2);
+
+    let before = (
+        node_position(&h, "name"),
+        node_position(&h, "render"),
+        node_position(&h, "greeting"),
+    );
+    let handle = h.get_by_label("≡ Move").rect().center();
+    drag(
+        &mut h,
+        handle,
+        handle + egui::vec2(0.0, 150.0),
+        Modifiers::NONE,
+    );
+    let after = (
+        node_position(&h, "name"),
+        node_position(&h, "render"),
+        node_position(&h, "greeting"),
+    );
+    assert!(after.0[1] > before.0[1] + 50.0, "{before:?} → {after:?}");
+    assert!(after.1[1] > before.1[1] + 50.0, "{before:?} → {after:?}");
+    assert_eq!(after.2, before.2, "the block outside stays");
+
+    keys(&mut h, Modifiers::COMMAND, Key::S);
+    let saved = agentloom::app::load_graph(&file).unwrap();
+    assert_eq!(saved.groups.len(), 1);
+    assert_eq!(saved.groups[0].title, "Make the greeting");
+    assert!(saved.groups[0].rect[1] > group.rect[1] + 50.0);
+
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(
+        node_position(&h, "name"),
+        before.0,
+        "the move is one undo step"
+    );
+}

@@ -12,8 +12,8 @@
 
 use std::collections::HashMap;
 
-use agentloom_core::RunSettings;
 use agentloom_core::{BlockCatalog, Compat, ERROR_PORT, GraphDoc, PortSpec, Value, compatibility};
+use agentloom_core::{GroupDoc, RunSettings};
 use agentloom_engine::NodeStatus;
 use egui::emath::TSTransform;
 use egui::epaint::{CubicBezierShape, MarginF32};
@@ -334,6 +334,7 @@ pub struct Viewer<'a> {
     pub doc_name: &'a str,
     pub doc_description: &'a str,
     pub doc_settings: &'a RunSettings,
+    pub doc_groups: &'a [GroupDoc],
     pub commands: &'a mut Vec<Command>,
 }
 
@@ -350,7 +351,7 @@ impl<'a> Viewer<'a> {
         state: &'a mut CanvasState,
         inspected: Option<NodeId>,
         undo_snapshot: &'a mut Option<GraphDoc>,
-        doc_meta: (&'a str, &'a str, &'a RunSettings),
+        doc_meta: (&'a str, &'a str, &'a RunSettings, &'a [GroupDoc]),
         commands: &'a mut Vec<Command>,
     ) -> Self {
         Viewer {
@@ -364,6 +365,7 @@ impl<'a> Viewer<'a> {
             doc_name: doc_meta.0,
             doc_description: doc_meta.1,
             doc_settings: doc_meta.2,
+            doc_groups: doc_meta.3,
             commands,
         }
     }
@@ -375,6 +377,7 @@ impl<'a> Viewer<'a> {
                 self.doc_name,
                 self.doc_description,
                 self.doc_settings,
+                self.doc_groups,
             ));
         }
     }
@@ -517,6 +520,7 @@ impl<'a> Viewer<'a> {
             self.doc_name,
             self.doc_description,
             self.doc_settings,
+            self.doc_groups,
         );
         let Some(new) = super::palette::new_node(entry, &doc, self.catalog) else {
             return;
@@ -579,6 +583,19 @@ fn badge_line(ui: &mut Ui, text: RichText) -> egui::Response {
 
 fn value_preview(value: &Value) -> String {
     value.preview(theme::NODE_PREVIEW_CHARS)
+}
+
+/// A group's frame, behind the blocks (its title is a widget of its own, see
+/// `groups.rs`).
+fn draw_group_frame(painter: &Painter, group: &GroupDoc) {
+    let rect = super::groups::group_rect(group);
+    painter.rect(
+        rect,
+        8.0,
+        theme::GROUP_FILL,
+        Stroke::new(1.5, theme::GROUP_BORDER),
+        egui::StrokeKind::Inside,
+    );
 }
 
 /// A pin's colour, also its wire's.
@@ -703,6 +720,9 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         }
         if let Some(background) = background {
             background.draw(viewport, snarl_style, style, painter);
+        }
+        for group in self.doc_groups {
+            draw_group_frame(painter, group);
         }
         painter.add(Shape::Vec(box_wire_shapes(self.state, snarl, *viewport)));
     }

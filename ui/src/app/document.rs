@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use agentloom_core::{
-    BlockCatalog, EdgeDoc, GraphDoc, NodeDoc, PortSpec, RunSettings, TypeMismatch, compatibility,
-    instantiate_node,
+    BlockCatalog, EdgeDoc, GraphDoc, GroupDoc, NodeDoc, PortSpec, RunSettings, TypeMismatch,
+    compatibility, instantiate_node,
 };
 use egui::Pos2;
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
@@ -119,6 +119,8 @@ pub struct Document {
     pub name: String,
     pub description: String,
     pub settings: RunSettings,
+    /// Titled frames grouping blocks on the canvas.
+    pub groups: Vec<GroupDoc>,
     /// The file it was opened from or saved to.
     pub path: Option<PathBuf>,
     /// Changed since it was last saved.
@@ -140,6 +142,7 @@ impl Document {
             name: doc.name.clone(),
             description: doc.description.clone(),
             settings: doc.settings.clone(),
+            groups: doc.groups.clone(),
             path,
             dirty: false,
             revision: 0,
@@ -160,6 +163,7 @@ impl Document {
         self.name.clone_from(&doc.name);
         self.description.clone_from(&doc.description);
         self.settings = doc.settings.clone();
+        self.groups.clone_from(&doc.groups);
         // By id; a damaged file may hold the same id twice, so each id has a list.
         let mut existing: HashMap<String, Vec<NodeId>> = HashMap::new();
         for (id, node) in self.snarl.node_ids() {
@@ -223,7 +227,13 @@ impl Document {
 
     /// The document as it would be saved: sorted, positions from the canvas.
     pub fn to_doc(&self) -> GraphDoc {
-        to_doc(&self.snarl, &self.name, &self.description, &self.settings)
+        to_doc(
+            &self.snarl,
+            &self.name,
+            &self.description,
+            &self.settings,
+            &self.groups,
+        )
     }
 
     /// Records the current state as an undo step; call before changing anything.
@@ -536,10 +546,12 @@ pub fn to_doc(
     name: &str,
     description: &str,
     settings: &RunSettings,
+    groups: &[GroupDoc],
 ) -> GraphDoc {
     let mut doc = GraphDoc::new(name);
     description.clone_into(&mut doc.description);
     doc.settings = settings.clone();
+    doc.groups = groups.to_vec();
     doc.nodes = snarl
         .nodes_pos()
         .map(|(pos, node)| {

@@ -10,6 +10,7 @@ mod credentials;
 mod document;
 mod examples;
 mod files;
+mod groups;
 mod history;
 mod inspector;
 mod json_tree;
@@ -69,6 +70,7 @@ const QUIT: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Q)
 const FIT: KeyboardShortcut = KeyboardShortcut::new(Modifiers::NONE, Key::F);
 const ACTUAL_SIZE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::Num0);
 const DELETE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::NONE, Key::Delete);
+const GROUP: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::G);
 
 /// Everything the UI can ask of the app. Pushed by panels, carried out by [`App::apply`].
 #[derive(Clone, Debug)]
@@ -127,6 +129,19 @@ pub enum Command {
     DeleteNodes(Vec<NodeId>),
     /// Remove the wires of a pin.
     Disconnect(wiring::Pin),
+    /// Frame the selected blocks (or an empty spot) in a new titled group.
+    GroupSelection(Vec<NodeId>),
+    /// Move a group and the blocks inside it by this much (graph units).
+    MoveGroup {
+        id: String,
+        delta: egui::Vec2,
+    },
+    SetGroupTitle {
+        id: String,
+        title: String,
+    },
+    /// Remove a group's frame; its blocks stay.
+    RemoveGroup(String),
     /// Remove one wire.
     DeleteWire(egui_snarl::OutPinId, egui_snarl::InPinId),
     DuplicateNodes(Vec<NodeId>),
@@ -263,6 +278,8 @@ pub struct App {
     quick_add: Option<quick_add::QuickAdd>,
     /// The examples gallery is showing.
     examples_open: bool,
+    /// The group whose title is being typed (one undo step for it).
+    group_title_editing: Option<String>,
     /// The wire picked by a click (Delete removes it).
     selected_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
 }
@@ -341,6 +358,7 @@ impl App {
             quick_add: None,
             examples_open: false,
             selected_wire: None,
+            group_title_editing: None,
         };
         app.refresh_history();
         app
@@ -566,6 +584,9 @@ impl App {
                 if i.consume_shortcut(&DUPLICATE) {
                     found.push(Command::DuplicateNodes(selected.clone()));
                 }
+                if i.consume_shortcut(&GROUP) {
+                    found.push(Command::GroupSelection(selected.clone()));
+                }
                 if i.consume_shortcut(&FIT) {
                     found.push(Command::FitView);
                 }
@@ -677,6 +698,12 @@ impl App {
                         Some(DELETE),
                         Command::DeleteNodes(selected.clone()),
                         !selected.is_empty(),
+                    ),
+                    (
+                        "Group (comment)",
+                        Some(GROUP),
+                        Command::GroupSelection(selected.clone()),
+                        true,
                     ),
                 ];
                 for (label, shortcut, command, enabled) in items {
@@ -1024,6 +1051,7 @@ impl App {
             name,
             description,
             settings,
+            groups,
             ..
         } = &mut self.document;
         let mut viewer = Viewer::new(
@@ -1034,7 +1062,12 @@ impl App {
             &mut self.canvas,
             self.inspected,
             &mut undo_snapshot,
-            (name.as_str(), description.as_str(), &*settings),
+            (
+                name.as_str(),
+                description.as_str(),
+                &*settings,
+                groups.as_slice(),
+            ),
             &mut self.commands,
         );
         SnarlWidget::new()
@@ -1068,6 +1101,14 @@ impl App {
         }
 
         self.zoom_buttons_ui(&ctx, rect);
+        if !groups::group_titles_ui(
+            &ctx,
+            &self.canvas,
+            &self.document.groups,
+            &mut self.commands,
+        ) {
+            self.group_title_editing = None;
+        }
         if let Some(view) = minimap::minimap_ui(&ctx, rect, &self.canvas, &self.document.snarl) {
             self.canvas.set_transform = Some(view);
         }
@@ -1392,6 +1433,48 @@ impl App {
                 }
             }
             Command::Disconnect(pin) => self.document.disconnect(pin),
+            Command::GroupSelection(nodes) => {
+                let rects: Vec<egui::Rect> = nodes
+                    .iter()
+                    .filter_map(|n| {
+                        let pos = self.document.snarl.get_node_info(*n)?.pos;
+                        let size = self
+                            .canvas
+                            .node_rects
+                            .get(n)
+                            .map_or(theme::NODE_SIZE_GUESS, |r| r.size());
+                        Some(egui::Rect::from_min_size(pos, size))
+                    })
+                    .collect();
+                let id = groups::fresh_group_id(&self.document.groups);
+                let at = self.view_center();
+                self.document.checkpoint();
+                self.document
+                    .groups
+                    .push(groups::group_around(id, &rects, at));
+            }
+            Command::MoveGroup { id, delta } => {
+                self.document
+                    .move_group(&id, delta, &self.canvas.node_rects);
+            }
+            Command::SetGroupTitle { id, title } => {
+                // Typing a title is one undo step, not one per key.
+                if self.group_title_editing.as_deref() == Some(id.as_str()) {
+                    self.document.touch();
+                } else {
+                    self.document.checkpoint();
+                    self.group_title_editing = Some(id.clone());
+                }
+                if let Some(group) = self.document.groups.iter_mut().find(|g| g.id == id) {
+                    group.title = title;
+                }
+            }
+            Command::RemoveGroup(id) => {
+                if self.document.groups.iter().any(|g| g.id == id) {
+                    self.document.checkpoint();
+                    self.document.groups.retain(|g| g.id != id);
+                }
+            }
             Command::DeleteWire(from, to) => {
                 if self.document.snarl.wires().any(|w| w == (from, to)) {
                     self.document.checkpoint();

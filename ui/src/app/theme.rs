@@ -22,6 +22,9 @@ pub const ACCENT: Color32 = Color32::from_rgb(0x5b, 0x9d, 0xf5);
 pub const OK: Color32 = Color32::from_rgb(0x4c, 0xc3, 0x7a);
 pub const WARN: Color32 = Color32::from_rgb(0xe8, 0xb3, 0x3c);
 pub const ERROR: Color32 = Color32::from_rgb(0xe5, 0x5b, 0x5b);
+/// A group's frame on the canvas.
+pub const GROUP_FILL: Color32 = Color32::from_rgba_premultiplied(0x2a, 0x32, 0x40, 0x60);
+pub const GROUP_BORDER: Color32 = Color32::from_rgb(0x4a, 0x5a, 0x72);
 /// A wire whose value is converted on the way (number to text, text to messages…).
 pub const CONVERTING_WIRE: Color32 = Color32::from_rgb(0xc9, 0x8a, 0xe8);
 

@@ -1,0 +1,151 @@
+//! Groups: titled frames on the canvas (comments) that carry the blocks inside them when
+//! moved by their handle. Saved in the graph file (`GraphDoc::groups`); they do not change how
+//! the graph runs.
+
+use std::collections::HashMap;
+
+use agentloom_core::GroupDoc;
+use egui::{Pos2, Rect, RichText, Vec2};
+use egui_snarl::NodeId;
+
+use super::Command;
+use super::canvas::CanvasState;
+use super::document::{Document, canvas_pos};
+use super::theme;
+
+/// Room around grouped blocks, and above them for the title.
+const PAD: f32 = 24.0;
+const TITLE_ROOM: f32 = 40.0;
+
+/// A group's frame in canvas coordinates.
+pub fn group_rect(group: &GroupDoc) -> Rect {
+    let [x, y, w, h] = group.rect;
+    let min = canvas_pos([x, y]);
+    let size = canvas_pos([w.max(0.0), h.max(0.0)]);
+    Rect::from_min_size(min, size.to_vec2())
+}
+
+/// A new group framing `rects` (or a default frame at `at` when there are none).
+pub fn group_around(id: String, rects: &[Rect], at: Pos2) -> GroupDoc {
+    let bounds = rects.iter().fold(Rect::NOTHING, |all, r| all.union(*r));
+    let frame = if bounds.is_finite() {
+        Rect::from_min_max(
+            bounds.min - egui::vec2(PAD, PAD + TITLE_ROOM),
+            bounds.max + egui::vec2(PAD, PAD),
+        )
+    } else {
+        Rect::from_min_size(at, egui::vec2(320.0, 200.0))
+    };
+    GroupDoc {
+        id,
+        title: "Comment".to_owned(),
+        rect: [
+            f64::from(frame.min.x),
+            f64::from(frame.min.y),
+            f64::from(frame.width()),
+            f64::from(frame.height()),
+        ],
+    }
+}
+
+/// A group id not used yet.
+pub fn fresh_group_id(groups: &[GroupDoc]) -> String {
+    (1..)
+        .map(|n| format!("group_{n}"))
+        .find(|id| groups.iter().all(|g| &g.id != id))
+        .unwrap_or_else(|| "group".to_owned())
+}
+
+impl Document {
+    /// Moves group `id` by `delta` with the blocks whose middle is inside it.
+    pub fn move_group(&mut self, id: &str, delta: Vec2, node_rects: &HashMap<NodeId, Rect>) {
+        let Some(group) = self.groups.iter_mut().find(|g| g.id == id) else {
+            return;
+        };
+        let frame = group_rect(group);
+        group.rect[0] += f64::from(delta.x);
+        group.rect[1] += f64::from(delta.y);
+        let inside: Vec<NodeId> = self
+            .snarl
+            .nodes_pos_ids()
+            .filter(|(node, pos, _)| {
+                let size = node_rects
+                    .get(node)
+                    .map_or(theme::NODE_SIZE_GUESS, |r| r.size());
+                frame.contains(Rect::from_min_size(*pos, size).center())
+            })
+            .map(|(node, _, _)| node)
+            .collect();
+        for node in inside {
+            if let Some(info) = self.snarl.get_node_info_mut(node) {
+                info.pos += delta;
+            }
+        }
+        self.touch();
+    }
+}
+
+/// Each group's title bar over the canvas: a handle to drag it, its title to edit, a
+/// button to remove it. Returns whether a title has the keyboard.
+pub fn group_titles_ui(
+    ctx: &egui::Context,
+    state: &CanvasState,
+    groups: &[GroupDoc],
+    commands: &mut Vec<Command>,
+) -> bool {
+    let mut typing = false;
+    for group in groups {
+        let frame = state.transform * group_rect(group);
+        if !frame.intersects(state.screen_rect) {
+            continue;
+        }
+        egui::Area::new(egui::Id::new("group-title").with(&group.id))
+            .order(egui::Order::Middle)
+            .fixed_pos(frame.min + egui::vec2(6.0, 6.0))
+            .constrain(false)
+            .show(ctx, |ui| {
+                ui.horizontal(|ui| {
+                    let handle = ui
+                        .add(
+                            egui::Label::new(RichText::new("≡ Move").color(theme::TEXT_WEAK))
+                                .sense(egui::Sense::drag()),
+                        )
+                        .on_hover_text("Drag to move the group with its blocks");
+                    if handle.dragged() {
+                        ctx.set_cursor_icon(egui::CursorIcon::Grabbing);
+                        let delta = handle.drag_delta() / state.transform.scaling;
+                        if delta != Vec2::ZERO {
+                            commands.push(Command::MoveGroup {
+                                id: group.id.clone(),
+                                delta,
+                            });
+                        }
+                    }
+                    let mut title = group.title.clone();
+                    let edit = ui.add(
+                        egui::TextEdit::singleline(&mut title)
+                            .desired_width((frame.width() - 140.0).clamp(80.0, 400.0))
+                            .font(egui::TextStyle::Heading),
+                    );
+                    edit.widget_info(|| {
+                        egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Group title")
+                    });
+                    typing |= edit.has_focus();
+                    if edit.changed() {
+                        commands.push(Command::SetGroupTitle {
+                            id: group.id.clone(),
+                            title,
+                        });
+                    }
+                    if ui
+                        .small_button("×")
+                        .on_hover_text("Remove the group (its blocks stay)")
+                        .clicked()
+                    {
+                        commands.push(Command::RemoveGroup(group.id.clone()));
+                    }
+                });
+            });
+    }
+    typing
+}
