@@ -714,7 +714,7 @@ fn a_group_frames_the_selection_carries_its_blocks_and_is_saved_in_the_file() {
         node_position(&h, "render"),
         node_position(&h, "greeting"),
     );
-    let handle = h.get_by_label("≡ Move").rect().center();
+    let handle = h.get_by_label("Move").rect().center();
     drag(
         &mut h,
         handle,

@@ -176,7 +176,7 @@ fn a_converting_wire_is_marked_and_a_pin_menu_disconnects_it() {
     let mut h = harness(&support::graph(TYPED), &paths(&dir));
     assert_eq!(wires(&h), ["count.value -> read.path"]);
     // integer → text is converted on the way: the input says so.
-    let mark = h.get_by_label("≈");
+    let mark = h.get_by_label("~");
     let mark_at = h.state().graph_to_screen(mark.rect().center());
     assert!(
         h.state()
@@ -187,14 +187,14 @@ fn a_converting_wire_is_marked_and_a_pin_menu_disconnects_it() {
     h.event(egui::Event::PointerMoved(mark_at));
     h.run_steps(2);
     // Only converting inputs have the mark.
-    assert_eq!(h.get_all_by_label("≈").count(), 1);
+    assert_eq!(h.get_all_by_label("~").count(), 1);
 
     let path = pin_label_in(&h, "read", "path");
     click_at(&mut h, path, PointerButton::Secondary, Modifiers::NONE);
     h.get_by_role_and_label(Role::Button, "Disconnect").click();
     h.run_steps(2);
     assert!(wires(&h).is_empty());
-    assert!(h.query_by_label("≈").is_none());
+    assert!(h.query_by_label("~").is_none());
     keys(&mut h, Modifiers::COMMAND, Key::Z);
     assert_eq!(wires(&h), ["count.value -> read.path"]);
 }
@@ -232,7 +232,7 @@ fn hovering_a_wire_shows_its_last_value_and_a_clicked_wire_is_deleted_alone() {
     let middle = from + (to - from) / 2.0;
     h.event(egui::Event::PointerMoved(middle));
     h.run_steps(2);
-    h.get_by_label_contains("render.text → greeting.value");
+    h.get_by_label_contains("render.text -> greeting.value");
     h.get_by_label_contains("Last value: Hello, world!");
 
     click_at(&mut h, middle, PointerButton::Primary, Modifiers::NONE);

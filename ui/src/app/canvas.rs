@@ -858,7 +858,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 .on_hover_ui(|ui| port_hover_ui(ui, port));
             self.disconnect_menu(&label, Pin::In(pin.id), !pin.remotes.is_empty());
             if let Some(from) = converted_from {
-                ui.label(RichText::new("≈").color(theme::CONVERTING_WIRE))
+                ui.label(RichText::new("~").color(theme::CONVERTING_WIRE))
                     .on_hover_text(format!("converted from {from} to {}", port.ty));
             }
         } else {

@@ -107,7 +107,7 @@ pub fn group_titles_ui(
                 ui.horizontal(|ui| {
                     let handle = ui
                         .add(
-                            egui::Label::new(RichText::new("≡ Move").color(theme::TEXT_WEAK))
+                            egui::Label::new(RichText::new("Move").color(theme::TEXT_WEAK))
                                 .sense(egui::Sense::drag()),
                         )
                         .on_hover_text("Drag to move the group with its blocks");

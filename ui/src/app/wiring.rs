@@ -196,7 +196,7 @@ pub fn wire_summary(
     let converted =
         agentloom_core::compatibility(&out.ty, &inp.ty) == Ok(agentloom_core::Compat::Coerce);
     let mut text = format!(
-        "{}.{} → {}.{}\n{}{}",
+        "{}.{} -> {}.{}\n{}{}",
         src.doc.id,
         out.name,
         dst.doc.id,
