@@ -319,14 +319,22 @@ fn a_node_output_shows_as_a_folding_json_tree_with_copy() {
     h.state_mut()
         .send(Command::InspectById("person".to_owned()));
     h.run_steps(3);
-    // Folded: the keys are not listed yet.
-    h.get_by_label_contains("value {…} 1 keys").click();
-    h.run_steps(2);
-    h.get_by_label_contains("user {…} 2 keys").click();
-    h.run_steps(2);
+    // Folded: the keys are not listed yet. The inspector is scrolled down to its outputs.
+    let header = |h: &AppHarness, text: &str| h.get_by_label_contains(text).rect().center();
+    let inspector = header(&h, "value {…} 1 keys") - egui::vec2(0.0, 200.0);
+    for text in ["value {…} 1 keys", "user {…} 2 keys", "tags […] 2 items"] {
+        h.event(egui::Event::PointerMoved(inspector));
+        h.event(egui::Event::MouseWheel {
+            unit: egui::MouseWheelUnit::Point,
+            delta: egui::vec2(0.0, -2000.0),
+            modifiers: Modifiers::NONE,
+            phase: egui::TouchPhase::Move,
+        });
+        h.run_steps(3);
+        let at = header(&h, text);
+        support::click_at(&mut h, at, egui::PointerButton::Primary, Modifiers::NONE);
+    }
     h.get_by_label("Ada");
-    h.get_by_label_contains("tags […] 2 items").click();
-    h.run_steps(2);
     h.get_by_label("engines");
 
     // Copy on the opened `user` puts its JSON on the clipboard.
@@ -342,4 +350,29 @@ fn a_node_output_shows_as_a_folding_json_tree_with_copy() {
         copied,
         serde_json::json!({"name": "Ada", "tags": ["math", "engines"]})
     );
+}
+
+#[test]
+fn the_history_lists_as_many_runs_as_fit_in_its_panel() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness_for(App::new(&graph(CONSTANT), None, &paths(&dir)));
+    for done in 1..=6 {
+        keys(&mut h, Modifiers::COMMAND, Key::Enter);
+        wait_until(&mut h, "the run", |h| {
+            !h.state().run.is_running() && h.state().history().len() == done
+        });
+    }
+    h.run_steps(3);
+    let status_top = h.get_by_label_contains("Run completed").rect().top();
+    let rows: Vec<egui::Rect> = h
+        .get_all_by_label_contains("constant · completed")
+        .map(|row| row.rect())
+        .collect();
+    assert_eq!(rows.len(), 6);
+    for row in rows {
+        assert!(
+            row.bottom() <= status_top,
+            "a run is cut off below the panel: {row:?}, the status bar starts at {status_top}"
+        );
+    }
 }

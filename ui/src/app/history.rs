@@ -26,8 +26,10 @@ pub fn history_ui(ui: &mut Ui, runs: &[RunRow], shown: Option<&str>, commands: &
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    // The list fills the panel (no shrinking to a couple of rows), scrolling past that.
     egui::ScrollArea::vertical()
         .id_salt("history")
+        .auto_shrink([false, false])
         .show(ui, |ui| {
             for run in runs {
                 let color = match run.status {
@@ -45,7 +47,10 @@ pub fn history_ui(ui: &mut Ui, runs: &[RunRow], shown: Option<&str>, commands: &
                         .map_or_else(String::new, |ms| format!("{ms} ms"))
                 );
                 let selected = shown == Some(run.id.as_str());
-                let response = ui.selectable_label(selected, RichText::new(text).color(color));
+                // One line per run, so as many runs as fit are listed.
+                let response = ui.add(
+                    egui::Button::selectable(selected, RichText::new(text).color(color)).truncate(),
+                );
                 let hover = match &run.error {
                     Some(error) => format!("run {}\n{error}", short_id(&run.id)),
                     None => format!("run {}", short_id(&run.id)),

@@ -854,6 +854,8 @@ impl App {
         egui::Panel::bottom("history")
             .resizable(true)
             .default_size(history_height)
+            // Not squeezed to a couple of rows under a long inspector.
+            .min_size(history_height)
             .show(ui, |ui| {
                 let shown = self.run.run_id.clone();
                 history::history_ui(ui, &self.history, shown.as_deref(), &mut self.commands);
