@@ -136,7 +136,9 @@ pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
                 let color = match status {
                     RunStatus::Completed => theme::OK,
                     RunStatus::Running => theme::ACCENT,
-                    RunStatus::Cancelled | RunStatus::Interrupted => theme::WARN,
+                    RunStatus::Cancelled | RunStatus::Interrupted | RunStatus::Waiting => {
+                        theme::WARN
+                    }
                     RunStatus::Failed => theme::ERROR,
                 };
                 ui.label(
