@@ -742,9 +742,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             if detailed && canvas.doc.label.is_none() {
                 ui.label(RichText::new(&canvas.title).color(theme::TEXT_WEAK).small());
             }
+            if canvas.doc.pinned.is_some() {
+                ui.label(RichText::new("pinned").color(theme::ACCENT).small())
+                    .on_hover_text("Runs use this node's pinned outputs instead of running it");
+            }
             if let Some(status) = status.filter(|s| *s != NodeStatus::Pending) {
+                // Outputs reused from an earlier run (or pinned) rather than run again.
+                let text = if self.run.reused.contains(&canvas.doc.id) {
+                    "reused"
+                } else {
+                    status_text(status)
+                };
                 ui.label(
-                    RichText::new(status_text(status))
+                    RichText::new(text)
                         .color(theme::status_color(status))
                         .small(),
                 );

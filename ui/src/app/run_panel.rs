@@ -118,7 +118,7 @@ pub fn run_form_ui(ctx: &egui::Context, form: &mut RunForm, commands: &mut Vec<C
 }
 
 /// The bottom panel with the run summary.
-pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
+pub fn run_summary_ui(ui: &mut Ui, run: &mut RunView, commands: &mut Vec<Command>) {
     ui.horizontal(|ui| {
         if run.is_running() {
             ui.spinner();
@@ -165,19 +165,7 @@ pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
             }
         }
     });
-    for (node, title, _) in &run.approvals {
-        ui.horizontal(|ui| {
-            ui.label(
-                RichText::new(format!("`{node}` ({title}) waits for approval")).color(theme::WARN),
-            );
-            if ui.button("Approve").clicked() {
-                commands.push(Command::Approve(node.clone(), true));
-            }
-            if ui.button("Deny").clicked() {
-                commands.push(Command::Approve(node.clone(), false));
-            }
-        });
-    }
+    super::approval_panel::approvals_ui(ui, &mut run.approvals, commands);
     if let Some(error) = &run.error {
         ui.label(RichText::new(error).color(theme::ERROR));
     }
