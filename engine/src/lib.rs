@@ -23,7 +23,7 @@ pub use events::{
     RunStatus,
 };
 pub use executor::{Approver, EnvSecrets, Executor, NodeReport, RunOptions, RunReport, new_run_id};
-pub use seed::RunSeed;
+pub use seed::{RunSeed, downstream_of};
 pub use store::{
     NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError,
 };

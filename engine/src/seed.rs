@@ -5,9 +5,9 @@
 //! paused run resumes without re-running its finished nodes, how "run from here" reuses the
 //! upstream outputs of the last run, and how pinned outputs replace a node's work.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use agentloom_core::{ApprovalDecision, Value, ValueMap};
+use agentloom_core::{ApprovalDecision, ValidGraph, Value, ValueMap};
 
 /// What a run starts from besides its inputs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -29,4 +29,25 @@ impl RunSeed {
     pub fn is_empty(&self) -> bool {
         self.outputs.is_empty() && self.decisions.is_empty()
     }
+}
+
+/// `from` and every node that depends on it, directly or not: what "run from here" runs
+/// again (the rest reuses its outputs). Empty when the graph has no node `from`.
+pub fn downstream_of(graph: &ValidGraph, from: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut stack: Vec<usize> = graph
+        .nodes
+        .iter()
+        .position(|n| n.id == from)
+        .into_iter()
+        .collect();
+    while let Some(index) = stack.pop() {
+        if !found.insert(graph.nodes[index].id.clone()) {
+            continue;
+        }
+        for fanout in &graph.nodes[index].outputs {
+            stack.extend(fanout.targets.iter().map(|&(target, _)| target));
+        }
+    }
+    found
 }

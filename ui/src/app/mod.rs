@@ -15,6 +15,7 @@ mod inspector;
 mod palette;
 mod path_prompt;
 mod problems;
+mod rerun;
 mod resume;
 mod run;
 mod run_panel;
@@ -133,6 +134,10 @@ pub enum Command {
     StartRun,
     CloseRunForm,
     StopRun,
+    /// Run this node and its dependents again, reusing the shown run's other outputs.
+    RunFromHere(NodeId),
+    /// Pin (true) the node's outputs from the shown run into the graph, or unpin them.
+    PinOutputs(NodeId, bool),
     /// Decide on a pending approval (of the live run, or of a waiting run: resumes it).
     Approve(String, agentloom_core::ApprovalDecision),
     /// Turn safe mode (ask before running blocks with side effects) on or off; saved with
@@ -1159,6 +1164,8 @@ impl App {
             Command::CloseRunForm => self.run_form.open = false,
             Command::StopRun => self.run.stop(),
             Command::Approve(node, decision) => self.decide_approval(&node, decision, ctx),
+            Command::RunFromHere(node) => self.run_from_here(node, ctx),
+            Command::PinOutputs(node, pin) => self.pin_outputs(node, pin),
             Command::SetSafeMode(on) => {
                 if self.document.settings.safe_mode != on {
                     self.document.checkpoint();

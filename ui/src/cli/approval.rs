@@ -1,7 +1,6 @@
 //! `agentloom approve|reject RUN_ID`: decide what a waiting run waits for and resume it
 //! from the run log; asking at a terminal during `agentloom run`; seeds for `run --from`.
 
-use std::collections::BTreeSet;
 use std::io::{BufRead as _, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -236,28 +235,8 @@ pub(super) fn run_from_seed(
             store.path().display()
         ));
     };
-    let rerun = downstream_of(graph, from);
+    let rerun = agentloom_engine::downstream_of(graph, from);
     store.reuse_seed(&run_id, &rerun).map_err(|e| e.to_string())
-}
-
-/// `from` and every node that depends on it, directly or not.
-pub fn downstream_of(graph: &ValidGraph, from: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut stack: Vec<usize> = graph
-        .nodes
-        .iter()
-        .position(|n| n.id == from)
-        .into_iter()
-        .collect();
-    while let Some(index) = stack.pop() {
-        if !found.insert(graph.nodes[index].id.clone()) {
-            continue;
-        }
-        for fanout in &graph.nodes[index].outputs {
-            stack.extend(fanout.targets.iter().map(|&(target, _)| target));
-        }
-    }
-    found
 }
 
 /// Asks at the terminal: approve, reject with a message, or edit the arguments as JSON.
