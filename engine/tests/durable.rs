@@ -272,3 +272,84 @@ async fn seeded_and_pinned_nodes_do_not_run() {
         "pinned"
     );
 }
+
+/// Asks before a tool call with a checkpoint (as an agent does), and reports what it got.
+struct AsksWithCheckpoint(BlockMeta);
+struct AsksWithCheckpointNode(Ports);
+
+impl Block for AsksWithCheckpoint {
+    fn meta(&self) -> &BlockMeta {
+        &self.0
+    }
+    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(AsksWithCheckpointNode(Ports::new(
+            vec![],
+            vec![PortSpec::new("seen", ValueType::Any)],
+        ))))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for AsksWithCheckpointNode {
+    fn ports(&self) -> &Ports {
+        &self.0
+    }
+    async fn run(&self, _inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let resumed_from = ctx.resume_checkpoint().unwrap_or(Value::Null);
+        let request = agentloom_core::ApprovalRequest::new(
+            "write_file",
+            Value::from_json(json!({"path": "a.txt"})),
+        )
+        .with_checkpoint(Value::from_json(json!({"step": 3})));
+        // A pause comes back as an error: the node stops here and runs again on resume.
+        let decision = ctx.request_approval(request).await?;
+        let seen = json!({"checkpoint": resumed_from.to_json(), "decision": serde_json::to_value(&decision).unwrap()});
+        Ok(ValueMap::from([(
+            "seen".to_owned(),
+            Value::from_json(seen),
+        )]))
+    }
+}
+
+#[tokio::test]
+async fn a_node_asking_with_a_checkpoint_gets_it_back_with_the_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(RunStore::open(&dir.path().join("runs.sqlite3")).unwrap());
+    let registry = Arc::new(Registry::builtin().with(Box::new(AsksWithCheckpoint(
+        BlockMeta::new("test.asks", "Asks", "Test", "Asks with a checkpoint."),
+    ))));
+    let mut doc = GraphDoc::new("tool");
+    doc.settings.safe_mode = true;
+    doc.nodes.push(node("agent", "test.asks", json!({})));
+    doc.nodes
+        .push(node("out", "graph.output", json!({"name": "seen"})));
+    doc.edges
+        .push(EdgeDoc::new("agent", "seen", "out", "value"));
+    let paused = run_recorded(&registry, &doc, &store, dir.path(), RunOptions::default()).await;
+    assert_eq!(paused.status, RunStatus::Waiting, "{:?}", paused.error);
+    let pending = store.pending_approvals(&paused.run_id).unwrap();
+    assert_eq!(
+        pending[0].request.checkpoint,
+        Some(Value::from_json(json!({"step": 3})))
+    );
+    store
+        .decide_approval(
+            &paused.run_id,
+            "agent",
+            &ApprovalDecision::Approved {
+                arguments: Value::from_json(json!({"path": "b.txt"})),
+            },
+        )
+        .unwrap();
+    let options = RunOptions {
+        run_id: Some(paused.run_id.clone()),
+        seed: Some(Arc::new(store.resume_seed(&paused.run_id).unwrap())),
+        ..RunOptions::default()
+    };
+    let resumed = run_recorded(&registry, &doc, &store, dir.path(), options).await;
+    assert_eq!(resumed.status, RunStatus::Completed, "{:?}", resumed.error);
+    assert_eq!(
+        resumed.outputs["seen"].to_json(),
+        json!({"checkpoint": {"step": 3}, "decision": {"decision": "approved", "arguments": {"path": "b.txt"}}})
+    );
+}

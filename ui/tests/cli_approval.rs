@@ -290,6 +290,12 @@ fn a_headless_run_exits_3_and_a_rejection_fails_it_with_the_message() {
     );
     let listed = agentloom(&["runs"], &db);
     assert!(String::from_utf8_lossy(&listed.stdout).contains("waiting"));
+    let shown = agentloom(&["show", &run_id], &db);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(r#"waits for approval: `gate` Send it? {"value":"hello"}"#),
+        "{shown}"
+    );
 
     let rejected = agentloom(
         &["reject", &run_id, "--message", "not today", "--json"],

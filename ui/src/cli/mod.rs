@@ -331,6 +331,20 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     for (name, value) in &detail.outputs {
         println!("output {name} = {}", value.preview(200));
     }
+    if run.status == RunStatus::Waiting {
+        for pending in store.pending_approvals(&run.id)? {
+            println!(
+                "waits for approval: `{}` {} {}",
+                pending.node,
+                pending.request.action,
+                pending.request.arguments.preview(400)
+            );
+        }
+        println!(
+            "decide with: agentloom approve {} | agentloom reject {}",
+            run.id, run.id
+        );
+    }
     Ok(0)
 }
 
