@@ -98,7 +98,7 @@ pub fn approvals_ui(ui: &mut Ui, approvals: &mut [ApprovalPrompt], commands: &mu
         .collapsible(false)
         .resizable(true)
         .default_width(420.0)
-        .anchor(egui::Align2::CENTER_CENTER, egui::vec2(0.0, 0.0))
+        .anchor(egui::Align2::CENTER_BOTTOM, egui::vec2(0.0, -150.0))
         .show(ui.ctx(), |ui| {
             for prompt in approvals {
                 let id = ("approval", prompt.node.clone());
