@@ -16,6 +16,7 @@
 //! | `control.for_each`    | `for_each`        |
 //! | `control.delay`       | `delay`           |
 //! | `control.passthrough` | `passthrough`     |
+//! | `human.approval`      | `human_approval`  |
 //! | `file.read`, `file.write` | `file`        |
 //! | `http.request`        | `http`            |
 //! | `github.*` (issues, comments, files, pull requests) | `github` |
@@ -31,6 +32,7 @@ mod github;
 mod gmail;
 mod graph_io;
 mod http;
+mod human_approval;
 mod json_parse;
 mod json_query;
 mod llm;

@@ -30,6 +30,7 @@ impl Registry {
         crate::for_each::register(&mut r);
         crate::delay::register(&mut r);
         crate::passthrough::register(&mut r);
+        crate::human_approval::register(&mut r);
         crate::file::register(&mut r);
         crate::http::register(&mut r);
         crate::github::register(&mut r);
@@ -125,6 +126,7 @@ mod tests {
             "graph.input",
             "graph.output",
             "http.request",
+            "human.approval",
             "json.parse",
             "json.query",
             "text.template",

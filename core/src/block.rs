@@ -338,6 +338,11 @@ pub trait RunCtx: Send + Sync {
     fn resume_checkpoint(&self) -> Option<crate::value::Value> {
         None
     }
+    /// Like [`RunCtx::request_approval`], but asks even outside safe mode: the graph itself
+    /// says a person decides here (`human.approval`).
+    async fn ask_person(&self, request: ApprovalRequest) -> Result<ApprovalDecision, BlockError> {
+        self.request_approval(request).await
+    }
 }
 
 /// How a failure should be treated.

@@ -78,6 +78,11 @@ pub struct NodeDoc {
     pub timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
+    /// Outputs to use instead of running the node (pin data): runs take these as if the
+    /// node had finished with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<std::collections::BTreeMap<String, serde_json::Value>>")]
+    pub pinned: Option<crate::value::ValueMap>,
 }
 
 impl NodeDoc {
@@ -91,6 +96,7 @@ impl NodeDoc {
             credential: None,
             timeout_ms: None,
             retry: None,
+            pinned: None,
         }
     }
 

@@ -212,6 +212,7 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
     }
 
     check_interface_names(doc, &instances, &mut problems);
+    check_pinned_ports(doc, &instances, &mut problems);
 
     // Resolve wires. Slots are per input port of the target node.
     let mut inputs: Vec<Vec<InputSlot>> = vec![Vec::new(); doc.nodes.len()];
@@ -395,6 +396,33 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
         topo_order,
         topo_rank,
     })
+}
+
+/// Pinned outputs name outputs the node has: a pin for a port it lacks would feed nothing.
+fn check_pinned_ports(doc: &GraphDoc, instances: &[Option<Instance>], problems: &mut Vec<Problem>) {
+    for (i, (node, instance)) in doc.nodes.iter().zip(instances).enumerate() {
+        let (Some(pinned), Some((_, imp))) = (&node.pinned, instance) else {
+            continue;
+        };
+        let outputs = &imp.ports().outputs;
+        for port in pinned.keys() {
+            if outputs.iter().any(|p| &p.name == port) {
+                continue;
+            }
+            let names: Vec<String> = outputs.iter().map(|p| format!("`{}`", p.name)).collect();
+            problems.push(Problem {
+                kind: ProblemKind::UnknownPort,
+                node: Some(node.id.clone()),
+                port: Some(port.clone()),
+                path: format!("$.nodes[{i}].pinned.{port}"),
+                message: format!(
+                    "node `{}` has no output `{port}` to pin; its outputs are {} (unpin it, or pin them again from a run)",
+                    node.id,
+                    names.join(", ")
+                ),
+            });
+        }
+    }
 }
 
 fn unknown_port(

@@ -15,6 +15,9 @@ pub enum RunStatus {
     Cancelled,
     /// The process died while the run was going (found so afterwards).
     Interrupted,
+    /// Paused until a person decides on a pending approval (`agentloom approve`/`reject`
+    /// or the app resumes it).
+    Waiting,
 }
 
 impl RunStatus {
@@ -25,6 +28,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Waiting => "waiting",
         }
     }
 
@@ -35,6 +39,7 @@ impl RunStatus {
             "failed" => RunStatus::Failed,
             "cancelled" => RunStatus::Cancelled,
             "interrupted" => RunStatus::Interrupted,
+            "waiting" => RunStatus::Waiting,
             _ => return None,
         })
     }

@@ -8,7 +8,7 @@
 //! so event order is deterministic for equal inputs.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
+use crate::seed::RunSeed;
 
 /// Asks a person whether a side effect may happen (safe mode).
 #[async_trait::async_trait]
@@ -34,6 +35,18 @@ pub trait Approver: Send + Sync {
     /// edited arguments) or reject with a message. May wait as long as it needs.
     async fn decide(&self, run_id: &str, node: &str, request: &ApprovalRequest)
     -> ApprovalDecision;
+
+    /// Like [`Approver::decide`], but may answer `None`: nobody can decide now. The node
+    /// then waits, the rest of the graph runs as far as it can, and the run ends `waiting`
+    /// (to be resumed with the decision through [`RunOptions::seed`]).
+    async fn decide_or_pause(
+        &self,
+        run_id: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> Option<ApprovalDecision> {
+        Some(self.decide(run_id, node, request).await)
+    }
 }
 
 /// Per-run choices that are not part of the graph.
@@ -45,6 +58,9 @@ pub struct RunOptions {
     pub cancel: CancellationToken,
     /// Overrides the graph's concurrency setting.
     pub concurrency: Option<usize>,
+    /// Outputs, decisions and checkpoints known before the run starts (a resumed run, a
+    /// run from a node); see [`RunSeed`].
+    pub seed: Option<Arc<RunSeed>>,
 }
 
 /// What happened to one node.
@@ -137,11 +153,12 @@ impl Executor {
         sink: Arc<dyn EventSink>,
     ) -> RunReport {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
+        let seed = seed_with_pins(options.seed.as_deref(), &graph);
         let shared = Arc::new(RunShared {
             run_id,
             executor: self.clone(),
             inputs,
-            outputs: Mutex::new(ValueMap::new()),
+            outputs: Mutex::new(seed.graph_outputs.clone()),
             sink,
             started: Instant::now(),
             seq: AtomicU64::new(0),
@@ -150,14 +167,30 @@ impl Executor {
             limit_error: Mutex::new(None),
             max_cost_usd: graph.doc.settings.max_cost_usd,
             safe_mode: graph.doc.settings.safe_mode,
+            decisions: Mutex::new(seed.decisions.clone()),
+            checkpoints: seed.checkpoints.clone(),
+            waiting: Mutex::new(BTreeSet::new()),
         });
         let concurrency = options
             .concurrency
             .or(graph.doc.settings.concurrency)
             .unwrap_or(8)
             .max(1);
-        Scheduler::new(graph, shared, concurrency).run().await
+        Scheduler::new(graph, shared, concurrency)
+            .run(&seed.outputs)
+            .await
     }
+}
+
+/// The run's seed with the graph's pinned outputs added (a pin wins over the seed).
+fn seed_with_pins(seed: Option<&RunSeed>, graph: &ValidGraph) -> RunSeed {
+    let mut seed = seed.cloned().unwrap_or_default();
+    for node in &graph.doc.nodes {
+        if let Some(pinned) = &node.pinned {
+            seed.outputs.insert(node.id.clone(), pinned.clone());
+        }
+    }
+    seed
 }
 
 /// A new run id: time-ordered, so ids sort by start time.
@@ -180,6 +213,11 @@ struct RunShared {
     limit_error: Mutex<Option<String>>,
     max_cost_usd: Option<f64>,
     safe_mode: bool,
+    /// Decisions made while the run was paused, each used by the node's next request.
+    decisions: Mutex<BTreeMap<String, ApprovalDecision>>,
+    checkpoints: BTreeMap<String, Value>,
+    /// Nodes paused on an approval nobody could give yet.
+    waiting: Mutex<BTreeSet<String>>,
 }
 
 impl RunShared {
@@ -207,6 +245,10 @@ impl RunShared {
 
     fn total_usage(&self) -> Usage {
         self.usage.lock().map(|u| *u).unwrap_or_default()
+    }
+
+    fn is_waiting(&self, node: &str) -> bool {
+        self.waiting.lock().is_ok_and(|w| w.contains(node))
     }
 }
 
@@ -314,7 +356,7 @@ impl RunCtx for NodeCtx {
         let options = RunOptions {
             run_id: Some(format!("{}/{}", self.shared.run_id, self.node_id)),
             cancel: self.cancel.child_token(),
-            concurrency: None,
+            ..RunOptions::default()
         };
         // Sub-run events stay inside the node; its usage counts towards the parent run.
         let report = Box::pin(executor.run(
@@ -360,6 +402,14 @@ impl RunCtx for NodeCtx {
         if !self.shared.safe_mode {
             return Ok(request.approve_as_is());
         }
+        ask_approval(&self.shared, &self.node_id, &request).await
+    }
+
+    fn resume_checkpoint(&self) -> Option<Value> {
+        self.shared.checkpoints.get(&self.node_id).cloned()
+    }
+
+    async fn ask_person(&self, request: ApprovalRequest) -> Result<ApprovalDecision, BlockError> {
         ask_approval(&self.shared, &self.node_id, &request).await
     }
 }
@@ -423,7 +473,7 @@ impl Scheduler {
         }
     }
 
-    async fn run(mut self) -> RunReport {
+    async fn run(mut self, seeded: &BTreeMap<String, ValueMap>) -> RunReport {
         let graph = Arc::clone(&self.graph);
         self.shared.emit(EventKind::RunStarted {
             run_id: self.shared.run_id.clone(),
@@ -431,8 +481,27 @@ impl Scheduler {
             node_count: graph.nodes.len(),
             inputs: self.shared.inputs.clone(),
         });
+        // Seeded nodes finish first, in topological order, so their dependents see them;
+        // all are marked first so that none is started by a seeded upstream.
+        let seeded_nodes: Vec<(usize, &ValueMap)> = graph
+            .topo_order
+            .iter()
+            .filter_map(|&index| Some((index, seeded.get(&graph.nodes[index].id)?)))
+            .collect();
+        for &(index, _) in &seeded_nodes {
+            self.states[index].status = NodeStatus::Done;
+        }
+        for (index, outputs) in seeded_nodes {
+            self.finish(NodeOutcome {
+                index,
+                result: Ok(outputs.clone()),
+                attempts: 0,
+                duration_ms: 0,
+                usage: Usage::default(),
+            });
+        }
         for &index in &graph.topo_order {
-            if graph.nodes[index].inputs.is_empty() {
+            if graph.nodes[index].inputs.is_empty() && !self.states[index].status.is_final() {
                 self.enqueue(index);
             }
         }
@@ -635,6 +704,11 @@ impl Scheduler {
         state.attempts = outcome.attempts;
         state.duration_ms = outcome.duration_ms;
         state.usage = outcome.usage;
+        if outcome.result.is_err() && self.shared.is_waiting(&node.id) {
+            // Paused on an approval: its dependents wait with it, the rest runs on.
+            state.status = NodeStatus::AwaitingApproval;
+            return;
+        }
         match outcome.result {
             Ok(mut outputs) => {
                 state.status = NodeStatus::Done;
@@ -706,7 +780,8 @@ impl Scheduler {
             }
             state.slots[slot] = Some(value);
             state.waiting -= 1;
-            if state.waiting > 0 {
+            // A seeded node finished already, whatever its inputs.
+            if state.waiting > 0 || state.status.is_final() {
                 continue;
             }
             let node = &self.graph.nodes[target];
@@ -746,8 +821,11 @@ impl Scheduler {
 
     fn report(self) -> RunReport {
         let limit_error = self.shared.limit_error();
+        let paused = self.shared.waiting.lock().is_ok_and(|w| !w.is_empty());
         let status = if self.failure.is_some() || limit_error.is_some() {
             RunStatus::Failed
+        } else if paused && !self.shared.cancel.is_cancelled() {
+            RunStatus::Waiting
         } else if self.shared.cancel.is_cancelled()
             || self.states.iter().any(|s| !s.status.is_final())
         {
@@ -755,9 +833,15 @@ impl Scheduler {
         } else {
             RunStatus::Completed
         };
-        let error = self.failure.clone().or(limit_error).or_else(|| {
-            (status == RunStatus::Cancelled).then(|| "the run was cancelled".to_owned())
-        });
+        let error = self
+            .failure
+            .clone()
+            .or(limit_error)
+            .or_else(|| match status {
+                RunStatus::Cancelled => Some("the run was cancelled".to_owned()),
+                RunStatus::Waiting => Some(waiting_message(&self.shared)),
+                _ => None,
+            });
         let outputs = self
             .shared
             .outputs
@@ -842,12 +926,36 @@ async fn run_attempt(
     }
 }
 
-/// Asks the run's approver about `request`; fails when nobody can answer.
+/// What a paused run waits for.
+fn waiting_message(shared: &RunShared) -> String {
+    let nodes = shared
+        .waiting
+        .lock()
+        .map(|w| {
+            w.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    format!("waiting for approval of {nodes}")
+}
+
+/// Asks the run's approver about `request` (or takes the decision made while the run was
+/// paused); fails when nobody can answer, pauses the node when nobody can answer now.
 async fn ask_approval(
     shared: &Arc<RunShared>,
     node: &str,
     request: &ApprovalRequest,
 ) -> Result<ApprovalDecision, BlockError> {
+    if let Some(decision) = shared
+        .decisions
+        .lock()
+        .ok()
+        .and_then(|mut d| d.remove(node))
+    {
+        return Ok(decision);
+    }
     let Some(approver) = shared.executor.approver.clone() else {
         return Err(BlockError::permanent(format!(
             "safe mode: `{node}` ({}) has side effects and needs approval, but nobody can approve it here; run it from the app, or turn safe mode off",
@@ -858,7 +966,18 @@ async fn ask_approval(
         node: node.to_owned(),
     });
     tokio::select! {
-        decision = approver.decide(&shared.run_id, node, request) => Ok(decision),
+        decision = approver.decide_or_pause(&shared.run_id, node, request) => match decision {
+            Some(decision) => Ok(decision),
+            None => {
+                if let Ok(mut waiting) = shared.waiting.lock() {
+                    waiting.insert(node.to_owned());
+                }
+                Err(BlockError {
+                    message: "waiting for approval".to_owned(),
+                    ..BlockError::cancelled()
+                })
+            }
+        },
         () = shared.cancel.cancelled() => Err(BlockError::cancelled()),
     }
 }

@@ -7,17 +7,23 @@
 //! - the run store records runs in SQLite.
 
 pub mod credentials;
+mod durable;
 mod events;
 mod executor;
+mod seed;
 mod store;
 
 pub use credentials::{
     CredentialError, CredentialInfo, CredentialKind, CredentialStore, KeychainSecrets,
     OAuthClientConfig, OAuthTokens, StoredSecret,
 };
+pub use durable::DurableApprover;
 pub use events::{
     ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RunEvent,
     RunStatus,
 };
 pub use executor::{Approver, EnvSecrets, Executor, NodeReport, RunOptions, RunReport, new_run_id};
-pub use store::{NodeRow, RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError};
+pub use seed::{RunSeed, downstream_of};
+pub use store::{
+    NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError,
+};

@@ -64,6 +64,25 @@ fn unknown_block() {
 }
 
 #[test]
+fn pinned_output_the_node_lacks() {
+    let mut doc = valid_graph();
+    doc.nodes[1].pinned = Some(agentloom_core::ValueMap::from([(
+        "nope".to_owned(),
+        agentloom_core::Value::from("x"),
+    )]));
+    let p = only(&doc, ProblemKind::UnknownPort);
+    assert_eq!(p.path, "$.nodes[1].pinned.nope");
+    assert!(
+        p.message.contains(&format!(
+            "node `{}` has no output `nope` to pin",
+            doc.nodes[1].id
+        )),
+        "{}",
+        p.message
+    );
+}
+
+#[test]
 fn bad_config() {
     let mut doc = valid_graph();
     doc.nodes

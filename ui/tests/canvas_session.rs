@@ -418,7 +418,7 @@ fn safe_mode_asks_before_writing_a_file_approve_writes_deny_does_not() {
     wait_until(&mut h, "the approval", |h| {
         !h.state().run.approvals.is_empty()
     });
-    press(&mut h, "Deny");
+    press(&mut h, "Reject");
     wait_until(&mut h, "the run", |h| !h.state().run.is_running());
     let run = &h.state().run;
     assert_eq!(run.status, Some(RunStatus::Failed));

@@ -81,6 +81,21 @@ ALTER TABLE runs DROP COLUMN graph_json;
 ALTER TABLE node_runs ADD COLUMN started_seq INTEGER;
 ALTER TABLE node_runs ADD COLUMN finished_seq INTEGER;
 ",
+    // 3: approvals a paused run waits for (safe mode), and the decisions made on them until
+    // the run has resumed. No foreign key: the request may be written before the writer
+    // thread has inserted the run row.
+    r"
+CREATE TABLE pending_approvals (
+    run_id          TEXT NOT NULL,
+    node_id         TEXT NOT NULL,
+    action          TEXT NOT NULL,
+    arguments_json  TEXT NOT NULL,
+    checkpoint_json TEXT,
+    requested_at_ms INTEGER NOT NULL,
+    decision_json   TEXT,
+    PRIMARY KEY (run_id, node_id)
+) STRICT;
+",
 ];
 
 /// The schema version this build writes.

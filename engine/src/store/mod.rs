@@ -12,6 +12,7 @@
 //! writer keeps each running node's text so far in its row (`partial`), dropped once the
 //! node has finished and its outputs hold the final text.
 
+mod approvals;
 mod liveness;
 mod migrations;
 mod queries;
@@ -25,6 +26,7 @@ use agentloom_core::GraphDoc;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 
+pub use approvals::PendingApproval;
 pub use queries::{NodeRow, RunDetail, RunRow};
 pub use writer::RunRecorder;
 
@@ -225,6 +227,24 @@ impl RunStore {
         }
         let tx = conn.transaction().map_err(write_error)?;
         for (id, last_seen) in &abandoned {
+            // A run that was waiting for a person stays resumable: its request is stored.
+            let waiting = tx
+                .execute(
+                    "UPDATE runs SET status = 'waiting', error = 'waiting for approval'
+                     WHERE id = ?1 AND status = 'running'
+                       AND EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1)",
+                    params![id],
+                )
+                .map_err(write_error)?;
+            if waiting > 0 {
+                tx.execute(
+                    "UPDATE node_runs SET status = 'pending', error = NULL
+                     WHERE run_id = ?1 AND status IN ('queued', 'running')",
+                    params![id],
+                )
+                .map_err(write_error)?;
+                continue;
+            }
             tx.execute(
                 "UPDATE runs SET status = 'interrupted',
                         finished_at_ms = ?2,

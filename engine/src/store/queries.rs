@@ -468,7 +468,11 @@ impl RunStore {
     pub fn delete_run(&self, id: &str) -> Result<bool, StoreError> {
         let conn = self.lock();
         let deleted = conn
-            .execute("DELETE FROM runs WHERE id = ?1", params![id])
+            .execute(
+                "DELETE FROM pending_approvals WHERE run_id = ?1",
+                params![id],
+            )
+            .and_then(|_| conn.execute("DELETE FROM runs WHERE id = ?1", params![id]))
             .map_err(|source| StoreError::Write {
                 path: self.path.clone(),
                 source,

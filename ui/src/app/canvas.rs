@@ -570,6 +570,45 @@ impl<'a> Viewer<'a> {
     }
 }
 
+impl Viewer<'_> {
+    /// "Run from here" (after a recorded run) and pinning the node's outputs.
+    fn rerun_menu_items(&mut self, node: NodeId, ui: &mut Ui, snarl: &Snarl<CanvasNode>) {
+        let Some(canvas) = snarl.get_node(node) else {
+            return;
+        };
+        let last_run = self.run.run_id.is_some() && !self.run.is_running();
+        if ui
+            .add_enabled(last_run, egui::Button::new("Run from here"))
+            .on_hover_text("Run this node and what depends on it; the rest reuses the outputs of the run shown")
+            .on_disabled_hover_text("Run the graph once first")
+            .clicked()
+        {
+            self.commands.push(Command::RunFromHere(node));
+            ui.close();
+        }
+        if canvas.doc.pinned.is_some() {
+            if ui.button("Unpin outputs").clicked() {
+                self.commands.push(Command::PinOutputs(node, false));
+                ui.close();
+            }
+        } else {
+            let done = self
+                .run
+                .node(&canvas.doc.id)
+                .is_some_and(|r| r.status == Some(NodeStatus::Done));
+            if ui
+                .add_enabled(done, egui::Button::new("Pin outputs"))
+                .on_hover_text("Keep this node's outputs from the run shown: later runs use them instead of running it")
+                .on_disabled_hover_text("The node has no outputs in the run shown")
+                .clicked()
+            {
+                self.commands.push(Command::PinOutputs(node, true));
+                ui.close();
+            }
+        }
+    }
+}
+
 /// An error or problem inside a node: one line of it, the whole of it on hover.
 fn node_message(ui: &mut Ui, message: &str, color: Color32) {
     let shown = agentloom_core::clip_chars(message, theme::NODE_MESSAGE_CHARS);
@@ -805,7 +844,17 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             if detailed && canvas.doc.label.is_none() {
                 ui.label(RichText::new(&canvas.title).color(theme::TEXT_WEAK).small());
             }
+            if canvas.doc.pinned.is_some() {
+                ui.label(RichText::new("pinned").color(theme::ACCENT).small())
+                    .on_hover_text("Runs use this node's pinned outputs instead of running it");
+            }
             if let Some((text, color)) = state {
+                // Outputs reused from an earlier run (or pinned) rather than run again.
+                let text = if self.run.reused.contains(&canvas.doc.id) && text == "done" {
+                    "reused"
+                } else {
+                    text
+                };
                 ui.label(RichText::new(text).color(color).small());
             }
         });
@@ -1175,6 +1224,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             self.commands.push(Command::DuplicateNodes(vec![node]));
             ui.close();
         }
+        self.rerun_menu_items(node, ui, _snarl);
         if ui.button("Delete").clicked() {
             self.commands.push(Command::DeleteNodes(vec![node]));
             ui.close();

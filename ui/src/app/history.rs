@@ -36,7 +36,9 @@ pub fn history_ui(ui: &mut Ui, runs: &[RunRow], shown: Option<&str>, commands: &
                     RunStatus::Completed => theme::OK,
                     RunStatus::Running => theme::ACCENT,
                     RunStatus::Failed => theme::ERROR,
-                    RunStatus::Cancelled | RunStatus::Interrupted => theme::WARN,
+                    RunStatus::Cancelled | RunStatus::Interrupted | RunStatus::Waiting => {
+                        theme::WARN
+                    }
                 };
                 let text = format!(
                     "{} · {} · {} · {}",

@@ -5,6 +5,7 @@
 //! egui_kittest tests. Panels never change the app directly: they push [`Command`]s, which
 //! [`App::apply`] carries out after the frame's UI.
 
+mod approval_panel;
 mod canvas;
 mod credentials;
 mod document;
@@ -19,6 +20,8 @@ mod palette;
 mod path_prompt;
 mod problems;
 mod quick_add;
+mod rerun;
+mod resume;
 mod run;
 mod run_panel;
 pub mod theme;
@@ -170,8 +173,12 @@ pub enum Command {
     StartRun,
     CloseRunForm,
     StopRun,
-    /// Answer a safe-mode approval.
-    Approve(String, bool),
+    /// Run this node and its dependents again, reusing the shown run's other outputs.
+    RunFromHere(NodeId),
+    /// Pin (true) the node's outputs from the shown run into the graph, or unpin them.
+    PinOutputs(NodeId, bool),
+    /// Decide on a pending approval (of the live run, or of a waiting run: resumes it).
+    Approve(String, agentloom_core::ApprovalDecision),
     /// Turn safe mode (ask before running blocks with side effects) on or off; saved with
     /// the graph.
     SetSafeMode(bool),
@@ -843,7 +850,7 @@ impl App {
             egui::ScrollArea::vertical()
                 .id_salt("run_summary")
                 .show(&mut cols[0], |ui| {
-                    run_panel::run_summary_ui(ui, &self.run, &mut self.commands);
+                    run_panel::run_summary_ui(ui, &mut self.run, &mut self.commands);
                 });
             problems::problems_ui(&mut cols[1], &self.problems, &mut self.commands);
         });
@@ -1558,7 +1565,9 @@ impl App {
             Command::StartRun => self.start_run(ctx),
             Command::CloseRunForm => self.run_form.open = false,
             Command::StopRun => self.run.stop(),
-            Command::Approve(node, yes) => self.run.answer(&node, yes),
+            Command::Approve(node, decision) => self.decide_approval(&node, decision, ctx),
+            Command::RunFromHere(node) => self.run_from_here(node, ctx),
+            Command::PinOutputs(node, pin) => self.pin_outputs(node, pin),
             Command::SetSafeMode(on) => {
                 if self.document.settings.safe_mode != on {
                     self.document.checkpoint();
@@ -1806,6 +1815,7 @@ impl App {
                     }
                 }
                 self.run = RunView::from_detail(&detail);
+                self.load_stored_approvals();
             }
             Ok(None) => self.notice = Some(format!("Run {id} is no longer in the run log.")),
             Err(err) => self.notice = Some(err.to_string()),

@@ -7,20 +7,22 @@ use agentloom_core::{
     ApprovalDecision, ApprovalRequest, GraphDoc, Usage, ValidGraph, Value, ValueMap,
 };
 use agentloom_engine::{
-    Approver, EventKind, EventSink, Executor, FanoutSink, NodeStatus, RunDetail, RunEvent,
-    RunOptions, RunReport, RunStatus, RunStore,
+    Approver, DurableApprover, EventKind, EventSink, Executor, FanoutSink, NodeStatus, RunDetail,
+    RunEvent, RunOptions, RunReport, RunSeed, RunStatus, RunStore,
 };
+
+pub use super::approval_panel::ApprovalPrompt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// What the run task tells the UI.
 pub enum RunMsg {
     Event(RunEvent),
-    /// A safe-mode node waits for a yes or no.
+    /// A node waits for a person's decision (safe mode, `human.approval`).
     Approval {
         node: String,
-        title: String,
-        reply: oneshot::Sender<bool>,
+        request: ApprovalRequest,
+        reply: oneshot::Sender<ApprovalDecision>,
     },
     /// The run is over and recorded (or recording failed with this message).
     Finished(Box<RunReport>, Option<String>),
@@ -54,22 +56,19 @@ impl Approver for UiApprover {
         request: &ApprovalRequest,
     ) -> ApprovalDecision {
         let denied = || ApprovalDecision::Rejected {
-            message: "denied in the app".to_owned(),
+            message: "the run was stopped in the app".to_owned(),
         };
         let (reply, answer) = oneshot::channel();
         let msg = RunMsg::Approval {
             node: node.to_owned(),
-            title: request.action.clone(),
+            request: request.clone(),
             reply,
         };
         if self.tx.send(msg).is_err() {
             return denied();
         }
         self.ctx.request_repaint();
-        match answer.await {
-            Ok(true) => request.approve_as_is(),
-            _ => denied(),
-        }
+        answer.await.unwrap_or_else(|_| denied())
     }
 }
 
@@ -115,8 +114,10 @@ pub struct RunView {
     pub error: Option<String>,
     pub usage: Usage,
     pub duration_ms: Option<u64>,
-    /// Nodes waiting for approval, with the reply channel.
-    pub approvals: Vec<(String, String, oneshot::Sender<bool>)>,
+    /// Nodes waiting for a decision: of the live run, or stored with a waiting run.
+    pub approvals: Vec<ApprovalPrompt>,
+    /// Nodes whose outputs were reused (an earlier run, pinned) rather than run.
+    pub reused: std::collections::BTreeSet<String>,
     /// Set while a run is going.
     live: Option<LiveRun>,
 }
@@ -145,6 +146,22 @@ impl RunView {
         store: Option<&Arc<RunStore>>,
         ctx: &egui::Context,
     ) -> Result<(), String> {
+        self.start_seeded(runtime, executor, graph, inputs, store, ctx, None, None)
+    }
+
+    /// [`RunView::start`] under a given run id (resuming it) and from a seed.
+    #[allow(clippy::too_many_arguments, reason = "the run's parts, passed on once")]
+    pub fn start_seeded(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        executor: &Executor,
+        graph: ValidGraph,
+        inputs: ValueMap,
+        store: Option<&Arc<RunStore>>,
+        ctx: &egui::Context,
+        run_id: Option<String>,
+        seed: Option<RunSeed>,
+    ) -> Result<(), String> {
         let (tx, rx) = mpsc::unbounded_channel();
         let recorder = match store {
             Some(store) => Some(Arc::new(
@@ -161,17 +178,23 @@ impl RunView {
             sinks.push(recorder.clone());
         }
         let sink = Arc::new(FanoutSink(sinks));
-        let executor = if graph.doc.settings.safe_mode {
-            executor.clone().with_approver(Arc::new(UiApprover {
-                tx: tx.clone(),
-                ctx: ctx.clone(),
-            }))
-        } else {
-            executor.clone()
+        // Every request is stored before the person is asked: closing the app or a crash
+        // leaves the run waiting, to be resumed from the history.
+        let ask: Arc<dyn Approver> = Arc::new(UiApprover {
+            tx: tx.clone(),
+            ctx: ctx.clone(),
+        });
+        let executor = match store {
+            Some(store) => executor
+                .clone()
+                .with_approver(Arc::new(DurableApprover::new(store.clone(), Some(ask)))),
+            None => executor.clone().with_approver(ask),
         };
         let cancel = CancellationToken::new();
         let options = RunOptions {
             cancel: cancel.clone(),
+            run_id,
+            seed: seed.map(Arc::new),
             ..RunOptions::default()
         };
         let repaint = ctx.clone();
@@ -188,9 +211,16 @@ impl RunView {
                 },
             );
         }
+        // A resumed run has used the decisions stored with it.
+        let resumed = options.run_id.clone().zip(store.cloned());
         runtime.spawn(async move {
             let report = executor.run(Arc::new(graph), inputs, options, sink).await;
             let record_error = recorder.and_then(|r| r.finish().err().map(|e| e.to_string()));
+            if let Some((run_id, store)) = resumed
+                && let Err(err) = store.clear_decided_approvals(&run_id)
+            {
+                tracing::warn!(%err, "cannot clear the decided approvals");
+            }
             let _ = tx.send(RunMsg::Finished(Box::new(report), record_error));
             repaint.request_repaint();
         });
@@ -203,20 +233,25 @@ impl RunView {
         if let Some(live) = &self.live {
             live.cancel.cancel();
         }
-        for (_, _, reply) in self.approvals.drain(..) {
-            let _ = reply.send(false);
+        for prompt in self.approvals.drain(..) {
+            prompt.cancel();
         }
     }
 
-    /// Answers a pending approval. An approved node runs on; a denied one fails (the
-    /// engine reports it).
-    pub fn answer(&mut self, node: &str, yes: bool) {
-        if let Some(pos) = self.approvals.iter().position(|(n, _, _)| n == node) {
-            let (_, _, reply) = self.approvals.remove(pos);
-            if reply.send(yes).is_ok() && yes {
-                self.entry(node).status = Some(NodeStatus::Running);
-            }
+    /// Answers a pending approval of the live run: an approved node runs on, a rejected one
+    /// fails (the engine reports it). Returns the prompt when it belongs to a stored,
+    /// waiting run instead (deciding it resumes that run).
+    pub fn answer(&mut self, node: &str, decision: ApprovalDecision) -> Option<ApprovalPrompt> {
+        let pos = self.approvals.iter().position(|p| p.node == node)?;
+        let prompt = self.approvals.remove(pos);
+        if prompt.is_stored() {
+            return Some(prompt);
         }
+        let approved = decision.is_approved();
+        if prompt.send(decision) && approved {
+            self.entry(node).status = Some(NodeStatus::Running);
+        }
+        None
     }
 
     /// Applies every message that has arrived. Returns true when the run just finished
@@ -232,9 +267,13 @@ impl RunView {
         for msg in msgs {
             match msg {
                 RunMsg::Event(event) => self.apply(&event.kind),
-                RunMsg::Approval { node, title, reply } => {
-                    self.approvals.push((node, title, reply))
-                }
+                RunMsg::Approval {
+                    node,
+                    request,
+                    reply,
+                } => self
+                    .approvals
+                    .push(ApprovalPrompt::live(node, request, reply)),
                 RunMsg::Finished(report, record_error) => {
                     self.run_id = Some(report.run_id.clone());
                     self.status = Some(report.status);
@@ -285,6 +324,10 @@ impl RunView {
                 duration_ms,
                 usage,
             } => {
+                // A node reused from an earlier run or its pinned outputs did not run.
+                if *attempts == 0 {
+                    self.reused.insert(node.clone());
+                }
                 let n = self.entry(node);
                 n.status = Some(NodeStatus::Done);
                 n.outputs.clone_from(outputs);
@@ -368,6 +411,9 @@ impl RunView {
             ..RunView::default()
         };
         for row in &detail.nodes {
+            if row.status == NodeStatus::Done && row.attempts == 0 {
+                view.reused.insert(row.node_id.clone());
+            }
             view.nodes.insert(
                 row.node_id.clone(),
                 NodeRun {

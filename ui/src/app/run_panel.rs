@@ -107,7 +107,7 @@ pub fn run_form_ui(ui: &mut Ui, form: &mut RunForm, commands: &mut Vec<Command>)
 }
 
 /// The bottom panel with the run summary.
-pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
+pub fn run_summary_ui(ui: &mut Ui, run: &mut RunView, commands: &mut Vec<Command>) {
     ui.horizontal(|ui| {
         if run.is_running() {
             ui.spinner();
@@ -125,7 +125,9 @@ pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
                 let color = match status {
                     RunStatus::Completed => theme::OK,
                     RunStatus::Running => theme::ACCENT,
-                    RunStatus::Cancelled | RunStatus::Interrupted => theme::WARN,
+                    RunStatus::Cancelled | RunStatus::Interrupted | RunStatus::Waiting => {
+                        theme::WARN
+                    }
                     RunStatus::Failed => theme::ERROR,
                 };
                 ui.label(
@@ -154,19 +156,7 @@ pub fn run_summary_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
             }
         }
     });
-    for (node, title, _) in &run.approvals {
-        ui.horizontal(|ui| {
-            ui.label(
-                RichText::new(format!("`{node}` ({title}) waits for approval")).color(theme::WARN),
-            );
-            if ui.button("Approve").clicked() {
-                commands.push(Command::Approve(node.clone(), true));
-            }
-            if ui.button("Deny").clicked() {
-                commands.push(Command::Approve(node.clone(), false));
-            }
-        });
-    }
+    super::approval_panel::approvals_ui(ui, &mut run.approvals, commands);
     if let Some(error) = &run.error {
         ui.label(RichText::new(error).color(theme::ERROR));
     }

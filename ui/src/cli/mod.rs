@@ -1,7 +1,9 @@
 //! The command line: `agentloom run|validate|blocks|runs|show|schema|open`.
 //!
-//! Exit codes: 0 success, 1 the run failed or was cancelled, 2 invalid graph or arguments.
+//! Exit codes: 0 success, 1 the run failed or was cancelled, 2 invalid graph or arguments,
+//! 3 the run waits for approval (`agentloom approve RUN_ID`).
 
+mod approval;
 pub mod credentials;
 mod progress;
 
@@ -11,7 +13,9 @@ use std::sync::Arc;
 
 use agentloom_blocks::Registry;
 use agentloom_core::{BlockCatalog, GraphDoc, Problem, ValidGraph, Value, ValueMap, validate};
-use agentloom_engine::{EventSink, Executor, FanoutSink, RunOptions, RunStatus, RunStore};
+use agentloom_engine::{
+    DurableApprover, EventSink, Executor, FanoutSink, RunOptions, RunSeed, RunStatus, RunStore,
+};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use serde_json::json;
@@ -20,6 +24,8 @@ use serde_json::json;
 pub const EXIT_FAILED: i32 = 1;
 /// The graph or the arguments are invalid (exit 2).
 pub const EXIT_INVALID: i32 = 2;
+/// The run is paused until a person approves or rejects (exit 3).
+pub const EXIT_WAITING: i32 = 3;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -80,6 +86,10 @@ pub enum Command {
     /// Manage credentials in the OS keychain (API keys, OAuth sign-in).
     #[command(subcommand)]
     Credentials(credentials::CredentialsCmd),
+    /// Approve what a waiting run waits for, and resume it.
+    Approve(approval::ApproveArgs),
+    /// Reject what a waiting run waits for, and resume it (the node fails with the message).
+    Reject(approval::RejectArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -103,6 +113,18 @@ pub struct RunArgs {
     /// How many nodes may run at once (default: the graph's setting, else 8).
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// Run from this node: it and what depends on it run, the rest reuses its outputs from
+    /// the run given with --reuse.
+    #[arg(long, value_name = "NODE", requires = "reuse")]
+    pub from: Option<String>,
+    /// The earlier run whose node outputs are reused (with --from).
+    #[arg(
+        long,
+        value_name = "RUN_ID",
+        requires = "from",
+        conflicts_with = "no_log"
+    )]
+    pub reuse: Option<String>,
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -126,6 +148,8 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Runs { json, db, limit } => runs_command(db, json, limit),
         Command::Show { run_id, json, db } => show_command(db, &run_id, json),
         Command::Credentials(cmd) => credentials::credentials_command(cmd),
+        Command::Approve(args) => approval::approve_command(args),
+        Command::Reject(args) => approval::reject_command(args),
         Command::Schema => {
             println!(
                 "{}",
@@ -307,6 +331,20 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     for (name, value) in &detail.outputs {
         println!("output {name} = {}", value.preview(200));
     }
+    if run.status == RunStatus::Waiting {
+        for pending in store.pending_approvals(&run.id)? {
+            println!(
+                "waits for approval: `{}` {} {}",
+                pending.node,
+                pending.request.action,
+                pending.request.arguments.preview(400)
+            );
+        }
+        println!(
+            "decide with: agentloom approve {} | agentloom reject {}",
+            run.id, run.id
+        );
+    }
     Ok(0)
 }
 
@@ -365,14 +403,6 @@ fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
 }
 
 fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
-    let started = std::time::Instant::now();
-    let phase = |name: &str| {
-        tracing::debug!(
-            phase = name,
-            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-            "run command"
-        )
-    };
     let registry = Arc::new(Registry::builtin());
     let graph = match load_and_validate(&args.graph, registry.as_ref()) {
         Ok(graph) => graph,
@@ -392,23 +422,89 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
-    let workspace = match args.workspace {
+    let Some(workspace) = workspace_dir(args.workspace)? else {
+        return Ok(EXIT_INVALID);
+    };
+    let seed = match (&args.from, &args.reuse) {
+        (Some(from), Some(reuse)) => {
+            match approval::run_from_seed(args.db.clone(), &graph, from, reuse) {
+                Ok(seed) => Some(seed),
+                Err(message) => {
+                    eprintln!("{}: {message}", args.graph.display());
+                    return Ok(EXIT_INVALID);
+                }
+            }
+        }
+        _ => None,
+    };
+    execute(
+        registry,
+        graph,
+        inputs,
+        Execution {
+            db: args.db,
+            no_log: args.no_log,
+            json: args.json,
+            workspace,
+            concurrency: args.concurrency,
+            run_id: None,
+            seed,
+        },
+    )
+}
+
+/// `--workspace DIR` or the current directory; `None` (reported) when it is not a folder.
+fn workspace_dir(given: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
+    let workspace = match given {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     if !workspace.is_dir() {
         eprintln!("--workspace {}: not a directory", workspace.display());
-        return Ok(EXIT_INVALID);
+        return Ok(None);
     }
+    Ok(Some(workspace))
+}
 
+/// How a headless run is executed and reported.
+struct Execution {
+    db: Option<PathBuf>,
+    no_log: bool,
+    json: bool,
+    workspace: PathBuf,
+    concurrency: Option<usize>,
+    /// Set when resuming a recorded run under its own id.
+    run_id: Option<String>,
+    seed: Option<RunSeed>,
+}
+
+/// Runs a validated graph headless: recorded, with progress on stderr and the result on
+/// stdout; returns the exit code (3 when it pauses for an approval).
+fn execute(
+    registry: Arc<Registry>,
+    graph: ValidGraph,
+    inputs: ValueMap,
+    run: Execution,
+) -> anyhow::Result<i32> {
+    let started = std::time::Instant::now();
+    let phase = |name: &str| {
+        tracing::debug!(
+            phase = name,
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "run command"
+        )
+    };
     phase("graph loaded and validated");
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
-    let recorder = if args.no_log {
+    let mut store = None;
+    let recorder = if run.no_log {
         None
     } else {
-        match open_store(args.db.clone())
-            .and_then(|store| Ok(Arc::new(store.recorder(&graph.doc)?)))
-        {
+        match open_store(run.db.clone()).and_then(|opened| {
+            let recorder = Arc::new(opened.recorder(&graph.doc)?);
+            store = Some(Arc::new(opened));
+            Ok(recorder)
+        }) {
             Ok(recorder) => {
                 sinks.push(recorder.clone());
                 Some(recorder)
@@ -421,7 +517,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         }
     };
     let interactive = std::io::stderr().is_terminal();
-    let progress = Arc::new(progress::ProgressSink::new(interactive, !args.json));
+    let progress = Arc::new(progress::ProgressSink::new(interactive, !run.json));
     sinks.push(progress.clone());
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -429,7 +525,17 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let mut executor = Executor::new(registry).with_workspace(workspace);
+    let mut executor = Executor::new(registry).with_workspace(run.workspace.clone());
+    // A person at a terminal is asked; otherwise the run pauses, stored in the run log.
+    let ask = (std::io::stdin().is_terminal() && interactive && !run.json)
+        .then(|| Arc::new(approval::TerminalApprover::new(progress.clone())) as _);
+    match (&store, ask) {
+        (Some(store), ask) => {
+            executor = executor.with_approver(Arc::new(DurableApprover::new(store.clone(), ask)));
+        }
+        (None, Some(ask)) => executor = executor.with_approver(ask),
+        (None, None) => {}
+    }
     // Credentials: `AGENTLOOM_SECRET_<NAME>` first, then the OS keychain (asked only when a
     // block needs a secret, so graphs without credentials never touch the keychain).
     if let Ok(store) = agentloom_engine::CredentialStore::open_default() {
@@ -438,10 +544,12 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         )));
     }
     let cancel = tokio_util::sync::CancellationToken::new();
+    let resumed = run.run_id.clone();
     let options = RunOptions {
         cancel: cancel.clone(),
-        concurrency: args.concurrency,
-        ..RunOptions::default()
+        concurrency: run.concurrency,
+        run_id: run.run_id,
+        seed: run.seed.map(Arc::new),
     };
     phase("run log and runtime ready");
     let report = runtime.block_on(async {
@@ -469,8 +577,13 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         eprintln!("warning: the run log may be incomplete: {err}");
     }
     phase("run log written");
+    if let (Some(store), Some(run_id)) = (&store, &resumed)
+        && let Err(err) = store.clear_decided_approvals(run_id)
+    {
+        eprintln!("warning: {err}");
+    }
 
-    if args.json {
+    if run.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         for (name, value) in &report.outputs {
@@ -478,6 +591,11 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         }
         let summary = match report.status {
             RunStatus::Completed => format!("completed in {} ms", report.duration_ms),
+            RunStatus::Waiting => format!(
+                "waits after {} ms: {}",
+                report.duration_ms,
+                report.error.clone().unwrap_or_default()
+            ),
             other => format!(
                 "{} after {} ms: {}",
                 other.as_str(),
@@ -488,9 +606,12 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         eprintln!("run {} {summary}", report.run_id);
     }
     phase("result printed");
-    Ok(if report.status == RunStatus::Completed {
-        0
-    } else {
-        EXIT_FAILED
+    Ok(match report.status {
+        RunStatus::Completed => 0,
+        RunStatus::Waiting => {
+            eprintln!("waiting for approval: agentloom approve {}", report.run_id);
+            EXIT_WAITING
+        }
+        _ => EXIT_FAILED,
     })
 }

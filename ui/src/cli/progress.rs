@@ -38,6 +38,14 @@ impl ProgressSink {
         }
     }
 
+    /// Runs `f` with the spinner hidden (a question at the terminal).
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.spinner {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+
     fn line(&self, text: &str) {
         if !self.print_lines {
             return;

@@ -1,0 +1,70 @@
+//! Durable approvals: a request is stored in the run log before anyone is asked, so a
+//! run paused on it survives the process (see [`RunStore::save_approval_request`]).
+
+use std::sync::Arc;
+
+use agentloom_core::{ApprovalDecision, ApprovalRequest};
+
+use crate::executor::Approver;
+use crate::store::RunStore;
+
+/// Stores every approval request in the run log, then asks `ask` (the app, a terminal)
+/// when there is someone to ask, or pauses the run when there is not.
+pub struct DurableApprover {
+    store: Arc<RunStore>,
+    ask: Option<Arc<dyn Approver>>,
+}
+
+impl DurableApprover {
+    /// `ask: None` pauses the run at every approval (a headless run).
+    pub fn new(store: Arc<RunStore>, ask: Option<Arc<dyn Approver>>) -> Self {
+        Self { store, ask }
+    }
+}
+
+#[async_trait::async_trait]
+impl Approver for DurableApprover {
+    async fn decide(
+        &self,
+        run_id: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> ApprovalDecision {
+        match self.decide_or_pause(run_id, node, request).await {
+            Some(decision) => decision,
+            None => ApprovalDecision::Rejected {
+                message: "nobody can approve it now".to_owned(),
+            },
+        }
+    }
+
+    async fn decide_or_pause(
+        &self,
+        run_id: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> Option<ApprovalDecision> {
+        let stored = self.store.save_approval_request(run_id, node, request);
+        if let Err(error) = &stored {
+            tracing::warn!(%error, run_id, node, "cannot store the approval request");
+        }
+        let Some(ask) = &self.ask else {
+            return match stored {
+                Ok(()) => None,
+                // A pause nobody could resume would lose the run: refuse instead.
+                Err(error) => Some(ApprovalDecision::Rejected {
+                    message: format!(
+                        "the request could not be stored to wait for a decision: {error}"
+                    ),
+                }),
+            };
+        };
+        let decision = ask.decide(run_id, node, request).await;
+        if stored.is_ok()
+            && let Err(error) = self.store.clear_approval(run_id, node)
+        {
+            tracing::warn!(%error, run_id, node, "cannot clear the answered approval request");
+        }
+        Some(decision)
+    }
+}

@@ -1,0 +1,322 @@
+//! `agentloom approve|reject RUN_ID`: decide what a waiting run waits for and resume it
+//! from the run log; asking at a terminal during `agentloom run`; seeds for `run --from`.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentloom_blocks::Registry;
+use agentloom_core::{ApprovalDecision, ApprovalRequest, ValidGraph, Value, validate};
+use agentloom_engine::{Approver, PendingApproval, RunSeed, RunStatus};
+
+use super::progress::ProgressSink;
+use super::{EXIT_INVALID, Execution, execute, open_store, workspace_dir};
+
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The waiting run (a unique prefix of its id is enough).
+    pub run_id: String,
+    /// Change an argument before approving, `NAME=VALUE` (repeatable). VALUE is JSON when
+    /// it parses as JSON and the argument is not text, else text.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    #[command(flatten)]
+    pub resume: ResumeArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RejectArgs {
+    /// The waiting run (a unique prefix of its id is enough).
+    pub run_id: String,
+    /// Why: the node fails with it (an agent hands it to its model).
+    #[arg(long, default_value = "")]
+    pub message: String,
+    #[command(flatten)]
+    pub resume: ResumeArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// The node whose approval is decided, when the run waits for several.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// The run log database (default: the per-user data directory).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// The directory file blocks may read and write (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Print exactly one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn approve_command(args: ApproveArgs) -> anyhow::Result<i32> {
+    let set = args.set;
+    decide_and_resume(&args.run_id, args.resume, move |request| {
+        approve_with(request, &set)
+    })
+}
+
+pub fn reject_command(args: RejectArgs) -> anyhow::Result<i32> {
+    let message = args.message;
+    decide_and_resume(&args.run_id, args.resume, move |_| {
+        Ok(ApprovalDecision::Rejected { message })
+    })
+}
+
+/// The request's arguments with each `NAME=VALUE` of `--set` applied.
+fn approve_with(request: &ApprovalRequest, set: &[String]) -> Result<ApprovalDecision, String> {
+    let mut arguments = request.arguments.clone();
+    for item in set {
+        let Some((name, text)) = item.split_once('=') else {
+            return Err(format!("--set `{item}`: expected NAME=VALUE"));
+        };
+        let Value::Object(map) = &mut arguments else {
+            return Err(format!(
+                "--set {name}: the arguments of `{}` are not named fields",
+                request.action
+            ));
+        };
+        let value = match map.get(name) {
+            Some(Value::Text(_)) => Value::Text(text.to_owned()),
+            _ => serde_json::from_str(text)
+                .map(Value::from_json)
+                .unwrap_or_else(|_| Value::Text(text.to_owned())),
+        };
+        map.insert(name.to_owned(), value);
+    }
+    Ok(ApprovalDecision::Approved { arguments })
+}
+
+fn decide_and_resume(
+    run_id: &str,
+    args: ResumeArgs,
+    decide: impl FnOnce(&ApprovalRequest) -> Result<ApprovalDecision, String>,
+) -> anyhow::Result<i32> {
+    let store = open_store(args.db.clone())?;
+    let Some(detail) = store.get_run(run_id)? else {
+        eprintln!(
+            "no run `{run_id}` in {}; `agentloom runs` lists them",
+            store.path().display()
+        );
+        return Ok(EXIT_INVALID);
+    };
+    let run_id = detail.run.id.clone();
+    let pending = store.pending_approvals(&run_id)?;
+    if detail.run.status != RunStatus::Waiting || pending.is_empty() {
+        eprintln!(
+            "run {run_id} is {}, not waiting for an approval",
+            detail.run.status.as_str()
+        );
+        return Ok(EXIT_INVALID);
+    }
+    let approval = match pick(&pending, args.node.as_deref()) {
+        Ok(approval) => approval,
+        Err(message) => {
+            eprintln!("run {run_id}: {message}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let decision = match decide(&approval.request) {
+        Ok(decision) => decision,
+        Err(message) => {
+            eprintln!("{message}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    store.decide_approval(&run_id, &approval.node, &decision)?;
+    let registry = Arc::new(Registry::builtin());
+    let graph = match detail
+        .graph_doc()
+        .map_err(|e| e.to_string())
+        .and_then(|doc| validate_recorded(&doc, &registry))
+    {
+        Ok(graph) => graph,
+        Err(message) => {
+            eprintln!("run {run_id}: the recorded graph cannot run any more: {message}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let seed = store.resume_seed(&run_id)?;
+    drop(store);
+    let Some(workspace) = workspace_dir(args.workspace)? else {
+        return Ok(EXIT_INVALID);
+    };
+    if !args.json {
+        let verb = if decision.is_approved() {
+            "approved"
+        } else {
+            "rejected"
+        };
+        eprintln!(
+            "{verb} `{}` ({}); resuming run {run_id}",
+            approval.node, approval.request.action
+        );
+    }
+    execute(
+        registry,
+        graph,
+        detail.inputs.clone(),
+        Execution {
+            db: args.db,
+            no_log: false,
+            json: args.json,
+            workspace,
+            concurrency: None,
+            run_id: Some(run_id),
+            seed: Some(seed),
+        },
+    )
+}
+
+/// The undecided approval to decide: the one of `node`, or the only one.
+fn pick<'a>(
+    pending: &'a [PendingApproval],
+    node: Option<&str>,
+) -> Result<&'a PendingApproval, String> {
+    let undecided: Vec<&PendingApproval> =
+        pending.iter().filter(|p| p.decision.is_none()).collect();
+    let candidates = if undecided.is_empty() {
+        // Decided before a resume that did not finish: decide again.
+        pending.iter().collect()
+    } else {
+        undecided
+    };
+    let names = || {
+        candidates
+            .iter()
+            .map(|p| format!("`{}`", p.node))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match node {
+        Some(node) => candidates
+            .iter()
+            .find(|p| p.node == node)
+            .copied()
+            .ok_or_else(|| format!("no approval of `{node}` is pending; pending: {}", names())),
+        None if candidates.len() == 1 => Ok(candidates[0]),
+        None => Err(format!(
+            "several approvals are pending ({}); choose one with --node NODE",
+            names()
+        )),
+    }
+}
+
+fn validate_recorded(
+    doc: &agentloom_core::GraphDoc,
+    registry: &Registry,
+) -> Result<ValidGraph, String> {
+    validate(doc, registry).map_err(|problems| {
+        problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// `run --from NODE --reuse RUN_ID`: the outputs of `reuse` for every node that neither is
+/// `from` nor depends on it.
+pub(super) fn run_from_seed(
+    db: Option<PathBuf>,
+    graph: &ValidGraph,
+    from: &str,
+    reuse: &str,
+) -> Result<RunSeed, String> {
+    if !graph.nodes.iter().any(|n| n.id == from) {
+        return Err(format!("--from {from}: the graph has no node `{from}`"));
+    }
+    let store = open_store(db).map_err(|e| format!("{e:#}"))?;
+    let Some(run_id) = store.resolve_run_id(reuse).map_err(|e| e.to_string())? else {
+        return Err(format!(
+            "--reuse {reuse}: no such run in {}; `agentloom runs` lists them",
+            store.path().display()
+        ));
+    };
+    let rerun = agentloom_engine::downstream_of(graph, from);
+    store.reuse_seed(&run_id, &rerun).map_err(|e| e.to_string())
+}
+
+/// Asks at the terminal: approve, reject with a message, or edit the arguments as JSON.
+pub struct TerminalApprover {
+    progress: Arc<ProgressSink>,
+}
+
+impl TerminalApprover {
+    pub fn new(progress: Arc<ProgressSink>) -> Self {
+        Self { progress }
+    }
+}
+
+#[agentloom_core::async_trait]
+impl Approver for TerminalApprover {
+    async fn decide(
+        &self,
+        _run_id: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> ApprovalDecision {
+        let node = node.to_owned();
+        let request = request.clone();
+        let progress = self.progress.clone();
+        let asked = tokio::task::spawn_blocking(move || {
+            progress.suspend(|| ask_at_terminal(&node, &request))
+        })
+        .await;
+        match asked {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(err)) => ApprovalDecision::Rejected {
+                message: format!("could not ask at the terminal: {err}"),
+            },
+            Err(err) => ApprovalDecision::Rejected {
+                message: format!("could not ask at the terminal: {err}"),
+            },
+        }
+    }
+}
+
+fn ask_at_terminal(node: &str, request: &ApprovalRequest) -> std::io::Result<ApprovalDecision> {
+    let stdin = std::io::stdin();
+    let mut stderr = std::io::stderr();
+    let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
+    writeln!(stderr, "`{node}` wants to: {}\n{arguments}", request.action)?;
+    let mut arguments = request.arguments.clone();
+    loop {
+        write!(stderr, "approve? [y]es / [n]o / [e]dit arguments: ")?;
+        stderr.flush()?;
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            return Ok(ApprovalDecision::Rejected {
+                message: "no answer (end of input)".to_owned(),
+            });
+        }
+        match line.trim() {
+            "y" | "yes" => return Ok(ApprovalDecision::Approved { arguments }),
+            "n" | "no" => {
+                write!(stderr, "why (sent back as the reason): ")?;
+                stderr.flush()?;
+                let mut message = String::new();
+                stdin.lock().read_line(&mut message)?;
+                return Ok(ApprovalDecision::Rejected {
+                    message: message.trim().to_owned(),
+                });
+            }
+            "e" | "edit" => {
+                write!(stderr, "new arguments as JSON on one line: ")?;
+                stderr.flush()?;
+                let mut text = String::new();
+                stdin.lock().read_line(&mut text)?;
+                match serde_json::from_str::<serde_json::Value>(text.trim()) {
+                    Ok(json) => {
+                        arguments = Value::from_json(json);
+                        writeln!(stderr, "arguments changed; approve to use them")?;
+                    }
+                    Err(err) => writeln!(stderr, "not JSON ({err}); arguments unchanged")?,
+                }
+            }
+            _ => {}
+        }
+    }
+}

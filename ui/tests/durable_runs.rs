@@ -1,0 +1,225 @@
+//! Runs that reuse what is known, driven through the real UI: the approval panel (a pending
+//! action's arguments edited in the JSON editor and approved); a run left waiting resumed
+//! from the history after a restart, reusing its finished nodes; "Run from here" and
+//! pinned outputs from a node's menu.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod support;
+
+use std::sync::Arc;
+
+use agentloom_blocks::Registry;
+use agentloom_core::{ValueMap, validate};
+use agentloom_engine::{DurableApprover, Executor, NodeStatus, RunOptions, RunStatus, RunStore};
+use egui::accesskit::Role;
+use egui::{Key, Modifiers, PointerButton};
+use egui_kittest::kittest::Queryable as _;
+use support::{AppHarness, click_at, graph, harness, paths, title_of, wait_until};
+
+const WRITE: &str = r#"{"format":"agentloom.graph","version":1,"name":"write",
+  "settings":{"safe_mode":true},
+  "nodes":[
+    {"id":"text","block":"data.constant","position":[0,0],"config":{"value":"written by the test","type":"text"}},
+    {"id":"write","block":"file.write","position":[250,0],"config":{"path":"note.txt"}},
+    {"id":"out","block":"graph.output","position":[500,0],"config":{"name":"path"}}],
+  "edges":[{"from":["text","value"],"to":["write","content"]},
+           {"from":["write","path"],"to":["out","value"]}]}"#;
+
+fn press(h: &mut AppHarness, label: &str) {
+    h.get_by_role_and_label(Role::Button, label).click();
+    h.run_steps(2);
+}
+
+/// Replaces the arguments in the approval panel's editor by typing.
+fn type_arguments(h: &mut AppHarness, json: &str) {
+    h.get_by_role_and_label(Role::MultilineTextInput, "Arguments")
+        .focus();
+    h.run_steps(1);
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    h.get_by_role_and_label(Role::MultilineTextInput, "Arguments")
+        .type_text(json);
+    h.run_steps(2);
+}
+
+#[test]
+fn the_approval_panel_edits_arguments_and_approves() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let target = paths.workspace.clone().unwrap().join("note.txt");
+    let mut h = harness(&graph(WRITE), &paths);
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the approval", |h| {
+        !h.state().run.approvals.is_empty()
+    });
+    h.get_by_label_contains("`write` (Write file) waits for approval");
+    let shown = h
+        .get_by_role_and_label(Role::MultilineTextInput, "Arguments")
+        .value()
+        .unwrap();
+    assert!(
+        shown.contains(r#""content": "written by the test""#),
+        "{shown}"
+    );
+
+    // Broken JSON is refused with a reason, and nothing runs.
+    type_arguments(&mut h, "{\"content\": ");
+    press(&mut h, "Approve");
+    h.get_by_label_contains("the arguments are not valid JSON");
+    assert!(!target.exists());
+
+    type_arguments(&mut h, r#"{"content": "edited in the app"}"#);
+    press(&mut h, "Approve");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    assert_eq!(
+        h.state().run.status,
+        Some(RunStatus::Completed),
+        "{:?}",
+        h.state().run.error
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "edited in the app"
+    );
+}
+
+#[test]
+fn a_waiting_run_resumes_from_the_history_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let workspace = paths.workspace.clone().unwrap();
+    let db = paths.run_log.clone().unwrap();
+
+    // A headless run pauses at the approval and its process goes away.
+    let doc = graph(WRITE);
+    let run_id = {
+        let store = Arc::new(RunStore::open(&db).unwrap());
+        let registry = Arc::new(Registry::builtin());
+        let valid = validate(&doc, registry.as_ref()).unwrap();
+        let recorder = Arc::new(store.recorder(&doc).unwrap());
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let report = runtime.block_on(
+            Executor::new(registry)
+                .with_workspace(workspace.clone())
+                .with_approver(Arc::new(DurableApprover::new(store.clone(), None)))
+                .run(
+                    Arc::new(valid),
+                    ValueMap::new(),
+                    RunOptions::default(),
+                    recorder.clone(),
+                ),
+        );
+        recorder.finish().unwrap();
+        assert_eq!(report.status, RunStatus::Waiting);
+        report.run_id
+    };
+
+    let mut h = harness(&doc, &paths);
+    h.get_by_label_contains("write · waiting").click();
+    h.run_steps(3);
+    assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
+    h.get_by_label_contains("`write` (Write file) waits for approval");
+    type_arguments(&mut h, r#"{"content": "approved after a restart"}"#);
+    press(&mut h, "Approve");
+    wait_until(&mut h, "the resumed run", |h| !h.state().run.is_running());
+    let run = &h.state().run;
+    assert_eq!(run.status, Some(RunStatus::Completed), "{:?}", run.error);
+    assert_eq!(run.run_id.as_deref(), Some(run_id.as_str()));
+    assert!(run.reused.contains("text"), "the finished node ran again");
+    assert_eq!(
+        run.node("write").and_then(|n| n.status),
+        Some(NodeStatus::Done)
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("note.txt")).unwrap(),
+        "approved after a restart"
+    );
+    // The canvas marks the reused node.
+    h.run_steps(2);
+    assert!(h.query_all_by_label("reused").count() >= 1);
+}
+
+const SAVE_AND_DESCRIBE: &str = r#"{"format":"agentloom.graph","version":1,"name":"save",
+  "nodes":[
+    {"id":"text","block":"data.constant","position":[0,0],"config":{"value":"kept","type":"text"}},
+    {"id":"write","block":"file.write","label":"Save","position":[250,0],"config":{"path":"note.txt"}},
+    {"id":"describe","block":"text.template","label":"Describe","position":[500,0],"config":{"template":"saved to {{ value }}"}},
+    {"id":"out","block":"graph.output","position":[750,0],"config":{"name":"said"}}],
+  "edges":[{"from":["text","value"],"to":["write","content"]},
+           {"from":["write","path"],"to":["describe","value"]},
+           {"from":["describe","text"],"to":["out","value"]}]}"#;
+
+/// Right-clicks the node titled `title` and picks `item` from its menu.
+fn node_menu(h: &mut AppHarness, title: &str, item: &str) {
+    let at = title_of(h, title);
+    click_at(h, at, PointerButton::Secondary, Modifiers::NONE);
+    h.get_by_role_and_label(Role::Button, item).click();
+    h.run_steps(3);
+}
+
+#[test]
+fn run_from_here_and_pinned_outputs_do_not_run_the_nodes_they_reuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let note = paths.workspace.clone().unwrap().join("note.txt");
+    let mut h = harness(&graph(SAVE_AND_DESCRIBE), &paths);
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the first run", |h| !h.state().run.is_running());
+    assert_eq!(
+        h.state().run.status,
+        Some(RunStatus::Completed),
+        "{:?}",
+        h.state().run.error
+    );
+    let first = h.state().run.run_id.clone().unwrap();
+    std::fs::remove_file(&note).unwrap();
+
+    node_menu(&mut h, "Describe", "Run from here");
+    wait_until(&mut h, "the run from here", |h| !h.state().run.is_running());
+    let run = &h.state().run;
+    assert_eq!(run.status, Some(RunStatus::Completed), "{:?}", run.error);
+    assert_ne!(run.run_id.as_deref(), Some(first.as_str()));
+    assert!(!note.exists(), "`write` ran again");
+    assert!(run.reused.contains("write") && run.reused.contains("text"));
+    assert!(!run.reused.contains("describe"));
+    assert_eq!(run.node("describe").unwrap().attempts, 1);
+    let said = run.outputs["said"].to_text();
+    assert!(
+        said.starts_with("saved to ") && said.ends_with("note.txt"),
+        "{said}"
+    );
+    h.run_steps(2);
+    assert_eq!(
+        h.query_all_by_label("reused").count(),
+        2,
+        "reused nodes are marked"
+    );
+
+    // Pin `write`'s outputs: saved in the graph, and a full run does not write again.
+    node_menu(&mut h, "Save", "Pin outputs");
+    let doc = h.state().document.to_doc();
+    let pinned = doc.node("write").unwrap().pinned.clone().unwrap();
+    assert!(pinned.contains_key("path"), "{pinned:?}");
+    assert!(doc.to_json_string().contains("\"pinned\""));
+    h.get_by_label("pinned");
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the pinned run", |h| !h.state().run.is_running());
+    assert_eq!(
+        h.state().run.status,
+        Some(RunStatus::Completed),
+        "{:?}",
+        h.state().run.error
+    );
+    assert!(!note.exists(), "a pinned node ran");
+    assert_eq!(h.state().run.outputs["said"].to_text(), said);
+
+    node_menu(&mut h, "Save", "Unpin outputs");
+    assert!(
+        h.state()
+            .document
+            .to_doc()
+            .node("write")
+            .unwrap()
+            .pinned
+            .is_none()
+    );
+}
