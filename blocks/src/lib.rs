@@ -21,7 +21,10 @@
 //! | `github.*` (issues, comments, files, pull requests) | `github` |
 //! | `gmail.*` (search, read, send, draft) | `gmail` |
 //! | `llm.chat`, `llm.structured`, `llm.condition` | `llm` |
+//! | `ai.agent`            | `agent`           |
+//! | `web.search`          | `web_search`      |
 
+mod agent;
 mod branch;
 mod constant;
 mod delay;
@@ -39,6 +42,7 @@ mod passthrough;
 mod registry;
 mod rest;
 mod template;
+mod web_search;
 mod workspace_path;
 
 #[doc(hidden)]
