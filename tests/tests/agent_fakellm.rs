@@ -455,3 +455,22 @@ async fn a_wired_block_is_a_tool_with_its_unwired_inputs_as_arguments() {
         );
     }
 }
+
+#[test]
+fn the_agent_examples_are_valid_graphs() {
+    let registry = Registry::builtin();
+    let examples =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/online");
+    for file in [
+        "research-agent.agentloom.json",
+        "github-triage-agent.agentloom.json",
+    ] {
+        let text = std::fs::read_to_string(examples.join(file)).unwrap();
+        let doc = GraphDoc::from_json_str(&text).unwrap();
+        let graph = validate(&doc, &registry).unwrap_or_else(|p| panic!("{file}: {p:#?}"));
+        assert!(
+            graph.nodes.iter().any(|n| n.meta.kind == "ai.agent"),
+            "{file}"
+        );
+    }
+}

@@ -1,5 +1,7 @@
 //! The `fakellm` peer (PyPI `fakellm`: OpenAI and Anthropic wire formats), started on a
-//! free port of 127.0.0.1 with a rules file from tests/fixtures, stopped on drop.
+//! free port of 127.0.0.1 with a rules file from tests/fixtures, stopped on drop. Also
+//! used by the CLI tests of the `agentloom` crate.
+#![allow(dead_code, reason = "each test binary uses a part")]
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -25,8 +27,9 @@ impl FakeLlm {
                 "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
             );
         };
+        // From the workspace root, so that other crates' tests can use it too.
         let config = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures")
+            .join("../tests/fixtures")
             .join(config);
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()

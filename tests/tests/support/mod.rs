@@ -1,5 +1,4 @@
 //! Test peers shared by the end-to-end tests.
-#![allow(dead_code, reason = "each test binary uses a part")]
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 pub mod fakellm;

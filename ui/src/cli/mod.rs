@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 success, 1 the run failed or was cancelled, 2 invalid graph or arguments.
 
+pub mod agent;
 pub mod credentials;
 mod progress;
 
@@ -77,6 +78,8 @@ pub enum Command {
     },
     /// Print the JSON Schema of the graph file format.
     Schema,
+    /// Run an agent towards GOAL with every built-in tool, printing each step.
+    Agent(agent::AgentArgs),
     /// Manage credentials in the OS keychain (API keys, OAuth sign-in).
     #[command(subcommand)]
     Credentials(credentials::CredentialsCmd),
@@ -126,6 +129,7 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Runs { json, db, limit } => runs_command(db, json, limit),
         Command::Show { run_id, json, db } => show_command(db, &run_id, json),
         Command::Credentials(cmd) => credentials::credentials_command(cmd),
+        Command::Agent(args) => agent::agent_command(args),
         Command::Schema => {
             println!(
                 "{}",
