@@ -55,6 +55,15 @@ impl PortSpec {
         self
     }
 
+    /// The type one wire into this input must fit: the item type of a many-wire list
+    /// input, else the port's type.
+    pub fn wire_type(&self) -> &ValueType {
+        match (&self.ty, self.many) {
+            (ValueType::List(item), true) => item,
+            (ty, _) => ty,
+        }
+    }
+
     /// Lets the input take many wires (its value is then the list of theirs).
     #[must_use]
     pub fn many(mut self) -> Self {

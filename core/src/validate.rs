@@ -271,10 +271,7 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
             continue;
         };
         // Each wire into a many-wire list input brings one item.
-        let wire_ty = match (&in_spec.ty, in_spec.many) {
-            (ValueType::List(item), true) => (**item).clone(),
-            (ty, _) => ty.clone(),
-        };
+        let wire_ty = in_spec.wire_type().clone();
         let compat = match compatibility(&out_spec.ty, &wire_ty) {
             Ok(compat) => compat,
             Err(mismatch) => {

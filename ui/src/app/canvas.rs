@@ -919,7 +919,14 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         match check_wire(snarl, from.id, to.id) {
             Ok(()) => {
                 self.snapshot(snarl);
-                snarl.drop_inputs(to.id);
+                // An input that takes many wires (an agent's tools) keeps the ones it has.
+                let many = snarl
+                    .get_node(to.id.node)
+                    .and_then(|n| n.inputs.get(to.id.input))
+                    .is_some_and(|p| p.many);
+                if !many {
+                    snarl.drop_inputs(to.id);
+                }
                 snarl.connect(from.id, to.id);
             }
             Err(err) => self

@@ -241,6 +241,32 @@ impl EventSink for StepPrinter {
     }
 }
 
+/// Gives each node of a shown run that streamed agent steps (JSON lines on its
+/// `transcript` port) a `steps` list, parsed from the run log.
+pub fn add_steps(run: &mut serde_json::Value) {
+    let Some(nodes) = run
+        .get_mut("nodes")
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return;
+    };
+    for node in nodes {
+        let Some(lines) = node
+            .pointer("/partial/transcript")
+            .and_then(serde_json::Value::as_str)
+        else {
+            continue;
+        };
+        let steps: Vec<serde_json::Value> = lines
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        if let Some(object) = node.as_object_mut() {
+            object.insert("steps".to_owned(), serde_json::Value::Array(steps));
+        }
+    }
+}
+
 /// `step 2 · write_file {"path":…} → wrote 2 bytes to a.txt  (812 in / 20 out, $0.0001)`.
 fn describe_step(step: &serde_json::Value) -> String {
     let text = |name: &str| step[name].as_str().unwrap_or_default().to_owned();

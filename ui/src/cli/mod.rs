@@ -274,7 +274,9 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         return Ok(EXIT_INVALID);
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&detail)?);
+        let mut shown = serde_json::to_value(&detail)?;
+        agent::add_steps(&mut shown);
+        println!("{}", serde_json::to_string_pretty(&shown)?);
         return Ok(0);
     }
     let run = &detail.run;
