@@ -257,18 +257,28 @@ pub fn add_steps(run: &mut serde_json::Value) {
         else {
             continue;
         };
-        let steps: Vec<serde_json::Value> = lines
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect();
+        let steps = parse_steps(lines);
         if let Some(object) = node.as_object_mut() {
             object.insert("steps".to_owned(), serde_json::Value::Array(steps));
         }
     }
 }
 
+/// The agent steps in streamed `transcript` text: one JSON object with a `step` number a
+/// line. Empty when the text is something else.
+pub fn parse_steps(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map_while(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .filter(|step| step.get("step").is_some())
+        })
+        .collect()
+}
+
 /// `step 2 · write_file {"path":…} → wrote 2 bytes to a.txt  (812 in / 20 out, $0.0001)`.
-fn describe_step(step: &serde_json::Value) -> String {
+pub fn describe_step(step: &serde_json::Value) -> String {
     let text = |name: &str| step[name].as_str().unwrap_or_default().to_owned();
     let thought = text("thought");
     let observation = agentloom_core::clip_chars(&text("observation").replace('\n', " ⏎ "), 200);
