@@ -22,7 +22,10 @@
 //! | `github.*` (issues, comments, files, pull requests) | `github` |
 //! | `gmail.*` (search, read, send, draft) | `gmail` |
 //! | `llm.chat`, `llm.structured`, `llm.condition` | `llm` |
+//! | `ai.agent`            | `agent`           |
+//! | `web.search`          | `web_search`      |
 
+mod agent;
 mod branch;
 mod constant;
 mod delay;
@@ -41,6 +44,7 @@ mod passthrough;
 mod registry;
 mod rest;
 mod template;
+mod web_search;
 mod workspace_path;
 
 #[doc(hidden)]

@@ -36,6 +36,8 @@ impl Registry {
         crate::github::register(&mut r);
         crate::gmail::register(&mut r);
         crate::llm::register(&mut r);
+        crate::agent::register(&mut r);
+        crate::web_search::register(&mut r);
         r
     }
 

@@ -32,6 +32,8 @@ pub struct TestCtx {
     safe_mode: bool,
     decisions: Mutex<VecDeque<ApprovalDecision>>,
     approval_requests: Mutex<Vec<ApprovalRequest>>,
+    /// What [`RunCtx::resume_checkpoint`] gives: as after a paused run was resumed.
+    resume: Option<Value>,
 }
 
 impl Default for TestCtx {
@@ -61,6 +63,7 @@ impl TestCtx {
             safe_mode: false,
             decisions: Mutex::new(VecDeque::new()),
             approval_requests: Mutex::new(Vec::new()),
+            resume: None,
         }
     }
 
@@ -70,6 +73,13 @@ impl TestCtx {
     pub fn with_safe_mode(mut self, decisions: Vec<ApprovalDecision>) -> Self {
         self.safe_mode = true;
         self.decisions = Mutex::new(decisions.into());
+        self
+    }
+
+    /// Resumes a paused node: [`RunCtx::resume_checkpoint`] gives `checkpoint`.
+    #[must_use]
+    pub fn with_resume_checkpoint(mut self, checkpoint: Value) -> Self {
+        self.resume = Some(checkpoint);
         self
     }
 
@@ -296,6 +306,10 @@ impl RunCtx for TestCtx {
             .unwrap_or_else(PoisonError::into_inner)
             .pop_front()
             .ok_or_else(|| BlockError::permanent(format!("`{action}` was not approved")))
+    }
+
+    fn resume_checkpoint(&self) -> Option<Value> {
+        self.resume.clone()
     }
 }
 

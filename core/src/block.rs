@@ -18,6 +18,12 @@ use crate::value::{Value, ValueMap};
 /// The output every node has: wire it to catch the node's failure instead of failing the run.
 pub const ERROR_PORT: &str = "error";
 
+/// The output every node has that makes it a tool: wired to an input that takes tools (an
+/// agent's `tools`), the node is not run by the dataflow but called by that consumer, with
+/// its unwired inputs as the arguments. The value on the wire describes the tool
+/// (`{name, node, description, parameters, side_effects}`).
+pub const TOOL_PORT: &str = "tool";
+
 /// One input or output of a node.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PortSpec {
@@ -27,6 +33,9 @@ pub struct PortSpec {
     /// An input the node cannot run without. Outputs are never required.
     pub required: bool,
     pub description: String,
+    /// An input that takes any number of wires; the node receives their values as a list.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub many: bool,
 }
 
 impl PortSpec {
@@ -36,12 +45,29 @@ impl PortSpec {
             ty,
             required: true,
             description: String::new(),
+            many: false,
         }
     }
 
     #[must_use]
     pub fn optional(mut self) -> Self {
         self.required = false;
+        self
+    }
+
+    /// The type one wire into this input must fit: the item type of a many-wire list
+    /// input, else the port's type.
+    pub fn wire_type(&self) -> &ValueType {
+        match (&self.ty, self.many) {
+            (ValueType::List(item), true) => item,
+            (ty, _) => ty,
+        }
+    }
+
+    /// Lets the input take many wires (its value is then the list of theirs).
+    #[must_use]
+    pub fn many(mut self) -> Self {
+        self.many = true;
         self
     }
 
@@ -69,22 +95,35 @@ impl Ports {
         self.inputs.iter().find(|p| p.name == name)
     }
 
-    /// Finds an output, including the implicit `error` output.
+    /// Finds an output, including the implicit `error` and `tool` outputs.
     pub fn output(&self, name: &str) -> Option<PortSpec> {
         if let Some(port) = self.outputs.iter().find(|p| p.name == name) {
             return Some(port.clone());
         }
-        (name == ERROR_PORT).then(error_port)
+        match name {
+            ERROR_PORT => Some(error_port()),
+            TOOL_PORT => Some(tool_port()),
+            _ => None,
+        }
     }
 
-    /// Declared outputs followed by the implicit `error` output.
+    /// Declared outputs followed by the implicit `error` and `tool` outputs.
     pub fn outputs_with_error(&self) -> Vec<PortSpec> {
         let mut all = self.outputs.clone();
         if !all.iter().any(|p| p.name == ERROR_PORT) {
             all.push(error_port());
         }
+        if !all.iter().any(|p| p.name == TOOL_PORT) {
+            all.push(tool_port());
+        }
         all
     }
+}
+
+fn tool_port() -> PortSpec {
+    PortSpec::new(TOOL_PORT, ValueType::Tool).describe(
+        "This node as a tool: wire it to an agent's `tools` input and the agent calls it, with the unwired inputs as arguments.",
+    )
 }
 
 fn error_port() -> PortSpec {
@@ -342,6 +381,15 @@ pub trait RunCtx: Send + Sync {
     /// says a person decides here (`human.approval`).
     async fn ask_person(&self, request: ApprovalRequest) -> Result<ApprovalDecision, BlockError> {
         self.request_approval(request).await
+    }
+    /// Calls node `node`, whose `tool` output is wired to this node, with `arguments` (an
+    /// object) for its unwired inputs; its wired inputs keep their upstream values. Returns
+    /// the node's outputs, or its error.
+    async fn call_tool(&self, node: &str, arguments: Value) -> Result<ValueMap, BlockError> {
+        let _ = arguments;
+        Err(BlockError::permanent(format!(
+            "tool `{node}` cannot be called here: this run has no wired tools"
+        )))
     }
 }
 

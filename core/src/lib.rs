@@ -13,6 +13,7 @@ mod approval;
 mod block;
 mod config;
 mod graph;
+mod tool;
 mod types;
 mod validate;
 mod value;
@@ -20,14 +21,15 @@ mod value;
 pub use approval::{ApprovalDecision, ApprovalRequest};
 pub use block::{
     Block, BlockError, BlockMeta, ERROR_PORT, ErrorClass, GraphInterface, InputsExt, NodeImpl,
-    PortSpec, Ports, RunCtx, RunInput, Secret, SecretError, SecretSource, Usage, outputs,
-    secret_env_var,
+    PortSpec, Ports, RunCtx, RunInput, Secret, SecretError, SecretSource, TOOL_PORT, Usage,
+    outputs, secret_env_var,
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use graph::{
     EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, GroupDoc, LoadError, NodeDoc, RetryPolicy,
     RunSettings,
 };
+pub use tool::{tool_descriptor, tool_name, type_schema};
 pub use types::{
     CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, coerce_given, compatibility,
     message,

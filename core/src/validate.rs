@@ -63,6 +63,8 @@ pub struct InputSlot {
     pub source_node: usize,
     pub source_port: String,
     pub compat: Compat,
+    /// The input takes many wires: the node receives the values of all its slots as a list.
+    pub many: bool,
 }
 
 /// Where one output port of a valid node is wired to.
@@ -269,7 +271,9 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
             ));
             continue;
         };
-        let compat = match compatibility(&out_spec.ty, &in_spec.ty) {
+        // Each wire into a many-wire list input brings one item.
+        let wire_ty = in_spec.wire_type().clone();
+        let compat = match compatibility(&out_spec.ty, &wire_ty) {
             Ok(compat) => compat,
             Err(mismatch) => {
                 problems.push(Problem {
@@ -284,7 +288,9 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
                 continue;
             }
         };
-        if let Some(previous) = wire_into.insert((to_index, to_port.as_str()), e) {
+        if let Some(previous) = wire_into.insert((to_index, to_port.as_str()), e)
+            && !in_spec.many
+        {
             problems.push(Problem {
                 kind: ProblemKind::MultipleWires,
                 node: Some(to_id.clone()),
@@ -299,11 +305,12 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
         let slot = inputs[to_index].len();
         inputs[to_index].push(InputSlot {
             port: to_port.clone(),
-            ty: in_spec.ty.clone(),
-            required: in_spec.required,
+            ty: wire_ty,
+            required: in_spec.required && !in_spec.many,
             source_node: from_index,
             source_port: from_port.clone(),
             compat,
+            many: in_spec.many,
         });
         wired_from[from_index].push((to_index, from_port.clone(), slot));
     }
@@ -312,6 +319,13 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
         let Some((meta, imp)) = &instances[i] else {
             continue;
         };
+        // A node offered as a tool gets its unwired inputs from the caller's arguments.
+        let is_tool = wired_from[i]
+            .iter()
+            .any(|(_, port, _)| port == crate::block::TOOL_PORT);
+        if is_tool {
+            continue;
+        }
         for port in &imp.ports().inputs {
             if port.required && !inputs[i].iter().any(|slot| slot.port == port.name) {
                 // An input that stands in for an empty config field can be given either way.

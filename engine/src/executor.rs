@@ -8,7 +8,7 @@
 //! so event order is deterministic for equal inputs.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use agentloom_core::{
     ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, ErrorClass,
-    GraphDoc, NodeImpl, RunCtx, Secret, SecretError, SecretSource, Usage, ValidGraph, Value,
-    ValueMap, coerce, validate,
+    GraphDoc, NodeImpl, RunCtx, Secret, SecretError, SecretSource, TOOL_PORT, Usage, ValidGraph,
+    ValidNode, Value, ValueMap, coerce, tool_descriptor, validate,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -170,6 +170,8 @@ impl Executor {
             decisions: Mutex::new(seed.decisions.clone()),
             checkpoints: seed.checkpoints.clone(),
             waiting: Mutex::new(BTreeSet::new()),
+            graph: Arc::clone(&graph),
+            tool_inputs: Mutex::new(HashMap::new()),
         });
         let concurrency = options
             .concurrency
@@ -218,6 +220,10 @@ struct RunShared {
     checkpoints: BTreeMap<String, Value>,
     /// Nodes paused on an approval nobody could give yet.
     waiting: Mutex<BTreeSet<String>>,
+    graph: Arc<ValidGraph>,
+    /// The wired input values of nodes offered as tools, by node index: a call adds its
+    /// arguments to these.
+    tool_inputs: Mutex<HashMap<usize, ValueMap>>,
 }
 
 impl RunShared {
@@ -412,6 +418,145 @@ impl RunCtx for NodeCtx {
     async fn ask_person(&self, request: ApprovalRequest) -> Result<ApprovalDecision, BlockError> {
         ask_approval(&self.shared, &self.node_id, &request).await
     }
+    async fn call_tool(&self, node: &str, arguments: Value) -> Result<ValueMap, BlockError> {
+        let graph = Arc::clone(&self.shared.graph);
+        let caller = graph.index_of(&self.node_id);
+        let Some(index) = graph.index_of(node) else {
+            return Err(BlockError::permanent(format!(
+                "tool `{node}` is not a node of this graph"
+            )));
+        };
+        let tool = &graph.nodes[index];
+        let wired_here = tool
+            .outputs
+            .iter()
+            .any(|f| f.port == TOOL_PORT && f.targets.iter().any(|&(t, _)| Some(t) == caller));
+        if !wired_here {
+            return Err(BlockError::permanent(format!(
+                "`{node}` is not wired as a tool to `{}`; wire its `tool` output to it",
+                self.node_id
+            )));
+        }
+        let inputs = tool_call_inputs(&self.shared, index, tool, arguments)?;
+        self.shared.emit(EventKind::NodeStarted {
+            node: tool.id.clone(),
+            attempt: 1,
+            inputs: inputs.clone(),
+        });
+        let ctx = NodeCtx {
+            shared: Arc::clone(&self.shared),
+            node_id: tool.id.clone(),
+            attempt: 1,
+            previous_error: None,
+            cancel: self.cancel.child_token(),
+            usage: Mutex::new(Usage::default()),
+        };
+        let started = Instant::now();
+        let result = run_attempt(tool.node.as_ref(), inputs, &ctx, tool.timeout).await;
+        let usage = ctx.usage.lock().map(|u| *u).unwrap_or_default();
+        let duration_ms = elapsed_ms(started);
+        match &result {
+            Ok(outputs) => {
+                let mut shown = outputs.clone();
+                shown.retain(|port, _| tool.node.ports().outputs.iter().any(|p| &p.name == port));
+                self.shared.emit(EventKind::NodeFinished {
+                    node: tool.id.clone(),
+                    outputs: shown,
+                    attempts: 1,
+                    duration_ms,
+                    usage,
+                });
+            }
+            Err(err) => self.shared.emit(EventKind::NodeFailed {
+                node: tool.id.clone(),
+                error: err.message.clone(),
+                attempts: 1,
+                duration_ms,
+                usage,
+                // The caller gets the error (an agent shows it to its model).
+                caught: true,
+            }),
+        }
+        result
+    }
+}
+
+/// The inputs of one call of tool node `tool`: its wired inputs' values, and `arguments`
+/// for the others, each converted to its port's type.
+fn tool_call_inputs(
+    shared: &RunShared,
+    index: usize,
+    tool: &ValidNode,
+    arguments: Value,
+) -> Result<ValueMap, BlockError> {
+    let mut inputs = shared
+        .tool_inputs
+        .lock()
+        .ok()
+        .and_then(|bound| bound.get(&index).cloned())
+        .unwrap_or_default();
+    let arguments = match arguments {
+        Value::Object(map) => map,
+        Value::Null => ValueMap::new(),
+        other => {
+            return Err(BlockError::permanent(format!(
+                "the arguments of tool `{}` must be an object, not {}",
+                tool.id,
+                other.kind_name()
+            )));
+        }
+    };
+    let ports = tool.node.ports();
+    for (name, value) in arguments {
+        let Some(spec) = ports.input(&name) else {
+            return Err(BlockError::permanent(format!(
+                "tool `{}` has no argument `{name}`",
+                tool.id
+            )));
+        };
+        if tool.inputs.iter().any(|slot| slot.port == name) {
+            return Err(BlockError::permanent(format!(
+                "`{name}` of tool `{}` is wired, so it is not an argument",
+                tool.id
+            )));
+        }
+        let value = coerce(value, &spec.ty).map_err(|e| BlockError::input(&name, e))?;
+        inputs.insert(name, value);
+    }
+    if let Some(missing) = ports
+        .inputs
+        .iter()
+        .find(|p| p.required && !inputs.contains_key(&p.name))
+    {
+        return Err(BlockError::permanent(format!(
+            "tool `{}` needs argument `{}` ({})",
+            tool.id, missing.name, missing.ty
+        )));
+    }
+    Ok(inputs)
+}
+
+/// A node's description as a tool, from its ports and which of them are wired.
+fn describe_tool(graph: &ValidGraph, index: usize) -> Value {
+    let node = &graph.nodes[index];
+    let wired: Vec<&str> = node.inputs.iter().map(|slot| slot.port.as_str()).collect();
+    let label = graph
+        .doc
+        .nodes
+        .iter()
+        .find(|n| n.id == node.id)
+        .and_then(|n| n.label.as_deref());
+    tool_descriptor(&node.id, label, &node.meta, node.node.ports(), &wired)
+}
+
+/// A node whose outputs only feed tool wires (and its error): its consumers call it; the
+/// dataflow does not run it.
+fn only_a_tool(node: &ValidNode) -> bool {
+    node.outputs.iter().any(|f| f.port == TOOL_PORT)
+        && node
+            .outputs
+            .iter()
+            .all(|f| f.port == TOOL_PORT || f.port == agentloom_core::ERROR_PORT)
 }
 
 /// The result of running one node (all its attempts).
@@ -593,6 +738,14 @@ impl Scheduler {
                     coerce(value, &slot.ty)
                 };
                 match value {
+                    Ok(value) if slot.many => {
+                        let list = inputs
+                            .entry(slot.port.clone())
+                            .or_insert_with(|| Value::List(Vec::new()));
+                        if let Value::List(items) = list {
+                            items.push(value);
+                        }
+                    }
                     Ok(value) => {
                         inputs.insert(slot.port.clone(), value);
                     }
@@ -609,6 +762,20 @@ impl Scheduler {
                     }
                 }
             }
+        }
+        if node.outputs.iter().any(|f| f.port == TOOL_PORT)
+            && let Ok(mut bound) = self.shared.tool_inputs.lock()
+        {
+            bound.insert(index, inputs.clone());
+        }
+        if only_a_tool(node) {
+            return Box::pin(std::future::ready(NodeOutcome {
+                index,
+                result: Ok(ValueMap::new()),
+                attempts: 0,
+                duration_ms: 0,
+                usage: Usage::default(),
+            }));
         }
         let graph = Arc::clone(&self.graph);
         let shared = Arc::clone(&self.shared);
@@ -713,7 +880,11 @@ impl Scheduler {
             Ok(mut outputs) => {
                 state.status = NodeStatus::Done;
                 for fanout in &node.outputs {
-                    let value = outputs.get(&fanout.port).cloned();
+                    let value = if fanout.port == TOOL_PORT {
+                        Some(describe_tool(&graph, outcome.index))
+                    } else {
+                        outputs.get(&fanout.port).cloned()
+                    };
                     for &(target, slot) in &fanout.targets {
                         self.settle(target, slot, value.clone());
                     }

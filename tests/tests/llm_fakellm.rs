@@ -8,9 +8,9 @@
 //! skip these tests instead.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,93 +23,7 @@ use agentloom_engine::{
     CollectSink, EventKind, Executor, NodeStatus, RunEvent, RunOptions, RunReport, RunStatus,
 };
 use serde_json::json;
-
-/// A running `fakellm serve`; stopped on drop.
-struct FakeLlm {
-    child: Child,
-    port: u16,
-}
-
-impl FakeLlm {
-    /// Starts the peer, or returns `None` when AGENTLOOM_SKIP_PEERS=1 and it is not installed.
-    fn start() -> Option<FakeLlm> {
-        let Some(binary) = find_on_path("fakellm") else {
-            if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
-                eprintln!("skipping: fakellm is not installed and AGENTLOOM_SKIP_PEERS=1");
-                return None;
-            }
-            panic!(
-                "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
-            );
-        };
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/llm/fakellm.yaml");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let child = Command::new(binary)
-            .args([
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--config",
-            ])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .unwrap();
-        let mut fake = FakeLlm { child, port };
-        let started = Instant::now();
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(fake);
-            }
-            if let Ok(Some(status)) = fake.child.try_wait() {
-                let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
-                panic!("fakellm exited ({status}) before it listened:\n{stderr}");
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "fakellm did not listen on port {port} within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// How often each rule matched.
-    async fn rule_counts(&self) -> serde_json::Value {
-        let stats: serde_json::Value = reqwest::get(format!("{}/_fakellm/stats", self.base()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        stats["by_rule"].clone()
-    }
-}
-
-impl Drop for FakeLlm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
+use support::fakellm::FakeLlm;
 
 /// Secrets from memory.
 struct Secrets(Vec<(String, String)>);
@@ -217,13 +131,17 @@ async fn streaming_matches_the_whole_reply(provider: &str, base: String) {
 
 #[tokio::test]
 async fn openai_streaming_assembles_the_same_text_as_the_whole_reply() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     streaming_matches_the_whole_reply("openai", format!("{}/v1", fake.base())).await;
 }
 
 #[tokio::test]
 async fn anthropic_streaming_assembles_the_same_text_as_the_whole_reply() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     streaming_matches_the_whole_reply("anthropic", fake.base()).await;
 }
 
@@ -263,13 +181,17 @@ async fn streamed_tool_calls(provider: &str, base: String) {
 
 #[tokio::test]
 async fn openai_tool_calls_are_assembled_from_streamed_fragments() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     streamed_tool_calls("openai", format!("{}/v1", fake.base())).await;
 }
 
 #[tokio::test]
 async fn anthropic_tool_calls_are_assembled_from_streamed_fragments() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     streamed_tool_calls("anthropic", fake.base()).await;
 }
 
@@ -300,7 +222,9 @@ fn person_graph(base: &str, max_attempts: u64) -> GraphDoc {
 
 #[tokio::test]
 async fn structured_output_is_retried_with_the_schema_problems() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let base = format!("{}/v1", fake.base());
     let (report, _) = run(&person_graph(&base, 3)).await;
     assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
@@ -329,7 +253,9 @@ async fn structured_output_is_retried_with_the_schema_problems() {
 
 #[tokio::test]
 async fn a_429_is_retried_inside_the_node() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let mut doc = GraphDoc::new("429");
     doc.nodes.push(node(
         "ask",
@@ -362,7 +288,9 @@ async fn a_429_is_retried_inside_the_node() {
 
 #[tokio::test]
 async fn a_429_goes_to_the_node_retry_policy_when_internal_retries_are_off() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let mut doc = GraphDoc::new("429 policy");
     let mut ask = node(
         "ask",
@@ -400,7 +328,9 @@ async fn a_429_goes_to_the_node_retry_policy_when_internal_retries_are_off() {
 
 #[tokio::test]
 async fn usage_and_cost_are_summed_per_node_and_per_run() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let mut doc = GraphDoc::new("usage");
     doc.nodes.push(node(
         "text",
@@ -479,7 +409,9 @@ async fn usage_and_cost_are_summed_per_node_and_per_run() {
 
 #[tokio::test]
 async fn the_cost_limit_stops_the_run() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let base = format!("{}/v1", fake.base());
     let mut doc = GraphDoc::new("expensive");
     doc.settings.max_cost_usd = Some(0.5);
@@ -520,7 +452,9 @@ async fn the_cost_limit_stops_the_run() {
 
 #[tokio::test]
 async fn the_model_picks_the_branch_and_the_other_is_skipped() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let mut doc = GraphDoc::new("triage");
     doc.nodes.push(node(
         "mail",
@@ -576,7 +510,9 @@ impl std::io::Write for LogBuffer {
 
 #[tokio::test]
 async fn api_keys_never_appear_in_events_errors_reports_or_logs() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     const GOOD: &str = "sk-good-9d8c7b6a5f4e3d2c1b0a";
     const REVOKED: &str = "sk-revoked-1b2c3d4e5f60718293a4";
     let logs = LogBuffer::default();
@@ -628,7 +564,9 @@ async fn api_keys_never_appear_in_events_errors_reports_or_logs() {
 
 #[tokio::test]
 async fn the_summarize_example_runs_against_any_openai_compatible_endpoint() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../assets/examples/online/llm-summarize.agentloom.json");
     let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -658,7 +596,9 @@ async fn the_summarize_example_runs_against_any_openai_compatible_endpoint() {
 
 #[tokio::test]
 async fn a_node_retry_tells_the_model_why_the_previous_attempt_failed() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let base = format!("{}/v1", fake.base());
     // One answer per attempt; the graph's retry policy gives a second attempt.
     let mut doc = person_graph(&base, 1);
@@ -692,7 +632,9 @@ async fn a_node_retry_tells_the_model_why_the_previous_attempt_failed() {
 
 #[tokio::test]
 async fn tools_computed_by_the_graph_reach_the_model() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let mut doc = GraphDoc::new("computed tools");
     doc.nodes.push(node(
         "tools",
@@ -750,7 +692,9 @@ impl SecretSource for RefreshingSecrets {
 
 #[tokio::test]
 async fn a_refused_token_is_refreshed_once_through_the_executor() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     // Not streamed: fakellm answers a streamed request with its mock text even for an
     // error rule.
     const REVOKED: &str = "sk-revoked-1b2c3d4e5f60718293a4";

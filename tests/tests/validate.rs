@@ -267,3 +267,41 @@ fn every_problem_is_reported_at_once() {
         assert!(kinds.contains(&kind), "{kinds:?}");
     }
 }
+
+/// An agent with two templates wired to its `tools` input: the many-wire input takes both,
+/// and a tool's unwired inputs are its arguments, not missing inputs.
+#[test]
+fn many_tool_wires_into_an_agent_and_tools_need_no_wired_inputs() {
+    let mut doc = GraphDoc::new("tools");
+    doc.nodes
+        .push(node("goal", "graph.input", json!({"name": "goal"})));
+    doc.nodes.push(node(
+        "agent",
+        "ai.agent",
+        json!({"model": "m", "base_url": "http://127.0.0.1:1/v1"}),
+    ));
+    for id in ["first", "second"] {
+        doc.nodes
+            .push(node(id, "text.template", json!({"template": "{{ x }}"})));
+        doc.edges.push(EdgeDoc::new(id, "tool", "agent", "tools"));
+    }
+    doc.edges
+        .push(EdgeDoc::new("goal", "value", "agent", "goal"));
+    assert!(problems(&doc).is_empty(), "{:#?}", problems(&doc));
+
+    // A one-wire input still takes one wire, and a tool pin fits only a tool input.
+    doc.edges
+        .push(EdgeDoc::new("first", "tool", "agent", "goal"));
+    let p = only(&doc, ProblemKind::MultipleWires);
+    assert_eq!(p.port.as_deref(), Some("goal"));
+    doc.edges.pop();
+    doc.nodes.push(node(
+        "count",
+        "graph.input",
+        json!({"name": "n", "type": "integer"}),
+    ));
+    doc.edges
+        .push(EdgeDoc::new("count", "value", "agent", "tools"));
+    let p = only(&doc, ProblemKind::TypeMismatch);
+    assert_eq!(p.port.as_deref(), Some("tools"));
+}

@@ -434,6 +434,11 @@ impl Meter {
         });
     }
 
+    /// Input tokens, output tokens and cost recorded so far.
+    pub(crate) fn totals(&self) -> (u64, u64, f64) {
+        (self.input_tokens, self.output_tokens, self.cost_usd)
+    }
+
     /// `{model, calls, input_tokens, output_tokens, cost_usd, priced, estimated}`.
     pub(crate) fn to_value(&self) -> Value {
         let int = |n: u64| Value::Integer(i64::try_from(n).unwrap_or(i64::MAX));

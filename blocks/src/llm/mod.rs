@@ -13,16 +13,16 @@
 
 mod anthropic;
 mod chat;
-mod common;
+pub(crate) mod common;
 mod condition;
 pub(crate) mod ollama;
 mod openai;
 pub(crate) mod price;
-mod provider;
+pub(crate) mod provider;
 mod structured;
 #[cfg(test)]
 mod tests;
-mod types;
+pub(crate) mod types;
 
 use crate::Registry;
 

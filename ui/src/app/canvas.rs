@@ -996,6 +996,26 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                     );
                 }
                 for (port, text) in &run.partial {
+                    // An agent's latest step (its steps stream one JSON line each).
+                    let last_line = text.lines().last().unwrap_or_default();
+                    if let Some(step) = crate::cli::agent::parse_steps(last_line).first() {
+                        let observation = step["observation"].as_str().unwrap_or_default();
+                        ui.label(
+                            RichText::new(format!(
+                                "step {} · {} → {}",
+                                step["step"],
+                                step["tool"].as_str().unwrap_or("(no tool)"),
+                                agentloom_core::clip_chars(
+                                    &observation.replace('\n', " "),
+                                    theme::NODE_PREVIEW_CHARS
+                                )
+                            ))
+                            .monospace()
+                            .small()
+                            .color(theme::ACCENT),
+                        );
+                        continue;
+                    }
                     let tail: String = text
                         .chars()
                         .rev()
@@ -1062,7 +1082,14 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         match check_wire(snarl, from.id, to.id) {
             Ok(()) => {
                 self.snapshot(snarl);
-                snarl.drop_inputs(to.id);
+                // An input that takes many wires (an agent's tools) keeps the ones it has.
+                let many = snarl
+                    .get_node(to.id.node)
+                    .and_then(|n| n.inputs.get(to.id.input))
+                    .is_some_and(|p| p.many);
+                if !many {
+                    snarl.drop_inputs(to.id);
+                }
                 snarl.connect(from.id, to.id);
             }
             Err(err) => self

@@ -322,7 +322,14 @@ impl Document {
     pub fn connect(&mut self, from: OutPinId, to: InPinId) -> Result<(), ConnectError> {
         self.check_connect(from, to)?;
         self.checkpoint();
-        self.snarl.drop_inputs(to);
+        // An input that takes many wires (an agent's tools) keeps the ones it has.
+        let many = self.snarl[to.node]
+            .inputs
+            .get(to.input)
+            .is_some_and(|p| p.many);
+        if !many {
+            self.snarl.drop_inputs(to);
+        }
         self.snarl.connect(from, to);
         Ok(())
     }
@@ -609,6 +616,6 @@ pub fn check_wire(
             port: format!("#{}", to.input),
             side: "input",
         })?;
-    compatibility(&out.ty, &inp.ty)?;
+    compatibility(&out.ty, inp.wire_type())?;
     Ok(())
 }

@@ -209,6 +209,15 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
         }
     }
     for (port, text) in &run.partial {
+        // An agent's steps, one a line, as they happen.
+        let steps = crate::cli::agent::parse_steps(text);
+        if !steps.is_empty() {
+            ui.label(RichText::new("Steps").small().color(theme::TEXT_WEAK));
+            for step in &steps {
+                ui.label(RichText::new(crate::cli::agent::describe_step(step)).monospace());
+            }
+            continue;
+        }
         ui.label(
             RichText::new(format!("{port} (streaming) = {text}"))
                 .monospace()

@@ -4,6 +4,7 @@
 //! 3 the run waits for approval (`agentloom approve RUN_ID`).
 
 mod approval;
+pub mod agent;
 pub mod credentials;
 mod progress;
 
@@ -83,6 +84,8 @@ pub enum Command {
     },
     /// Print the JSON Schema of the graph file format.
     Schema,
+    /// Run an agent towards GOAL with every built-in tool, printing each step.
+    Agent(agent::AgentArgs),
     /// Manage credentials in the OS keychain (API keys, OAuth sign-in).
     #[command(subcommand)]
     Credentials(credentials::CredentialsCmd),
@@ -150,6 +153,7 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Credentials(cmd) => credentials::credentials_command(cmd),
         Command::Approve(args) => approval::approve_command(args),
         Command::Reject(args) => approval::reject_command(args),
+        Command::Agent(args) => agent::agent_command(args),
         Command::Schema => {
             println!(
                 "{}",
@@ -294,7 +298,9 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         return Ok(EXIT_INVALID);
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&detail)?);
+        let mut shown = serde_json::to_value(&detail)?;
+        agent::add_steps(&mut shown);
+        println!("{}", serde_json::to_string_pretty(&shown)?);
         return Ok(0);
     }
     let run = &detail.run;

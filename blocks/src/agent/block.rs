@@ -1,0 +1,218 @@
+//! `ai.agent`: given a goal, a model chooses tool calls until it finishes or a limit stops it.
+//! Config, ports and the node; the loop itself is in `loop.rs`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentloom_core::{
+    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
+    NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
+};
+
+use super::run_loop::{Agent, AgentState, Limits};
+use super::schema::{Builtin, Toolbox, wired_tools};
+use super::tools::find_program;
+use crate::Registry;
+use crate::llm::common::{LlmSettings, Meter, connection_fields, tuning_fields};
+use crate::web_search::{SearchSettings, search_fields};
+
+pub(crate) const DEFAULT_MAX_STEPS: u64 = 20;
+/// Tokens of transcript kept before old steps are summarised.
+pub(crate) const DEFAULT_CONTEXT_BUDGET: u64 = 24_000;
+const DEFAULT_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register(Box::new(AgentBlock::new()));
+}
+
+struct AgentBlock {
+    meta: BlockMeta,
+}
+
+impl AgentBlock {
+    fn new() -> Self {
+        let meta = BlockMeta::new(
+            "ai.agent",
+            "Agent",
+            "AI",
+            "Works towards a goal: the model chooses a tool, the agent runs it and shows the result, until the model calls `finish` or a limit stops it. Built-in tools work in the run's workspace; any node wired to `tools` is a tool too.",
+        )
+        .needs_credential("openai");
+        let mut meta = connection_fields(meta);
+        // The agent's own system prompt frames the loop; `instructions` add to it.
+        meta.config.retain(|f| f.name != "system");
+        let meta = meta
+            .field(ConfigField::multiline("instructions", "Instructions").help(
+                "How to work: added to the agent's system prompt (role, style, rules).",
+            ))
+            .field(
+                ConfigField::text("builtin_tools", "Built-in tools")
+                    .default_value(serde_json::json!(DEFAULT_TOOLS))
+                    .help("Comma-separated: read_file, write_file, list_files, run_code, http_get, web_search, finish (always on). write_file and run_code ask first in safe mode."),
+            )
+            .field(
+                ConfigField::integer("max_steps", "Max steps", Some(1), Some(1000))
+                    .default_value(serde_json::json!(DEFAULT_MAX_STEPS))
+                    .help("The most decisions (model calls) before the agent stops unfinished."),
+            )
+            .field(
+                ConfigField::number("max_cost_usd", "Max cost (USD)", Some(0.0), None)
+                    .help("Stop once the model calls cost more than this. Empty: no limit."),
+            )
+            .field(
+                ConfigField::integer("max_wall_ms", "Max time (ms)", Some(1), None)
+                    .help("Stop after this long. Empty: no limit but the node's timeout."),
+            )
+            .field(
+                ConfigField::integer("context_budget", "Context budget (tokens)", Some(500), None)
+                    .default_value(serde_json::json!(DEFAULT_CONTEXT_BUDGET))
+                    .help("When the transcript sent to the model grows past this (estimated), the oldest steps are replaced by a short summary."),
+            );
+        let meta = search_fields(meta, "search_");
+        let mut meta = tuning_fields(meta, false);
+        meta.config.retain(|f| f.name != "stream");
+        Self { meta }
+    }
+}
+
+impl Block for AgentBlock {
+    fn meta(&self) -> &BlockMeta {
+        &self.meta
+    }
+
+    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        let settings = LlmSettings::from_config(config, false)?;
+        let reader = ConfigReader(config);
+        let mut builtins = Vec::new();
+        for name in reader
+            .str_or("builtin_tools", DEFAULT_TOOLS)?
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            let tool = Builtin::parse(name).ok_or_else(|| {
+                ConfigError::new(
+                    "builtin_tools",
+                    format!("`{name}` is not a built-in tool; the tools are read_file, write_file, list_files, run_code, http_get, web_search, finish"),
+                )
+            })?;
+            if !builtins.contains(&tool) {
+                builtins.push(tool);
+            }
+        }
+        let search = if builtins.contains(&Builtin::WebSearch) {
+            Some(SearchSettings::from_config(config, "search_")?)
+        } else {
+            None
+        };
+        let positive = |field: &str| -> Result<Option<f64>, ConfigError> {
+            match reader.f64(field)? {
+                Some(v) if !v.is_finite() || v < 0.0 => {
+                    Err(ConfigError::new(field, "must be zero or more"))
+                }
+                other => Ok(other),
+            }
+        };
+        let limits = Limits {
+            max_steps: reader.u64_or("max_steps", DEFAULT_MAX_STEPS)?.max(1),
+            max_cost_usd: positive("max_cost_usd")?,
+            max_wall: reader.u64("max_wall_ms")?.map(Duration::from_millis),
+            context_budget: reader
+                .u64_or("context_budget", DEFAULT_CONTEXT_BUDGET)?
+                .max(500),
+        };
+        let mut inputs = vec![
+            PortSpec::new("goal", ValueType::Text).describe("What the agent should achieve."),
+            PortSpec::new("context", ValueType::Any)
+                .optional()
+                .describe("Anything the agent should know (text or JSON), shown with the goal."),
+            PortSpec::new("tools", ValueType::list_of(ValueType::Tool))
+                .optional()
+                .many()
+                .describe(
+                    "Nodes the agent may call: wire any node's `tool` output here (many wires).",
+                ),
+        ];
+        inputs.extend(settings.ports());
+        let ports = Ports::new(
+            inputs,
+            vec![
+                PortSpec::new("answer", ValueType::Text)
+                    .describe("The answer the agent finished with."),
+                PortSpec::new("artifacts", ValueType::list_of(ValueType::Text))
+                    .describe("Workspace-relative paths of the files it wrote."),
+                PortSpec::new("transcript", ValueType::list_of(ValueType::Object)).describe(
+                    "Every step: {step, thought, tool, arguments, observation, input_tokens, output_tokens, cost_usd}.",
+                ),
+            ],
+        );
+        Ok(Arc::new(AgentNode {
+            settings,
+            instructions: reader
+                .str("instructions")?
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            builtins,
+            search,
+            limits,
+            bwrap: find_program("bwrap"),
+            ports,
+        }))
+    }
+}
+
+struct AgentNode {
+    settings: LlmSettings,
+    instructions: Option<String>,
+    builtins: Vec<Builtin>,
+    search: Option<SearchSettings>,
+    limits: Limits,
+    bwrap: Option<PathBuf>,
+    ports: Ports,
+}
+
+#[async_trait]
+impl NodeImpl for AgentNode {
+    fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let endpoint = self.settings.endpoint(&mut inputs)?;
+        let model = self.settings.model(&mut inputs)?;
+        let wired = match inputs.take_optional("tools") {
+            Some(value) => wired_tools(&value)?,
+            None => Vec::new(),
+        };
+        let toolbox = Toolbox::new(&self.builtins, self.bwrap.is_some(), wired)?;
+        let state = match ctx.resume_checkpoint() {
+            Some(checkpoint) => AgentState::from_checkpoint(&checkpoint)?,
+            None => {
+                let goal = inputs.take_text("goal")?;
+                if goal.trim().is_empty() {
+                    return Err(BlockError::input(
+                        "goal",
+                        "is empty: say what the agent should achieve",
+                    ));
+                }
+                let context = inputs.take_optional("context");
+                AgentState::new(goal, context.map(|c| c.to_text()))
+            }
+        };
+        let agent = Agent {
+            ctx,
+            settings: &self.settings,
+            instructions: self.instructions.as_deref(),
+            endpoint,
+            meter: Meter::new(&self.settings, &model)?,
+            model,
+            toolbox,
+            limits: self.limits,
+            search: self.search.as_ref(),
+            bwrap: self.bwrap.as_deref(),
+        };
+        agent.run(state).await
+    }
+}

@@ -1,0 +1,17 @@
+//! The `ai.agent` block: a model works towards a goal by calling tools until it finishes.
+//!
+//! | file        | what                                                        |
+//! |-------------|-------------------------------------------------------------|
+//! | `block.rs`  | config, ports, the node                                     |
+//! | `loop.rs`   | the decide → check → act loop, limits, checkpoints          |
+//! | `tools.rs`  | the built-in tools (files, Python, HTTP GET, web search)    |
+//! | `schema.rs` | tool definitions and the check of each decision             |
+
+mod block;
+#[path = "loop.rs"]
+mod run_loop;
+mod schema;
+mod tools;
+
+pub(crate) use block::register;
+pub(crate) use tools::http_client;

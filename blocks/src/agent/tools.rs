@@ -1,0 +1,384 @@
+//! The built-in tools: files confined to the workspace, Python in a sandboxed subprocess,
+//! HTTP GET and web search. Each returns the observation shown to the model, or an error
+//! text that is shown instead.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use agentloom_core::{RunCtx, clip_chars};
+use tokio::io::AsyncWriteExt as _;
+
+use super::schema::Builtin;
+use crate::web_search::{SearchSettings, search};
+use crate::workspace_path;
+
+/// The longest file or body text returned to the model, in characters.
+const MAX_TEXT_CHARS: usize = 20_000;
+const RUN_CODE_TIMEOUT: Duration = Duration::from_secs(30);
+const RUN_CODE_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
+const RUN_CODE_CPU_SECONDS: u64 = 20;
+const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_LISTED: usize = 500;
+
+/// What a built-in tool needs besides its arguments.
+pub(crate) struct ToolEnv<'a> {
+    pub ctx: &'a dyn RunCtx,
+    pub search: Option<&'a SearchSettings>,
+    /// `bwrap`, when installed: run_code runs without network inside it.
+    pub bwrap: Option<&'a Path>,
+}
+
+/// A tool's result: the observation, and the workspace-relative path it wrote, if any.
+pub(crate) struct Done {
+    pub observation: String,
+    pub wrote: Option<String>,
+}
+
+impl Done {
+    fn said(observation: impl Into<String>) -> Self {
+        Done {
+            observation: observation.into(),
+            wrote: None,
+        }
+    }
+}
+
+/// Runs built-in `tool` (never `finish`, which the loop handles) with checked `arguments`.
+pub(crate) async fn run_builtin(
+    tool: Builtin,
+    arguments: &serde_json::Value,
+    env: &ToolEnv<'_>,
+) -> Result<Done, String> {
+    let text = |name: &str| -> String {
+        arguments
+            .get(name)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let workspace = env.ctx.workspace();
+    match tool {
+        Builtin::ReadFile => {
+            let path = workspace_path::for_read(workspace, &text("path")).map_err(|e| e.message)?;
+            let content = tokio::fs::read(&path.full).await.map_err(|e| {
+                format!(
+                    "cannot read `{}`: {}",
+                    path.relative,
+                    workspace_path::io_reason(&e)
+                )
+            })?;
+            let content = String::from_utf8_lossy(&content);
+            Ok(Done::said(clip_chars(&content, MAX_TEXT_CHARS)))
+        }
+        Builtin::WriteFile => {
+            let path =
+                workspace_path::for_write(workspace, &text("path")).map_err(|e| e.message)?;
+            let content = text("content");
+            tokio::fs::write(&path.full, content.as_bytes())
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot write `{}`: {}",
+                        path.relative,
+                        workspace_path::io_reason(&e)
+                    )
+                })?;
+            Ok(Done {
+                observation: format!("wrote {} bytes to {}", content.len(), path.relative),
+                wrote: Some(path.relative),
+            })
+        }
+        Builtin::ListFiles => list_files(workspace, &text("path")).await,
+        Builtin::RunCode => run_code(&text("code"), workspace, env.bwrap)
+            .await
+            .map(Done::said),
+        Builtin::HttpGet => http_get(&text("url")).await.map(Done::said),
+        Builtin::WebSearch => {
+            let Some(settings) = env.search else {
+                return Err(
+                    "web search is not set up for this agent (config `search_provider`)".to_owned(),
+                );
+            };
+            let hits = search(env.ctx, settings, &text("query"))
+                .await
+                .map_err(|e| e.message)?;
+            if hits.is_empty() {
+                return Ok(Done::said("no results"));
+            }
+            let lines: Vec<String> = hits
+                .iter()
+                .enumerate()
+                .map(|(i, h)| format!("{}. {} <{}>\n   {}", i + 1, h.title, h.url, h.snippet))
+                .collect();
+            Ok(Done::said(lines.join("\n")))
+        }
+        Builtin::Finish => Err("finish ends the task; it is not run as a tool".to_owned()),
+    }
+}
+
+async fn list_files(workspace: &Path, relative: &str) -> Result<Done, String> {
+    let relative = relative.trim().trim_matches('/');
+    let dir = if relative.is_empty() || relative == "." {
+        workspace.to_path_buf()
+    } else {
+        workspace_path::for_read(workspace, relative)
+            .map_err(|e| e.message)?
+            .full
+    };
+    let mut entries = tokio::fs::read_dir(&dir).await.map_err(|e| {
+        format!(
+            "cannot list `{relative}`: {}",
+            workspace_path::io_reason(&e)
+        )
+    })?;
+    let mut names = Vec::new();
+    while let Some(entry) = entries.next_entry().await.map_err(|e| {
+        format!(
+            "cannot list `{relative}`: {}",
+            workspace_path::io_reason(&e)
+        )
+    })? {
+        let mut name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
+            name.push('/');
+        }
+        names.push(name);
+    }
+    names.sort();
+    let total = names.len();
+    names.truncate(MAX_LISTED);
+    let mut listing = names.join("\n");
+    if total > MAX_LISTED {
+        listing.push_str(&format!("\n… and {} more", total - MAX_LISTED));
+    }
+    if listing.is_empty() {
+        listing = "(empty)".to_owned();
+    }
+    Ok(Done::said(listing))
+}
+
+/// Sets the resource limits from inside Python, then runs the program read from stdin, so
+/// that no unsafe `pre_exec` hook is needed.
+const PYTHON_LAUNCHER: &str = "import resource, sys\n\
+mem, cpu = int(sys.argv[1]), int(sys.argv[2])\n\
+resource.setrlimit(resource.RLIMIT_AS, (mem, mem))\n\
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))\n\
+source = sys.stdin.read()\n\
+sys.argv = ['program.py']\n\
+exec(compile(source, 'program.py', 'exec'), {'__name__': '__main__'})\n";
+
+/// `python3` on PATH, found once (the child's environment has no PATH of its own).
+fn python() -> Option<&'static Path> {
+    static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PYTHON.get_or_init(|| find_program("python3")).as_deref()
+}
+
+/// Finds `name` on PATH.
+pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+async fn run_code(code: &str, workspace: &Path, bwrap: Option<&Path>) -> Result<String, String> {
+    let python = python().ok_or("python3 is not installed on this machine")?;
+    let workspace = workspace.canonicalize().map_err(|e| {
+        format!(
+            "the workspace cannot be opened: {}",
+            workspace_path::io_reason(&e)
+        )
+    })?;
+    let limits = [
+        RUN_CODE_MEMORY_BYTES.to_string(),
+        RUN_CODE_CPU_SECONDS.to_string(),
+    ];
+    let mut command = match bwrap {
+        Some(bwrap) => {
+            let mut command = tokio::process::Command::new(bwrap);
+            command
+                .args(["--unshare-net", "--die-with-parent", "--ro-bind", "/", "/"])
+                .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+                // After the fresh /tmp, so that a workspace under /tmp stays visible.
+                .arg("--bind")
+                .arg(&workspace)
+                .arg(&workspace)
+                .arg("--chdir")
+                .arg(&workspace)
+                .arg(python);
+            command
+        }
+        None => tokio::process::Command::new(python),
+    };
+    command
+        .args(["-c", PYTHON_LAUNCHER])
+        .args(&limits)
+        .current_dir(&workspace)
+        // A clean environment: no credential reaches the program.
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &workspace)
+        .env("LANG", "C.UTF-8")
+        .env("PYTHONIOENCODING", "utf-8")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("python3 could not be started: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(code.as_bytes())
+            .await
+            .map_err(|e| format!("the program could not be handed to python3: {e}"))?;
+    }
+    let output = match tokio::time::timeout(RUN_CODE_TIMEOUT, child.wait_with_output()).await {
+        Ok(output) => output.map_err(|e| format!("python3 failed: {e}"))?,
+        Err(_) => {
+            return Err(format!(
+                "the program ran longer than {} s and was stopped",
+                RUN_CODE_TIMEOUT.as_secs()
+            ));
+        }
+    };
+    let code = output
+        .status
+        .code()
+        .map_or_else(|| "killed by a signal".to_owned(), |c| c.to_string());
+    let stdout = clip_chars(&String::from_utf8_lossy(&output.stdout), MAX_TEXT_CHARS / 2);
+    let stderr = clip_chars(&String::from_utf8_lossy(&output.stderr), MAX_TEXT_CHARS / 2);
+    Ok(format!(
+        "exit code: {code}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    ))
+}
+
+/// The client the agent's web tools share.
+pub(crate) fn http_client() -> Result<&'static reqwest::Client, String> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .user_agent(concat!("agentloom/", env!("CARGO_PKG_VERSION")))
+                .timeout(HTTP_TIMEOUT)
+                .build()
+                .map_err(|e| format!("the HTTP client could not be set up: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+async fn http_get(url: &str) -> Result<String, String> {
+    let parsed =
+        reqwest::Url::parse(url.trim()).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("`{url}`: only http and https URLs can be fetched"));
+    }
+    let response = http_client()?
+        .get(parsed)
+        .send()
+        .await
+        .map_err(|e| format!("GET {url} failed: {e}"))?;
+    let status = response.status();
+    let body = response
+        .text()
+        .await
+        .map_err(|e| format!("GET {url}: the body could not be read: {e}"))?;
+    Ok(format!(
+        "HTTP {}\n{}",
+        status.as_u16(),
+        clip_chars(&body, MAX_TEXT_CHARS)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use super::*;
+    use crate::testing::TestCtx;
+
+    fn env<'a>(ctx: &'a TestCtx, bwrap: Option<&'a Path>) -> ToolEnv<'a> {
+        ToolEnv {
+            ctx,
+            search: None,
+            bwrap,
+        }
+    }
+
+    #[tokio::test]
+    async fn files_stay_in_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = TestCtx::new().with_workspace(dir.path());
+        let wrote = run_builtin(
+            Builtin::WriteFile,
+            &serde_json::json!({"path": "out/notes.md", "content": "hello"}),
+            &env(&ctx, None),
+        )
+        .await
+        .unwrap();
+        assert_eq!(wrote.wrote.as_deref(), Some("out/notes.md"));
+        let read = run_builtin(
+            Builtin::ReadFile,
+            &serde_json::json!({"path": "out/notes.md"}),
+            &env(&ctx, None),
+        )
+        .await
+        .unwrap();
+        assert_eq!(read.observation, "hello");
+        let listed = run_builtin(Builtin::ListFiles, &serde_json::json!({}), &env(&ctx, None))
+            .await
+            .unwrap();
+        assert_eq!(listed.observation, "out/");
+        let escape = run_builtin(
+            Builtin::ReadFile,
+            &serde_json::json!({"path": "../etc/passwd"}),
+            &env(&ctx, None),
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(escape.contains(".."), "{escape}");
+    }
+
+    #[tokio::test]
+    async fn run_code_has_no_secrets_and_no_network_under_bubblewrap() {
+        let Some(bwrap) = find_program("bwrap") else {
+            eprintln!("skipping: bubblewrap is not installed");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = TestCtx::new().with_workspace(dir.path());
+        // The test process has CARGO_* variables; the program must see none of them.
+        let code = "import os, socket\nprint(sorted(os.environ))\nopen('made.txt', 'w').write('x')\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('online')\nexcept OSError:\n    print('offline')\n";
+        let out = run_builtin(
+            Builtin::RunCode,
+            &serde_json::json!({"code": code}),
+            &env(&ctx, Some(&bwrap)),
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.observation.starts_with("exit code: 0"),
+            "{}",
+            out.observation
+        );
+        assert!(out.observation.contains("'PATH'"), "{}", out.observation);
+        assert!(!out.observation.contains("CARGO"), "{}", out.observation);
+        assert!(out.observation.contains("offline"), "{}", out.observation);
+        assert!(dir.path().join("made.txt").is_file());
+        let failing = run_builtin(
+            Builtin::RunCode,
+            &serde_json::json!({"code": "raise SystemExit(3)"}),
+            &env(&ctx, Some(&bwrap)),
+        )
+        .await
+        .unwrap();
+        assert!(
+            failing.observation.starts_with("exit code: 3"),
+            "{}",
+            failing.observation
+        );
+    }
+}

@@ -1,0 +1,339 @@
+//! `agentloom agent "GOAL"`: the agent loop from the command line, with a built-in graph
+//! (goal → agent with every built-in tool → outputs), each step printed as it happens.
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentloom_blocks::Registry;
+use agentloom_core::{
+    ApprovalDecision, ApprovalRequest, EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate,
+};
+use agentloom_engine::{
+    Approver, EventKind, EventSink, Executor, FanoutSink, RunEvent, RunOptions, RunStatus,
+};
+use anyhow::Context as _;
+use serde_json::json;
+
+use super::{EXIT_FAILED, EXIT_INVALID, open_store};
+
+/// Every built-in tool of the agent block.
+const ALL_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
+
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// What the agent should achieve.
+    pub goal: String,
+    /// openai (any OpenAI-compatible server), anthropic or ollama.
+    #[arg(long, default_value = "openai")]
+    pub provider: String,
+    /// The API root, e.g. http://127.0.0.1:11434/v1 for a local server.
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// The model (default: gpt-4o-mini, claude-sonnet-4-5 or llama3.2 by provider).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The stored credential with the API key.
+    #[arg(long)]
+    pub credential: Option<String>,
+    /// The folder the agent's file and code tools work in (default: the current one).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    #[arg(long, default_value_t = 20)]
+    pub max_steps: u64,
+    /// Run side effects (write_file, run_code) without asking (safe mode off).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print exactly one JSON object {run_id, status, answer, steps, usage} on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The run log database (default: the per-user data directory).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+}
+
+/// The built-in agent graph.
+fn agent_graph(args: &AgentArgs) -> GraphDoc {
+    let model = args.model.clone().unwrap_or_else(|| {
+        match args.provider.as_str() {
+            "anthropic" => "claude-sonnet-4-5",
+            "ollama" => "llama3.2",
+            _ => "gpt-4o-mini",
+        }
+        .to_owned()
+    });
+    let mut config = json!({
+        "provider": args.provider,
+        "model": model,
+        "max_steps": args.max_steps,
+        "builtin_tools": ALL_TOOLS,
+    });
+    if let Some(map) = config.as_object_mut() {
+        if let Some(url) = &args.base_url {
+            map.insert("base_url".to_owned(), json!(url));
+        }
+        if let Some(name) = &args.credential {
+            map.insert("credential".to_owned(), json!(name));
+        }
+    }
+    let mut doc = GraphDoc::new("agent");
+    doc.settings.safe_mode = !args.yes;
+    doc.nodes = vec![
+        NodeDoc::new("goal", "data.constant")
+            .with_config(json!({"type": "text", "value": args.goal})),
+        NodeDoc::new("agent", "ai.agent").with_config(config),
+        NodeDoc::new("answer", "graph.output").with_config(json!({"name": "answer"})),
+        NodeDoc::new("artifacts", "graph.output").with_config(json!({"name": "artifacts"})),
+    ];
+    doc.edges = vec![
+        EdgeDoc::new("goal", "value", "agent", "goal"),
+        EdgeDoc::new("agent", "answer", "answer", "value"),
+        EdgeDoc::new("agent", "artifacts", "artifacts", "value"),
+    ];
+    doc
+}
+
+pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
+    let registry = Arc::new(Registry::builtin());
+    let graph = match validate(&agent_graph(&args), registry.as_ref()) {
+        Ok(graph) => graph,
+        Err(problems) => {
+            for p in &problems {
+                eprintln!("{}", p.message);
+            }
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let workspace = match &args.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    if !workspace.is_dir() {
+        eprintln!("--workspace {}: not a directory", workspace.display());
+        return Ok(EXIT_INVALID);
+    }
+    let steps = Arc::new(StepPrinter {
+        print: !args.json,
+        steps: std::sync::Mutex::new(Vec::new()),
+    });
+    let mut sinks: Vec<Arc<dyn EventSink>> = vec![steps.clone()];
+    let recorder = match open_store(args.db.clone())
+        .and_then(|store| Ok(Arc::new(store.recorder(&graph.doc)?)))
+    {
+        Ok(recorder) => {
+            sinks.push(recorder.clone());
+            Some(recorder)
+        }
+        Err(err) => {
+            eprintln!("warning: this run will not be logged: {err:#}");
+            None
+        }
+    };
+    let mut executor = Executor::new(registry).with_workspace(workspace);
+    if let Ok(store) = agentloom_engine::CredentialStore::open_default() {
+        executor = executor.with_secrets(Arc::new(agentloom_engine::KeychainSecrets::new(
+            Arc::new(store),
+        )));
+    }
+    // Safe mode asks on the terminal. Without one, an approval fails the run; pausing it
+    // (exit 3, resumed by `agentloom approve`) belongs to durable approvals.
+    if !args.yes && std::io::stdin().is_terminal() {
+        executor = executor.with_approver(Arc::new(TerminalApprover));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let options = RunOptions {
+        cancel: cancel.clone(),
+        ..RunOptions::default()
+    };
+    let report = runtime.block_on(async {
+        let ctrl_c = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ncancelling…");
+                ctrl_c.cancel();
+            }
+        });
+        executor
+            .run(
+                Arc::new(graph),
+                ValueMap::new(),
+                options,
+                Arc::new(FanoutSink(sinks)),
+            )
+            .await
+    });
+    if let Some(recorder) = recorder
+        && let Err(err) = recorder.finish()
+    {
+        eprintln!("warning: the run log may be incomplete: {err}");
+    }
+    let answer = report.outputs.get("answer").map(Value::to_text);
+    let steps = steps.steps.lock().map(|s| s.clone()).unwrap_or_default();
+    if args.json {
+        let object = json!({
+            "run_id": report.run_id,
+            "status": report.status.as_str(),
+            "answer": answer,
+            "error": report.error,
+            "steps": steps,
+            "usage": report.usage,
+        });
+        println!("{object}");
+    } else {
+        if let Some(answer) = &answer {
+            println!("{answer}");
+        }
+        let outcome = match report.status {
+            RunStatus::Completed => "finished".to_owned(),
+            other => format!(
+                "{}: {}",
+                other.as_str(),
+                report.error.clone().unwrap_or_default()
+            ),
+        };
+        eprintln!(
+            "run {} {outcome} after {} steps; {} tokens in, {} out, ${:.4}",
+            report.run_id,
+            steps.len(),
+            report.usage.input_tokens,
+            report.usage.output_tokens,
+            report.usage.cost_usd
+        );
+    }
+    Ok(if report.status == RunStatus::Completed {
+        0
+    } else {
+        EXIT_FAILED
+    })
+}
+
+/// Prints each agent step as it arrives (the agent streams one JSON line per step on its
+/// `transcript` port) and keeps them for the summary.
+struct StepPrinter {
+    print: bool,
+    steps: std::sync::Mutex<Vec<serde_json::Value>>,
+}
+
+impl EventSink for StepPrinter {
+    fn emit(&self, event: &RunEvent) {
+        let EventKind::NodePartial { port, chunk, .. } = &event.kind else {
+            return;
+        };
+        if port != "transcript" {
+            return;
+        }
+        for line in chunk.lines().filter(|l| !l.trim().is_empty()) {
+            let Ok(step) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if self.print {
+                eprintln!("{}", describe_step(&step));
+            }
+            if let Ok(mut steps) = self.steps.lock() {
+                steps.push(step);
+            }
+        }
+    }
+}
+
+/// Gives each node of a shown run that streamed agent steps (JSON lines on its
+/// `transcript` port) a `steps` list, parsed from the run log.
+pub fn add_steps(run: &mut serde_json::Value) {
+    let Some(nodes) = run
+        .get_mut("nodes")
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return;
+    };
+    for node in nodes {
+        let Some(lines) = node
+            .pointer("/partial/transcript")
+            .and_then(serde_json::Value::as_str)
+        else {
+            continue;
+        };
+        let steps = parse_steps(lines);
+        if let Some(object) = node.as_object_mut() {
+            object.insert("steps".to_owned(), serde_json::Value::Array(steps));
+        }
+    }
+}
+
+/// The agent steps in streamed `transcript` text: one JSON object with a `step` number a
+/// line. Empty when the text is something else.
+pub fn parse_steps(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map_while(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .filter(|step| step.get("step").is_some())
+        })
+        .collect()
+}
+
+/// `step 2 · write_file {"path":…} → wrote 2 bytes to a.txt  (812 in / 20 out, $0.0001)`.
+pub fn describe_step(step: &serde_json::Value) -> String {
+    let text = |name: &str| step[name].as_str().unwrap_or_default().to_owned();
+    let thought = text("thought");
+    let observation = agentloom_core::clip_chars(&text("observation").replace('\n', " ⏎ "), 200);
+    let mut line = format!(
+        "step {} · {} {} → {observation}  ({} in / {} out, ${:.4})",
+        step["step"],
+        step["tool"].as_str().unwrap_or("(no tool)"),
+        agentloom_core::clip_chars(&step["arguments"].to_string(), 160),
+        step["input_tokens"],
+        step["output_tokens"],
+        step["cost_usd"].as_f64().unwrap_or(0.0),
+    );
+    if !thought.is_empty() {
+        line = format!("  {}\n{line}", agentloom_core::clip_chars(&thought, 300));
+    }
+    line
+}
+
+/// Asks on the terminal before a side effect: y approves, anything else rejects with that
+/// text as the message to the model.
+struct TerminalApprover;
+
+#[agentloom_core::async_trait]
+impl Approver for TerminalApprover {
+    async fn decide(
+        &self,
+        _run_id: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> ApprovalDecision {
+        let prompt = format!(
+            "`{node}` wants to run {} {}\nAllow? [y = yes, anything else = no, and tells the agent why] ",
+            request.action,
+            request.arguments.to_json()
+        );
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut stderr = std::io::stderr();
+            let _ = write!(stderr, "{prompt}");
+            let _ = stderr.flush();
+            let mut line = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut line);
+            line.trim().to_owned()
+        })
+        .await
+        .unwrap_or_default();
+        if answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes") {
+            request.approve_as_is()
+        } else {
+            ApprovalDecision::Rejected {
+                message: if answer.is_empty() {
+                    "The person did not allow this.".to_owned()
+                } else {
+                    answer
+                },
+            }
+        }
+    }
+}

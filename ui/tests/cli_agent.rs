@@ -1,0 +1,95 @@
+//! `agentloom agent` end to end: the real binary against the `fakellm` peer, scripted by
+//! tests/fixtures/agent/fakellm.yaml (set AGENTLOOM_SKIP_PEERS=1 to skip without it).
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+#[path = "../../tests/tests/support/fakellm.rs"]
+mod fakellm;
+
+use std::process::{Command, Output, Stdio};
+
+use fakellm::FakeLlm;
+
+fn agent(fake: &FakeLlm, goal: &str, dir: &std::path::Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .env_remove("AGENTLOOM_LOG")
+        // The peer takes any key; the environment keeps the keychain out of it.
+        .env("AGENTLOOM_SECRET_OPENAI", "sk-local-test")
+        .args(["agent", goal, "--model", "test-model", "--base-url"])
+        .arg(format!("{}/v1", fake.base()))
+        .arg("--workspace")
+        .arg(dir)
+        .arg("--db")
+        .arg(dir.join("runs.sqlite3"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_agent_runs_from_the_command_line_and_prints_its_steps() {
+    let Some(fake) = FakeLlm::start("agent/fakellm.yaml") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent(
+        &fake,
+        "TASK-MULTI: compute 6 times 7",
+        dir.path(),
+        &["--yes", "--json"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "completed");
+    assert_eq!(
+        result["answer"],
+        "The answer is 42, saved in out/answer.txt."
+    );
+    let steps = result["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[0]["tool"], "run_code");
+    assert!(result["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    assert!(result["run_id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/answer.txt")).unwrap(),
+        "42"
+    );
+
+    // Human output: each step on stderr, the answer on stdout.
+    std::fs::write(dir.path().join("present.txt"), "here").unwrap();
+    let out = agent(
+        &fake,
+        "TASK-RECOVER: read missing.txt",
+        dir.path(),
+        &["--yes"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("step 1 · read_file {\"path\":\"missing.txt\"} → error: cannot read"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("finished after 3 steps"), "{stderr}");
+}
+
+#[test]
+fn without_yes_and_without_a_terminal_a_side_effect_stops_the_agent() {
+    let Some(fake) = FakeLlm::start("agent/fakellm.yaml") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent(
+        &fake,
+        "TASK-MULTI: compute 6 times 7",
+        dir.path(),
+        &["--json"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("needs approval"), "{error}");
+    assert!(!dir.path().join("out/answer.txt").exists());
+}
