@@ -31,6 +31,7 @@ mod github;
 mod gmail;
 mod graph_io;
 mod http;
+mod jinja;
 mod json_parse;
 mod json_query;
 mod llm;

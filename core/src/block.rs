@@ -338,6 +338,36 @@ pub trait RunCtx: Send + Sync {
     fn resume_checkpoint(&self) -> Option<crate::value::Value> {
         None
     }
+    /// Runs CPU-bound work (rendering, parsing large values) off the scheduler, on a pool
+    /// bounded by the run's `concurrency` (the cores by default). Returns when the job is
+    /// done, or fails as cancelled when the node is stopped first (the job should also
+    /// watch [`RunCtx::cancel_token`] to end early). Without a pool it runs the job inline.
+    /// Blocks call it through [`run_cpu_bound`].
+    async fn run_cpu(&self, job: CpuJob) -> Result<(), BlockError> {
+        job();
+        Ok(())
+    }
+}
+
+/// A piece of CPU-bound work handed to [`RunCtx::run_cpu`].
+pub type CpuJob = Box<dyn FnOnce() + Send + 'static>;
+
+/// Runs `work` through [`RunCtx::run_cpu`] and returns its result.
+pub async fn run_cpu_bound<T: Send + 'static>(
+    ctx: &dyn RunCtx,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, BlockError> {
+    let slot = Arc::new(std::sync::Mutex::new(None));
+    let filled = Arc::clone(&slot);
+    ctx.run_cpu(Box::new(move || {
+        let result = work();
+        if let Ok(mut slot) = filled.lock() {
+            *slot = Some(result);
+        }
+    }))
+    .await?;
+    let result = slot.lock().ok().and_then(|mut slot| slot.take());
+    result.ok_or_else(|| BlockError::permanent("the work ended without a result (it panicked)"))
 }
 
 /// How a failure should be treated.

@@ -166,7 +166,7 @@ impl RetryPolicy {
     }
 }
 
-/// Limits for a run; unset means unlimited (concurrency defaults to 8).
+/// Limits for a run; unset means unlimited (concurrency defaults to the number of cores).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunSettings {
@@ -179,7 +179,8 @@ pub struct RunSettings {
     /// Stop the run after this long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wall_ms: Option<u64>,
-    /// How many nodes may run at once.
+    /// How many nodes may do CPU-bound work (templates, parsing) at once. Nodes that wait
+    /// on a timer, the network, a person or a sub-run take no slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
     /// Ask before running blocks with side effects.

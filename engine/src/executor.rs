@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentloom_core::{
-    ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, ErrorClass,
-    GraphDoc, NodeImpl, RunCtx, Secret, SecretError, SecretSource, Usage, ValidGraph, Value,
-    ValueMap, coerce, validate,
+    ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, CpuJob,
+    ErrorClass, GraphDoc, NodeImpl, RunCtx, Secret, SecretError, SecretSource, Usage, ValidGraph,
+    Value, ValueMap, coerce, validate,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -43,7 +43,9 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// Cancel this to stop the run.
     pub cancel: CancellationToken,
-    /// Overrides the graph's concurrency setting.
+    /// Overrides the graph's concurrency setting: how many nodes of this run may do
+    /// CPU-bound work at once (the cores by default). Nodes that wait (timers, requests,
+    /// people, sub-runs) take no slot.
     pub concurrency: Option<usize>,
 }
 
@@ -150,14 +152,21 @@ impl Executor {
             limit_error: Mutex::new(None),
             max_cost_usd: graph.doc.settings.max_cost_usd,
             safe_mode: graph.doc.settings.safe_mode,
+            cpu_slots: Arc::new(tokio::sync::Semaphore::new(
+                options
+                    .concurrency
+                    .or(graph.doc.settings.concurrency)
+                    .unwrap_or_else(default_concurrency)
+                    .max(1),
+            )),
         });
-        let concurrency = options
-            .concurrency
-            .or(graph.doc.settings.concurrency)
-            .unwrap_or(8)
-            .max(1);
-        Scheduler::new(graph, shared, concurrency).run().await
+        Scheduler::new(graph, shared).run().await
     }
+}
+
+/// The default number of nodes doing CPU-bound work at once: the cores available.
+pub fn default_concurrency() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// A new run id: time-ordered, so ids sort by start time.
@@ -180,6 +189,8 @@ struct RunShared {
     limit_error: Mutex<Option<String>>,
     max_cost_usd: Option<f64>,
     safe_mode: bool,
+    /// Slots for CPU-bound work on the blocking pool (see [`RunCtx::run_cpu`]).
+    cpu_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl RunShared {
@@ -362,6 +373,25 @@ impl RunCtx for NodeCtx {
         }
         ask_approval(&self.shared, &self.node_id, &request).await
     }
+
+    async fn run_cpu(&self, job: CpuJob) -> Result<(), BlockError> {
+        let permit = tokio::select! {
+            permit = Arc::clone(&self.shared.cpu_slots).acquire_owned() => {
+                permit.map_err(|_| BlockError::cancelled())?
+            }
+            () = self.cancel.cancelled() => return Err(BlockError::cancelled()),
+        };
+        // The slot stays taken until the job really ends, even when the node stopped
+        // waiting for it: the core is busy until then.
+        let work = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            job();
+        });
+        tokio::select! {
+            joined = work => joined.map_err(|e| BlockError::permanent(format!("the work stopped: {e}"))),
+            () = self.cancel.cancelled() => Err(BlockError::cancelled()),
+        }
+    }
 }
 
 /// The result of running one node (all its attempts).
@@ -389,7 +419,6 @@ struct NodeState {
 struct Scheduler {
     graph: Arc<ValidGraph>,
     shared: Arc<RunShared>,
-    concurrency: usize,
     states: Vec<NodeState>,
     /// Ready nodes keyed by topological rank.
     ready: BinaryHeap<Reverse<(usize, usize)>>,
@@ -398,7 +427,7 @@ struct Scheduler {
 }
 
 impl Scheduler {
-    fn new(graph: Arc<ValidGraph>, shared: Arc<RunShared>, concurrency: usize) -> Self {
+    fn new(graph: Arc<ValidGraph>, shared: Arc<RunShared>) -> Self {
         let states = graph
             .nodes
             .iter()
@@ -415,7 +444,6 @@ impl Scheduler {
         Self {
             graph,
             shared,
-            concurrency,
             states,
             ready: BinaryHeap::new(),
             steps: 0,
@@ -445,10 +473,9 @@ impl Scheduler {
         let mut running: FuturesUnordered<BoxFuture<'static, NodeOutcome>> =
             FuturesUnordered::new();
         loop {
-            while running.len() < self.concurrency
-                && self.failure.is_none()
-                && !self.shared.cancel.is_cancelled()
-            {
+            // Every ready node starts: a node that waits holds no slot, and CPU-bound work
+            // is bounded by `cpu_slots` instead.
+            while self.failure.is_none() && !self.shared.cancel.is_cancelled() {
                 let Some(Reverse((_, index))) = self.ready.pop() else {
                     break;
                 };

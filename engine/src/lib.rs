@@ -19,5 +19,8 @@ pub use events::{
     ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RunEvent,
     RunStatus,
 };
-pub use executor::{Approver, EnvSecrets, Executor, NodeReport, RunOptions, RunReport, new_run_id};
+pub use executor::{
+    Approver, EnvSecrets, Executor, NodeReport, RunOptions, RunReport, default_concurrency,
+    new_run_id,
+};
 pub use store::{NodeRow, RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError};

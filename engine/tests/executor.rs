@@ -1,4 +1,4 @@
-//! Executor semantics on real graphs: concurrency, retries, timeouts, cancellation,
+//! Executor semantics on real graphs: concurrency (waits hold no slot, CPU-bound work is bounded), retries, timeouts, cancellation,
 //! skipped branches, caught errors, run limits, determinism, very long chains.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
@@ -186,26 +186,99 @@ async fn independent_nodes_run_concurrently() {
 }
 
 #[tokio::test]
-async fn concurrency_bound_is_respected() {
-    let mut doc = GraphDoc::new("bounded");
-    doc.settings.concurrency = Some(2);
+async fn waiting_nodes_hold_no_concurrency_slot() {
+    let mut doc = GraphDoc::new("waits");
+    doc.settings.concurrency = Some(1);
     doc.nodes
         .push(node("start", "data.constant", json!({"value": 1})));
-    for i in 0..4 {
+    for i in 0..10 {
         let id = format!("wait{i}");
         doc.nodes
-            .push(node(&id, "control.delay", json!({"ms": 150})));
+            .push(node(&id, "control.delay", json!({"ms": 200})));
         doc.edges.push(edge("start", "value", &id, "value"));
     }
     let started = Instant::now();
     let (report, _) = run_doc(builtin(), &doc, ValueMap::new()).await;
     assert_eq!(report.status, RunStatus::Completed);
-    // Four waits, two at a time: at least two rounds of 150 ms.
+    // Ten 200 ms waits one after another would take 2 s.
     assert!(
-        started.elapsed() >= Duration::from_millis(300),
+        started.elapsed() < Duration::from_millis(1200),
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Busy for `ms` on the blocking pool, counting how many jobs are busy at once.
+struct Busy {
+    meta: BlockMeta,
+    active: Arc<AtomicU32>,
+    peak: Arc<AtomicU32>,
+}
+
+struct BusyNode {
+    ms: u64,
+    active: Arc<AtomicU32>,
+    peak: Arc<AtomicU32>,
+    ports: Ports,
+}
+
+impl Block for Busy {
+    fn meta(&self) -> &BlockMeta {
+        &self.meta
+    }
+    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(BusyNode {
+            ms: ConfigReader(config).u64_or("ms", 50)?,
+            active: self.active.clone(),
+            peak: self.peak.clone(),
+            ports: Ports::new(
+                vec![PortSpec::new("value", ValueType::Any)],
+                vec![PortSpec::new("value", ValueType::Any)],
+            ),
+        }))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for BusyNode {
+    fn ports(&self) -> &Ports {
+        &self.ports
+    }
+    async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let (active, peak, ms) = (self.active.clone(), self.peak.clone(), self.ms);
+        agentloom_core::run_cpu_bound(ctx, move || {
+            let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(ms));
+            active.fetch_sub(1, Ordering::SeqCst);
+        })
+        .await?;
+        Ok(inputs)
+    }
+}
+
+#[tokio::test]
+async fn cpu_bound_work_runs_off_the_scheduler_bounded_by_concurrency() {
+    let (active, peak) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let registry = Arc::new(Registry::builtin().with(Box::new(Busy {
+        meta: BlockMeta::new("test.busy", "Busy", "Test", "Keeps a core busy."),
+        active: active.clone(),
+        peak: peak.clone(),
+    })));
+    let mut doc = GraphDoc::new("busy");
+    doc.settings.concurrency = Some(2);
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
+    for i in 0..6 {
+        let id = format!("busy{i}");
+        doc.nodes.push(node(&id, "test.busy", json!({"ms": 50})));
+        doc.edges.push(edge("start", "value", &id, "value"));
+    }
+    // A single-threaded runtime: jobs overlap only if they run off the scheduler's thread.
+    let (report, _) = run_doc(registry, &doc, ValueMap::new()).await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    assert_eq!(peak.load(Ordering::SeqCst), 2);
+    assert_eq!(active.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]

@@ -100,7 +100,7 @@ pub struct RunArgs {
     /// The directory file blocks may read and write (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-    /// How many nodes may run at once (default: the graph's setting, else 8).
+    /// How many nodes may do CPU-bound work at once; waiting nodes take no slot (default: the graph's setting, else the number of cores).
     #[arg(long)]
     pub concurrency: Option<usize>,
 }
