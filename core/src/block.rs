@@ -347,6 +347,31 @@ pub trait RunCtx: Send + Sync {
         job();
         Ok(())
     }
+    /// Waits for a slot to send a request to `url`'s host (an API, an LLM provider's
+    /// base_url): the run's `requests_per_host` bounds how many are in flight at once per
+    /// host. Hold the slot until the answer is read. Fails as cancelled when the node is
+    /// stopped while waiting. Without limits it answers at once.
+    async fn request_slot(&self, url: &str) -> Result<RequestSlot, BlockError> {
+        let _ = url;
+        Ok(RequestSlot::unlimited())
+    }
+}
+
+/// A slot for one outbound request (see [`RunCtx::request_slot`]); freed when dropped.
+pub struct RequestSlot(
+    #[allow(dead_code, reason = "held for its drop")] Option<Box<dyn Send + Sync>>,
+);
+
+impl RequestSlot {
+    /// A slot that limits nothing.
+    pub fn unlimited() -> Self {
+        Self(None)
+    }
+
+    /// A slot that frees `guard` when dropped.
+    pub fn holding(guard: impl Send + Sync + 'static) -> Self {
+        Self(Some(Box::new(guard)))
+    }
 }
 
 /// A piece of CPU-bound work handed to [`RunCtx::run_cpu`].

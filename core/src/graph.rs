@@ -183,6 +183,10 @@ pub struct RunSettings {
     /// on a timer, the network, a person or a sub-run take no slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
+    /// How many requests may be in flight at once to one host (an API, an LLM provider's
+    /// base_url); 8 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_host: Option<usize>,
     /// Ask before running blocks with side effects.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub safe_mode: bool,

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use agentloom_core::{
     ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, CpuJob,
-    ErrorClass, GraphDoc, NodeImpl, RunCtx, Secret, SecretError, SecretSource, Usage, ValidGraph,
-    Value, ValueMap, coerce, validate,
+    ErrorClass, GraphDoc, NodeImpl, RequestSlot, RunCtx, Secret, SecretError, SecretSource, Usage,
+    ValidGraph, Value, ValueMap, coerce, validate,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -152,6 +152,13 @@ impl Executor {
             limit_error: Mutex::new(None),
             max_cost_usd: graph.doc.settings.max_cost_usd,
             safe_mode: graph.doc.settings.safe_mode,
+            request_slots: RequestSlots::new(
+                graph
+                    .doc
+                    .settings
+                    .requests_per_host
+                    .unwrap_or(DEFAULT_REQUESTS_PER_HOST),
+            ),
             cpu_slots: Arc::new(tokio::sync::Semaphore::new(
                 options
                     .concurrency
@@ -191,6 +198,50 @@ struct RunShared {
     safe_mode: bool,
     /// Slots for CPU-bound work on the blocking pool (see [`RunCtx::run_cpu`]).
     cpu_slots: Arc<tokio::sync::Semaphore>,
+    /// Slots for outbound requests, per host (see [`RunCtx::request_slot`]).
+    request_slots: RequestSlots,
+}
+
+/// Requests in flight at once to one host when the graph does not say.
+pub const DEFAULT_REQUESTS_PER_HOST: usize = 8;
+
+/// One semaphore per host a run sends requests to.
+struct RequestSlots {
+    per_host: usize,
+    hosts: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
+}
+
+impl RequestSlots {
+    fn new(per_host: usize) -> Self {
+        Self {
+            per_host: per_host.max(1),
+            hosts: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The semaphore of `url`'s scheme, host and port.
+    fn for_url(&self, url: &str) -> Arc<tokio::sync::Semaphore> {
+        let key = url::Url::parse(url).map_or_else(
+            |_| url.to_owned(),
+            |u| {
+                format!(
+                    "{}://{}:{}",
+                    u.scheme(),
+                    u.host_str().unwrap_or_default(),
+                    u.port_or_known_default().unwrap_or_default()
+                )
+            },
+        );
+        let mut hosts = self
+            .hosts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            hosts
+                .entry(key)
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_host))),
+        )
+    }
 }
 
 impl RunShared {
@@ -372,6 +423,16 @@ impl RunCtx for NodeCtx {
             return Ok(request.approve_as_is());
         }
         ask_approval(&self.shared, &self.node_id, &request).await
+    }
+
+    async fn request_slot(&self, url: &str) -> Result<RequestSlot, BlockError> {
+        let host = self.shared.request_slots.for_url(url);
+        tokio::select! {
+            permit = host.acquire_owned() => permit
+                .map(RequestSlot::holding)
+                .map_err(|_| BlockError::cancelled()),
+            () = self.cancel.cancelled() => Err(BlockError::cancelled()),
+        }
     }
 
     async fn run_cpu(&self, job: CpuJob) -> Result<(), BlockError> {

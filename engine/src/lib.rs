@@ -20,7 +20,10 @@ pub use events::{
     RunStatus,
 };
 pub use executor::{
-    Approver, EnvSecrets, Executor, NodeReport, RunOptions, RunReport, default_concurrency,
-    new_run_id,
+    Approver, DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,
+    default_concurrency, new_run_id,
 };
-pub use store::{NodeRow, RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError};
+pub use store::{
+    DEFAULT_MAX_VALUE_BYTES, LogPolicy, NodeRow, RUN_LOG_FILE, RunDetail, RunRecorder, RunRow,
+    RunStore, StoreError,
+};

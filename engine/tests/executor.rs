@@ -281,6 +281,86 @@ async fn cpu_bound_work_runs_off_the_scheduler_bounded_by_concurrency() {
     assert_eq!(active.load(Ordering::SeqCst), 0);
 }
 
+/// Holds a request slot for `url` for 50 ms, counting how many it holds at once per host.
+struct Request {
+    meta: BlockMeta,
+    peaks: Arc<std::sync::Mutex<std::collections::HashMap<String, (u32, u32)>>>,
+}
+
+struct RequestNode {
+    url: String,
+    peaks: Arc<std::sync::Mutex<std::collections::HashMap<String, (u32, u32)>>>,
+    ports: Ports,
+}
+
+impl Block for Request {
+    fn meta(&self) -> &BlockMeta {
+        &self.meta
+    }
+    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(RequestNode {
+            url: ConfigReader(config)
+                .str("url")?
+                .unwrap_or_default()
+                .to_owned(),
+            peaks: self.peaks.clone(),
+            ports: Ports::new(
+                vec![PortSpec::new("value", ValueType::Any)],
+                vec![PortSpec::new("value", ValueType::Any)],
+            ),
+        }))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for RequestNode {
+    fn ports(&self) -> &Ports {
+        &self.ports
+    }
+    async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let host = self.url.split('/').nth(2).unwrap_or_default().to_owned();
+        let _slot = ctx.request_slot(&self.url).await?;
+        {
+            let mut peaks = self.peaks.lock().unwrap();
+            let (active, peak) = peaks.entry(host.clone()).or_default();
+            *active += 1;
+            *peak = (*peak).max(*active);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.peaks.lock().unwrap().entry(host).or_default().0 -= 1;
+        Ok(inputs)
+    }
+}
+
+#[tokio::test]
+async fn requests_are_bounded_per_host() {
+    let peaks = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let registry = Arc::new(Registry::builtin().with(Box::new(Request {
+        meta: BlockMeta::new("test.request", "Request", "Test", "Holds a request slot."),
+        peaks: peaks.clone(),
+    })));
+    let mut doc = GraphDoc::new("requests");
+    doc.settings.requests_per_host = Some(2);
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
+    for i in 0..8 {
+        let id = format!("r{i}");
+        let url = if i < 6 {
+            format!("https://api.one.example/v1/{i}")
+        } else {
+            format!("http://two.example:8080/{i}")
+        };
+        doc.nodes
+            .push(node(&id, "test.request", json!({"url": url})));
+        doc.edges.push(edge("start", "value", &id, "value"));
+    }
+    let (report, _) = run_doc(registry, &doc, ValueMap::new()).await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    let peaks = peaks.lock().unwrap();
+    assert_eq!(peaks["api.one.example"], (0, 2));
+    assert_eq!(peaks["two.example:8080"], (0, 2));
+}
+
 #[tokio::test]
 async fn transient_failures_are_retried_with_backoff() {
     let calls = Arc::new(AtomicU32::new(0));

@@ -81,6 +81,19 @@ ALTER TABLE runs DROP COLUMN graph_json;
 ALTER TABLE node_runs ADD COLUMN started_seq INTEGER;
 ALTER TABLE node_runs ADD COLUMN finished_seq INTEGER;
 ",
+    // 3: large values are stored once per run, keyed by the SHA-256 of their JSON text
+    // (deflated, or only a preview beyond the size cap); rows refer to them. Rows written
+    // before keep their values inline, which readers still understand.
+    r"
+CREATE TABLE run_values (
+    run_id          TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    hash            TEXT NOT NULL,
+    size            INTEGER NOT NULL,
+    encoding        TEXT NOT NULL,
+    data            BLOB NOT NULL,
+    PRIMARY KEY (run_id, hash)
+) STRICT;
+",
 ];
 
 /// The schema version this build writes.

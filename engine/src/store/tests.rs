@@ -232,7 +232,10 @@ fn open_creates_the_file_its_folders_and_the_schema() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(tables, ["events", "node_runs", "run_graphs", "runs"]);
+    assert_eq!(
+        tables,
+        ["events", "node_runs", "run_graphs", "run_values", "runs"]
+    );
 }
 
 #[test]
@@ -537,12 +540,24 @@ fn a_run_log_of_schema_1_is_upgraded_keeping_its_runs() {
             [graph().to_json_string()],
         )
         .unwrap();
+        // Values were inline in their rows then.
+        conn.execute(
+            "INSERT INTO node_runs (run_id, node_id, block, status, outputs_json)
+             VALUES ('0193old1', 'fetch', 'http.request', 'done', ?1)",
+            [format!(r#"{{"body":"{}"}}"#, "x".repeat(5000))],
+        )
+        .unwrap();
     }
     let store = RunStore::open(&path).unwrap();
     let old = store
         .get_run("0193old1")
         .unwrap()
         .expect("the old run is kept");
+    assert_eq!(
+        old.node("fetch").unwrap().outputs["body"],
+        Value::Text("x".repeat(5000)),
+        "inline values of old rows still read"
+    );
     assert_eq!(old.run.graph_name, "old graph");
     let graph_json: serde_json::Value = serde_json::from_str(&graph().to_json_string()).unwrap();
     assert_eq!(
@@ -566,23 +581,26 @@ fn a_run_log_of_schema_1_is_upgraded_keeping_its_runs() {
 fn a_run_log_from_a_newer_build_is_refused() {
     let (_dir, path) = temp_db();
     drop(RunStore::open(&path).unwrap());
-    raw(&path).pragma_update(None, "user_version", 5).unwrap();
+    raw(&path).pragma_update(None, "user_version", 99).unwrap();
     let err = RunStore::open(&path).unwrap_err();
+    let known = RunStore::schema_version();
     assert!(
         matches!(
             err,
             StoreError::NewerSchema {
-                found: 5,
-                known: 2,
+                found: 99,
+                known: k,
                 ..
-            }
+            } if k == known
         ),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(text.contains(&path.display().to_string()), "{text}");
     assert!(
-        text.contains("newer Agentloom (schema 5, this build knows 2)"),
+        text.contains(&format!(
+            "newer Agentloom (schema 99, this build knows {known})"
+        )),
         "{text}"
     );
     assert!(text.contains("--db"), "{text}");

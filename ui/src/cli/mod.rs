@@ -97,6 +97,10 @@ pub struct RunArgs {
     /// Do not record this run in the run log.
     #[arg(long, conflicts_with = "db")]
     pub no_log: bool,
+    /// Keep every value whole in the run log (by default a value over 1 MiB keeps only its
+    /// size, SHA-256 and a preview).
+    #[arg(long, conflicts_with = "no_log")]
+    pub full_log: bool,
     /// The directory file blocks may read and write (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
@@ -406,9 +410,14 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     let recorder = if args.no_log {
         None
     } else {
-        match open_store(args.db.clone())
-            .and_then(|store| Ok(Arc::new(store.recorder(&graph.doc)?)))
-        {
+        match open_store(args.db.clone()).and_then(|store| {
+            let policy = if args.full_log {
+                agentloom_engine::LogPolicy::full()
+            } else {
+                agentloom_engine::LogPolicy::default()
+            };
+            Ok(Arc::new(store.recorder_with(&graph.doc, policy)?))
+        }) {
             Ok(recorder) => {
                 sinks.push(recorder.clone());
                 Some(recorder)
@@ -461,6 +470,8 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             )
             .await
     });
+    // CPU-bound work a cancelled node left behind must not hold the process open.
+    runtime.shutdown_background();
     phase("graph ran");
     progress.finish();
     if let Some(recorder) = recorder
