@@ -397,6 +397,7 @@ impl NodeImpl for HttpNode {
         };
         let body = inputs.take_optional("body");
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
+        let _slot = ctx.request_slot(url.as_str()).await?;
         let response = tokio::select! {
             () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
             response = self.send(url, body) => response?,

@@ -36,6 +36,7 @@ mod gmail;
 mod graph_io;
 mod http;
 mod human_approval;
+mod jinja;
 mod json_parse;
 mod json_query;
 mod llm;

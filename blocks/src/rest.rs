@@ -161,6 +161,7 @@ impl Api {
         })?;
         auth.set_sensitive(true);
         let shown = format!("{method} {}", url.path());
+        let _slot = ctx.request_slot(url.as_str()).await?;
         let mut request = Self::client()?
             .request(method, url)
             .header(AUTHORIZATION, auth)

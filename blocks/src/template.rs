@@ -1,17 +1,13 @@
 //! `text.template`: renders a minijinja template; its variables become input ports.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::Registry;
+use crate::jinja::SharedTemplate;
 use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, NodeImpl,
     PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
 };
-use minijinja::{Environment, UndefinedBehavior};
-
-use crate::Registry;
-
-const TEMPLATE_NAME: &str = "template";
 
 pub(crate) fn register(r: &mut Registry) {
     r.register(Box::new(TextTemplate::new()));
@@ -49,49 +45,23 @@ impl Block for TextTemplate {
             .str("template")?
             .filter(|s| !s.is_empty())
             .ok_or_else(|| ConfigError::new("template", "is required"))?;
-        let mut env = Environment::new();
-        env.set_keep_trailing_newline(true);
-        // Missing attributes fail the render, but `{% if user.nickname %}` still works.
-        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
-        env.add_template_owned(TEMPLATE_NAME, source.to_owned())
-            .map_err(|e| ConfigError::new("template", describe(&e)))?;
-        let template = env
-            .get_template(TEMPLATE_NAME)
-            .map_err(|e| ConfigError::new("template", describe(&e)))?;
-        let globals: BTreeSet<&str> = env.globals().map(|(name, _)| name).collect();
-        let variables: BTreeSet<String> = template
-            .undeclared_variables(false)
-            .into_iter()
-            .filter(|name| !globals.contains(name.as_str()))
-            .collect();
-        let inputs = variables
-            .into_iter()
-            .map(|name| PortSpec::new(name, ValueType::Any))
+        let template =
+            SharedTemplate::parse(source).map_err(|why| ConfigError::new("template", why))?;
+        let inputs = template
+            .variables()
+            .iter()
+            .map(|name| PortSpec::new(name.clone(), ValueType::Any))
             .collect();
         let ports = Ports::new(
             inputs,
             vec![PortSpec::new("text", ValueType::Text).describe("The rendered text.")],
         );
-        Ok(Arc::new(TemplateNode { env, ports }))
+        Ok(Arc::new(TemplateNode { template, ports }))
     }
-}
-
-/// Says what is wrong with a template, and on which line.
-fn describe(err: &minijinja::Error) -> String {
-    let mut text = String::new();
-    if let Some(line) = err.line() {
-        text.push_str(&format!("line {line}: "));
-    }
-    text.push_str(&err.kind().to_string());
-    if let Some(detail) = err.detail() {
-        text.push_str(": ");
-        text.push_str(detail);
-    }
-    text
 }
 
 struct TemplateNode {
-    env: Environment<'static>,
+    template: SharedTemplate,
     ports: Ports,
 }
 
@@ -101,14 +71,11 @@ impl NodeImpl for TemplateNode {
         &self.ports
     }
 
-    async fn run(&self, inputs: ValueMap, _ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
-        let fail = |e: minijinja::Error| {
-            BlockError::permanent(format!("the template did not render: {}", describe(&e)))
-        };
-        let template = self.env.get_template(TEMPLATE_NAME).map_err(fail)?;
-        let text = template
-            .render(minijinja::Value::from_serialize(&inputs))
-            .map_err(fail)?;
+    async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let text = self
+            .template
+            .render(inputs, ctx, "the template did not render")
+            .await?;
         Ok(agentloom_core::outputs([("text", text.into())]))
     }
 }
@@ -116,8 +83,9 @@ impl NodeImpl for TemplateNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{config_error, inputs, instantiate, run_block};
+    use crate::testing::{TestCtx, config_error, inputs, instantiate, run_block, run_block_with};
     use agentloom_core::Value;
+    use agentloom_core::ValueMap;
     use serde_json::json;
 
     #[tokio::test]
@@ -208,5 +176,51 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(out.get("text"), Some(&Value::from("anon")));
+    }
+
+    #[tokio::test]
+    async fn runaway_output_and_endless_loops_are_stopped() {
+        let err = run_block(
+            "text.template",
+            json!({"template": "{% for i in range(100000) %}{{ x }}{% endfor %}"}),
+            inputs([("x", Value::from("y".repeat(1000)))]),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.message
+                .starts_with("the template did not render: its output passed 16 MiB"),
+            "{}",
+            err.message
+        );
+        let err = run_block(
+            "text.template",
+            json!({"template": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ x }}"}),
+            inputs([("x", Value::from("never"))]),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.message
+                .starts_with("the template did not render: it does too much work"),
+            "{}",
+            err.message
+        );
+        assert!(!err.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_render_stops_at_its_next_output() {
+        let ctx = TestCtx::new();
+        ctx.cancel();
+        let err = run_block_with(
+            &ctx,
+            "text.template",
+            json!({"template": "{% for i in range(100000) %}{{ i }}{% endfor %}"}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.class, agentloom_core::ErrorClass::Cancelled);
     }
 }

@@ -391,6 +391,61 @@ pub trait RunCtx: Send + Sync {
             "tool `{node}` cannot be called here: this run has no wired tools"
         )))
     }
+    /// Runs CPU-bound work (rendering, parsing large values) off the scheduler, on a pool
+    /// bounded by the run's `concurrency` (the cores by default). Returns when the job is
+    /// done, or fails as cancelled when the node is stopped first (the job should also
+    /// watch [`RunCtx::cancel_token`] to end early). Without a pool it runs the job inline.
+    /// Blocks call it through [`run_cpu_bound`].
+    async fn run_cpu(&self, job: CpuJob) -> Result<(), BlockError> {
+        job();
+        Ok(())
+    }
+    /// Waits for a slot to send a request to `url`'s host (an API, an LLM provider's
+    /// base_url): the run's `requests_per_host` bounds how many are in flight at once per
+    /// host. Hold the slot until the answer is read. Fails as cancelled when the node is
+    /// stopped while waiting. Without limits it answers at once.
+    async fn request_slot(&self, url: &str) -> Result<RequestSlot, BlockError> {
+        let _ = url;
+        Ok(RequestSlot::unlimited())
+    }
+}
+
+/// A slot for one outbound request (see [`RunCtx::request_slot`]); freed when dropped.
+pub struct RequestSlot(
+    #[allow(dead_code, reason = "held for its drop")] Option<Box<dyn Send + Sync>>,
+);
+
+impl RequestSlot {
+    /// A slot that limits nothing.
+    pub fn unlimited() -> Self {
+        Self(None)
+    }
+
+    /// A slot that frees `guard` when dropped.
+    pub fn holding(guard: impl Send + Sync + 'static) -> Self {
+        Self(Some(Box::new(guard)))
+    }
+}
+
+/// A piece of CPU-bound work handed to [`RunCtx::run_cpu`].
+pub type CpuJob = Box<dyn FnOnce() + Send + 'static>;
+
+/// Runs `work` through [`RunCtx::run_cpu`] and returns its result.
+pub async fn run_cpu_bound<T: Send + 'static>(
+    ctx: &dyn RunCtx,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, BlockError> {
+    let slot = Arc::new(std::sync::Mutex::new(None));
+    let filled = Arc::clone(&slot);
+    ctx.run_cpu(Box::new(move || {
+        let result = work();
+        if let Ok(mut slot) = filled.lock() {
+            *slot = Some(result);
+        }
+    }))
+    .await?;
+    let result = slot.lock().ok().and_then(|mut slot| slot.take());
+    result.ok_or_else(|| BlockError::permanent("the work ended without a result (it panicked)"))
 }
 
 /// How a failure should be treated.

@@ -187,7 +187,7 @@ impl RetryPolicy {
     }
 }
 
-/// Limits for a run; unset means unlimited (concurrency defaults to 8).
+/// Limits for a run; unset means unlimited (concurrency defaults to the number of cores).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunSettings {
@@ -200,9 +200,14 @@ pub struct RunSettings {
     /// Stop the run after this long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wall_ms: Option<u64>,
-    /// How many nodes may run at once.
+    /// How many nodes may do CPU-bound work (templates, parsing) at once. Nodes that wait
+    /// on a timer, the network, a person or a sub-run take no slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
+    /// How many requests may be in flight at once to one host (an API, an LLM provider's
+    /// base_url); 8 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_host: Option<usize>,
     /// Ask before running blocks with side effects.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub safe_mode: bool,

@@ -3,10 +3,14 @@
 //!   executor (no event consumer) and with the SQLite run log recording every event;
 //! - the same chain through the `agentloom run` process, when a release binary is found
 //!   (`AGENTLOOM_BIN`, else target/release/agentloom), as (t(N) - t(10)) / (N - 10);
-//! - the wall time of a fan-out of 100 `control.delay` blocks of 100 ms.
+//! - the wall time of a fan-out of 100 `control.delay` blocks of 100 ms, default settings;
+//! - memory per node of a chain of `text.template` nodes, against one minijinja
+//!   environment per node (how templates were kept before) measured in the same run;
+//! - the run log's size for a chain handing one large value down, against its distinct bytes;
+//! - peak RSS of `agentloom run` processes (with `/usr/bin/time`), when the binary is found.
 //!
-//! The baseline measured in the same run is calling the same block's `run` directly in a
-//! loop, so the ratio shows what the scheduling costs on this machine today.
+//! The baseline for time measured in the same run is calling the same block's `run`
+//! directly in a loop, so the ratio shows what the scheduling costs on this machine today.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,7 +41,6 @@ fn chain(n: usize) -> GraphDoc {
 
 fn fan_out(n: usize, ms: u64) -> GraphDoc {
     let mut doc = GraphDoc::new("fan-out");
-    doc.settings.concurrency = Some(n);
     doc.nodes
         .push(NodeDoc::new("start", "data.constant").with_config(json!({"value": 1})));
     for i in 0..n {
@@ -139,7 +142,7 @@ fn main() {
 
     process_figures(scratch.path());
 
-    println!("\nfan-out of 100 control.delay blocks of 100 ms:");
+    println!("\nfan-out of 100 control.delay blocks of 100 ms, default settings:");
     let valid = Arc::new(validate(&fan_out(100, 100), registry.as_ref()).expect("valid fan-out"));
     let samples: Vec<Duration> = (0..5)
         .map(|_| {
@@ -160,9 +163,133 @@ fn main() {
         wall.as_secs_f64() * 1e3,
         wall.as_secs_f64() / 0.1
     );
+
+    memory_figures(&runtime, &executor, registry.as_ref());
+    log_size_figures(&runtime, &executor, registry.as_ref(), scratch.path());
+}
+
+/// A chain of `n` distinct templates after a constant; each output is short.
+fn template_chain(n: usize) -> GraphDoc {
+    let mut doc = GraphDoc::new(&format!("templates {n}"));
+    doc.nodes
+        .push(NodeDoc::new("n0", "data.constant").with_config(json!({"value": "start"})));
+    for i in 1..n {
+        doc.nodes.push(
+            NodeDoc::new(format!("n{i}"), "text.template")
+                .with_config(json!({"template": format!("step {i}: {{{{ x | length }}}}")})),
+        );
+        let port = if i == 1 { "value" } else { "text" };
+        doc.edges.push(EdgeDoc::new(
+            &format!("n{}", i - 1),
+            port,
+            &format!("n{i}"),
+            "x",
+        ));
+    }
+    doc
+}
+
+/// Resident memory of this process, in KiB (Linux).
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[allow(clippy::cast_precision_loss, reason = "figures to print")]
+fn memory_figures(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    catalog: &dyn BlockCatalog,
+) {
+    let n = 10_000;
+    let doc = template_chain(n);
+    println!("\nmemory per node, chain of {n} text.template nodes (RSS growth / N):");
+    let Some(before) = rss_kib() else {
+        println!("  (no /proc/self/status here)");
+        return;
+    };
+    // Baseline: one minijinja environment per node, as templates were kept before.
+    let envs: Vec<minijinja::Environment<'static>> = (1..n)
+        .map(|i| {
+            let mut env = minijinja::Environment::new();
+            env.add_template_owned("t", format!("step {i}: {{{{ x | length }}}}"))
+                .expect("template compiles");
+            env
+        })
+        .collect();
+    let baseline = rss_kib().unwrap_or(before).saturating_sub(before);
+    drop(envs);
+    let before = rss_kib().unwrap_or(0);
+    let valid = Arc::new(validate(&doc, catalog).expect("valid template chain"));
+    let validated = rss_kib().unwrap_or(before).saturating_sub(before);
+    let report = runtime.block_on(executor.run(
+        valid.clone(),
+        ValueMap::new(),
+        RunOptions::default(),
+        Arc::new(NullSink),
+    ));
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    let after_run = rss_kib().unwrap_or(before).saturating_sub(before);
+    let per = |kib: u64| kib as f64 * 1024.0 / n as f64;
+    println!(
+        "  baseline (an environment per node): {:.0} B/node",
+        per(baseline)
+    );
+    println!(
+        "  validated graph: {:.0} B/node (ratio {:.3}); after running it: {:.0} B/node",
+        per(validated),
+        per(validated) / per(baseline).max(1.0),
+        per(after_run)
+    );
+}
+
+/// The run log of a chain handing one 100 KB value down, against the value's size.
+#[allow(clippy::cast_precision_loss, reason = "figures to print")]
+fn log_size_figures(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    catalog: &dyn BlockCatalog,
+    scratch: &Path,
+) {
+    let n = 1_000;
+    let value: String = (0..10_000).map(|i| format!("{i:>9}\n")).collect();
+    let mut doc = chain(n);
+    doc.nodes[0] = NodeDoc::new("n0", "data.constant").with_config(json!({ "value": value }));
+    let valid = Arc::new(validate(&doc, catalog).expect("valid chain"));
+    let path = scratch.join("log-size.sqlite3");
+    let store = RunStore::open(&path).expect("run store");
+    let recorder = Arc::new(store.recorder(&valid.doc).expect("recorder"));
+    let started = Instant::now();
+    let report = runtime.block_on(executor.run(
+        valid,
+        ValueMap::new(),
+        RunOptions::default(),
+        recorder.clone(),
+    ));
+    recorder.finish().expect("run log written");
+    let took = started.elapsed();
+    assert_eq!(report.status, RunStatus::Completed);
+    drop(store);
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let wal = path.with_extension("sqlite3-wal");
+    let bytes = size(&path) + size(&wal);
+    let inline = 2 * n * value.len();
+    println!(
+        "\nrun log of a chain of {n} handing down one {} KB value:",
+        value.len() / 1000
+    );
+    println!(
+        "  {:.1} ms, {} KB on disk (file + WAL); stored inline per row it would be {} KB (ratio {:.4})",
+        took.as_secs_f64() * 1e3,
+        bytes / 1000,
+        inline / 1000,
+        bytes as f64 / inline as f64
+    );
 }
 
 /// Times `agentloom run` on chain graphs, with the run log on.
+#[allow(clippy::cast_precision_loss, reason = "figures to print")]
 fn process_figures(scratch: &Path) {
     let binary = std::env::var_os("AGENTLOOM_BIN")
         .map(PathBuf::from)
@@ -197,13 +324,30 @@ fn process_figures(scratch: &Path) {
             .collect();
         median(samples)
     };
+    let peak_rss = |n: usize| -> Option<u64> {
+        let path = scratch.join(format!("chain-{n}.json"));
+        let out = scratch.join(format!("rss-{n}.txt"));
+        let status = std::process::Command::new("/usr/bin/time")
+            .args(["-f", "%M", "-o"])
+            .arg(&out)
+            .arg(&binary)
+            .args(["run", "--json", "--db"])
+            .arg(&db)
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then_some(())?;
+        std::fs::read_to_string(out).ok()?.trim().parse().ok()
+    };
     let base = time_run(10);
     println!("\n`agentloom run` with the run log, per node ((t(N) - t(10)) / (N - 10)):");
     println!(
         "  process start + 10 nodes: {:.1} ms",
         base.as_secs_f64() * 1e3
     );
-    for n in [1_000, 100_000] {
+    for n in [1_000, 10_000, 100_000] {
         let total = time_run(n);
         #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
         let per_node = (total.saturating_sub(base)).as_secs_f64() * 1e6 / (n - 10) as f64;
@@ -211,5 +355,12 @@ fn process_figures(scratch: &Path) {
             "  N = {n:>7}: total {:.1} ms, {per_node:.2} µs/node",
             total.as_secs_f64() * 1e3
         );
+    }
+    println!("\n`agentloom run` peak RSS (with the run log):");
+    for n in [10, 10_000, 100_000] {
+        match peak_rss(n) {
+            Some(kib) => println!("  N = {n:>7}: {:.1} MiB", kib as f64 / 1024.0),
+            None => println!("  N = {n:>7}: (no /usr/bin/time)"),
+        }
     }
 }

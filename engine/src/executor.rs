@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentloom_core::{
-    ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, ErrorClass,
-    GraphDoc, NodeImpl, RunCtx, Secret, SecretError, SecretSource, TOOL_PORT, Usage, ValidGraph,
-    ValidNode, Value, ValueMap, coerce, tool_descriptor, validate,
+    ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, CpuJob,
+    ErrorClass, GraphDoc, NodeImpl, RequestSlot, RunCtx, Secret, SecretError, SecretSource,
+    TOOL_PORT, Usage, ValidGraph, ValidNode, Value, ValueMap, coerce, tool_descriptor, validate,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -56,7 +56,9 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// Cancel this to stop the run.
     pub cancel: CancellationToken,
-    /// Overrides the graph's concurrency setting.
+    /// Overrides the graph's concurrency setting: how many nodes of this run may do
+    /// CPU-bound work at once (the cores by default). Nodes that wait (timers, requests,
+    /// people, sub-runs) take no slot.
     pub concurrency: Option<usize>,
     /// Outputs, decisions and checkpoints known before the run starts (a resumed run, a
     /// run from a node); see [`RunSeed`].
@@ -172,16 +174,28 @@ impl Executor {
             waiting: Mutex::new(BTreeSet::new()),
             graph: Arc::clone(&graph),
             tool_inputs: Mutex::new(HashMap::new()),
+            request_slots: RequestSlots::new(
+                graph
+                    .doc
+                    .settings
+                    .requests_per_host
+                    .unwrap_or(DEFAULT_REQUESTS_PER_HOST),
+            ),
+            cpu_slots: Arc::new(tokio::sync::Semaphore::new(
+                options
+                    .concurrency
+                    .or(graph.doc.settings.concurrency)
+                    .unwrap_or_else(default_concurrency)
+                    .max(1),
+            )),
         });
-        let concurrency = options
-            .concurrency
-            .or(graph.doc.settings.concurrency)
-            .unwrap_or(8)
-            .max(1);
-        Scheduler::new(graph, shared, concurrency)
-            .run(&seed.outputs)
-            .await
+        Scheduler::new(graph, shared).run(&seed.outputs).await
     }
+}
+
+/// The default number of nodes doing CPU-bound work at once: the cores available.
+pub fn default_concurrency() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// The run's seed with the graph's pinned outputs added (a pin wins over the seed).
@@ -224,6 +238,52 @@ struct RunShared {
     /// The wired input values of nodes offered as tools, by node index: a call adds its
     /// arguments to these.
     tool_inputs: Mutex<HashMap<usize, ValueMap>>,
+    /// Slots for CPU-bound work on the blocking pool (see [`RunCtx::run_cpu`]).
+    cpu_slots: Arc<tokio::sync::Semaphore>,
+    /// Slots for outbound requests, per host (see [`RunCtx::request_slot`]).
+    request_slots: RequestSlots,
+}
+
+/// Requests in flight at once to one host when the graph does not say.
+pub const DEFAULT_REQUESTS_PER_HOST: usize = 8;
+
+/// One semaphore per host a run sends requests to.
+struct RequestSlots {
+    per_host: usize,
+    hosts: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
+}
+
+impl RequestSlots {
+    fn new(per_host: usize) -> Self {
+        Self {
+            per_host: per_host.max(1),
+            hosts: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The semaphore of `url`'s scheme, host and port.
+    fn for_url(&self, url: &str) -> Arc<tokio::sync::Semaphore> {
+        let key = url::Url::parse(url).map_or_else(
+            |_| url.to_owned(),
+            |u| {
+                format!(
+                    "{}://{}:{}",
+                    u.scheme(),
+                    u.host_str().unwrap_or_default(),
+                    u.port_or_known_default().unwrap_or_default()
+                )
+            },
+        );
+        let mut hosts = self
+            .hosts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            hosts
+                .entry(key)
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_host))),
+        )
+    }
 }
 
 impl RunShared {
@@ -479,6 +539,35 @@ impl RunCtx for NodeCtx {
         }
         result
     }
+
+    async fn request_slot(&self, url: &str) -> Result<RequestSlot, BlockError> {
+        let host = self.shared.request_slots.for_url(url);
+        tokio::select! {
+            permit = host.acquire_owned() => permit
+                .map(RequestSlot::holding)
+                .map_err(|_| BlockError::cancelled()),
+            () = self.cancel.cancelled() => Err(BlockError::cancelled()),
+        }
+    }
+
+    async fn run_cpu(&self, job: CpuJob) -> Result<(), BlockError> {
+        let permit = tokio::select! {
+            permit = Arc::clone(&self.shared.cpu_slots).acquire_owned() => {
+                permit.map_err(|_| BlockError::cancelled())?
+            }
+            () = self.cancel.cancelled() => return Err(BlockError::cancelled()),
+        };
+        // The slot stays taken until the job really ends, even when the node stopped
+        // waiting for it: the core is busy until then.
+        let work = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            job();
+        });
+        tokio::select! {
+            joined = work => joined.map_err(|e| BlockError::permanent(format!("the work stopped: {e}"))),
+            () = self.cancel.cancelled() => Err(BlockError::cancelled()),
+        }
+    }
 }
 
 /// The inputs of one call of tool node `tool`: its wired inputs' values, and `arguments`
@@ -584,7 +673,6 @@ struct NodeState {
 struct Scheduler {
     graph: Arc<ValidGraph>,
     shared: Arc<RunShared>,
-    concurrency: usize,
     states: Vec<NodeState>,
     /// Ready nodes keyed by topological rank.
     ready: BinaryHeap<Reverse<(usize, usize)>>,
@@ -593,7 +681,7 @@ struct Scheduler {
 }
 
 impl Scheduler {
-    fn new(graph: Arc<ValidGraph>, shared: Arc<RunShared>, concurrency: usize) -> Self {
+    fn new(graph: Arc<ValidGraph>, shared: Arc<RunShared>) -> Self {
         let states = graph
             .nodes
             .iter()
@@ -610,7 +698,6 @@ impl Scheduler {
         Self {
             graph,
             shared,
-            concurrency,
             states,
             ready: BinaryHeap::new(),
             steps: 0,
@@ -659,10 +746,9 @@ impl Scheduler {
         let mut running: FuturesUnordered<BoxFuture<'static, NodeOutcome>> =
             FuturesUnordered::new();
         loop {
-            while running.len() < self.concurrency
-                && self.failure.is_none()
-                && !self.shared.cancel.is_cancelled()
-            {
+            // Every ready node starts: a node that waits holds no slot, and CPU-bound work
+            // is bounded by `cpu_slots` instead.
+            while self.failure.is_none() && !self.shared.cancel.is_cancelled() {
                 let Some(Reverse((_, index))) = self.ready.pop() else {
                     break;
                 };

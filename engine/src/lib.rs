@@ -22,8 +22,12 @@ pub use events::{
     ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RunEvent,
     RunStatus,
 };
-pub use executor::{Approver, EnvSecrets, Executor, NodeReport, RunOptions, RunReport, new_run_id};
+pub use executor::{
+    Approver, DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,
+    default_concurrency, new_run_id,
+};
 pub use seed::{RunSeed, downstream_of};
 pub use store::{
-    NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError,
+    DEFAULT_MAX_VALUE_BYTES, LogPolicy, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail,
+    RunRecorder, RunRow, RunStore, StoreError,
 };

@@ -1,4 +1,4 @@
-//! Executor semantics on real graphs: concurrency, retries, timeouts, cancellation,
+//! Executor semantics on real graphs: concurrency (waits hold no slot, CPU-bound work is bounded), retries, timeouts, cancellation,
 //! skipped branches, caught errors, run limits, determinism, very long chains.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
@@ -186,26 +186,179 @@ async fn independent_nodes_run_concurrently() {
 }
 
 #[tokio::test]
-async fn concurrency_bound_is_respected() {
-    let mut doc = GraphDoc::new("bounded");
-    doc.settings.concurrency = Some(2);
+async fn waiting_nodes_hold_no_concurrency_slot() {
+    let mut doc = GraphDoc::new("waits");
+    doc.settings.concurrency = Some(1);
     doc.nodes
         .push(node("start", "data.constant", json!({"value": 1})));
-    for i in 0..4 {
+    for i in 0..10 {
         let id = format!("wait{i}");
         doc.nodes
-            .push(node(&id, "control.delay", json!({"ms": 150})));
+            .push(node(&id, "control.delay", json!({"ms": 200})));
         doc.edges.push(edge("start", "value", &id, "value"));
     }
     let started = Instant::now();
     let (report, _) = run_doc(builtin(), &doc, ValueMap::new()).await;
     assert_eq!(report.status, RunStatus::Completed);
-    // Four waits, two at a time: at least two rounds of 150 ms.
+    // Ten 200 ms waits one after another would take 2 s.
     assert!(
-        started.elapsed() >= Duration::from_millis(300),
+        started.elapsed() < Duration::from_millis(1200),
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Busy for `ms` on the blocking pool, counting how many jobs are busy at once.
+struct Busy {
+    meta: BlockMeta,
+    active: Arc<AtomicU32>,
+    peak: Arc<AtomicU32>,
+}
+
+struct BusyNode {
+    ms: u64,
+    active: Arc<AtomicU32>,
+    peak: Arc<AtomicU32>,
+    ports: Ports,
+}
+
+impl Block for Busy {
+    fn meta(&self) -> &BlockMeta {
+        &self.meta
+    }
+    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(BusyNode {
+            ms: ConfigReader(config).u64_or("ms", 50)?,
+            active: self.active.clone(),
+            peak: self.peak.clone(),
+            ports: Ports::new(
+                vec![PortSpec::new("value", ValueType::Any)],
+                vec![PortSpec::new("value", ValueType::Any)],
+            ),
+        }))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for BusyNode {
+    fn ports(&self) -> &Ports {
+        &self.ports
+    }
+    async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let (active, peak, ms) = (self.active.clone(), self.peak.clone(), self.ms);
+        agentloom_core::run_cpu_bound(ctx, move || {
+            let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(ms));
+            active.fetch_sub(1, Ordering::SeqCst);
+        })
+        .await?;
+        Ok(inputs)
+    }
+}
+
+#[tokio::test]
+async fn cpu_bound_work_runs_off_the_scheduler_bounded_by_concurrency() {
+    let (active, peak) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let registry = Arc::new(Registry::builtin().with(Box::new(Busy {
+        meta: BlockMeta::new("test.busy", "Busy", "Test", "Keeps a core busy."),
+        active: active.clone(),
+        peak: peak.clone(),
+    })));
+    let mut doc = GraphDoc::new("busy");
+    doc.settings.concurrency = Some(2);
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
+    for i in 0..6 {
+        let id = format!("busy{i}");
+        doc.nodes.push(node(&id, "test.busy", json!({"ms": 50})));
+        doc.edges.push(edge("start", "value", &id, "value"));
+    }
+    // A single-threaded runtime: jobs overlap only if they run off the scheduler's thread.
+    let (report, _) = run_doc(registry, &doc, ValueMap::new()).await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    assert_eq!(peak.load(Ordering::SeqCst), 2);
+    assert_eq!(active.load(Ordering::SeqCst), 0);
+}
+
+/// Holds a request slot for `url` for 50 ms, counting how many it holds at once per host.
+struct Request {
+    meta: BlockMeta,
+    peaks: Arc<std::sync::Mutex<std::collections::HashMap<String, (u32, u32)>>>,
+}
+
+struct RequestNode {
+    url: String,
+    peaks: Arc<std::sync::Mutex<std::collections::HashMap<String, (u32, u32)>>>,
+    ports: Ports,
+}
+
+impl Block for Request {
+    fn meta(&self) -> &BlockMeta {
+        &self.meta
+    }
+    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(RequestNode {
+            url: ConfigReader(config)
+                .str("url")?
+                .unwrap_or_default()
+                .to_owned(),
+            peaks: self.peaks.clone(),
+            ports: Ports::new(
+                vec![PortSpec::new("value", ValueType::Any)],
+                vec![PortSpec::new("value", ValueType::Any)],
+            ),
+        }))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for RequestNode {
+    fn ports(&self) -> &Ports {
+        &self.ports
+    }
+    async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let host = self.url.split('/').nth(2).unwrap_or_default().to_owned();
+        let _slot = ctx.request_slot(&self.url).await?;
+        {
+            let mut peaks = self.peaks.lock().unwrap();
+            let (active, peak) = peaks.entry(host.clone()).or_default();
+            *active += 1;
+            *peak = (*peak).max(*active);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.peaks.lock().unwrap().entry(host).or_default().0 -= 1;
+        Ok(inputs)
+    }
+}
+
+#[tokio::test]
+async fn requests_are_bounded_per_host() {
+    let peaks = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let registry = Arc::new(Registry::builtin().with(Box::new(Request {
+        meta: BlockMeta::new("test.request", "Request", "Test", "Holds a request slot."),
+        peaks: peaks.clone(),
+    })));
+    let mut doc = GraphDoc::new("requests");
+    doc.settings.requests_per_host = Some(2);
+    doc.nodes
+        .push(node("start", "data.constant", json!({"value": 1})));
+    for i in 0..8 {
+        let id = format!("r{i}");
+        let url = if i < 6 {
+            format!("https://api.one.example/v1/{i}")
+        } else {
+            format!("http://two.example:8080/{i}")
+        };
+        doc.nodes
+            .push(node(&id, "test.request", json!({"url": url})));
+        doc.edges.push(edge("start", "value", &id, "value"));
+    }
+    let (report, _) = run_doc(registry, &doc, ValueMap::new()).await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    let peaks = peaks.lock().unwrap();
+    assert_eq!(peaks["api.one.example"], (0, 2));
+    assert_eq!(peaks["two.example:8080"], (0, 2));
 }
 
 #[tokio::test]

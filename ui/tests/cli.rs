@@ -407,21 +407,19 @@ fn a_run_killed_with_sigkill_shows_as_interrupted() {
     assert_eq!(start["status"], "done", "work done before the kill is kept");
 }
 
-#[test]
-fn ctrl_c_cancels_cleanly_and_is_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runs.sqlite3");
-    let graph = slow_graph(dir.path());
+/// Runs `graph` with `--json`, sends SIGINT once it is running; returns its output and
+/// how long it took to end after the signal.
+fn interrupt_run(graph: &Path, db: &Path) -> (Output, Duration) {
     let child = bin()
         .args(["run", "--json"])
-        .arg(&graph)
+        .arg(graph)
         .arg("--db")
-        .arg(&db)
+        .arg(db)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for_status(&db, "running", Duration::from_secs(20));
+    wait_for_status(db, "running", Duration::from_secs(20));
     let started = Instant::now();
     let sent = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -429,10 +427,102 @@ fn ctrl_c_cancels_cleanly_and_is_recorded() {
         .unwrap();
     assert!(sent.success());
     let output = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
+    (output, started.elapsed())
+}
+
+#[test]
+fn ctrl_c_cancels_cleanly_and_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let (output, took) = interrupt_run(&slow_graph(dir.path()), &db);
+    assert!(took < Duration::from_secs(10));
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(stdout_json(&output)["status"], "cancelled");
     wait_for_status(&db, "cancelled", Duration::from_secs(5));
+}
+
+fn runaway_template_graph(dir: &Path, timeout_ms: Option<u64>) -> PathBuf {
+    let mut node = serde_json::json!({"id": "loop", "block": "text.template", "config": {
+        "template": "{% for i in range(100000) %}{% for j in range(100000) %}{{ x }}{% endfor %}{% endfor %}"
+    }});
+    if let Some(ms) = timeout_ms {
+        node["timeout_ms"] = ms.into();
+    }
+    write_graph(
+        dir,
+        "runaway.json",
+        &serde_json::json!({"format": "agentloom.graph", "version": 1, "name": "Runaway", "nodes": [
+            {"id": "start", "block": "data.constant", "config": {"value": ""}},
+            node
+        ], "edges": [{"from": ["start", "value"], "to": ["loop", "x"]}]}),
+    )
+}
+
+#[test]
+fn ctrl_c_stops_a_runaway_template_within_2_s_and_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let (output, took) = interrupt_run(&runaway_template_graph(dir.path(), None), &db);
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(stdout_json(&output)["status"], "cancelled");
+    wait_for_status(&db, "cancelled", Duration::from_secs(5));
+}
+
+#[test]
+fn a_runaway_template_obeys_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let graph = runaway_template_graph(dir.path(), Some(300));
+    let output = run(&["run", graph.to_str().unwrap(), "--json"], &db, dir.path());
+    assert_eq!(output.status.code(), Some(1));
+    let report = stdout_json(&output);
+    assert_eq!(report["status"], "failed");
+    let error = report["error"].as_str().unwrap();
+    assert!(error.contains("timed out after 300 ms"), "{error}");
+}
+
+#[test]
+fn a_value_too_big_for_the_log_is_kept_as_size_hash_and_preview() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    // Two million characters: over the 1 MiB a logged value may take by default.
+    let graph = write_graph(
+        dir.path(),
+        "big.json",
+        &serde_json::json!({"format": "agentloom.graph", "version": 1, "name": "Big", "nodes": [
+            {"id": "big", "block": "text.template", "config": {
+                "template": "{% for i in range(20000) %}{{ x }}{% endfor %}"}},
+            {"id": "start", "block": "data.constant", "config": {"value": "y".repeat(100)}}
+        ], "edges": [{"from": ["start", "value"], "to": ["big", "x"]}]}),
+    );
+    let output = run(&["run", graph.to_str().unwrap(), "--json"], &db, dir.path());
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let id = stdout_json(&output)["run_id"].as_str().unwrap().to_owned();
+    let show = bin()
+        .args(["show", &id, "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let detail = stdout_json(&show);
+    assert_eq!(detail["status"], "completed", "{detail}");
+    let node = detail["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node_id"] == "big")
+        .unwrap();
+    let text = node["outputs"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("[truncated: 2000002 bytes, sha256 "),
+        "{}",
+        &text[..text.len().min(120)]
+    );
+    assert!(text.contains("] \"yyyy"), "{text}");
+    assert!(text.len() < 2000, "{} bytes kept", text.len());
 }
 
 /// The real Secret Service is needed; the test script provides one in a private D-Bus session.

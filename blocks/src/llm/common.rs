@@ -1,14 +1,14 @@
 //! What the LLM blocks share: their connection and tuning config, the prompt template
 //! whose variables become inputs, and the usage meter that reports tokens and cost.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::jinja::SharedTemplate;
 use agentloom_core::{
     BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
     PortSpec, RunCtx, Usage, Value, ValueMap, ValueType,
 };
-use minijinja::{Environment, UndefinedBehavior};
 
 use super::price::{Price, PriceTable};
 use super::provider::{CallOptions, Endpoint, ProviderKind};
@@ -263,11 +263,8 @@ pub(crate) fn prompt_inputs(
 
 /// A prompt template: its variables become required inputs.
 pub(crate) struct PromptTemplate {
-    env: Environment<'static>,
-    variables: Vec<String>,
+    template: SharedTemplate,
 }
-
-const TEMPLATE_NAME: &str = "prompt";
 
 impl PromptTemplate {
     /// Reads template field `field`; `None` when it is empty. Variables may not use
@@ -283,22 +280,8 @@ impl PromptTemplate {
         else {
             return Ok(None);
         };
-        let mut env = Environment::new();
-        env.set_keep_trailing_newline(true);
-        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
-        env.add_template_owned(TEMPLATE_NAME, source.to_owned())
-            .map_err(|e| ConfigError::new(field, describe(&e)))?;
-        let template = env
-            .get_template(TEMPLATE_NAME)
-            .map_err(|e| ConfigError::new(field, describe(&e)))?;
-        let globals: BTreeSet<&str> = env.globals().map(|(name, _)| name).collect();
-        let variables: Vec<String> = template
-            .undeclared_variables(false)
-            .into_iter()
-            .filter(|name| !globals.contains(name.as_str()))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let template = SharedTemplate::parse(source).map_err(|why| ConfigError::new(field, why))?;
+        let variables = template.variables();
         if let Some(clash) = variables.iter().find(|v| reserved.contains(&v.as_str())) {
             return Err(ConfigError::new(
                 field,
@@ -308,45 +291,32 @@ impl PromptTemplate {
                 ),
             ));
         }
-        Ok(Some(PromptTemplate { env, variables }))
+        Ok(Some(PromptTemplate { template }))
     }
 
     /// One required input per variable.
     pub(crate) fn ports(&self) -> impl Iterator<Item = PortSpec> + '_ {
-        self.variables.iter().map(|name| {
+        self.template.variables().iter().map(|name| {
             PortSpec::new(name.clone(), ValueType::Any).describe("A value the prompt uses.")
         })
     }
 
     /// Renders with the variables taken out of `inputs`.
-    pub(crate) fn render(&self, inputs: &mut ValueMap) -> Result<String, BlockError> {
+    pub(crate) async fn render(
+        &self,
+        inputs: &mut ValueMap,
+        ctx: &dyn RunCtx,
+    ) -> Result<String, BlockError> {
         let values: BTreeMap<String, Value> = self
-            .variables
+            .template
+            .variables()
             .iter()
             .filter_map(|name| inputs.remove(name).map(|v| (name.clone(), v)))
             .collect();
-        let fail = |e: minijinja::Error| {
-            BlockError::permanent(format!("the prompt did not render: {}", describe(&e)))
-        };
-        self.env
-            .get_template(TEMPLATE_NAME)
-            .map_err(fail)?
-            .render(minijinja::Value::from_serialize(&values))
-            .map_err(fail)
+        self.template
+            .render(values, ctx, "the prompt did not render")
+            .await
     }
-}
-
-fn describe(err: &minijinja::Error) -> String {
-    let mut text = String::new();
-    if let Some(line) = err.line() {
-        text.push_str(&format!("line {line}: "));
-    }
-    text.push_str(&err.kind().to_string());
-    if let Some(detail) = err.detail() {
-        text.push_str(": ");
-        text.push_str(detail);
-    }
-    text
 }
 
 /// Counts a node's calls, reports each one's usage to the run, and sums them for the

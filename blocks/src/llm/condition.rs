@@ -195,7 +195,7 @@ impl NodeImpl for ConditionNode {
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let endpoint = self.settings.endpoint(&mut inputs)?;
         let model = self.settings.model(&mut inputs)?;
-        let question = self.prompt.render(&mut inputs)?;
+        let question = self.prompt.render(&mut inputs, ctx).await?;
         let value = inputs.take_optional("value");
         let options = self.branches.join(", ");
         let instruction = format!(

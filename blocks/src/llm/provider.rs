@@ -394,6 +394,11 @@ async fn send_once(
 ) -> Result<Reply, Failure> {
     let shown = endpoint.shown();
     let redact = |text: &str| redact(key, text);
+    // Held until the whole reply has streamed in.
+    let _slot = ctx
+        .request_slot(&endpoint.base_url)
+        .await
+        .map_err(Failure::fatal)?;
     let http = http_client().map_err(Failure::fatal)?;
     let builder = http
         .post(endpoint.url())

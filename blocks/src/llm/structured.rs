@@ -203,7 +203,7 @@ impl NodeImpl for StructuredNode {
             None => Vec::new(),
         };
         let prompt = match &self.prompt {
-            Some(template) => template.render(&mut inputs)?,
+            Some(template) => template.render(&mut inputs, ctx).await?,
             None => inputs
                 .take_optional("prompt")
                 .map(|v| v.to_text())

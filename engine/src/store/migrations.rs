@@ -96,6 +96,19 @@ CREATE TABLE pending_approvals (
     PRIMARY KEY (run_id, node_id)
 ) STRICT;
 ",
+    // 4: large values are stored once per run, keyed by the SHA-256 of their JSON text
+    // (deflated, or only a preview beyond the size cap); rows refer to them. Rows written
+    // before keep their values inline, which readers still understand.
+    r"
+CREATE TABLE run_values (
+    run_id          TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    hash            TEXT NOT NULL,
+    size            INTEGER NOT NULL,
+    encoding        TEXT NOT NULL,
+    data            BLOB NOT NULL,
+    PRIMARY KEY (run_id, hash)
+) STRICT;
+",
 ];
 
 /// The schema version this build writes.

@@ -16,6 +16,7 @@ mod approvals;
 mod liveness;
 mod migrations;
 mod queries;
+mod values;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 
 pub use approvals::PendingApproval;
 pub use queries::{NodeRow, RunDetail, RunRow};
+pub use values::{DEFAULT_MAX_VALUE_BYTES, LogPolicy};
 pub use writer::RunRecorder;
 
 /// The file name of the run log inside the data directory.
@@ -160,6 +162,15 @@ impl RunStore {
     /// executor as its sink (or in a [`crate::FanoutSink`]), then call
     /// [`RunRecorder::finish`] once the run has ended.
     pub fn recorder(&self, graph: &GraphDoc) -> Result<RunRecorder, StoreError> {
+        self.recorder_with(graph, LogPolicy::default())
+    }
+
+    /// [`RunStore::recorder`] keeping as much of each value as `policy` says.
+    pub fn recorder_with(
+        &self,
+        graph: &GraphDoc,
+        policy: LogPolicy,
+    ) -> Result<RunRecorder, StoreError> {
         let conn = connect(&self.path)?;
         // Big batches of a large run touch many pages; spilling them mid-transaction and
         // checkpointing every 1,000 pages cost more than the writes themselves.
@@ -179,7 +190,7 @@ impl RunStore {
                     .map(drop)
             })
             .map_err(|source| StoreError::open(&self.path, source))?;
-        RunRecorder::start(self.path.clone(), conn, graph)
+        RunRecorder::start(self.path.clone(), conn, graph, policy)
     }
 
     /// Marks every `running` run whose recording process is gone as `interrupted`, along
@@ -317,3 +328,5 @@ pub(crate) fn from_i64(value: i64) -> u64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod values_tests;

@@ -6,7 +6,7 @@ use agentloom_core::{GraphDoc, LoadError, Usage, ValueMap};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
-use super::{RunStore, StoreError, from_i64};
+use super::{RunStore, StoreError, from_i64, values};
 use crate::events::{EventKind, NodeStatus, RunEvent, RunStatus};
 
 /// One run in a list of runs.
@@ -184,8 +184,12 @@ impl RawNode {
         let status = NodeStatus::parse(&self.status).ok_or_else(|| {
             store.damaged(format!("{} `{}`", what("unknown status"), self.status))
         })?;
-        let inputs = parse_map(store, self.inputs_json.as_deref(), || what("inputs"))?;
-        let outputs = parse_map(store, self.outputs_json.as_deref(), || what("outputs"))?;
+        let inputs = parse_map(store, run_id, self.inputs_json.as_deref(), || {
+            what("inputs")
+        })?;
+        let outputs = parse_map(store, run_id, self.outputs_json.as_deref(), || {
+            what("outputs")
+        })?;
         let partial = match self.partial_json.as_deref() {
             None => BTreeMap::new(),
             Some(text) => serde_json::from_str(text).map_err(|e| {
@@ -218,19 +222,33 @@ impl RawNode {
     }
 }
 
+/// Parses a stored map of values, putting back the values stored on their own.
 fn parse_map(
     store: &RunStore,
+    run_id: &str,
     text: Option<&str>,
     what: impl Fn() -> String,
 ) -> Result<ValueMap, StoreError> {
-    match text {
-        None => Ok(ValueMap::new()),
-        Some(text) => serde_json::from_str(text)
-            .map_err(|e| store.damaged(format!("{} are not valid JSON: {e}", what()))),
-    }
+    let Some(text) = text else {
+        return Ok(ValueMap::new());
+    };
+    let mut map = serde_json::from_str(text)
+        .map_err(|e| store.damaged(format!("{} are not valid JSON: {e}", what())))?;
+    store.restore_values(run_id, &mut map, what)?;
+    Ok(map)
 }
 
 impl RunStore {
+    fn restore_values(
+        &self,
+        run_id: &str,
+        map: &mut ValueMap,
+        what: impl Fn() -> String,
+    ) -> Result<(), StoreError> {
+        values::restore(&self.lock(), run_id, map)
+            .map_err(|message| self.damaged(format!("{}: {message}", what())))
+    }
+
     fn read_error(&self, source: rusqlite::Error) -> StoreError {
         StoreError::Read {
             path: self.path.clone(),
@@ -345,8 +363,12 @@ impl RunStore {
         let (graph_json, inputs_json, outputs_json, pid) = extra;
         let graph = serde_json::from_str(&graph_json)
             .map_err(|e| self.damaged(format!("run {id}: the graph is not valid JSON: {e}")))?;
-        let inputs = parse_map(self, Some(&inputs_json), || format!("run {id}: inputs"))?;
-        let outputs = parse_map(self, Some(&outputs_json), || format!("run {id}: outputs"))?;
+        let inputs = parse_map(self, &id, Some(&inputs_json), || {
+            format!("run {id}: inputs")
+        })?;
+        let outputs = parse_map(self, &id, Some(&outputs_json), || {
+            format!("run {id}: outputs")
+        })?;
         let mut nodes = raw_nodes
             .into_iter()
             .map(|node| node.check(self, &id))
@@ -408,7 +430,7 @@ impl RunStore {
         // A node's first start and its finish live in its row.
         for row in node_rows {
             let node = row.node_id;
-            let inputs = parse_map(self, row.inputs_json.as_deref(), || {
+            let inputs = parse_map(self, &id, row.inputs_json.as_deref(), || {
                 format!("run {id}, node {node}: inputs")
             })?;
             if let Some(seq) = row.started_seq {
@@ -423,7 +445,7 @@ impl RunStore {
                 });
             }
             if let Some(seq) = row.finished_seq {
-                let outputs = parse_map(self, row.outputs_json.as_deref(), || {
+                let outputs = parse_map(self, &id, row.outputs_json.as_deref(), || {
                     format!("run {id}, node {node}: outputs")
                 })?;
                 events.push(RunEvent {
@@ -447,6 +469,11 @@ impl RunStore {
         for (seq, at_ms, payload) in raw {
             let mut kind: EventKind = serde_json::from_str(&payload)
                 .map_err(|e| self.damaged(format!("run {id}, event {seq}: {e}")))?;
+            if let EventKind::RunStarted { inputs: map, .. }
+            | EventKind::RunFinished { outputs: map, .. } = &mut kind
+            {
+                self.restore_values(&id, map, || format!("run {id}, event {seq}"))?;
+            }
             // A retry's inputs are stored once, in the node row.
             if let EventKind::NodeStarted { node, inputs, .. } = &mut kind
                 && inputs.is_empty()

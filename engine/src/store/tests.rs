@@ -239,6 +239,7 @@ fn open_creates_the_file_its_folders_and_the_schema() {
             "node_runs",
             "pending_approvals",
             "run_graphs",
+            "run_values",
             "runs"
         ]
     );
@@ -546,12 +547,24 @@ fn a_run_log_of_schema_1_is_upgraded_keeping_its_runs() {
             [graph().to_json_string()],
         )
         .unwrap();
+        // Values were inline in their rows then.
+        conn.execute(
+            "INSERT INTO node_runs (run_id, node_id, block, status, outputs_json)
+             VALUES ('0193old1', 'fetch', 'http.request', 'done', ?1)",
+            [format!(r#"{{"body":"{}"}}"#, "x".repeat(5000))],
+        )
+        .unwrap();
     }
     let store = RunStore::open(&path).unwrap();
     let old = store
         .get_run("0193old1")
         .unwrap()
         .expect("the old run is kept");
+    assert_eq!(
+        old.node("fetch").unwrap().outputs["body"],
+        Value::Text("x".repeat(5000)),
+        "inline values of old rows still read"
+    );
     assert_eq!(old.run.graph_name, "old graph");
     let graph_json: serde_json::Value = serde_json::from_str(&graph().to_json_string()).unwrap();
     assert_eq!(
@@ -575,16 +588,17 @@ fn a_run_log_of_schema_1_is_upgraded_keeping_its_runs() {
 fn a_run_log_from_a_newer_build_is_refused() {
     let (_dir, path) = temp_db();
     drop(RunStore::open(&path).unwrap());
-    raw(&path).pragma_update(None, "user_version", 5).unwrap();
+    raw(&path).pragma_update(None, "user_version", 99).unwrap();
     let err = RunStore::open(&path).unwrap_err();
+    let known = RunStore::schema_version();
     assert!(
         matches!(
             err,
             StoreError::NewerSchema {
-                found: 5,
-                known,
+                found: 99,
+                known: k,
                 ..
-            } if known == RunStore::schema_version()
+            } if k == known
         ),
         "{err:?}"
     );
@@ -593,7 +607,7 @@ fn a_run_log_from_a_newer_build_is_refused() {
     let known = RunStore::schema_version();
     assert!(
         text.contains(&format!(
-            "newer Agentloom (schema 5, this build knows {known})"
+            "newer Agentloom (schema 99, this build knows {known})"
         )),
         "{text}"
     );

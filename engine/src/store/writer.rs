@@ -17,6 +17,7 @@ use rusqlite::{Connection, params};
 use serde::Serialize;
 
 use super::liveness::{HEARTBEAT_INTERVAL_MS, this_process_token};
+use super::values::{LogPolicy, StoredValue, ValueLog, insert_values};
 use super::{StoreError, now_ms, to_i64};
 use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
 
@@ -33,6 +34,8 @@ const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 const MAX_PENDING_EVENTS: usize = 200_000;
 /// Streamed output kept per node port in the `partial` column.
 const MAX_PARTIAL_BYTES: usize = 1 << 20;
+/// Error messages longer than this are clipped in the log.
+const MAX_ERROR_CHARS: usize = 64 * 1024;
 /// How long an idle writer sleeps when there is nothing to do.
 const IDLE_WAIT: Duration = Duration::from_secs(3600);
 
@@ -69,9 +72,10 @@ impl RunRecorder {
         path: PathBuf,
         conn: Connection,
         graph: &GraphDoc,
+        policy: LogPolicy,
     ) -> Result<RunRecorder, StoreError> {
         let (tx, rx) = mpsc::channel();
-        let writer = Writer::new(path.clone(), conn, graph);
+        let writer = Writer::new(path.clone(), conn, graph, policy);
         let handle = std::thread::Builder::new()
             .name("agentloom-run-log".to_owned())
             .spawn(move || writer.run(&rx))
@@ -271,10 +275,12 @@ struct Writer {
     /// The first error, reported by `finish`.
     error: Option<String>,
     warned_without_start: bool,
+    /// Large values, stored once each.
+    values: ValueLog,
 }
 
 impl Writer {
-    fn new(path: PathBuf, conn: Connection, graph: &GraphDoc) -> Self {
+    fn new(path: PathBuf, conn: Connection, graph: &GraphDoc, policy: LogPolicy) -> Self {
         let now = Instant::now();
         Self {
             path,
@@ -295,6 +301,7 @@ impl Writer {
             retry_at: None,
             error: None,
             warned_without_start: false,
+            values: ValueLog::new(policy),
         }
     }
 
@@ -377,8 +384,46 @@ impl Writer {
         }
     }
 
+    /// Puts the event's values and errors in their logged form (see `values.rs`).
+    fn shrink(&mut self, kind: &mut EventKind) {
+        let values = &mut self.values;
+        let shrink = |map: &mut agentloom_core::ValueMap, values: &mut ValueLog| {
+            *map = values.shrink(std::mem::take(map));
+        };
+        let clip = |error: &mut String| {
+            if error.len() > MAX_ERROR_CHARS {
+                *error = agentloom_core::clip_chars(error, MAX_ERROR_CHARS);
+            }
+        };
+        match kind {
+            EventKind::RunStarted { inputs, .. } | EventKind::NodeStarted { inputs, .. } => {
+                shrink(inputs, values);
+            }
+            EventKind::NodeFinished { outputs, .. } => shrink(outputs, values),
+            EventKind::RunFinished { outputs, error, .. } => {
+                shrink(outputs, values);
+                if let Some(error) = error {
+                    clip(error);
+                }
+            }
+            EventKind::NodeFailed { error, .. } | EventKind::NodeRetrying { error, .. } => {
+                clip(error);
+            }
+            EventKind::NodeSkipped { reason, .. } => clip(reason),
+            _ => {}
+        }
+    }
+
     /// Updates the in-memory rows from one event.
-    fn apply(&mut self, event: RunEvent, wall_ms: Option<u64>) {
+    fn apply(&mut self, mut event: RunEvent, wall_ms: Option<u64>) {
+        if matches!(event.kind, EventKind::RunStarted { .. }) {
+            // A recorder reused for a second run: write out the first one completely.
+            if self.run.is_some() {
+                self.tick(true);
+            }
+            self.values.reset();
+        }
+        self.shrink(&mut event.kind);
         if let EventKind::RunStarted {
             run_id,
             graph_name,
@@ -386,10 +431,6 @@ impl Writer {
             inputs,
         } = &event.kind
         {
-            // A recorder reused for a second run: write out the first one completely.
-            if self.run.is_some() {
-                self.tick(true);
-            }
             let now = wall_ms.unwrap_or_else(now_ms);
             let started_at_ms = now.saturating_sub(event.at_ms);
             let nodes = self
@@ -593,8 +634,15 @@ impl Writer {
         if !force && self.retry_at.is_some_and(|at| now < at) {
             return;
         }
-        match write_batch(&mut self.conn, &self.graph_json, run, partial_due) {
+        match write_batch(
+            &mut self.conn,
+            &self.graph_json,
+            run,
+            &self.values.pending,
+            partial_due,
+        ) {
             Ok(()) => {
+                self.values.pending.clear();
                 run.inserted = true;
                 run.dirty = false;
                 run.dirty_nodes.clear();
@@ -627,6 +675,7 @@ fn write_batch(
     conn: &mut Connection,
     graph_json: &str,
     run: &RunState,
+    values: &[StoredValue],
     with_partials: bool,
 ) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
@@ -693,6 +742,7 @@ fn write_batch(
             params![run.id, graph_json],
         )?;
     }
+    insert_values(&tx, &run.id, values)?;
     {
         let mut upsert = tx.prepare_cached(
             "INSERT INTO node_runs (run_id, node_id, block, status, attempts, started_at_ms, finished_at_ms,

@@ -161,6 +161,7 @@ fn decide_and_resume(
         Execution {
             db: args.db,
             no_log: false,
+            full_log: false,
             json: args.json,
             workspace,
             concurrency: None,

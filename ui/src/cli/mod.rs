@@ -3,8 +3,8 @@
 //! Exit codes: 0 success, 1 the run failed or was cancelled, 2 invalid graph or arguments,
 //! 3 the run waits for approval (`agentloom approve RUN_ID`).
 
-mod approval;
 pub mod agent;
+mod approval;
 pub mod credentials;
 mod progress;
 
@@ -110,10 +110,14 @@ pub struct RunArgs {
     /// Do not record this run in the run log.
     #[arg(long, conflicts_with = "db")]
     pub no_log: bool,
+    /// Keep every value whole in the run log (by default a value over 1 MiB keeps only its
+    /// size, SHA-256 and a preview).
+    #[arg(long, conflicts_with = "no_log")]
+    pub full_log: bool,
     /// The directory file blocks may read and write (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-    /// How many nodes may run at once (default: the graph's setting, else 8).
+    /// How many nodes may do CPU-bound work at once; waiting nodes take no slot (default: the graph's setting, else the number of cores).
     #[arg(long)]
     pub concurrency: Option<usize>,
     /// Run from this node: it and what depends on it run, the rest reuses its outputs from
@@ -450,6 +454,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         Execution {
             db: args.db,
             no_log: args.no_log,
+            full_log: args.full_log,
             json: args.json,
             workspace,
             concurrency: args.concurrency,
@@ -476,6 +481,8 @@ fn workspace_dir(given: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
 struct Execution {
     db: Option<PathBuf>,
     no_log: bool,
+    /// Keep every value whole in the run log (`--full-log`).
+    full_log: bool,
     json: bool,
     workspace: PathBuf,
     concurrency: Option<usize>,
@@ -507,7 +514,12 @@ fn execute(
         None
     } else {
         match open_store(run.db.clone()).and_then(|opened| {
-            let recorder = Arc::new(opened.recorder(&graph.doc)?);
+            let policy = if run.full_log {
+                agentloom_engine::LogPolicy::full()
+            } else {
+                agentloom_engine::LogPolicy::default()
+            };
+            let recorder = Arc::new(opened.recorder_with(&graph.doc, policy)?);
             store = Some(Arc::new(opened));
             Ok(recorder)
         }) {
@@ -575,6 +587,8 @@ fn execute(
             )
             .await
     });
+    // CPU-bound work a cancelled node left behind must not hold the process open.
+    runtime.shutdown_background();
     phase("graph ran");
     progress.finish();
     if let Some(recorder) = recorder

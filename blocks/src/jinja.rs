@@ -1,0 +1,161 @@
+//! The minijinja set-up every template shares. Environments are built once per process, so
+//! a template node keeps only its source and variable names (an environment of its own
+//! costs ~19 KiB). Renders are bounded: a fuel budget stops runaway loops, an output cap
+//! stops runaway text, and cancellation is checked as output is written.
+//!
+//! A render first runs inline with a small budget, which is enough for almost every
+//! template; one that needs more is rendered again on the run's blocking pool (see
+//! [`RunCtx::run_cpu`]) so it never stalls the scheduler and a timeout or Ctrl-C holds.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::{Arc, OnceLock};
+
+use agentloom_core::{BlockError, CancellationToken, RunCtx, run_cpu_bound};
+use minijinja::{Environment, ErrorKind, UndefinedBehavior};
+use serde::Serialize;
+
+/// Instructions an inline render may execute before it moves to the blocking pool.
+const INLINE_FUEL: u64 = 20_000;
+/// Instructions any render may execute (a few seconds of work at most).
+const MAX_FUEL: u64 = 50_000_000;
+/// The most text one render may produce.
+pub(crate) const MAX_OUTPUT_BYTES: usize = 16 << 20;
+
+fn environment(fuel: u64) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_keep_trailing_newline(true);
+    // Missing attributes fail the render, but `{% if user.nickname %}` still works.
+    env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+    env.set_fuel(Some(fuel));
+    env
+}
+
+fn inline_env() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| environment(INLINE_FUEL))
+}
+
+fn pool_env() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| environment(MAX_FUEL))
+}
+
+/// A parsed template: its source and the variables it reads.
+pub(crate) struct SharedTemplate {
+    source: Arc<str>,
+    variables: Vec<String>,
+}
+
+impl SharedTemplate {
+    /// Checks `source` and finds its variables (sorted, without the environment's globals).
+    /// The error says what is wrong and on which line.
+    pub(crate) fn parse(source: &str) -> Result<Self, String> {
+        let env = inline_env();
+        let template = env.template_from_str(source).map_err(|e| describe(&e))?;
+        let globals: BTreeSet<&str> = env.globals().map(|(name, _)| name).collect();
+        let variables: BTreeSet<String> = template
+            .undeclared_variables(false)
+            .into_iter()
+            .filter(|name| !globals.contains(name.as_str()))
+            .collect();
+        Ok(Self {
+            source: Arc::from(source),
+            variables: variables.into_iter().collect(),
+        })
+    }
+
+    pub(crate) fn variables(&self) -> &[String] {
+        &self.variables
+    }
+
+    /// Renders with `values`; a failure reads "`failure`: what went wrong (and where)".
+    pub(crate) async fn render<T: Serialize + Send + 'static>(
+        &self,
+        values: T,
+        ctx: &dyn RunCtx,
+        failure: &str,
+    ) -> Result<String, BlockError> {
+        let cancel = ctx.cancel_token().clone();
+        match render_with(inline_env(), &self.source, &values, &cancel) {
+            Err(err) if err.kind() == ErrorKind::OutOfFuel => {}
+            result => return result.map_err(|e| render_error(&e, &cancel, failure)),
+        }
+        let source = Arc::clone(&self.source);
+        let job_cancel = cancel.clone();
+        run_cpu_bound(ctx, move || {
+            render_with(pool_env(), &source, &values, &job_cancel)
+        })
+        .await?
+        .map_err(|e| render_error(&e, &cancel, failure))
+    }
+}
+
+fn render_with<T: Serialize>(
+    env: &Environment<'static>,
+    source: &str,
+    values: &T,
+    cancel: &CancellationToken,
+) -> Result<String, minijinja::Error> {
+    let template = env.template_from_str(source)?;
+    let mut out = CappedText {
+        text: Vec::new(),
+        cancel,
+    };
+    template.render_captured_to(values, &mut out)?;
+    Ok(String::from_utf8_lossy(&out.text).into_owned())
+}
+
+fn render_error(err: &minijinja::Error, cancel: &CancellationToken, failure: &str) -> BlockError {
+    if cancel.is_cancelled() {
+        return BlockError::cancelled();
+    }
+    let why = match err.kind() {
+        ErrorKind::OutOfFuel => {
+            format!("it does too much work (more than {MAX_FUEL} steps); make its loops smaller")
+        }
+        ErrorKind::WriteFailure => format!(
+            "its output passed {} MiB; make it produce less text",
+            MAX_OUTPUT_BYTES >> 20
+        ),
+        _ => describe(err),
+    };
+    BlockError::permanent(format!("{failure}: {why}"))
+}
+
+/// Collects output up to [`MAX_OUTPUT_BYTES`], and stops the render once cancelled.
+struct CappedText<'a> {
+    text: Vec<u8>,
+    cancel: &'a CancellationToken,
+}
+
+impl io::Write for CappedText<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            return Err(io::Error::other("cancelled"));
+        }
+        if self.text.len() + buf.len() > MAX_OUTPUT_BYTES {
+            return Err(io::Error::other("output too large"));
+        }
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Says what is wrong with a template, and on which line.
+pub(crate) fn describe(err: &minijinja::Error) -> String {
+    let mut text = String::new();
+    if let Some(line) = err.line() {
+        text.push_str(&format!("line {line}: "));
+    }
+    text.push_str(&err.kind().to_string());
+    if let Some(detail) = err.detail() {
+        text.push_str(": ");
+        text.push_str(detail);
+    }
+    text
+}
