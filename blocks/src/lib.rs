@@ -21,6 +21,7 @@
 //! | `github.*` (issues, comments, files, pull requests) | `github` |
 //! | `gmail.*` (search, read, send, draft) | `gmail` |
 //! | `llm.chat`, `llm.structured`, `llm.condition` | `llm` |
+//! | `mcp.<server>.<tool>` (a graph's MCP servers) | `mcp` |
 
 mod branch;
 mod constant;
@@ -34,6 +35,7 @@ mod http;
 mod json_parse;
 mod json_query;
 mod llm;
+pub mod mcp;
 mod merge;
 mod passthrough;
 mod registry;

@@ -31,6 +31,30 @@ pub struct GraphDoc {
     pub nodes: Vec<NodeDoc>,
     #[serde(default)]
     pub edges: Vec<EdgeDoc>,
+    /// MCP servers whose tools the graph uses as blocks (`mcp.<server>.<tool>`), by name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_servers: std::collections::BTreeMap<String, McpServerDoc>,
+}
+
+/// How to reach an MCP server: a command started with stdio (`command`, `args`, `env`), or
+/// a streamable HTTP endpoint (`url`). A token for it is a stored credential, by name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerDoc {
+    /// The program to start, e.g. `npx`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra environment variables for the command (no secrets: use `credential`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// A stored credential sent as the bearer token (HTTP) or as `MCP_TOKEN` (stdio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
 }
 
 impl Default for GraphDoc {
@@ -218,6 +242,7 @@ impl GraphDoc {
             settings: RunSettings::default(),
             nodes: Vec::new(),
             edges: Vec::new(),
+            mcp_servers: std::collections::BTreeMap::new(),
         }
     }
 

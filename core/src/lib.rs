@@ -13,6 +13,7 @@ mod approval;
 mod block;
 mod config;
 mod graph;
+mod json_schema;
 mod types;
 mod validate;
 mod value;
@@ -25,8 +26,10 @@ pub use block::{
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use graph::{
-    EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, LoadError, NodeDoc, RetryPolicy, RunSettings,
+    EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, LoadError, McpServerDoc, NodeDoc, RetryPolicy,
+    RunSettings,
 };
+pub use json_schema::{value_type_from_schema, value_type_schema};
 pub use types::{
     CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, coerce_given, compatibility,
     message,

@@ -8,9 +8,7 @@
 //! skip these tests instead.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,93 +20,22 @@ use agentloom_core::{
 use agentloom_engine::{
     CollectSink, EventKind, Executor, NodeStatus, RunEvent, RunOptions, RunReport, RunStatus,
 };
+use agentloom_tests::FakeLlm;
 use serde_json::json;
 
-/// A running `fakellm serve`; stopped on drop.
-struct FakeLlm {
-    child: Child,
-    port: u16,
+/// How often each rule of `fake` matched.
+async fn rule_counts(fake: &FakeLlm) -> serde_json::Value {
+    let stats: serde_json::Value = reqwest::get(format!("{}/_fakellm/stats", fake.base()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    stats["by_rule"].clone()
 }
 
-impl FakeLlm {
-    /// Starts the peer, or returns `None` when AGENTLOOM_SKIP_PEERS=1 and it is not installed.
-    fn start() -> Option<FakeLlm> {
-        let Some(binary) = find_on_path("fakellm") else {
-            if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
-                eprintln!("skipping: fakellm is not installed and AGENTLOOM_SKIP_PEERS=1");
-                return None;
-            }
-            panic!(
-                "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
-            );
-        };
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/llm/fakellm.yaml");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let child = Command::new(binary)
-            .args([
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--config",
-            ])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .unwrap();
-        let mut fake = FakeLlm { child, port };
-        let started = Instant::now();
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(fake);
-            }
-            if let Ok(Some(status)) = fake.child.try_wait() {
-                let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
-                panic!("fakellm exited ({status}) before it listened:\n{stderr}");
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "fakellm did not listen on port {port} within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// How often each rule matched.
-    async fn rule_counts(&self) -> serde_json::Value {
-        let stats: serde_json::Value = reqwest::get(format!("{}/_fakellm/stats", self.base()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        stats["by_rule"].clone()
-    }
-}
-
-impl Drop for FakeLlm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
+fn start_fakellm() -> Option<FakeLlm> {
+    FakeLlm::start(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/llm/fakellm.yaml"))
 }
 
 /// Secrets from memory.
@@ -217,13 +144,13 @@ async fn streaming_matches_the_whole_reply(provider: &str, base: String) {
 
 #[tokio::test]
 async fn openai_streaming_assembles_the_same_text_as_the_whole_reply() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     streaming_matches_the_whole_reply("openai", format!("{}/v1", fake.base())).await;
 }
 
 #[tokio::test]
 async fn anthropic_streaming_assembles_the_same_text_as_the_whole_reply() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     streaming_matches_the_whole_reply("anthropic", fake.base()).await;
 }
 
@@ -263,13 +190,13 @@ async fn streamed_tool_calls(provider: &str, base: String) {
 
 #[tokio::test]
 async fn openai_tool_calls_are_assembled_from_streamed_fragments() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     streamed_tool_calls("openai", format!("{}/v1", fake.base())).await;
 }
 
 #[tokio::test]
 async fn anthropic_tool_calls_are_assembled_from_streamed_fragments() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     streamed_tool_calls("anthropic", fake.base()).await;
 }
 
@@ -300,7 +227,7 @@ fn person_graph(base: &str, max_attempts: u64) -> GraphDoc {
 
 #[tokio::test]
 async fn structured_output_is_retried_with_the_schema_problems() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let base = format!("{}/v1", fake.base());
     let (report, _) = run(&person_graph(&base, 3)).await;
     assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
@@ -309,7 +236,7 @@ async fn structured_output_is_retried_with_the_schema_problems() {
         json!({"name": "Ada Lovelace", "born": 1815})
     );
     assert_eq!(report.outputs.get("usage").unwrap().to_json()["calls"], 2);
-    let counts = fake.rule_counts().await;
+    let counts = rule_counts(&fake).await;
     assert_eq!(counts["structured_first_try"], 1, "{counts}");
     assert_eq!(counts["structured_fixed"], 1, "{counts}");
 
@@ -329,7 +256,7 @@ async fn structured_output_is_retried_with_the_schema_problems() {
 
 #[tokio::test]
 async fn a_429_is_retried_inside_the_node() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let mut doc = GraphDoc::new("429");
     doc.nodes.push(node(
         "ask",
@@ -349,7 +276,7 @@ async fn a_429_is_retried_inside_the_node() {
     assert_eq!(node_report(&report, "ask").attempts, 1);
     // fakellm sends no Retry-After: the first backoff is one second.
     assert!(started.elapsed() >= Duration::from_millis(950));
-    let counts = fake.rule_counts().await;
+    let counts = rule_counts(&fake).await;
     assert_eq!(
         (
             counts["rate_limited_first"].as_u64(),
@@ -362,7 +289,7 @@ async fn a_429_is_retried_inside_the_node() {
 
 #[tokio::test]
 async fn a_429_goes_to_the_node_retry_policy_when_internal_retries_are_off() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let mut doc = GraphDoc::new("429 policy");
     let mut ask = node(
         "ask",
@@ -400,7 +327,7 @@ async fn a_429_goes_to_the_node_retry_policy_when_internal_retries_are_off() {
 
 #[tokio::test]
 async fn usage_and_cost_are_summed_per_node_and_per_run() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let mut doc = GraphDoc::new("usage");
     doc.nodes.push(node(
         "text",
@@ -479,7 +406,7 @@ async fn usage_and_cost_are_summed_per_node_and_per_run() {
 
 #[tokio::test]
 async fn the_cost_limit_stops_the_run() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let base = format!("{}/v1", fake.base());
     let mut doc = GraphDoc::new("expensive");
     doc.settings.max_cost_usd = Some(0.5);
@@ -511,7 +438,7 @@ async fn the_cost_limit_stops_the_run() {
         "{error}"
     );
     assert_ne!(node_report(&report, "second").status, NodeStatus::Done);
-    let counts = fake.rule_counts().await;
+    let counts = rule_counts(&fake).await;
     assert_eq!(
         counts["summarize"], 1,
         "the second model call was never made: {counts}"
@@ -520,7 +447,7 @@ async fn the_cost_limit_stops_the_run() {
 
 #[tokio::test]
 async fn the_model_picks_the_branch_and_the_other_is_skipped() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let mut doc = GraphDoc::new("triage");
     doc.nodes.push(node(
         "mail",
@@ -576,7 +503,7 @@ impl std::io::Write for LogBuffer {
 
 #[tokio::test]
 async fn api_keys_never_appear_in_events_errors_reports_or_logs() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     const GOOD: &str = "sk-good-9d8c7b6a5f4e3d2c1b0a";
     const REVOKED: &str = "sk-revoked-1b2c3d4e5f60718293a4";
     let logs = LogBuffer::default();
@@ -628,7 +555,7 @@ async fn api_keys_never_appear_in_events_errors_reports_or_logs() {
 
 #[tokio::test]
 async fn the_summarize_example_runs_against_any_openai_compatible_endpoint() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../assets/examples/online/llm-summarize.agentloom.json");
     let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -658,7 +585,7 @@ async fn the_summarize_example_runs_against_any_openai_compatible_endpoint() {
 
 #[tokio::test]
 async fn a_node_retry_tells_the_model_why_the_previous_attempt_failed() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let base = format!("{}/v1", fake.base());
     // One answer per attempt; the graph's retry policy gives a second attempt.
     let mut doc = person_graph(&base, 1);
@@ -685,14 +612,14 @@ async fn a_node_retry_tells_the_model_why_the_previous_attempt_failed() {
         retried.starts_with("the model's answer did not match the schema after 1 attempt"),
         "{retried}"
     );
-    let counts = fake.rule_counts().await;
+    let counts = rule_counts(&fake).await;
     assert_eq!(counts["structured_first_try"], 1, "{counts}");
     assert_eq!(counts["structured_after_node_retry"], 1, "{counts}");
 }
 
 #[tokio::test]
 async fn tools_computed_by_the_graph_reach_the_model() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     let mut doc = GraphDoc::new("computed tools");
     doc.nodes.push(node(
         "tools",
@@ -715,7 +642,7 @@ async fn tools_computed_by_the_graph_reach_the_model() {
     let calls = report.outputs.get("calls").unwrap().to_json();
     assert_eq!(calls[0]["name"], "get_weather", "{calls}");
     assert_eq!(calls[0]["arguments"]["city"], "Oslo");
-    let counts = fake.rule_counts().await;
+    let counts = rule_counts(&fake).await;
     assert_eq!(counts["weather_tool"], 1, "{counts}");
 }
 
@@ -750,7 +677,7 @@ impl SecretSource for RefreshingSecrets {
 
 #[tokio::test]
 async fn a_refused_token_is_refreshed_once_through_the_executor() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = start_fakellm() else { return };
     // Not streamed: fakellm answers a streamed request with its mock text even for an
     // error rule.
     const REVOKED: &str = "sk-revoked-1b2c3d4e5f60718293a4";
@@ -788,7 +715,7 @@ async fn a_refused_token_is_refreshed_once_through_the_executor() {
     );
     assert_eq!(node_report(&report, "ask").attempts, 1);
     assert_eq!(*secrets.refreshes.lock().unwrap(), 1);
-    let counts = fake.rule_counts().await;
+    let counts = rule_counts(&fake).await;
     assert_eq!(
         (counts["revoked_key"].as_u64(), counts["summarize"].as_u64()),
         (Some(1), Some(1)),

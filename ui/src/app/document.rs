@@ -119,6 +119,8 @@ pub struct Document {
     pub name: String,
     pub description: String,
     pub settings: RunSettings,
+    /// MCP servers the graph's tool blocks come from (edited in File → MCP servers…).
+    pub mcp_servers: std::collections::BTreeMap<String, agentloom_core::McpServerDoc>,
     /// The file it was opened from or saved to.
     pub path: Option<PathBuf>,
     /// Changed since it was last saved.
@@ -137,6 +139,7 @@ impl Document {
             name: doc.name.clone(),
             description: doc.description.clone(),
             settings: doc.settings.clone(),
+            mcp_servers: doc.mcp_servers.clone(),
             path,
             dirty: false,
             revision: 0,
@@ -155,6 +158,7 @@ impl Document {
         self.name.clone_from(&doc.name);
         self.description.clone_from(&doc.description);
         self.settings = doc.settings.clone();
+        self.mcp_servers.clone_from(&doc.mcp_servers);
         // By id; a damaged file may hold the same id twice, so each id has a list.
         let mut existing: HashMap<String, Vec<NodeId>> = HashMap::new();
         for (id, node) in self.snarl.node_ids() {
@@ -218,7 +222,9 @@ impl Document {
 
     /// The document as it would be saved: sorted, positions from the canvas.
     pub fn to_doc(&self) -> GraphDoc {
-        to_doc(&self.snarl, &self.name, &self.description, &self.settings)
+        let mut doc = to_doc(&self.snarl, &self.name, &self.description, &self.settings);
+        doc.mcp_servers.clone_from(&self.mcp_servers);
+        doc
     }
 
     /// Records the current state as an undo step; call before changing anything.

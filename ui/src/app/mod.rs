@@ -11,6 +11,7 @@ mod document;
 mod files;
 mod history;
 mod inspector;
+mod mcp_servers;
 mod palette;
 mod path_prompt;
 mod problems;
@@ -141,6 +142,10 @@ pub enum Command {
     OpenRun(String),
     /// Show the credentials manager.
     OpenCredentials,
+    /// Show the graph's MCP servers.
+    OpenMcpServers,
+    /// Add or remove one of the graph's MCP servers.
+    EditMcpServers(mcp_servers::McpEdit),
     /// Close the window, through the prompt when there are unsaved changes.
     Quit,
     /// Show a message in the status bar.
@@ -188,6 +193,9 @@ pub struct App {
     inspected: Option<NodeId>,
     inspector: InspectorState,
     credentials: credentials::Credentials,
+    mcp_window: mcp_servers::McpServersWindow,
+    /// The graph's MCP servers that could not be reached (shown with the problems).
+    mcp_problems: Vec<Problem>,
     commands: Vec<Command>,
     search: String,
     /// The run shown on the canvas.
@@ -263,6 +271,8 @@ impl App {
             inspected: None,
             inspector: InspectorState::default(),
             credentials,
+            mcp_window: mcp_servers::McpServersWindow::default(),
+            mcp_problems: Vec::new(),
             commands: Vec::new(),
             search: String::new(),
             run: RunView::default(),
@@ -289,6 +299,13 @@ impl App {
             path_prompt: None,
             workspace: paths.workspace.clone(),
         };
+        if !doc.mcp_servers.is_empty() {
+            // The servers' tools must be blocks before the canvas shows their nodes.
+            app.load_mcp_tools(doc);
+            let catalog = app.catalog.clone();
+            let path = app.document.path.take();
+            app.document = Document::from_doc(doc, catalog.as_ref(), path);
+        }
         app.refresh_history();
         app
     }
@@ -433,6 +450,12 @@ impl App {
         run_panel::run_form_ui(&ctx, &mut self.run_form, &mut self.commands);
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
+        if let Some(edit) =
+            self.mcp_window
+                .window_ui(&ctx, &self.document.mcp_servers, &self.mcp_problems)
+        {
+            self.commands.push(Command::EditMcpServers(edit));
+        }
         self.close_prompt_ui(&ctx);
 
         let commands = std::mem::take(&mut self.commands);
@@ -542,6 +565,7 @@ impl App {
                     ("Import…", None, Command::ImportDialog),
                     ("Export…", None, Command::ExportDialog),
                     ("Credentials…", None, Command::OpenCredentials),
+                    ("MCP servers…", None, Command::OpenMcpServers),
                     ("Quit", Some(QUIT), Command::Quit),
                 ];
                 for (label, shortcut, command) in items {
@@ -922,10 +946,10 @@ impl App {
         }
         self.problems_revision = self.document.revision;
         let doc = self.document.to_doc();
-        self.problems = match validate(&doc, self.catalog.as_ref()) {
-            Ok(_) => Vec::new(),
-            Err(problems) => problems,
-        };
+        self.problems = self.mcp_problems.clone();
+        if let Err(problems) = validate(&doc, self.catalog.as_ref()) {
+            self.problems.extend(problems);
+        }
         self.problems_by_node.clear();
         for problem in &self.problems {
             if let Some(node) = &problem.node {
@@ -975,9 +999,46 @@ impl App {
         }
     }
 
+    /// Connects the MCP servers of `doc` and makes their tools blocks (in the palette, for
+    /// validation and runs). Unreachable servers become problems.
+    fn load_mcp_tools(&mut self, doc: &GraphDoc) {
+        let mut registry = Registry::builtin();
+        let secrets: Arc<dyn agentloom_core::SecretSource> = match self.credentials.store() {
+            Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
+            None => Arc::new(agentloom_engine::EnvSecrets),
+        };
+        self.mcp_problems =
+            agentloom_blocks::mcp::add_mcp_tools(&mut registry, doc, secrets.as_ref());
+        self.catalog = Arc::new(registry);
+        self.palette = palette::entries(self.catalog.as_ref());
+        self.executor = self.executor.clone().with_catalog(self.catalog.clone());
+        // Problems are recomputed on the next frame.
+        self.problems_revision = u64::MAX;
+    }
+
+    fn edit_mcp_servers(&mut self, edit: mcp_servers::McpEdit) {
+        let mut doc = self.document.to_doc();
+        match edit {
+            mcp_servers::McpEdit::Add(name, server) => {
+                doc.mcp_servers.insert(name, server);
+            }
+            mcp_servers::McpEdit::Remove(name) => {
+                doc.mcp_servers.remove(&name);
+            }
+        }
+        self.load_mcp_tools(&doc);
+        // One undo step; nodes of the servers' tools take their ports from the new catalog.
+        let catalog = self.catalog.clone();
+        self.document.replace(&doc, catalog.as_ref());
+        self.document.touch();
+    }
+
     fn replace_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
+        if !doc.mcp_servers.is_empty() || !self.document.mcp_servers.is_empty() {
+            self.load_mcp_tools(doc);
+        }
         let catalog = self.catalog.clone();
         self.document.replace(doc, catalog.as_ref());
         self.document.path = path;
@@ -1166,6 +1227,8 @@ impl App {
             Command::RefreshHistory => self.refresh_history(),
             Command::OpenRun(id) => self.open_run(&id),
             Command::OpenCredentials => self.credentials.show_window(),
+            Command::OpenMcpServers => self.mcp_window.open = true,
+            Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
             // The same close request as the window's close button: the prompt catches it.
             Command::Quit => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
             Command::Notify(text) => self.notice = Some(text),
