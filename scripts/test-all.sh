@@ -39,8 +39,8 @@ install_peers() {
     log "installing the OpenID provider test peer (npm oidc-provider)"
     (cd tests/peers/oidc && npm install --no-audit --no-fund --loglevel=error)
   fi
-  if [ ! -x tests/peers/mcp/node_modules/.bin/mcp-server-everything ]; then
-    log "installing the MCP test peer (npm @modelcontextprotocol/server-everything)"
+  if [ ! -x tests/peers/mcp/node_modules/.bin/mcp-server-everything ] || [ ! -x tests/peers/mcp/node_modules/.bin/mcp-inspector ]; then
+    log "installing the MCP test peers (npm server-everything, inspector)"
     (cd tests/peers/mcp && npm install --no-audit --no-fund --loglevel=error)
   fi
   # AutoGPT's benchmark client in a virtualenv of its own (its dependencies pin old versions).

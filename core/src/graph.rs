@@ -469,4 +469,32 @@ mod tests {
         assert_eq!(policy.backoff_before(3).as_millis(), 200);
         assert_eq!(policy.backoff_before(4).as_millis(), 300);
     }
+
+    #[test]
+    fn mcp_servers_round_trip_and_are_optional() {
+        let without = GraphDoc::from_json_str(
+            r#"{"format": "agentloom.graph", "version": 1, "name": "g", "nodes": []}"#,
+        )
+        .unwrap_or_default();
+        assert!(without.mcp_servers.is_empty());
+        assert!(!without.to_json_string().contains("mcp_servers"));
+        let with = GraphDoc::from_json_str(
+            r#"{"format": "agentloom.graph", "version": 1, "name": "g",
+                "mcp_servers": {"files": {"command": "npx", "args": ["-y", "srv"], "credential": "files token"}}}"#,
+        )
+        .unwrap_or_default();
+        let server = &with.mcp_servers["files"];
+        assert_eq!(server.command.as_deref(), Some("npx"));
+        assert_eq!(server.credential.as_deref(), Some("files token"));
+        let again = GraphDoc::from_json_str(&with.to_json_string()).unwrap_or_default();
+        assert_eq!(again, with);
+        let schema = GraphDoc::json_schema().to_string();
+        assert!(schema.contains("mcp_servers") && schema.contains("McpServerDoc"));
+        // A misspelt field is refused, naming where.
+        let err = GraphDoc::from_json_str(
+            r#"{"format": "agentloom.graph", "version": 1, "mcp_servers": {"f": {"comand": "x"}}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("mcp_servers"), "{err}");
+    }
 }

@@ -358,3 +358,62 @@ fn an_mcp_server_added_in_the_app_puts_its_tools_in_the_palette() {
             .is_none()
     );
 }
+
+/// The MCP inspector's command-line client (npm `@modelcontextprotocol/inspector`), another
+/// implementation than rmcp, lists and calls the graphs `agentloom mcp` serves.
+#[test]
+fn the_mcp_inspector_lists_and_calls_graph_tools() {
+    let inspector = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/peers/mcp/node_modules/.bin/mcp-inspector");
+    if !inspector.is_file() {
+        if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
+            eprintln!("skipping: the MCP inspector is not installed and AGENTLOOM_SKIP_PEERS=1");
+            return;
+        }
+        panic!(
+            "the MCP inspector is missing: run `(cd tests/peers/mcp && npm install)`, or set AGENTLOOM_SKIP_PEERS=1"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hello =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
+    let inspect = |method: &[&str]| -> Value {
+        let output = Command::new(&inspector)
+            .arg("--cli")
+            .arg(env!("CARGO_BIN_EXE_agentloom"))
+            .arg("mcp")
+            .arg(&hello)
+            .arg("--db")
+            .arg(dir.path().join("runs.sqlite3"))
+            .arg("--workspace")
+            .arg(dir.path())
+            .args(method)
+            .env_remove("AGENTLOOM_LOG")
+            .output()
+            .unwrap();
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "the inspector did not answer JSON ({e}):\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+    };
+    let listed = inspect(&["--method", "tools/list"]);
+    assert_eq!(listed["tools"][0]["name"], "hello");
+    assert_eq!(
+        listed["tools"][0]["inputSchema"]["properties"]["name"]["type"],
+        "string"
+    );
+    let called = inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "hello",
+        "--tool-arg",
+        "name=Inspector",
+    ]);
+    assert_eq!(called["content"][0]["text"], "Hello, Inspector!");
+    assert_eq!(called["structuredContent"]["greeting"], "Hello, Inspector!");
+    assert_eq!(called["isError"], false);
+}

@@ -674,3 +674,58 @@ async fn download_artifact(
     )
         .into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use agentloom_core::Usage;
+    use agentloom_engine::RunEvent;
+
+    use super::*;
+
+    fn finished(node: &str, outputs: ValueMap) -> RunEvent {
+        RunEvent {
+            seq: 0,
+            at_ms: 0,
+            kind: EventKind::NodeFinished {
+                node: node.to_owned(),
+                outputs,
+                attempts: 1,
+                duration_ms: 0,
+                usage: Usage::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn steps_a_node_reported_become_protocol_steps() {
+        let mut agent = ValueMap::new();
+        agent.insert(
+            "steps".to_owned(),
+            Value::from_json(json!([{"thought": "read the file"}, {"tool": "write"}])),
+        );
+        let mut plain = ValueMap::new();
+        plain.insert("text".to_owned(), Value::Text("no steps here".to_owned()));
+        let events = [finished("plain", plain), finished("agent", agent)];
+        assert_eq!(
+            reported_steps(&events),
+            [
+                json!({"thought": "read the file"}),
+                json!({"tool": "write"})
+            ]
+        );
+        assert!(reported_steps(&events[..1]).is_empty());
+    }
+
+    #[test]
+    fn upload_paths_stay_in_the_task_directory() {
+        assert_eq!(safe_folder("a/b/").ok().as_deref(), Some("a/b"));
+        assert_eq!(safe_folder("").ok().as_deref(), Some(""));
+        assert!(safe_folder("../x").is_err());
+        assert!(safe_folder("a/../../x").is_err());
+        assert_eq!(
+            safe_file_name("dir/evil.txt").ok().as_deref(),
+            Some("evil.txt")
+        );
+        assert!(safe_file_name("..").is_err());
+    }
+}
