@@ -39,6 +39,16 @@ install_peers() {
     log "installing the OpenID provider test peer (npm oidc-provider)"
     (cd tests/peers/oidc && npm install --no-audit --no-fund --loglevel=error)
   fi
+  if [ ! -x tests/peers/mcp/node_modules/.bin/mcp-server-everything ] || [ ! -x tests/peers/mcp/node_modules/.bin/mcp-inspector ]; then
+    log "installing the MCP test peers (npm server-everything, inspector)"
+    (cd tests/peers/mcp && npm install --no-audit --no-fund --loglevel=error)
+  fi
+  # AutoGPT's benchmark client in a virtualenv of its own (its dependencies pin old versions).
+  if [ ! -x target/agbenchmark-venv/bin/agbenchmark ]; then
+    log "installing agbenchmark 0.0.10 in target/agbenchmark-venv"
+    python3 -m venv target/agbenchmark-venv
+    target/agbenchmark-venv/bin/pip install --quiet --disable-pip-version-check agbenchmark==0.0.10
+  fi
 }
 
 install_system_packages

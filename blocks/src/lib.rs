@@ -24,6 +24,7 @@
 //! | `llm.chat`, `llm.structured`, `llm.condition` | `llm` |
 //! | `ai.agent`            | `agent`           |
 //! | `web.search`          | `web_search`      |
+//! | `mcp.<server>.<tool>` (a graph's MCP servers) | `mcp` |
 
 mod agent;
 mod branch;
@@ -40,6 +41,7 @@ mod jinja;
 mod json_parse;
 mod json_query;
 mod llm;
+pub mod mcp;
 mod merge;
 mod passthrough;
 mod registry;

@@ -35,6 +35,9 @@ pub struct GraphDoc {
     /// how the graph runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupDoc>,
+    /// MCP servers whose tools the graph uses as blocks (`mcp.<server>.<tool>`), by name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_servers: std::collections::BTreeMap<String, McpServerDoc>,
 }
 
 /// A titled frame on the canvas: a comment, and the blocks inside it move with it.
@@ -46,6 +49,27 @@ pub struct GroupDoc {
     pub title: String,
     /// Where the frame is: left, top, width, height, in canvas units.
     pub rect: [f64; 4],
+}
+
+/// How to reach an MCP server: a command started with stdio (`command`, `args`, `env`), or
+/// a streamable HTTP endpoint (`url`). A token for it is a stored credential, by name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerDoc {
+    /// The program to start, e.g. `npx`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra environment variables for the command (no secrets: use `credential`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// A stored credential sent as the bearer token (HTTP) or as `MCP_TOKEN` (stdio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
 }
 
 impl Default for GraphDoc {
@@ -245,6 +269,7 @@ impl GraphDoc {
             nodes: Vec::new(),
             edges: Vec::new(),
             groups: Vec::new(),
+            mcp_servers: std::collections::BTreeMap::new(),
         }
     }
 
@@ -496,5 +521,33 @@ mod tests {
         assert_eq!(policy.backoff_before(2).as_millis(), 100);
         assert_eq!(policy.backoff_before(3).as_millis(), 200);
         assert_eq!(policy.backoff_before(4).as_millis(), 300);
+    }
+
+    #[test]
+    fn mcp_servers_round_trip_and_are_optional() {
+        let without = GraphDoc::from_json_str(
+            r#"{"format": "agentloom.graph", "version": 1, "name": "g", "nodes": []}"#,
+        )
+        .unwrap_or_default();
+        assert!(without.mcp_servers.is_empty());
+        assert!(!without.to_json_string().contains("mcp_servers"));
+        let with = GraphDoc::from_json_str(
+            r#"{"format": "agentloom.graph", "version": 1, "name": "g",
+                "mcp_servers": {"files": {"command": "npx", "args": ["-y", "srv"], "credential": "files token"}}}"#,
+        )
+        .unwrap_or_default();
+        let server = &with.mcp_servers["files"];
+        assert_eq!(server.command.as_deref(), Some("npx"));
+        assert_eq!(server.credential.as_deref(), Some("files token"));
+        let again = GraphDoc::from_json_str(&with.to_json_string()).unwrap_or_default();
+        assert_eq!(again, with);
+        let schema = GraphDoc::json_schema().to_string();
+        assert!(schema.contains("mcp_servers") && schema.contains("McpServerDoc"));
+        // A misspelt field is refused, naming where.
+        let err = GraphDoc::from_json_str(
+            r#"{"format": "agentloom.graph", "version": 1, "mcp_servers": {"f": {"comand": "x"}}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("mcp_servers"), "{err}");
     }
 }

@@ -13,6 +13,7 @@ mod approval;
 mod block;
 mod config;
 mod graph;
+mod json_schema;
 mod tool;
 mod types;
 mod validate;
@@ -26,9 +27,10 @@ pub use block::{
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use graph::{
-    EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, GroupDoc, LoadError, NodeDoc, RetryPolicy,
-    RunSettings,
+    EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, GroupDoc, LoadError, McpServerDoc, NodeDoc,
+    RetryPolicy, RunSettings,
 };
+pub use json_schema::{value_type_from_schema, value_type_schema};
 pub use tool::{tool_descriptor, tool_name, type_schema};
 pub use types::{
     CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, coerce_given, compatibility,

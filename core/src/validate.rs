@@ -32,6 +32,8 @@ pub enum ProblemKind {
     MissingInput,
     Cycle,
     DuplicateInterface,
+    /// An MCP server of the graph cannot be started or reached.
+    McpServer,
 }
 
 /// One thing wrong with a graph.

@@ -142,6 +142,13 @@ impl Executor {
         self
     }
 
+    /// The same executor with another block catalog (e.g. one with a graph's MCP tools).
+    #[must_use]
+    pub fn with_catalog(mut self, catalog: Arc<dyn BlockCatalog>) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
     pub fn catalog(&self) -> &Arc<dyn BlockCatalog> {
         &self.catalog
     }

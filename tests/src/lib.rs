@@ -1,1 +1,98 @@
-//! End-to-end tests live in tests/.
+//! End-to-end tests live in tests/. This library holds what several test files share:
+//! starting the real peers they run against.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `fakellm serve` (PyPI `fakellm`); stopped on drop.
+pub struct FakeLlm {
+    child: Child,
+    port: u16,
+}
+
+impl FakeLlm {
+    /// Starts the peer with the rules in `config` on a free port of 127.0.0.1, or returns
+    /// `None` when AGENTLOOM_SKIP_PEERS=1 and it is not installed.
+    ///
+    /// # Panics
+    /// When the peer is missing (and not skipped) or does not listen within 30 s.
+    #[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+    pub fn start(config: &Path) -> Option<FakeLlm> {
+        let Some(binary) = find_on_path("fakellm") else {
+            if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
+                eprintln!("skipping: fakellm is not installed and AGENTLOOM_SKIP_PEERS=1");
+                return None;
+            }
+            panic!(
+                "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
+            );
+        };
+        let port = free_port();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = Command::new(binary)
+            .args([
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--config",
+            ])
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .unwrap();
+        let mut fake = FakeLlm { child, port };
+        let started = Instant::now();
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(fake);
+            }
+            if let Ok(Some(status)) = fake.child.try_wait() {
+                let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
+                panic!("fakellm exited ({status}) before it listened:\n{stderr}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "fakellm did not listen on port {port} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `http://127.0.0.1:PORT` (OpenAI clients add `/v1`).
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port of 127.0.0.1 that was free a moment ago.
+///
+/// # Panics
+/// When no port can be had.
+#[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The first `name` on PATH.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}

@@ -2,3 +2,5 @@
 
 pub mod app;
 pub mod cli;
+pub mod headless;
+pub mod serve;

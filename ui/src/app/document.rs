@@ -121,6 +121,8 @@ pub struct Document {
     pub settings: RunSettings,
     /// Titled frames grouping blocks on the canvas.
     pub groups: Vec<GroupDoc>,
+    /// MCP servers the graph's tool blocks come from (edited in File → MCP servers…).
+    pub mcp_servers: std::collections::BTreeMap<String, agentloom_core::McpServerDoc>,
     /// The file it was opened from or saved to.
     pub path: Option<PathBuf>,
     /// Changed since it was last saved.
@@ -143,6 +145,7 @@ impl Document {
             description: doc.description.clone(),
             settings: doc.settings.clone(),
             groups: doc.groups.clone(),
+            mcp_servers: doc.mcp_servers.clone(),
             path,
             dirty: false,
             revision: 0,
@@ -164,6 +167,7 @@ impl Document {
         self.description.clone_from(&doc.description);
         self.settings = doc.settings.clone();
         self.groups.clone_from(&doc.groups);
+        self.mcp_servers.clone_from(&doc.mcp_servers);
         // By id; a damaged file may hold the same id twice, so each id has a list.
         let mut existing: HashMap<String, Vec<NodeId>> = HashMap::new();
         for (id, node) in self.snarl.node_ids() {
@@ -227,13 +231,15 @@ impl Document {
 
     /// The document as it would be saved: sorted, positions from the canvas.
     pub fn to_doc(&self) -> GraphDoc {
-        to_doc(
+        let mut doc = to_doc(
             &self.snarl,
             &self.name,
             &self.description,
             &self.settings,
             &self.groups,
-        )
+        );
+        doc.mcp_servers.clone_from(&self.mcp_servers);
+        doc
     }
 
     /// Records the current state as an undo step; call before changing anything.

@@ -15,6 +15,7 @@ mod groups;
 mod history;
 mod inspector;
 mod json_tree;
+mod mcp_servers;
 mod minimap;
 mod palette;
 mod path_prompt;
@@ -187,6 +188,10 @@ pub enum Command {
     OpenRun(String),
     /// Show the credentials manager.
     OpenCredentials,
+    /// Show the graph's MCP servers.
+    OpenMcpServers,
+    /// Add or remove one of the graph's MCP servers.
+    EditMcpServers(mcp_servers::McpEdit),
     /// Close the window, through the prompt when there are unsaved changes.
     Quit,
     /// Show a message in the status bar.
@@ -239,6 +244,9 @@ pub struct App {
     inspected: Option<NodeId>,
     inspector: InspectorState,
     credentials: credentials::Credentials,
+    mcp_window: mcp_servers::McpServersWindow,
+    /// The graph's MCP servers that could not be reached (shown with the problems).
+    mcp_problems: Vec<Problem>,
     commands: Vec<Command>,
     search: String,
     /// The run shown on the canvas.
@@ -332,6 +340,8 @@ impl App {
             inspected: None,
             inspector: InspectorState::default(),
             credentials,
+            mcp_window: mcp_servers::McpServersWindow::default(),
+            mcp_problems: Vec::new(),
             commands: Vec::new(),
             search: String::new(),
             run: RunView::default(),
@@ -367,6 +377,13 @@ impl App {
             selected_wire: None,
             group_title_editing: None,
         };
+        if !doc.mcp_servers.is_empty() {
+            // The servers' tools must be blocks before the canvas shows their nodes.
+            app.load_mcp_tools(doc);
+            let catalog = app.catalog.clone();
+            let path = app.document.path.take();
+            app.document = Document::from_doc(doc, catalog.as_ref(), path);
+        }
         app.refresh_history();
         app
     }
@@ -533,6 +550,12 @@ impl App {
         quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
+        if let Some(edit) =
+            self.mcp_window
+                .window_ui(&ctx, &self.document.mcp_servers, &self.mcp_problems)
+        {
+            self.commands.push(Command::EditMcpServers(edit));
+        }
         self.close_prompt_ui(&ctx);
 
         let commands = std::mem::take(&mut self.commands);
@@ -664,6 +687,7 @@ impl App {
                     ("Import…", None, Command::ImportDialog),
                     ("Export…", None, Command::ExportDialog),
                     ("Credentials…", None, Command::OpenCredentials),
+                    ("MCP servers…", None, Command::OpenMcpServers),
                     ("Quit", Some(QUIT), Command::Quit),
                 ];
                 for (label, shortcut, command) in items {
@@ -1223,10 +1247,10 @@ impl App {
         }
         self.problems_revision = self.document.revision;
         let doc = self.document.to_doc();
-        self.problems = match validate(&doc, self.catalog.as_ref()) {
-            Ok(_) => Vec::new(),
-            Err(problems) => problems,
-        };
+        self.problems = self.mcp_problems.clone();
+        if let Err(problems) = validate(&doc, self.catalog.as_ref()) {
+            self.problems.extend(problems);
+        }
         self.problems_by_node.clear();
         for problem in &self.problems {
             if let Some(node) = &problem.node {
@@ -1286,10 +1310,47 @@ impl App {
         false
     }
 
+    /// Connects the MCP servers of `doc` and makes their tools blocks (in the palette, for
+    /// validation and runs). Unreachable servers become problems.
+    fn load_mcp_tools(&mut self, doc: &GraphDoc) {
+        let mut registry = Registry::builtin();
+        let secrets: Arc<dyn agentloom_core::SecretSource> = match self.credentials.store() {
+            Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
+            None => Arc::new(agentloom_engine::EnvSecrets),
+        };
+        self.mcp_problems =
+            agentloom_blocks::mcp::add_mcp_tools(&mut registry, doc, secrets.as_ref());
+        self.catalog = Arc::new(registry);
+        self.palette = palette::entries(self.catalog.as_ref());
+        self.executor = self.executor.clone().with_catalog(self.catalog.clone());
+        // Problems are recomputed on the next frame.
+        self.problems_revision = u64::MAX;
+    }
+
+    fn edit_mcp_servers(&mut self, edit: mcp_servers::McpEdit) {
+        let mut doc = self.document.to_doc();
+        match edit {
+            mcp_servers::McpEdit::Add(name, server) => {
+                doc.mcp_servers.insert(name, server);
+            }
+            mcp_servers::McpEdit::Remove(name) => {
+                doc.mcp_servers.remove(&name);
+            }
+        }
+        self.load_mcp_tools(&doc);
+        // One undo step; nodes of the servers' tools take their ports from the new catalog.
+        let catalog = self.catalog.clone();
+        self.document.replace(&doc, catalog.as_ref());
+        self.document.touch();
+    }
+
     /// Shows `doc` as a document of its own: its own undo history, its own file.
     fn open_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
+        if !doc.mcp_servers.is_empty() || !self.document.mcp_servers.is_empty() {
+            self.load_mcp_tools(doc);
+        }
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
         self.drag_snapshot = None;
         self.autosave_due = None;
@@ -1577,6 +1638,8 @@ impl App {
             Command::RefreshHistory => self.refresh_history(),
             Command::OpenRun(id) => self.open_run(&id),
             Command::OpenCredentials => self.credentials.show_window(),
+            Command::OpenMcpServers => self.mcp_window.open = true,
+            Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
             // The same close request as the window's close button: the prompt catches it.
             Command::Quit => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
             Command::Notify(text) => self.notice = Some(text),

@@ -1,4 +1,4 @@
-//! The command line: `agentloom run|validate|blocks|runs|show|schema|open`.
+//! The command line: `agentloom run|validate|blocks|runs|show|schema|open|serve|mcp`.
 //!
 //! Exit codes: 0 success, 1 the run failed or was cancelled, 2 invalid graph or arguments,
 //! 3 the run waits for approval (`agentloom approve RUN_ID`).
@@ -6,7 +6,9 @@
 pub mod agent;
 mod approval;
 pub mod credentials;
+mod mcp;
 mod progress;
+mod serve;
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -63,6 +65,9 @@ pub enum Command {
     Blocks {
         #[arg(long)]
         json: bool,
+        /// Also list the tools of this graph file's MCP servers, as blocks.
+        #[arg(long)]
+        graph: Option<PathBuf>,
     },
     /// List recent runs from the run log.
     Runs {
@@ -93,6 +98,10 @@ pub enum Command {
     Approve(approval::ApproveArgs),
     /// Reject what a waiting run waits for, and resume it (the node fails with the message).
     Reject(approval::RejectArgs),
+    /// Serve a graph over HTTP: the Agent Protocol, and optionally a webhook and a schedule.
+    Serve(serve::ServeArgs),
+    /// Serve graphs as MCP tools over stdio (one tool per graph file).
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -151,13 +160,15 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         }
         Command::Run(args) => run_graph(args),
         Command::Validate { graph, json } => validate_command(&graph, json),
-        Command::Blocks { json } => blocks_command(json),
+        Command::Blocks { json, graph } => blocks_command(json, graph.as_deref()),
         Command::Runs { json, db, limit } => runs_command(db, json, limit),
         Command::Show { run_id, json, db } => show_command(db, &run_id, json),
         Command::Credentials(cmd) => credentials::credentials_command(cmd),
         Command::Approve(args) => approval::approve_command(args),
         Command::Reject(args) => approval::reject_command(args),
         Command::Agent(args) => agent::agent_command(args),
+        Command::Serve(args) => serve::serve_command(args),
+        Command::Mcp(args) => mcp::mcp_command(args),
         Command::Schema => {
             println!(
                 "{}",
@@ -169,43 +180,41 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
 }
 
 /// Reads and parses a graph file; the error names the file.
-fn load_graph(path: &Path) -> Result<GraphDoc, String> {
+pub(crate) fn load_graph(path: &Path) -> Result<GraphDoc, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
     GraphDoc::from_json_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn load_and_validate(path: &Path, catalog: &dyn BlockCatalog) -> Result<ValidGraph, Vec<String>> {
-    let doc = load_graph(path).map_err(|e| vec![e])?;
-    validate(&doc, catalog)
-        .map_err(|problems| problems.iter().map(|p| format_problem(path, p)).collect())
-}
-
-fn format_problem(path: &Path, problem: &Problem) -> String {
+pub(crate) fn format_problem(path: &Path, problem: &Problem) -> String {
     format!("{}: {problem}", path.display())
 }
 
 fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
-    let registry = Registry::builtin();
+    let mut registry = Registry::builtin();
     let (ok, problems): (bool, Vec<serde_json::Value>) = match load_graph(path) {
         Err(message) => (false, vec![json!({"kind": "load", "message": message})]),
-        Ok(doc) => match validate(&doc, &registry) {
-            Ok(_) => (true, Vec::new()),
-            Err(problems) => {
-                if !json {
-                    for p in &problems {
-                        eprintln!("{}", format_problem(path, p));
-                    }
-                }
-                (
-                    false,
-                    problems
-                        .iter()
-                        .map(|p| serde_json::to_value(p).unwrap_or_default())
-                        .collect(),
-                )
+        Ok(doc) => {
+            // MCP servers are started to learn their tools; one that cannot start is a problem.
+            let secrets = crate::headless::default_secrets();
+            let mut problems =
+                agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets.as_ref());
+            if let Err(more) = validate(&doc, &registry) {
+                problems.extend(more);
             }
-        },
+            if !json {
+                for p in &problems {
+                    eprintln!("{}", format_problem(path, p));
+                }
+            }
+            (
+                problems.is_empty(),
+                problems
+                    .iter()
+                    .map(|p| serde_json::to_value(p).unwrap_or_default())
+                    .collect(),
+            )
+        }
     };
     if json {
         println!("{}", json!({"valid": ok, "problems": problems}));
@@ -221,8 +230,25 @@ fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
     Ok(if ok { 0 } else { EXIT_INVALID })
 }
 
-fn blocks_command(json: bool) -> anyhow::Result<i32> {
-    let registry = Registry::builtin();
+fn blocks_command(json: bool, graph: Option<&Path>) -> anyhow::Result<i32> {
+    let mut registry = Registry::builtin();
+    if let Some(path) = graph {
+        let doc = match load_graph(path) {
+            Ok(doc) => doc,
+            Err(message) => {
+                eprintln!("{message}");
+                return Ok(EXIT_INVALID);
+            }
+        };
+        let secrets = crate::headless::default_secrets();
+        let problems = agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets.as_ref());
+        if !problems.is_empty() {
+            for p in &problems {
+                eprintln!("{}", format_problem(path, p));
+            }
+            return Ok(EXIT_INVALID);
+        }
+    }
     let mut entries = Vec::new();
     for block in registry.blocks() {
         let meta = block.meta();
@@ -374,7 +400,7 @@ fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
 }
 
 /// Checks given inputs against the graph's declared inputs before anything runs.
-fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
+pub(crate) fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
     let declared = graph.interface_inputs();
     for name in inputs.keys() {
         if !declared.iter().any(|input| &input.name == name) {
@@ -413,9 +439,9 @@ fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
 }
 
 fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
-    let registry = Arc::new(Registry::builtin());
-    let graph = match load_and_validate(&args.graph, registry.as_ref()) {
-        Ok(graph) => graph,
+    let secrets = crate::headless::default_secrets();
+    let (registry, graph) = match crate::headless::load_with_tools(&args.graph, secrets.as_ref()) {
+        Ok(loaded) => loaded,
         Err(problems) => {
             for p in &problems {
                 eprintln!("{p}");
@@ -462,19 +488,6 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             seed,
         },
     )
-}
-
-/// `--workspace DIR` or the current directory; `None` (reported) when it is not a folder.
-fn workspace_dir(given: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
-    let workspace = match given {
-        Some(dir) => dir,
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    if !workspace.is_dir() {
-        eprintln!("--workspace {}: not a directory", workspace.display());
-        return Ok(None);
-    }
-    Ok(Some(workspace))
 }
 
 /// How a headless run is executed and reported.
@@ -538,12 +551,10 @@ fn execute(
     let progress = Arc::new(progress::ProgressSink::new(interactive, !run.json));
     sinks.push(progress.clone());
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let mut executor = Executor::new(registry).with_workspace(run.workspace.clone());
+    let runtime = async_runtime()?;
+    let mut executor = Executor::new(registry)
+        .with_workspace(run.workspace.clone())
+        .with_secrets(crate::headless::default_secrets());
     // A person at a terminal is asked; otherwise the run pauses, stored in the run log.
     let ask = (std::io::stdin().is_terminal() && interactive && !run.json)
         .then(|| Arc::new(approval::TerminalApprover::new(progress.clone())) as _);
@@ -553,13 +564,6 @@ fn execute(
         }
         (None, Some(ask)) => executor = executor.with_approver(ask),
         (None, None) => {}
-    }
-    // Credentials: `AGENTLOOM_SECRET_<NAME>` first, then the OS keychain (asked only when a
-    // block needs a secret, so graphs without credentials never touch the keychain).
-    if let Ok(store) = agentloom_engine::CredentialStore::open_default() {
-        executor = executor.with_secrets(Arc::new(agentloom_engine::KeychainSecrets::new(
-            Arc::new(store),
-        )));
     }
     let cancel = tokio_util::sync::CancellationToken::new();
     let resumed = run.run_id.clone();
@@ -634,4 +638,27 @@ fn execute(
         }
         _ => EXIT_FAILED,
     })
+}
+
+/// `--workspace`, else the current directory; `None` (said on stderr) when not a directory.
+pub(crate) fn workspace_dir(given: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
+    let workspace = match given {
+        Some(dir) => dir,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    if workspace.is_dir() {
+        Ok(Some(workspace))
+    } else {
+        eprintln!("--workspace {}: not a directory", workspace.display());
+        Ok(None)
+    }
+}
+
+/// The runtime a headless command runs on.
+pub(crate) fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }

@@ -1,0 +1,89 @@
+//! MCP tools as blocks: each tool of each MCP server a graph names (`mcp_servers` in the
+//! graph file) becomes an ordinary block of kind `mcp.<server>.<tool>`, its inputs from the
+//! tool's input schema. Connections live on a runtime of their own, so blocks work from any
+//! runtime (the CLI's, the app's) and validation can connect from plain threads.
+
+mod connection;
+mod tool_block;
+
+use std::sync::{Arc, OnceLock};
+
+use agentloom_core::{GraphDoc, Problem, ProblemKind, SecretSource};
+
+pub use connection::McpConnection;
+pub use tool_block::McpToolBlock;
+
+use crate::Registry;
+
+/// The block kind of `tool` on `server`.
+pub fn tool_kind(server: &str, tool: &str) -> String {
+    format!("mcp.{server}.{tool}")
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("agentloom-mcp")
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("cannot start the MCP runtime: {e}"))
+    })
+}
+
+/// Runs `future` on the MCP runtime and waits for it from any thread (also one without a
+/// runtime, or a runtime's own thread for a short while).
+pub(crate) fn on_mcp_runtime<F>(future: F) -> Result<F::Output, String>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handle = runtime().spawn(future);
+    futures::executor::block_on(handle).map_err(|e| format!("the MCP task failed: {e}"))
+}
+
+/// Connects to every MCP server `doc` names and adds one block per tool to `registry`.
+/// A server that cannot be started or reached is a problem naming it (its tools are then
+/// unknown blocks too, which validation reports on the nodes that use them).
+pub fn add_mcp_tools(
+    registry: &mut Registry,
+    doc: &GraphDoc,
+    secrets: &dyn SecretSource,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (name, server) in &doc.mcp_servers {
+        let token = match server.credential.as_deref().map(|c| secrets.secret(c)) {
+            None => None,
+            Some(Ok(secret)) => Some(secret),
+            Some(Err(err)) => {
+                problems.push(server_problem(name, &err.to_string()));
+                continue;
+            }
+        };
+        let connecting = {
+            let (name, server) = (name.clone(), server.clone());
+            on_mcp_runtime(async move { McpConnection::connect(&name, &server, token).await })
+        };
+        match connecting.and_then(|result| result) {
+            Ok((connection, tools)) => {
+                let connection = Arc::new(connection);
+                for tool in tools {
+                    registry.register(Box::new(McpToolBlock::new(connection.clone(), &tool)));
+                }
+            }
+            Err(message) => problems.push(server_problem(name, &message)),
+        }
+    }
+    problems
+}
+
+fn server_problem(name: &str, message: &str) -> Problem {
+    Problem {
+        kind: ProblemKind::McpServer,
+        node: None,
+        port: None,
+        path: format!("$.mcp_servers.{name}"),
+        message: format!("MCP server `{name}`: {message}"),
+    }
+}

@@ -1,0 +1,195 @@
+//! File → MCP servers…: the graph's MCP servers, to add (a stdio command or an HTTP URL,
+//! with an optional credential name) and remove. Their tools appear in the palette as blocks.
+
+use std::collections::BTreeMap;
+
+use agentloom_core::{McpServerDoc, Problem};
+
+/// A change the window asks for; the app applies it as one undo step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum McpEdit {
+    Add(String, McpServerDoc),
+    Remove(String),
+}
+
+/// The window and its add form.
+#[derive(Default)]
+pub struct McpServersWindow {
+    pub open: bool,
+    name: String,
+    command: String,
+    args: String,
+    url: String,
+    credential: String,
+    error: Option<String>,
+}
+
+impl McpServersWindow {
+    /// The server the form describes, or why it is not one.
+    fn form_server(
+        &self,
+        servers: &BTreeMap<String, McpServerDoc>,
+    ) -> Result<(String, McpServerDoc), String> {
+        let name = self.name.trim();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(
+                "Name: use letters, digits, `-` and `_` (it becomes part of block kinds)."
+                    .to_owned(),
+            );
+        }
+        if servers.contains_key(name) {
+            return Err(format!("Name: a server `{name}` exists already."));
+        }
+        let command = self.command.trim();
+        let url = self.url.trim();
+        let server = match (command.is_empty(), url.is_empty()) {
+            (false, true) => McpServerDoc {
+                command: Some(command.to_owned()),
+                args: self.args.split_whitespace().map(str::to_owned).collect(),
+                ..McpServerDoc::default()
+            },
+            (true, false) => McpServerDoc {
+                url: Some(url.to_owned()),
+                ..McpServerDoc::default()
+            },
+            _ => return Err("Give either a command (stdio) or a URL (HTTP).".to_owned()),
+        };
+        let credential = self.credential.trim();
+        Ok((
+            name.to_owned(),
+            McpServerDoc {
+                credential: (!credential.is_empty()).then(|| credential.to_owned()),
+                ..server
+            },
+        ))
+    }
+
+    /// Shows the window when open; returns the edit asked for, if any.
+    pub fn window_ui(
+        &mut self,
+        ctx: &egui::Context,
+        servers: &BTreeMap<String, McpServerDoc>,
+        problems: &[Problem],
+    ) -> Option<McpEdit> {
+        if !self.open {
+            return None;
+        }
+        let mut open = self.open;
+        let mut edit = None;
+        egui::Window::new("MCP servers")
+            .open(&mut open)
+            .resizable(true)
+            .show(ctx, |ui| {
+                if servers.is_empty() {
+                    ui.label("This graph uses no MCP server yet.");
+                }
+                for (name, server) in servers {
+                    ui.horizontal(|ui| {
+                        let target = match (&server.command, &server.url) {
+                            (Some(command), _) => format!("{command} {}", server.args.join(" ")),
+                            (None, Some(url)) => url.clone(),
+                            (None, None) => String::new(),
+                        };
+                        ui.strong(name);
+                        ui.label(target.trim());
+                        if ui.button(format!("Remove {name}")).clicked() {
+                            edit = Some(McpEdit::Remove(name.clone()));
+                        }
+                    });
+                }
+                for problem in problems {
+                    ui.colored_label(ui.visuals().error_fg_color, &problem.message);
+                }
+                ui.separator();
+                ui.heading("Add a server");
+                egui::Grid::new("mcp_server_form")
+                    .num_columns(2)
+                    .show(ui, |ui| {
+                        for (label, value, hint) in [
+                            ("Name", &mut self.name, "e.g. files"),
+                            (
+                                "Command",
+                                &mut self.command,
+                                "a program started with stdio, e.g. npx",
+                            ),
+                            ("Arguments", &mut self.args, "separated by spaces"),
+                            ("URL", &mut self.url, "or a streamable HTTP endpoint"),
+                            (
+                                "Credential",
+                                &mut self.credential,
+                                "a stored credential name (optional)",
+                            ),
+                        ] {
+                            let label = ui.label(label);
+                            ui.add(egui::TextEdit::singleline(value).hint_text(hint))
+                                .labelled_by(label.id);
+                            ui.end_row();
+                        }
+                    });
+                if ui.button("Add server").clicked() {
+                    match self.form_server(servers) {
+                        Ok((name, server)) => {
+                            edit = Some(McpEdit::Add(name, server));
+                            *self = McpServersWindow {
+                                open: true,
+                                ..McpServersWindow::default()
+                            };
+                        }
+                        Err(message) => self.error = Some(message),
+                    }
+                }
+                if let Some(error) = &self.error {
+                    ui.colored_label(ui.visuals().error_fg_color, error);
+                }
+            });
+        self.open = open;
+        edit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[test]
+    fn the_form_names_what_is_wrong() {
+        let mut window = McpServersWindow {
+            name: "files".to_owned(),
+            command: "npx".to_owned(),
+            args: "-y server stdio".to_owned(),
+            ..McpServersWindow::default()
+        };
+        let (name, server) = window.form_server(&BTreeMap::new()).unwrap();
+        assert_eq!(name, "files");
+        assert_eq!(server.args, ["-y", "server", "stdio"]);
+        let mut existing = BTreeMap::new();
+        existing.insert("files".to_owned(), server);
+        assert!(
+            window
+                .form_server(&existing)
+                .unwrap_err()
+                .contains("exists already")
+        );
+        window.url = "http://127.0.0.1:1/mcp".to_owned();
+        window.name = "other".to_owned();
+        assert!(
+            window
+                .form_server(&existing)
+                .unwrap_err()
+                .contains("either a command")
+        );
+        window.name = "bad name".to_owned();
+        assert!(
+            window
+                .form_server(&existing)
+                .unwrap_err()
+                .starts_with("Name")
+        );
+    }
+}

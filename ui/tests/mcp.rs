@@ -1,0 +1,419 @@
+//! MCP both ways, end to end with the real binary:
+//! - as a client, against the official `@modelcontextprotocol/server-everything` (npm,
+//!   installed in tests/peers/mcp) over stdio: its tools become blocks, graphs call them;
+//! - as a server (`agentloom mcp GRAPH...`), driven by an rmcp client over stdio.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloom"));
+    cmd.env_remove("AGENTLOOM_LOG");
+    cmd
+}
+
+/// The server-everything launcher, or `None` (skip) when it is not installed and
+/// AGENTLOOM_SKIP_PEERS=1.
+fn server_everything() -> Option<PathBuf> {
+    let launcher = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/peers/mcp/node_modules/.bin/mcp-server-everything");
+    if launcher.is_file() {
+        return Some(launcher);
+    }
+    if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
+        eprintln!("skipping: server-everything is not installed and AGENTLOOM_SKIP_PEERS=1");
+        return None;
+    }
+    panic!(
+        "the MCP test peer is missing: run `(cd tests/peers/mcp && npm install)` (scripts/test-all.sh does it), or set AGENTLOOM_SKIP_PEERS=1"
+    );
+}
+
+fn write_graph(dir: &Path, graph: &Value) -> PathBuf {
+    let path = dir.join("graph.agentloom.json");
+    std::fs::write(&path, serde_json::to_string_pretty(graph).unwrap()).unwrap();
+    path
+}
+
+fn everything_graph(launcher: &Path, nodes: &Value, edges: &Value) -> Value {
+    json!({
+        "format": "agentloom.graph", "version": 1, "name": "MCP tools",
+        "mcp_servers": {"everything": {"command": launcher, "args": ["stdio"]}},
+        "nodes": nodes,
+        "edges": edges
+    })
+}
+
+fn run_json(graph: &Path, dir: &Path, inputs: &[&str]) -> (Output, Value) {
+    let mut cmd = bin();
+    cmd.arg("run").arg(graph).arg("--json").arg("--db");
+    cmd.arg(dir.join("runs.sqlite3"))
+        .arg("--workspace")
+        .arg(dir);
+    for input in inputs {
+        cmd.args(["--input", input]);
+    }
+    let output = cmd.output().unwrap();
+    let json = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output, json)
+}
+
+#[test]
+fn server_everything_tools_are_blocks_a_graph_calls() {
+    let Some(launcher) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        &everything_graph(
+            &launcher,
+            &json!([
+                {"id": "message", "block": "graph.input", "config": {"name": "message", "type": "text"}},
+                {"id": "echo", "block": "mcp.everything.echo"},
+                {"id": "a", "block": "data.constant", "config": {"value": 1.5}},
+                {"id": "b", "block": "data.constant", "config": {"value": 2}},
+                {"id": "sum", "block": "mcp.everything.get-sum"},
+                {"id": "echoed", "block": "graph.output", "config": {"name": "echoed"}},
+                {"id": "total", "block": "graph.output", "config": {"name": "total"}}
+            ]),
+            &json!([
+                {"from": ["message", "value"], "to": ["echo", "message"]},
+                {"from": ["echo", "text"], "to": ["echoed", "value"]},
+                {"from": ["a", "value"], "to": ["sum", "a"]},
+                {"from": ["b", "value"], "to": ["sum", "b"]},
+                {"from": ["sum", "text"], "to": ["total", "value"]}
+            ]),
+        ),
+    );
+
+    // The tools are listed as blocks, their inputs from the tools' input schemas.
+    let listed = bin()
+        .args(["blocks", "--json", "--graph"])
+        .arg(&graph)
+        .output()
+        .unwrap();
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let blocks: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let block = |kind: &str| {
+        blocks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["kind"] == kind)
+            .unwrap_or_else(|| panic!("no block {kind}"))
+            .clone()
+    };
+    let sum = block("mcp.everything.get-sum");
+    assert_eq!(sum["category"], "MCP");
+    let inputs = sum["ports"]["inputs"].as_array().unwrap();
+    let names: Vec<&str> = inputs.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert!(
+        inputs
+            .iter()
+            .all(|p| p["type"] == "number" && p["required"] == true)
+    );
+    let echo = block("mcp.everything.echo");
+    assert_eq!(echo["ports"]["inputs"][0]["name"], "message");
+    assert_eq!(echo["ports"]["inputs"][0]["type"], "text");
+    assert_eq!(echo["ports"]["inputs"][0]["description"], "Message to echo");
+
+    // A graph calls `echo` and `get-sum`.
+    let (output, report) = run_json(&graph, dir.path(), &["message=hello from a graph"]);
+    assert!(
+        output.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(report["outputs"]["echoed"], "Echo: hello from a graph");
+    assert_eq!(report["outputs"]["total"], "The sum of 1.5 and 2 is 3.5.");
+}
+
+#[test]
+fn mcp_errors_are_clean() {
+    let Some(launcher) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+
+    // A tool the server does not have is an unknown block, found before anything runs.
+    let graph = write_graph(
+        dir.path(),
+        &everything_graph(
+            &launcher,
+            &json!([{"id": "x", "block": "mcp.everything.no-such-tool"}]),
+            &json!([]),
+        ),
+    );
+    let (output, _) = run_json(&graph, dir.path(), &[]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("mcp.everything.no-such-tool"), "{stderr}");
+
+    // A server that cannot start is a validation problem naming it.
+    let broken = write_graph(
+        dir.path(),
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "Broken",
+            "mcp_servers": {"missing": {"command": dir.path().join("no-such-program")}},
+            "nodes": []
+        }),
+    );
+    let output = bin()
+        .args(["validate", "--json"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let problem = &result["problems"][0];
+    assert_eq!(problem["kind"], "mcp_server");
+    assert_eq!(problem["path"], "$.mcp_servers.missing");
+    let message = problem["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("MCP server `missing`: cannot start"),
+        "{message}"
+    );
+
+    // A tool's own error (isError) is the node's error, with the tool's message.
+    let graph = write_graph(
+        dir.path(),
+        &everything_graph(
+            &launcher,
+            &json!([
+                {"id": "name", "block": "data.constant", "config": {"value": "a.gz"}},
+                {"id": "data", "block": "data.constant", "config": {"value": "file:///nonexistent/x"}},
+                {"id": "gzip", "block": "mcp.everything.gzip-file-as-resource"},
+                {"id": "out", "block": "graph.output", "config": {"name": "out"}}
+            ]),
+            &json!([
+                {"from": ["name", "value"], "to": ["gzip", "name"]},
+                {"from": ["data", "value"], "to": ["gzip", "data"]},
+                {"from": ["gzip", "text"], "to": ["out", "value"]}
+            ]),
+        ),
+    );
+    let (output, report) = run_json(&graph, dir.path(), &[]);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert_eq!(report["status"], "failed");
+    let error = report["error"].as_str().unwrap();
+    assert!(
+        error.contains("MCP tool `gzip-file-as-resource` of server `everything` failed")
+            && error.contains("Unsupported URL protocol"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn graphs_served_as_mcp_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let hello =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
+    let db = dir.path().join("runs.sqlite3");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentloom"));
+    command
+        .arg("mcp")
+        .arg(&hello)
+        .arg("--db")
+        .arg(&db)
+        .arg("--workspace")
+        .arg(dir.path())
+        .env_remove("AGENTLOOM_LOG");
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 1);
+    let tool = &tools[0];
+    assert_eq!(tool.name, "hello");
+    assert_eq!(
+        tool.description.as_deref(),
+        Some("Greets whoever is named in the `name` input.")
+    );
+    let schema = Value::Object(tool.input_schema.as_ref().clone());
+    assert_eq!(schema["type"], "object");
+    assert_eq!(schema["properties"]["name"]["type"], "string");
+    assert_eq!(schema["properties"]["name"]["default"], "world");
+    assert_eq!(schema["required"], json!([]));
+
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("name".to_owned(), json!("Ada"));
+    let result = client
+        .call_tool(CallToolRequestParams::new("hello").with_arguments(arguments))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true));
+    assert_eq!(result.content[0].as_text().unwrap().text, "Hello, Ada!");
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"greeting": "Hello, Ada!"}))
+    );
+
+    // A wrong input and an unknown tool are errors that say what is wrong.
+    let mut wrong = serde_json::Map::new();
+    wrong.insert("nmae".to_owned(), json!("Ada"));
+    let err = client
+        .call_tool(CallToolRequestParams::new("hello").with_arguments(wrong))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no input `nmae`"), "{err}");
+    let err = client
+        .call_tool(CallToolRequestParams::new("nope"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no tool `nope`"), "{err}");
+    client.cancel().await.unwrap();
+
+    // The call is a run in the run log.
+    let runs = bin()
+        .args(["runs", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["graph_name"], "Hello");
+    assert_eq!(runs[0]["status"], "completed");
+}
+
+#[test]
+fn an_mcp_server_added_in_the_app_puts_its_tools_in_the_palette() {
+    use agentloom::app::{App, AppPaths};
+    use egui::accesskit::Role;
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable as _;
+
+    let Some(launcher) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let paths = AppPaths {
+        run_log: Some(dir.path().join("runs.sqlite3")),
+        data_dir: None,
+        workspace: Some(dir.path().to_owned()),
+        credentials_dir: Some(dir.path().join("credentials")),
+    };
+    let app = App::new(&agentloom_core::GraphDoc::new("Tools"), None, &paths);
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    h.run_steps(3);
+    h.get_by_role_and_label(Role::Button, "File").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "MCP servers…")
+        .click();
+    h.run_steps(4);
+    h.get_by_label("This graph uses no MCP server yet.");
+    for (label, text) in [
+        ("Name", "everything".to_owned()),
+        ("Command", launcher.display().to_string()),
+        ("Arguments", "stdio".to_owned()),
+    ] {
+        let field = h.get_by_role_and_label(Role::TextInput, label);
+        field.click();
+        field.type_text(&text);
+        h.run_steps(2);
+    }
+    h.get_by_role_and_label(Role::Button, "Add server").click();
+    h.run_steps(3);
+
+    // Saved with the graph, and its tools are blocks of the palette.
+    let doc = h.state().document.to_doc();
+    let server = &doc.mcp_servers["everything"];
+    assert_eq!(server.args, ["stdio"]);
+    assert!(
+        h.state()
+            .catalog()
+            .block("mcp.everything.get-sum")
+            .is_some()
+    );
+    assert!(
+        h.state().problems().is_empty(),
+        "{:?}",
+        h.state().problems()
+    );
+    h.get_by_role_and_label(Role::Button, "Remove everything");
+
+    // Removing it is one step back to no server.
+    h.get_by_role_and_label(Role::Button, "Remove everything")
+        .click();
+    h.run_steps(3);
+    assert!(h.state().document.to_doc().mcp_servers.is_empty());
+    assert!(
+        h.state()
+            .catalog()
+            .block("mcp.everything.get-sum")
+            .is_none()
+    );
+}
+
+/// The MCP inspector's command-line client (npm `@modelcontextprotocol/inspector`), another
+/// implementation than rmcp, lists and calls the graphs `agentloom mcp` serves.
+#[test]
+fn the_mcp_inspector_lists_and_calls_graph_tools() {
+    let inspector = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/peers/mcp/node_modules/.bin/mcp-inspector");
+    if !inspector.is_file() {
+        if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
+            eprintln!("skipping: the MCP inspector is not installed and AGENTLOOM_SKIP_PEERS=1");
+            return;
+        }
+        panic!(
+            "the MCP inspector is missing: run `(cd tests/peers/mcp && npm install)`, or set AGENTLOOM_SKIP_PEERS=1"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hello =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
+    let inspect = |method: &[&str]| -> Value {
+        let output = Command::new(&inspector)
+            .arg("--cli")
+            .arg(env!("CARGO_BIN_EXE_agentloom"))
+            .arg("mcp")
+            .arg(&hello)
+            .arg("--db")
+            .arg(dir.path().join("runs.sqlite3"))
+            .arg("--workspace")
+            .arg(dir.path())
+            .args(method)
+            .env_remove("AGENTLOOM_LOG")
+            .output()
+            .unwrap();
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "the inspector did not answer JSON ({e}):\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+    };
+    let listed = inspect(&["--method", "tools/list"]);
+    assert_eq!(listed["tools"][0]["name"], "hello");
+    assert_eq!(
+        listed["tools"][0]["inputSchema"]["properties"]["name"]["type"],
+        "string"
+    );
+    let called = inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "hello",
+        "--tool-arg",
+        "name=Inspector",
+    ]);
+    assert_eq!(called["content"][0]["text"], "Hello, Inspector!");
+    assert_eq!(called["structuredContent"]["greeting"], "Hello, Inspector!");
+    assert_eq!(called["isError"], false);
+}
