@@ -13,6 +13,7 @@ mod approval;
 mod block;
 mod config;
 mod graph;
+mod graph_file;
 mod types;
 mod validate;
 mod value;
@@ -26,6 +27,9 @@ pub use block::{
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use graph::{
     EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, LoadError, NodeDoc, RetryPolicy, RunSettings,
+};
+pub use graph_file::{
+    DEFAULT_MAX_GRAPH_BYTES, GraphFileError, MAX_GRAPH_BYTES_ENV, max_graph_bytes, read_graph_file,
 };
 pub use types::{
     CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, coerce_given, compatibility,

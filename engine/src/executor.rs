@@ -26,6 +26,8 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
+use crate::limits::{NodeBudget, RunLimits, SlotHolder};
+use crate::redact::Redactor;
 
 /// Asks a person whether a side effect may happen (safe mode).
 #[async_trait::async_trait]
@@ -136,6 +138,32 @@ impl Executor {
         options: RunOptions,
         sink: Arc<dyn EventSink>,
     ) -> RunReport {
+        let concurrency = options
+            .concurrency
+            .or(graph.doc.settings.concurrency)
+            .unwrap_or(8)
+            .max(1);
+        let inherited = Inherited {
+            limits: Arc::new(RunLimits::new(
+                concurrency,
+                graph.doc.settings.max_steps,
+                graph.doc.settings.max_cost_usd,
+            )),
+            redactor: Arc::new(Redactor::default()),
+            safe_mode: graph.doc.settings.safe_mode,
+        };
+        self.run_with(graph, inputs, options, sink, inherited).await
+    }
+
+    /// Runs `graph` under limits, secrets and safe mode that may come from a parent run.
+    async fn run_with(
+        &self,
+        graph: Arc<ValidGraph>,
+        inputs: ValueMap,
+        options: RunOptions,
+        sink: Arc<dyn EventSink>,
+        inherited: Inherited,
+    ) -> RunReport {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
         let shared = Arc::new(RunShared {
             run_id,
@@ -148,16 +176,20 @@ impl Executor {
             usage: Mutex::new(Usage::default()),
             cancel: options.cancel.clone(),
             limit_error: Mutex::new(None),
-            max_cost_usd: graph.doc.settings.max_cost_usd,
-            safe_mode: graph.doc.settings.safe_mode,
+            limits: inherited.limits,
+            redactor: inherited.redactor,
+            safe_mode: inherited.safe_mode,
         });
-        let concurrency = options
-            .concurrency
-            .or(graph.doc.settings.concurrency)
-            .unwrap_or(8)
-            .max(1);
-        Scheduler::new(graph, shared, concurrency).run().await
+        Scheduler::new(graph, shared).run().await
     }
+}
+
+/// What a sub-run takes from its parent: one budget of steps, slots and money, the
+/// secrets to redact, and safe mode.
+struct Inherited {
+    limits: Arc<RunLimits>,
+    redactor: Arc<Redactor>,
+    safe_mode: bool,
 }
 
 /// A new run id: time-ordered, so ids sort by start time.
@@ -178,12 +210,17 @@ struct RunShared {
     cancel: CancellationToken,
     /// Set when a run limit stopped the run.
     limit_error: Mutex<Option<String>>,
-    max_cost_usd: Option<f64>,
+    /// Shared with sub-runs: node slots, steps and the cost budget.
+    limits: Arc<RunLimits>,
+    /// Shared with sub-runs: every secret resolved so far.
+    redactor: Arc<Redactor>,
     safe_mode: bool,
 }
 
 impl RunShared {
-    fn emit(&self, kind: EventKind) {
+    /// The one way out of the run for events: secrets are redacted here.
+    fn emit(&self, mut kind: EventKind) {
+        self.redactor.event(&mut kind);
         let event = RunEvent {
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
             at_ms: elapsed_ms(self.started),
@@ -222,6 +259,9 @@ struct NodeCtx {
     previous_error: Option<String>,
     cancel: CancellationToken,
     usage: Mutex<Usage>,
+    /// The scheduler slot this node holds; given back while it waits on a sub-run.
+    slot: Arc<SlotHolder>,
+    budget: NodeBudget,
 }
 
 #[async_trait::async_trait]
@@ -255,36 +295,39 @@ impl RunCtx for NodeCtx {
     }
 
     fn report_usage(&self, usage: Usage) {
-        if let Ok(mut mine) = self.usage.lock() {
-            *mine += usage;
+        self.add_usage(usage);
+        if let Err(message) = self.shared.limits.spend(usage.cost_usd, &self.node_id) {
+            self.shared.stop_for_limit(message);
         }
-        let total = match self.shared.usage.lock() {
-            Ok(mut total) => {
-                *total += usage;
-                *total
-            }
-            Err(_) => return,
-        };
-        self.shared.emit(EventKind::NodeUsage {
-            node: self.node_id.clone(),
-            usage,
-        });
-        if let Some(max) = self.shared.max_cost_usd
-            && total.cost_usd > max
-        {
-            self.shared.stop_for_limit(format!(
-                "cost limit reached: the run spent ${:.4}, more than its max_cost_usd of ${max:.4} (node `{}`)",
-                total.cost_usd, self.node_id
-            ));
-        }
+    }
+
+    fn reserve_cost(&self, estimate_usd: f64) -> Result<(), BlockError> {
+        self.shared
+            .limits
+            .reserve(&self.budget, estimate_usd, &self.node_id)
+            .map_err(|message| {
+                self.shared.stop_for_limit(message.clone());
+                BlockError::permanent(message)
+            })
+    }
+
+    fn settle_cost(&self, reserved_usd: f64, usage: Usage) {
+        self.shared.limits.release(&self.budget, reserved_usd);
+        self.report_usage(usage);
     }
 
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
-        self.shared.executor.secrets.secret(name)
+        let secret = self.shared.executor.secrets.secret(name)?;
+        self.shared.redactor.remember(&secret);
+        Ok(secret)
     }
 
     fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
-        self.shared.executor.secrets.refresh_secret(name, refused)
+        let fresh = self.shared.executor.secrets.refresh_secret(name, refused)?;
+        if let Some(secret) = &fresh {
+            self.shared.redactor.remember(secret);
+        }
+        Ok(fresh)
     }
 
     fn workspace(&self) -> &std::path::Path {
@@ -316,16 +359,26 @@ impl RunCtx for NodeCtx {
             cancel: self.cancel.child_token(),
             concurrency: None,
         };
-        // Sub-run events stay inside the node; its usage counts towards the parent run.
-        let report = Box::pin(executor.run(
+        let inherited = Inherited {
+            limits: Arc::clone(&self.shared.limits),
+            redactor: Arc::clone(&self.shared.redactor),
+            safe_mode: self.shared.safe_mode,
+        };
+        // While the sub-run goes, its nodes use this node's slot.
+        self.slot.lend();
+        // Sub-run events stay inside the node; its usage counts towards the parent run (its
+        // cost is already in the shared budget).
+        let report = Box::pin(executor.run_with(
             Arc::new(valid),
             inputs,
             options,
             Arc::new(crate::events::NullSink),
+            inherited,
         ))
         .await;
+        self.slot.take_back(&self.shared.limits).await;
         if !report.usage.is_zero() {
-            self.report_usage(report.usage);
+            self.add_usage(report.usage);
         }
         match report.status {
             RunStatus::Completed => Ok(report.outputs),
@@ -364,6 +417,29 @@ impl RunCtx for NodeCtx {
     }
 }
 
+impl NodeCtx {
+    /// Adds to this node's and this run's usage, and tells the watchers.
+    fn add_usage(&self, usage: Usage) {
+        if let Ok(mut mine) = self.usage.lock() {
+            *mine += usage;
+        }
+        if let Ok(mut total) = self.shared.usage.lock() {
+            *total += usage;
+        }
+        self.shared.emit(EventKind::NodeUsage {
+            node: self.node_id.clone(),
+            usage,
+        });
+    }
+}
+
+impl Drop for NodeCtx {
+    fn drop(&mut self) {
+        // Reservations never settled (the request failed) go back to the budget.
+        self.shared.limits.release_all(&self.budget);
+    }
+}
+
 /// The result of running one node (all its attempts).
 struct NodeOutcome {
     index: usize,
@@ -389,16 +465,14 @@ struct NodeState {
 struct Scheduler {
     graph: Arc<ValidGraph>,
     shared: Arc<RunShared>,
-    concurrency: usize,
     states: Vec<NodeState>,
     /// Ready nodes keyed by topological rank.
     ready: BinaryHeap<Reverse<(usize, usize)>>,
-    steps: u64,
     failure: Option<String>,
 }
 
 impl Scheduler {
-    fn new(graph: Arc<ValidGraph>, shared: Arc<RunShared>, concurrency: usize) -> Self {
+    fn new(graph: Arc<ValidGraph>, shared: Arc<RunShared>) -> Self {
         let states = graph
             .nodes
             .iter()
@@ -415,10 +489,8 @@ impl Scheduler {
         Self {
             graph,
             shared,
-            concurrency,
             states,
             ready: BinaryHeap::new(),
-            steps: 0,
             failure: None,
         }
     }
@@ -444,32 +516,41 @@ impl Scheduler {
             .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
         let mut running: FuturesUnordered<BoxFuture<'static, NodeOutcome>> =
             FuturesUnordered::new();
+        let mut spare_slot = None;
         loop {
-            while running.len() < self.concurrency
+            while !self.ready.is_empty()
                 && self.failure.is_none()
                 && !self.shared.cancel.is_cancelled()
             {
+                let Some(permit) = spare_slot.take().or_else(|| self.shared.limits.try_slot())
+                else {
+                    break;
+                };
                 let Some(Reverse((_, index))) = self.ready.pop() else {
                     break;
                 };
-                if let Some(limit) = graph.doc.settings.max_steps
-                    && self.steps >= limit
-                {
-                    self.shared.stop_for_limit(format!(
-                        "step limit reached: the run may execute at most {limit} nodes"
-                    ));
+                if let Err(message) = self.shared.limits.take_step() {
+                    self.shared.stop_for_limit(message);
                     break;
                 }
-                self.steps += 1;
-                running.push(self.start(index));
+                running.push(self.start(index, permit));
             }
-            if running.is_empty() {
+            // Slots are shared with the parent run and sibling sub-runs: wait for one.
+            let wants_slot = !self.ready.is_empty()
+                && self.failure.is_none()
+                && !self.shared.cancel.is_cancelled();
+            if running.is_empty() && !wants_slot {
                 break;
             }
             let next = tokio::select! {
                 biased;
-                outcome = running.next() => outcome,
+                outcome = running.next(), if !running.is_empty() => outcome,
                 () = self.shared.cancel.cancelled() => None,
+                permit = self.shared.limits.slot(), if wants_slot => {
+                    // Taken at once: handing it back would pass it on to the next waiter.
+                    spare_slot = permit;
+                    continue;
+                }
                 () = sleep_until(deadline) => {
                     if let Some(ms) = graph.doc.settings.max_wall_ms {
                         self.shared.stop_for_limit(format!("time limit reached: the run may take at most {ms} ms"));
@@ -510,7 +591,11 @@ impl Scheduler {
     }
 
     /// Builds the future that runs node `index` through all its attempts.
-    fn start(&mut self, index: usize) -> BoxFuture<'static, NodeOutcome> {
+    fn start(
+        &mut self,
+        index: usize,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> BoxFuture<'static, NodeOutcome> {
         let state = &mut self.states[index];
         state.status = NodeStatus::Running;
         let node = &self.graph.nodes[index];
@@ -544,6 +629,7 @@ impl Scheduler {
         let graph = Arc::clone(&self.graph);
         let shared = Arc::clone(&self.shared);
         Box::pin(async move {
+            let slot = Arc::new(SlotHolder::new(permit));
             let node = &graph.nodes[index];
             let started = Instant::now();
             let node_usage = Mutex::new(Usage::default());
@@ -559,7 +645,10 @@ impl Scheduler {
                 if let Some(err) = conversion_error.take() {
                     break Err(err);
                 }
-                if attempt == 1 && shared.safe_mode && node.meta.side_effects {
+                if attempt == 1
+                    && shared.safe_mode
+                    && node.node.side_effects().unwrap_or(node.meta.side_effects)
+                {
                     let request = ApprovalRequest::new(
                         node.meta.title.clone(),
                         Value::Object(inputs.clone()),
@@ -585,6 +674,8 @@ impl Scheduler {
                     previous_error: previous_error.take(),
                     cancel: shared.cancel.child_token(),
                     usage: Mutex::new(Usage::default()),
+                    slot: Arc::clone(&slot),
+                    budget: NodeBudget::default(),
                 };
                 let attempt_result =
                     run_attempt(node.node.as_ref(), inputs.clone(), &ctx, node.timeout).await;
@@ -755,15 +846,19 @@ impl Scheduler {
         } else {
             RunStatus::Completed
         };
-        let error = self.failure.clone().or(limit_error).or_else(|| {
+        let mut error = self.failure.clone().or(limit_error).or_else(|| {
             (status == RunStatus::Cancelled).then(|| "the run was cancelled".to_owned())
         });
-        let outputs = self
+        let mut outputs = self
             .shared
             .outputs
             .lock()
             .map(|o| o.clone())
             .unwrap_or_default();
+        // The report goes to `--json` and the caller: the same redaction as the events.
+        let redactor = &self.shared.redactor;
+        redactor.option(&mut error);
+        redactor.map(&mut outputs);
         let usage = self.shared.total_usage();
         let duration_ms = elapsed_ms(self.shared.started);
         self.shared.emit(EventKind::RunFinished {
@@ -788,7 +883,10 @@ impl Scheduler {
                 },
                 attempts: state.attempts,
                 duration_ms: state.duration_ms,
-                error: state.error,
+                error: state.error.map(|mut error| {
+                    redactor.text(&mut error);
+                    error
+                }),
                 usage: state.usage,
             })
             .collect();

@@ -9,6 +9,8 @@
 pub mod credentials;
 mod events;
 mod executor;
+mod limits;
+mod redact;
 mod store;
 
 pub use credentials::{
@@ -20,4 +22,5 @@ pub use events::{
     RunStatus,
 };
 pub use executor::{Approver, EnvSecrets, Executor, NodeReport, RunOptions, RunReport, new_run_id};
+pub use redact::REDACTED;
 pub use store::{NodeRow, RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError};

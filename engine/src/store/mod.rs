@@ -12,6 +12,7 @@
 //! writer keeps each running node's text so far in its row (`partial`), dropped once the
 //! node has finished and its outputs hold the final text.
 
+mod busy;
 mod liveness;
 mod migrations;
 mod queries;
@@ -134,14 +135,16 @@ impl RunStore {
                 source,
             })?;
         }
-        let mut conn = connect(path)?;
-        migrations::migrate(&mut conn, path)?;
-        let store = RunStore {
-            path: path.to_owned(),
-            conn: Mutex::new(conn),
-        };
-        store.recover_interrupted()?;
-        Ok(store)
+        busy::retry(StoreError::is_busy, || {
+            let mut conn = connect(path)?;
+            migrations::migrate(&mut conn, path)?;
+            let store = RunStore {
+                path: path.to_owned(),
+                conn: Mutex::new(conn),
+            };
+            store.recover_interrupted()?;
+            Ok(store)
+        })
     }
 
     /// The file this store reads and writes.
@@ -158,7 +161,7 @@ impl RunStore {
     /// executor as its sink (or in a [`crate::FanoutSink`]), then call
     /// [`RunRecorder::finish`] once the run has ended.
     pub fn recorder(&self, graph: &GraphDoc) -> Result<RunRecorder, StoreError> {
-        let conn = connect(&self.path)?;
+        let conn = busy::retry(StoreError::is_busy, || connect(&self.path))?;
         // Big batches of a large run touch many pages; spilling them mid-transaction and
         // checkpointing every 1,000 pages cost more than the writes themselves.
         // Closing the last connection would copy the whole WAL into the file and sync it,
@@ -223,7 +226,10 @@ impl RunStore {
         if abandoned.is_empty() {
             return Ok(Vec::new());
         }
-        let tx = conn.transaction().map_err(write_error)?;
+        // IMMEDIATE: take the write lock first (waiting for it), never upgrade a read.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(write_error)?;
         for (id, last_seen) in &abandoned {
             tx.execute(
                 "UPDATE runs SET status = 'interrupted',

@@ -593,7 +593,11 @@ impl Writer {
         if !force && self.retry_at.is_some_and(|at| now < at) {
             return;
         }
-        match write_batch(&mut self.conn, &self.graph_json, run, partial_due) {
+        let conn = &mut self.conn;
+        let graph_json = &self.graph_json;
+        match super::busy::retry(super::busy::is_busy, || {
+            write_batch(conn, graph_json, run, partial_due)
+        }) {
             Ok(()) => {
                 run.inserted = true;
                 run.dirty = false;
@@ -629,7 +633,8 @@ fn write_batch(
     run: &RunState,
     with_partials: bool,
 ) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
+    // IMMEDIATE: take the write lock first (waiting for it), never upgrade a read.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let usage = run.usage();
     if run.inserted {
         if run.dirty {
