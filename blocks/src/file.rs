@@ -9,7 +9,8 @@ use agentloom_core::{
 use tokio::io::AsyncWriteExt as _;
 
 use crate::Registry;
-use crate::workspace_path::{self, io_reason};
+use crate::workspace_open::{self, Access};
+use crate::workspace_path::{self, WorkspacePath, io_reason};
 
 const READ_MODES: [&str; 3] = ["text", "bytes", "json"];
 /// file.read refuses larger files unless `max_bytes` says otherwise.
@@ -142,9 +143,8 @@ impl NodeImpl for FileReadNode {
         let relative = take_path(self.path.as_ref(), &mut inputs)?;
         let workspace = ctx.workspace();
         let target = workspace_path::for_read(workspace, &relative)?;
-        let (full, shown, max_bytes) =
-            (target.full.clone(), target.relative.clone(), self.max_bytes);
-        let read = tokio::task::spawn_blocking(move || read_capped(&full, &shown, max_bytes));
+        let (checked, max_bytes) = (target.clone(), self.max_bytes);
+        let read = tokio::task::spawn_blocking(move || read_capped(&checked, max_bytes));
         let bytes = match read.await {
             Ok(Ok(bytes)) => bytes,
             Ok(Err(ReadFailure::Refused(err))) => return Err(err),
@@ -195,20 +195,10 @@ impl From<std::io::Error> for ReadFailure {
 
 /// Reads a regular file of at most `max_bytes`. Opening does not block (a FIFO with no
 /// writer would wait forever), and anything but a regular file is refused before reading.
-fn read_capped(
-    full: &std::path::Path,
-    shown: &str,
-    max_bytes: u64,
-) -> Result<Vec<u8>, ReadFailure> {
+fn read_capped(target: &WorkspacePath, max_bytes: u64) -> Result<Vec<u8>, ReadFailure> {
     use std::io::Read as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options.open(full)?;
+    let shown = &target.relative;
+    let file = workspace_open::open(target, Access::Read)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(ReadFailure::Refused(BlockError::permanent(format!(
@@ -342,14 +332,15 @@ impl NodeImpl for FileWriteNode {
                 workspace.display()
             ))
         };
-        let mut file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(self.append)
-            .truncate(!self.append)
-            .open(&target.full)
+        let checked = target.clone();
+        let access = Access::Write {
+            append: self.append,
+        };
+        let file = tokio::task::spawn_blocking(move || workspace_open::open(&checked, access))
             .await
+            .map_err(|join| fail(std::io::Error::other(join.to_string())))?
             .map_err(fail)?;
+        let mut file = tokio::fs::File::from_std(file);
         file.write_all(&bytes).await.map_err(fail)?;
         file.flush().await.map_err(fail)?;
         Ok(agentloom_core::outputs([(
@@ -392,6 +383,70 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(out["content"].to_text().len(), 2000);
+    }
+
+    /// Swaps `ws/sub` between a real directory and a link to `outside` (an atomic exchange,
+    /// so `sub` always exists), until stopped.
+    #[cfg(target_os = "linux")]
+    fn flipper(
+        ws: &std::path::Path,
+        outside: &std::path::Path,
+    ) -> (
+        Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    ) {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/f.txt"), "inside").unwrap();
+        std::os::unix::fs::symlink(outside, ws.join("parked")).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (sub, parked, flag) = (ws.join("sub"), ws.join("parked"), stop.clone());
+        let handle = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                renameat_with(CWD, &sub, CWD, &parked, RenameFlags::EXCHANGE).unwrap();
+            }
+        });
+        (stop, handle)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_directory_swapped_for_a_link_mid_read_or_write_never_leads_outside() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("f.txt"), "SECRET").unwrap();
+        let (stop, handle) = flipper(ws.path(), outside.path());
+        let ctx = TestCtx::new().with_workspace(ws.path());
+        let (mut reads, mut writes) = (0, 0);
+        for i in 0..1500 {
+            if let Ok(out) = run_block_with(
+                &ctx,
+                "file.read",
+                json!({"path": "sub/f.txt"}),
+                ValueMap::new(),
+            )
+            .await
+            {
+                assert_eq!(out["content"].to_text(), "inside", "read {i} escaped");
+                reads += 1;
+            }
+            if run_block_with(
+                &ctx,
+                "file.write",
+                json!({"path": "sub/w.txt"}),
+                inputs([("content", Value::from("x"))]),
+            )
+            .await
+            .is_ok()
+            {
+                writes += 1;
+            }
+            assert!(!outside.path().join("w.txt").exists(), "write {i} escaped");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        handle.join().unwrap();
+        // The race was really run: some attempts got through while `sub` was the real one.
+        assert!(reads > 0 && writes > 0, "reads {reads}, writes {writes}");
     }
 
     #[cfg(unix)]

@@ -39,6 +39,7 @@ mod passthrough;
 mod registry;
 mod rest;
 mod template;
+mod workspace_open;
 mod workspace_path;
 
 #[doc(hidden)]
