@@ -196,19 +196,34 @@ impl RunStore {
             source,
         };
         let mut conn = self.lock();
-        let candidates: Vec<(String, Option<String>, Option<i64>, i64)> = {
+        type Candidate = (String, Option<String>, Option<i64>, i64, Option<i64>);
+        let candidates: Vec<Candidate> = {
+            // The last event recorded tells how long the run really went on, even when the
+            // process died between two heartbeats.
             let mut stmt = conn
-                .prepare("SELECT id, owner, heartbeat_at_ms, started_at_ms FROM runs WHERE status = 'running'")
+                .prepare(
+                    "SELECT id, owner, heartbeat_at_ms, started_at_ms,
+                            (SELECT max(at_ms) FROM events WHERE events.run_id = runs.id)
+                     FROM runs WHERE status = 'running'",
+                )
                 .map_err(read_error)?;
             stmt.query_map([], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
             })
             .and_then(Iterator::collect)
             .map_err(read_error)?
         };
         let mut abandoned = Vec::new();
-        for (id, owner, heartbeat, started) in candidates {
+        for (id, owner, heartbeat, started, last_event) in candidates {
             let last_seen = from_i64(heartbeat.unwrap_or(started));
+            let ended =
+                last_seen.max(from_i64(started).saturating_add(from_i64(last_event.unwrap_or(0))));
             let dead = match owner
                 .as_deref()
                 .map_or(liveness::Liveness::Unknown, liveness::liveness)
@@ -220,7 +235,7 @@ impl RunStore {
                 }
             };
             if dead {
-                abandoned.push((id, last_seen));
+                abandoned.push((id, ended));
             }
         }
         if abandoned.is_empty() {
