@@ -8,6 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# Every peer must really run here: a skipped peer test would pass without testing anything.
+if [ -n "${AGENTLOOM_SKIP_PEERS:-}" ]; then
+  echo "note: ignoring AGENTLOOM_SKIP_PEERS; this script runs every test against its real peer" >&2
+  unset AGENTLOOM_SKIP_PEERS
+fi
 
 log() { printf '\n== %s\n' "$*"; }
 

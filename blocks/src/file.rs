@@ -9,9 +9,12 @@ use agentloom_core::{
 use tokio::io::AsyncWriteExt as _;
 
 use crate::Registry;
-use crate::workspace_path::{self, io_reason};
+use crate::workspace_open::{self, Access};
+use crate::workspace_path::{self, WorkspacePath, io_reason};
 
 const READ_MODES: [&str; 3] = ["text", "bytes", "json"];
+/// file.read refuses larger files unless `max_bytes` says otherwise.
+const DEFAULT_MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
 const WRITE_MODES: [&str; 2] = ["text", "json"];
 
 pub(crate) fn register(r: &mut Registry) {
@@ -78,6 +81,11 @@ impl FileRead {
                 ConfigField::choice("mode", "Read as", &READ_MODES)
                     .default_value(serde_json::json!("text"))
                     .help("text: UTF-8 text; bytes: raw bytes; json: parse the file as JSON."),
+            )
+            .field(
+                ConfigField::integer("max_bytes", "Max size (bytes)", Some(1), None)
+                    .default_value(serde_json::json!(DEFAULT_MAX_READ_BYTES))
+                    .help("Refuse files larger than this (64 MiB by default), so one big file cannot exhaust memory."),
             ),
         }
     }
@@ -91,6 +99,10 @@ impl Block for FileRead {
     fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let path = configured_path(config)?;
         let mode = mode(ConfigReader(config).choice_or("mode", &READ_MODES, "text")?);
+        let max_bytes = ConfigReader(config).u64_or("max_bytes", DEFAULT_MAX_READ_BYTES)?;
+        if max_bytes == 0 {
+            return Err(ConfigError::new("max_bytes", "must be at least 1"));
+        }
         let inputs = if path.is_some() {
             Vec::new()
         } else {
@@ -105,13 +117,19 @@ impl Block for FileRead {
             inputs,
             vec![PortSpec::new("content", out_type).describe("The file's content.")],
         );
-        Ok(Arc::new(FileReadNode { path, mode, ports }))
+        Ok(Arc::new(FileReadNode {
+            path,
+            mode,
+            max_bytes,
+            ports,
+        }))
     }
 }
 
 struct FileReadNode {
     path: Option<String>,
     mode: Mode,
+    max_bytes: u64,
     ports: Ports,
 }
 
@@ -125,14 +143,26 @@ impl NodeImpl for FileReadNode {
         let relative = take_path(self.path.as_ref(), &mut inputs)?;
         let workspace = ctx.workspace();
         let target = workspace_path::for_read(workspace, &relative)?;
-        let bytes = tokio::fs::read(&target.full).await.map_err(|e| {
-            BlockError::permanent(format!(
-                "cannot read `{}`: {} (workspace: {})",
-                target.relative,
-                io_reason(&e),
-                workspace.display()
-            ))
-        })?;
+        let (checked, max_bytes) = (target.clone(), self.max_bytes);
+        let read = tokio::task::spawn_blocking(move || read_capped(&checked, max_bytes));
+        let bytes = match read.await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(ReadFailure::Refused(err))) => return Err(err),
+            Ok(Err(ReadFailure::Io(e))) => {
+                return Err(BlockError::permanent(format!(
+                    "cannot read `{}`: {} (workspace: {})",
+                    target.relative,
+                    io_reason(&e),
+                    workspace.display()
+                )));
+            }
+            Err(join) => {
+                return Err(BlockError::permanent(format!(
+                    "reading `{}` failed: {join}",
+                    target.relative
+                )));
+            }
+        };
         let content = match self.mode {
             Mode::Bytes => Value::Bytes(bytes),
             Mode::Text => Value::Text(String::from_utf8(bytes).map_err(|_| {
@@ -150,6 +180,47 @@ impl NodeImpl for FileReadNode {
         };
         Ok(agentloom_core::outputs([("content", content)]))
     }
+}
+
+enum ReadFailure {
+    Refused(BlockError),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for ReadFailure {
+    fn from(err: std::io::Error) -> Self {
+        ReadFailure::Io(err)
+    }
+}
+
+/// Reads a regular file of at most `max_bytes`. Opening does not block (a FIFO with no
+/// writer would wait forever), and anything but a regular file is refused before reading.
+fn read_capped(target: &WorkspacePath, max_bytes: u64) -> Result<Vec<u8>, ReadFailure> {
+    use std::io::Read as _;
+    let shown = &target.relative;
+    let file = workspace_open::open(target, Access::Read)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(ReadFailure::Refused(BlockError::permanent(format!(
+            "cannot read `{shown}`: it is not a regular file (a pipe, socket or device); file.read reads regular files only"
+        ))));
+    }
+    let too_big = |size: u64| {
+        ReadFailure::Refused(BlockError::permanent(format!(
+            "cannot read `{shown}`: it is {size} bytes, more than file.read's max_bytes of {max_bytes}; raise max_bytes if this is expected"
+        )))
+    };
+    if meta.len() > max_bytes {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // The file may grow while it is read: never read past the cap.
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 struct FileWrite {
@@ -261,14 +332,15 @@ impl NodeImpl for FileWriteNode {
                 workspace.display()
             ))
         };
-        let mut file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(self.append)
-            .truncate(!self.append)
-            .open(&target.full)
+        let checked = target.clone();
+        let access = Access::Write {
+            append: self.append,
+        };
+        let file = tokio::task::spawn_blocking(move || workspace_open::open(&checked, access))
             .await
+            .map_err(|join| fail(std::io::Error::other(join.to_string())))?
             .map_err(fail)?;
+        let mut file = tokio::fs::File::from_std(file);
         file.write_all(&bytes).await.map_err(fail)?;
         file.flush().await.map_err(fail)?;
         Ok(agentloom_core::outputs([(
@@ -284,6 +356,120 @@ mod tests {
     use crate::testing::{TestCtx, inputs, instantiate, run_block_with};
     use agentloom_core::BlockCatalog as _;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn a_file_over_max_bytes_is_refused_naming_the_file_and_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("big.txt"), "x".repeat(2000)).unwrap();
+        let ctx = TestCtx::new().with_workspace(dir.path());
+        let err = run_block_with(
+            &ctx,
+            "file.read",
+            json!({"path": "big.txt", "max_bytes": 1000}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "cannot read `big.txt`: it is 2000 bytes, more than file.read's max_bytes of 1000; raise max_bytes if this is expected"
+        );
+        let out = run_block_with(
+            &ctx,
+            "file.read",
+            json!({"path": "big.txt", "max_bytes": 2000}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out["content"].to_text().len(), 2000);
+    }
+
+    /// Swaps `ws/sub` between a real directory and a link to `outside` (an atomic exchange,
+    /// so `sub` always exists), until stopped.
+    #[cfg(target_os = "linux")]
+    fn flipper(
+        ws: &std::path::Path,
+        outside: &std::path::Path,
+    ) -> (
+        Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    ) {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/f.txt"), "inside").unwrap();
+        std::os::unix::fs::symlink(outside, ws.join("parked")).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (sub, parked, flag) = (ws.join("sub"), ws.join("parked"), stop.clone());
+        let handle = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                renameat_with(CWD, &sub, CWD, &parked, RenameFlags::EXCHANGE).unwrap();
+            }
+        });
+        (stop, handle)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_directory_swapped_for_a_link_mid_read_or_write_never_leads_outside() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("f.txt"), "SECRET").unwrap();
+        let (stop, handle) = flipper(ws.path(), outside.path());
+        let ctx = TestCtx::new().with_workspace(ws.path());
+        let (mut reads, mut writes) = (0, 0);
+        for i in 0..1500 {
+            if let Ok(out) = run_block_with(
+                &ctx,
+                "file.read",
+                json!({"path": "sub/f.txt"}),
+                ValueMap::new(),
+            )
+            .await
+            {
+                assert_eq!(out["content"].to_text(), "inside", "read {i} escaped");
+                reads += 1;
+            }
+            if run_block_with(
+                &ctx,
+                "file.write",
+                json!({"path": "sub/w.txt"}),
+                inputs([("content", Value::from("x"))]),
+            )
+            .await
+            .is_ok()
+            {
+                writes += 1;
+            }
+            assert!(!outside.path().join("w.txt").exists(), "write {i} escaped");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        handle.join().unwrap();
+        // The race was really run: some attempts got through while `sub` was the real one.
+        assert!(reads > 0 && writes > 0, "reads {reads}, writes {writes}");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_fifo_is_refused_at_once_instead_of_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let ctx = TestCtx::new().with_workspace(dir.path());
+        let read = run_block_with(&ctx, "file.read", json!({"path": "pipe"}), ValueMap::new());
+        let err = tokio::time::timeout(std::time::Duration::from_secs(5), read)
+            .await
+            .expect("reading a FIFO must not block")
+            .unwrap_err();
+        assert!(
+            err.message.contains("`pipe`") && err.message.contains("not a regular file"),
+            "{}",
+            err.message
+        );
+    }
 
     #[tokio::test]
     async fn write_then_read_text_json_and_bytes() {

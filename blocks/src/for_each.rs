@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockCatalog as _, BlockError, BlockMeta, Config, ConfigError, ConfigField,
-    ConfigReader, GraphDoc, GraphInterface, InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx,
-    Value, ValueMap, ValueType, async_trait, coerce,
+    ApprovalDecision, ApprovalRequest, Block, BlockCatalog as _, BlockError, BlockMeta, Config,
+    ConfigError, ConfigField, ConfigReader, GraphDoc, GraphInterface, InputsExt as _, NodeImpl,
+    PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait, coerce,
 };
 use futures::StreamExt as _;
 
@@ -65,6 +65,8 @@ impl ForEach {
 enum Inner {
     Block {
         kind: String,
+        /// The inner node changes the outside world: safe mode asks before each item.
+        side_effects: bool,
         config: Config,
         item_port: String,
         item_type: ValueType,
@@ -217,6 +219,7 @@ fn inner_block(
     Ok((
         Inner::Block {
             kind: kind.to_owned(),
+            side_effects: node.side_effects().unwrap_or(block.meta().side_effects),
             config,
             item_port: item_port.name.clone(),
             item_type: item_port.ty.clone(),
@@ -291,6 +294,9 @@ struct ForEachNode {
 enum Runner {
     Block {
         node: Arc<dyn NodeImpl>,
+        /// Safe mode asks before each item.
+        side_effects: bool,
+        title: String,
         item_port: String,
         item_type: ValueType,
         output_port: String,
@@ -310,6 +316,8 @@ impl Runner {
         match self {
             Runner::Block {
                 node,
+                side_effects,
+                title,
                 item_port,
                 item_type,
                 output_port,
@@ -320,6 +328,27 @@ impl Runner {
                     ))
                 })?;
                 inputs.insert(item_port.clone(), item);
+                if *side_effects && ctx.safe_mode() {
+                    let request = ApprovalRequest::new(
+                        format!("{title} (item {index})"),
+                        Value::Object(inputs.clone()),
+                    );
+                    match ctx
+                        .request_approval(request)
+                        .await
+                        .map_err(|e| at_item(index, e))?
+                    {
+                        ApprovalDecision::Approved {
+                            arguments: Value::Object(edited),
+                        } => inputs = edited,
+                        ApprovalDecision::Approved { .. } => {}
+                        ApprovalDecision::Rejected { message } => {
+                            return Err(BlockError::permanent(format!(
+                                "item {index}: `{title}` was not approved: {message}"
+                            )));
+                        }
+                    }
+                }
                 let mut outputs = node.run(inputs, ctx).await.map_err(|e| at_item(index, e))?;
                 Ok(outputs.remove(output_port.as_str()).unwrap_or(Value::Null))
             }
@@ -363,6 +392,7 @@ impl NodeImpl for ForEachNode {
         let runner = match &self.inner {
             Inner::Block {
                 kind,
+                side_effects,
                 config,
                 item_port,
                 item_type,
@@ -370,6 +400,8 @@ impl NodeImpl for ForEachNode {
             } => Runner::Block {
                 // The run's catalog, which may hold more blocks than the built-in set.
                 node: ctx.instantiate(kind, config)?,
+                side_effects: *side_effects,
+                title: kind.clone(),
                 item_port: item_port.clone(),
                 item_type: item_type.clone(),
                 output_port: output_port.clone(),

@@ -9,14 +9,17 @@ use std::time::Duration;
 
 use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+    NodeImpl, PortSpec, Ports, RunCtx, Secret, Value, ValueMap, ValueType, async_trait,
 };
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{
+    AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
+};
 use reqwest::{Method, StatusCode, Url};
 
 use crate::Registry;
 
 const METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
+const CREDENTIAL_STYLES: [&str; 4] = ["bearer", "header", "basic", "query"];
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
 const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
@@ -32,9 +35,8 @@ struct HttpRequest {
 impl HttpRequest {
     fn new() -> Self {
         Self {
-            // Not marked side-effecting: block metadata is static, and most requests are
-            // reads. Safe mode therefore does not stop an HTTP request; graphs that write
-            // through HTTP should use the service's own block where there is one.
+            // Side effects follow the method (see `HttpNode::side_effects`): safe mode asks
+            // before POST, PUT, PATCH and DELETE, not before GET and HEAD.
             meta: BlockMeta::new(
                 "http.request",
                 "HTTP request",
@@ -51,7 +53,18 @@ impl HttpRequest {
                     .help("An http:// or https:// URL. Leave empty to take it from the `url` input."),
             )
             .field(ConfigField::json("headers", "Headers").help(
-                "A JSON object of header names to values, e.g. {\"Accept\": \"application/json\"}. Put tokens in credentials, not here.",
+                "A JSON object of header names to values, e.g. {\"Accept\": \"application/json\"}. Put tokens in `credential`, not here.",
+            ))
+            .field(ConfigField::text("credential", "Credential").help(
+                "The name of a credential (Credentials in the app, `agentloom credentials`, or the environment variable AGENTLOOM_SECRET_<NAME>) sent with the request as `credential_style` says. Never shown in logs, errors or the run log.",
+            ))
+            .field(
+                ConfigField::choice("credential_style", "Credential style", &CREDENTIAL_STYLES)
+                    .default_value(serde_json::json!("bearer"))
+                    .help("bearer: `Authorization: Bearer <secret>`; header: the header named in `credential_param`; basic: the secret is `user:password`, sent as HTTP basic authentication; query: the query parameter named in `credential_param`."),
+            )
+            .field(ConfigField::text("credential_param", "Credential header / parameter").help(
+                "The header name (style `header`, e.g. X-Api-Key) or query parameter name (style `query`, e.g. api_key).",
             ))
             .field(
                 ConfigField::json("query", "Query parameters")
@@ -89,6 +102,7 @@ impl Block for HttpRequest {
             None => None,
         };
         let headers = config_headers(reader.get("headers"))?;
+        let credential = config_credential(&reader)?;
         let query = config_query(reader.get("query"))?;
         let timeout_ms = reader.u64_or("timeout_ms", DEFAULT_TIMEOUT_MS)?;
         if timeout_ms == 0 {
@@ -119,6 +133,7 @@ impl Block for HttpRequest {
             ],
         );
         Ok(Arc::new(HttpNode {
+            credential,
             method,
             url,
             headers,
@@ -139,6 +154,103 @@ fn parse_url(text: &str) -> Result<Url, String> {
         other => Err(format!(
             "URL scheme `{other}` is not supported; use http:// or https://"
         )),
+    }
+}
+
+/// A credential sent with each request.
+struct Credential {
+    name: String,
+    style: CredentialStyle,
+}
+
+enum CredentialStyle {
+    Bearer,
+    Header(HeaderName),
+    Basic,
+    Query(String),
+}
+
+fn config_credential(reader: &ConfigReader<'_>) -> Result<Option<Credential>, ConfigError> {
+    let Some(name) = reader
+        .str("credential")?
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    else {
+        return Ok(None);
+    };
+    let param = reader
+        .str("credential_param")?
+        .map(str::trim)
+        .filter(|p| !p.is_empty());
+    let style = match reader.choice_or("credential_style", &CREDENTIAL_STYLES, "bearer")? {
+        "header" => {
+            let param = param.ok_or_else(|| {
+                ConfigError::new(
+                    "credential_param",
+                    "style `header` needs the header's name, e.g. X-Api-Key",
+                )
+            })?;
+            CredentialStyle::Header(HeaderName::from_bytes(param.as_bytes()).map_err(|_| {
+                ConfigError::new(
+                    "credential_param",
+                    format!("`{param}` is not a valid header name"),
+                )
+            })?)
+        }
+        "query" => CredentialStyle::Query(
+            param
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        "credential_param",
+                        "style `query` needs the parameter's name, e.g. api_key",
+                    )
+                })?
+                .to_owned(),
+        ),
+        "basic" => CredentialStyle::Basic,
+        _ => CredentialStyle::Bearer,
+    };
+    Ok(Some(Credential {
+        name: name.to_owned(),
+        style,
+    }))
+}
+
+impl Credential {
+    /// Adds the secret to `request` as the style says.
+    fn apply(
+        &self,
+        request: reqwest::RequestBuilder,
+        secret: &Secret,
+    ) -> Result<reqwest::RequestBuilder, BlockError> {
+        use base64::Engine as _;
+        let header = |text: String| {
+            let mut value = HeaderValue::from_str(&text).map_err(|_| {
+                BlockError::permanent(format!(
+                    "credential `{}` has characters not allowed in an HTTP header",
+                    self.name
+                ))
+            })?;
+            value.set_sensitive(true);
+            Ok::<_, BlockError>(value)
+        };
+        Ok(match &self.style {
+            CredentialStyle::Bearer => request.header(
+                AUTHORIZATION,
+                header(format!("Bearer {}", secret.expose()))?,
+            ),
+            CredentialStyle::Header(name) => {
+                request.header(name.clone(), header(secret.expose().to_owned())?)
+            }
+            CredentialStyle::Basic => request.header(
+                AUTHORIZATION,
+                header(format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(secret.expose())
+                ))?,
+            ),
+            CredentialStyle::Query(param) => request.query(&[(param.as_str(), secret.expose())]),
+        })
     }
 }
 
@@ -227,6 +339,7 @@ fn without_query(url: &str) -> String {
 }
 
 struct HttpNode {
+    credential: Option<Credential>,
     method: Method,
     url: Option<Url>,
     headers: HeaderMap,
@@ -262,7 +375,12 @@ impl HttpNode {
         Ok(self.client.get_or_init(|| client))
     }
 
-    async fn send(&self, url: Url, body: Option<Value>) -> Result<Response, BlockError> {
+    async fn send(
+        &self,
+        url: Url,
+        body: Option<Value>,
+        secret: Option<&Secret>,
+    ) -> Result<Response, BlockError> {
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
         let mut request = self
             .client()?
@@ -271,6 +389,9 @@ impl HttpNode {
             .timeout(self.timeout);
         if !self.query.is_empty() {
             request = request.query(&self.query);
+        }
+        if let (Some(credential), Some(secret)) = (&self.credential, secret) {
+            request = credential.apply(request, secret)?;
         }
         let has_content_type = self.headers.contains_key(CONTENT_TYPE);
         match body {
@@ -389,7 +510,15 @@ impl NodeImpl for HttpNode {
         &self.ports
     }
 
+    fn side_effects(&self) -> Option<bool> {
+        Some(!matches!(self.method, Method::GET | Method::HEAD))
+    }
+
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let secret = match &self.credential {
+            Some(credential) => Some(ctx.secret(&credential.name)?),
+            None => None,
+        };
         let url = match &self.url {
             Some(url) => url.clone(),
             None => parse_url(inputs.take_text("url")?.trim())
@@ -400,7 +529,7 @@ impl NodeImpl for HttpNode {
         let _slot = ctx.request_slot(url.as_str()).await?;
         let response = tokio::select! {
             () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-            response = self.send(url, body) => response?,
+            response = self.send(url, body, secret.as_ref()) => response?,
         };
         let status = response.status;
         let headers = headers_value(&response.headers);
@@ -477,7 +606,8 @@ mod tests {
                     .to_owned()
             };
             axum::Json(
-                json!({"query": query, "x_test": get("x-test"), "user_agent": get("user-agent")}),
+                json!({"query": query, "x_test": get("x-test"), "user_agent": get("user-agent"),
+                       "authorization": get("authorization"), "x_api_key": get("x-api-key")}),
             )
         }
         async fn status(Path(code): Path<u16>) -> impl IntoResponse {
@@ -514,6 +644,62 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
         format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn a_credential_is_sent_in_each_style_from_the_run_secrets() {
+        let base = server().await;
+        let ctx = TestCtx::new().with_secret("svc", "alice:pa55word");
+        let cases = [
+            (json!({}), ("Bearer alice:pa55word", "", json!([]))),
+            (
+                json!({"credential_style": "header", "credential_param": "X-Api-Key"}),
+                ("", "alice:pa55word", json!([])),
+            ),
+            (
+                json!({"credential_style": "basic"}),
+                ("Basic YWxpY2U6cGE1NXdvcmQ=", "", json!([])),
+            ),
+            (
+                json!({"credential_style": "query", "credential_param": "api_key"}),
+                ("", "", json!([["api_key", "alice:pa55word"]])),
+            ),
+        ];
+        for (style, (authorization, api_key, query)) in cases {
+            let mut config = json!({"url": format!("{base}/inspect"), "credential": "svc"});
+            config
+                .as_object_mut()
+                .unwrap()
+                .extend(style.as_object().unwrap().clone());
+            let out = run_block_with(&ctx, "http.request", config, ValueMap::new())
+                .await
+                .unwrap();
+            let json = out.get("json").unwrap().to_json();
+            assert_eq!(json["authorization"], authorization);
+            assert_eq!(json["x_api_key"], api_key);
+            assert_eq!(json["query"], query);
+        }
+        // A missing credential names the environment variable to set.
+        let err = run_block(
+            "http.request",
+            json!({"url": format!("{base}/inspect"), "credential": "svc"}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.message.contains("AGENTLOOM_SECRET_SVC"),
+            "{}",
+            err.message
+        );
+        assert_eq!(
+            config_error(
+                "http.request",
+                json!({"url": "http://h/", "credential": "svc", "credential_style": "header"})
+            )
+            .unwrap(),
+            "config `credential_param`: style `header` needs the header's name, e.g. X-Api-Key"
+        );
     }
 
     #[tokio::test]

@@ -48,6 +48,7 @@ mod registry;
 mod rest;
 mod template;
 mod web_search;
+mod workspace_open;
 mod workspace_path;
 
 #[doc(hidden)]

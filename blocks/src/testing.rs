@@ -22,6 +22,8 @@ pub struct TestCtx {
     workspace: PathBuf,
     graph_inputs: ValueMap,
     secrets: Mutex<BTreeMap<String, String>>,
+    /// Secrets not set fail as on a machine with no keychain, not as missing.
+    no_keychain: bool,
     /// What [`RunCtx::refresh_secret`] gives per credential: a new value, or an error text.
     refresh_plans: BTreeMap<String, Result<String, String>>,
     refreshes: Mutex<Vec<String>>,
@@ -55,6 +57,7 @@ impl TestCtx {
             workspace: std::env::temp_dir(),
             graph_inputs: ValueMap::new(),
             secrets: Mutex::new(BTreeMap::new()),
+            no_keychain: false,
             refresh_plans: BTreeMap::new(),
             refreshes: Mutex::new(Vec::new()),
             partials: Mutex::new(Vec::new()),
@@ -65,6 +68,14 @@ impl TestCtx {
             approval_requests: Mutex::new(Vec::new()),
             resume: None,
         }
+    }
+
+    /// Secrets not set fail with "the keychain could not be reached", as on a headless
+    /// machine without a Secret Service.
+    #[must_use]
+    pub fn without_keychain(mut self) -> Self {
+        self.no_keychain = true;
+        self
     }
 
     /// Turns safe mode on: each approval request takes the next of `decisions`; once they
@@ -218,9 +229,18 @@ impl RunCtx for TestCtx {
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .map(|s| Secret::new(s.clone()))
-            .ok_or_else(|| SecretError::Missing {
-                name: name.to_owned(),
-                env_var: secret_env_var(name),
+            .ok_or_else(|| {
+                if self.no_keychain {
+                    SecretError::Unavailable {
+                        detail: "no D-Bus session".to_owned(),
+                        hint: "set the environment variable instead".to_owned(),
+                    }
+                } else {
+                    SecretError::Missing {
+                        name: name.to_owned(),
+                        env_var: secret_env_var(name),
+                    }
+                }
             })
     }
 

@@ -12,6 +12,8 @@ pub(crate) struct WorkspacePath {
     pub full: PathBuf,
     /// The path relative to the workspace, with `/` separators, as the user should see it.
     pub relative: String,
+    /// The canonical workspace directory `full` lies in.
+    pub root: PathBuf,
 }
 
 /// Checks `relative` for reading: it must exist and resolve (through any links) inside
@@ -30,6 +32,7 @@ pub(crate) fn for_read(workspace: &Path, relative: &str) -> Result<WorkspacePath
     Ok(WorkspacePath {
         full,
         relative: parts.join("/"),
+        root,
     })
 }
 
@@ -99,6 +102,7 @@ pub(crate) fn for_write(workspace: &Path, relative: &str) -> Result<WorkspacePat
             return Ok(WorkspacePath {
                 full: target,
                 relative: parts.join("/"),
+                root,
             });
         }
         if meta.is_dir() {
@@ -108,6 +112,7 @@ pub(crate) fn for_write(workspace: &Path, relative: &str) -> Result<WorkspacePat
     Ok(WorkspacePath {
         full,
         relative: parts.join("/"),
+        root,
     })
 }
 

@@ -224,6 +224,13 @@ pub trait NodeImpl: Send + Sync {
         None
     }
 
+    /// Whether running this node changes the outside world (sends, writes, deletes), as its
+    /// config decides (an HTTP `POST` does, a `GET` does not). `None`: as the block declares
+    /// ([`BlockMeta::side_effects`]). Safe mode asks before a node that has side effects.
+    fn side_effects(&self) -> Option<bool> {
+        None
+    }
+
     /// Runs once. Inputs have been checked against the ports; outputs not produced are
     /// treated as not taken (their downstream is skipped).
     async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError>;
@@ -339,6 +346,18 @@ pub trait RunCtx: Send + Sync {
     fn partial(&self, port: &str, chunk: &str);
     /// Adds tokens and cost to this node and the run; the run's cost limit is checked here.
     fn report_usage(&self, usage: Usage);
+    /// Sets `estimate_usd` aside from the run's `max_cost_usd` before a paid request is
+    /// sent, so requests in flight cannot overshoot it together; fails when the budget cannot
+    /// cover it. Settle with [`RunCtx::settle_cost`] once the real usage is known.
+    fn reserve_cost(&self, estimate_usd: f64) -> Result<(), BlockError> {
+        let _ = estimate_usd;
+        Ok(())
+    }
+    /// Gives back a reservation made with [`RunCtx::reserve_cost`] and reports the real usage.
+    fn settle_cost(&self, reserved_usd: f64, usage: Usage) {
+        let _ = reserved_usd;
+        self.report_usage(usage);
+    }
     /// The credential called `name`, from the keychain or the environment.
     fn secret(&self, name: &str) -> Result<Secret, SecretError>;
     /// After a service refused `refused` with HTTP 401: a refreshed secret for credential

@@ -275,6 +275,9 @@ impl GraphDoc {
 
     /// Parses a graph file, migrating older versions and refusing newer ones.
     pub fn from_json_str(text: &str) -> Result<GraphDoc, LoadError> {
+        // Editors on some systems save a byte-order mark; it is not part of the JSON.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        crate::graph_file::check_duplicate_keys(text)?;
         // A current file is read straight into the document, without building a JSON tree
         // first (several times faster for large graphs). Anything else, including every
         // error, takes the general path, which explains what is wrong.

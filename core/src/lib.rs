@@ -13,6 +13,7 @@ mod approval;
 mod block;
 mod config;
 mod graph;
+mod graph_file;
 mod json_schema;
 mod tool;
 mod types;
@@ -29,6 +30,9 @@ pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fiel
 pub use graph::{
     EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, GroupDoc, LoadError, McpServerDoc, NodeDoc,
     RetryPolicy, RunSettings,
+};
+pub use graph_file::{
+    DEFAULT_MAX_GRAPH_BYTES, GraphFileError, MAX_GRAPH_BYTES_ENV, max_graph_bytes, read_graph_file,
 };
 pub use json_schema::{value_type_from_schema, value_type_schema};
 pub use tool::{tool_descriptor, tool_name, type_schema};

@@ -34,6 +34,8 @@ pub enum ProblemKind {
     DuplicateInterface,
     /// An MCP server of the graph cannot be started or reached.
     McpServer,
+    /// An id or a name holds control characters (they would reach terminals raw).
+    ControlCharacter,
 }
 
 /// One thing wrong with a graph.
@@ -181,6 +183,7 @@ fn instantiate<'c>(
 pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph, Vec<Problem>> {
     let mut problems = Vec::new();
 
+    check_control_characters(doc, &mut problems);
     let mut index_by_id: HashMap<&str, usize> = HashMap::with_capacity(doc.nodes.len());
     for (i, node) in doc.nodes.iter().enumerate() {
         if index_by_id.insert(node.id.as_str(), i).is_some() {
@@ -461,6 +464,58 @@ fn unknown_port(
         port: Some(port.to_owned()),
         path: format!("$.edges[{edge}].{end}"),
         message: format!("node `{node}` has no {direction} `{port}`; {choices}"),
+    }
+}
+
+/// Ids, labels and names are shown in terminals and logs: control characters there could
+/// rewrite what a person sees, so they are refused.
+fn check_control_characters(doc: &GraphDoc, problems: &mut Vec<Problem>) {
+    let has_control = |text: &str| text.chars().any(char::is_control);
+    let mut refuse = |node: Option<&str>, path: String, what: &str, text: &str| {
+        problems.push(Problem {
+            kind: ProblemKind::ControlCharacter,
+            node: node.map(|id| id.escape_debug().to_string()),
+            port: None,
+            path,
+            message: format!(
+                "{what} \"{}\" contains control characters (newlines, escapes…); use printable text",
+                text.escape_debug()
+            ),
+        });
+    };
+    if has_control(&doc.name) {
+        refuse(None, "$.name".to_owned(), "the graph name", &doc.name);
+    }
+    for (i, node) in doc.nodes.iter().enumerate() {
+        if has_control(&node.id) {
+            refuse(
+                Some(&node.id),
+                format!("$.nodes[{i}].id"),
+                "the node id",
+                &node.id,
+            );
+        }
+        if let Some(label) = node.label.as_deref().filter(|l| has_control(l)) {
+            refuse(
+                Some(&node.id),
+                format!("$.nodes[{i}].label"),
+                "the label",
+                label,
+            );
+        }
+        if let Some(name) = node
+            .config
+            .get("name")
+            .and_then(|v| v.as_str())
+            .filter(|n| has_control(n))
+        {
+            refuse(
+                Some(&node.id),
+                format!("$.nodes[{i}].config.name"),
+                "the name",
+                name,
+            );
+        }
     }
 }
 

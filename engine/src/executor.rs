@@ -26,6 +26,8 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
+use crate::limits::{NodeBudget, RunLimits};
+use crate::redact::Redactor;
 use crate::seed::RunSeed;
 
 /// Asks a person whether a side effect may happen (safe mode).
@@ -161,6 +163,38 @@ impl Executor {
         options: RunOptions,
         sink: Arc<dyn EventSink>,
     ) -> RunReport {
+        let concurrency = options
+            .concurrency
+            .or(graph.doc.settings.concurrency)
+            .unwrap_or_else(default_concurrency)
+            .max(1);
+        let requests_per_host = graph
+            .doc
+            .settings
+            .requests_per_host
+            .unwrap_or(DEFAULT_REQUESTS_PER_HOST);
+        let inherited = Inherited {
+            limits: Arc::new(RunLimits::new(
+                graph.doc.settings.max_steps,
+                graph.doc.settings.max_cost_usd,
+            )),
+            redactor: Arc::new(Redactor::default()),
+            safe_mode: graph.doc.settings.safe_mode,
+            cpu_slots: Arc::new(tokio::sync::Semaphore::new(concurrency)),
+            request_slots: Arc::new(RequestSlots::new(requests_per_host)),
+        };
+        self.run_with(graph, inputs, options, sink, inherited).await
+    }
+
+    /// Runs `graph` under limits, secrets and safe mode that may come from a parent run.
+    async fn run_with(
+        &self,
+        graph: Arc<ValidGraph>,
+        inputs: ValueMap,
+        options: RunOptions,
+        sink: Arc<dyn EventSink>,
+        inherited: Inherited,
+    ) -> RunReport {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
         let seed = seed_with_pins(options.seed.as_deref(), &graph);
         let shared = Arc::new(RunShared {
@@ -174,27 +208,16 @@ impl Executor {
             usage: Mutex::new(Usage::default()),
             cancel: options.cancel.clone(),
             limit_error: Mutex::new(None),
-            max_cost_usd: graph.doc.settings.max_cost_usd,
-            safe_mode: graph.doc.settings.safe_mode,
+            limits: inherited.limits,
+            redactor: inherited.redactor,
+            safe_mode: inherited.safe_mode,
             decisions: Mutex::new(seed.decisions.clone()),
             checkpoints: seed.checkpoints.clone(),
             waiting: Mutex::new(BTreeSet::new()),
             graph: Arc::clone(&graph),
             tool_inputs: Mutex::new(HashMap::new()),
-            request_slots: RequestSlots::new(
-                graph
-                    .doc
-                    .settings
-                    .requests_per_host
-                    .unwrap_or(DEFAULT_REQUESTS_PER_HOST),
-            ),
-            cpu_slots: Arc::new(tokio::sync::Semaphore::new(
-                options
-                    .concurrency
-                    .or(graph.doc.settings.concurrency)
-                    .unwrap_or_else(default_concurrency)
-                    .max(1),
-            )),
+            request_slots: inherited.request_slots,
+            cpu_slots: inherited.cpu_slots,
         });
         Scheduler::new(graph, shared).run(&seed.outputs).await
     }
@@ -216,6 +239,16 @@ fn seed_with_pins(seed: Option<&RunSeed>, graph: &ValidGraph) -> RunSeed {
     seed
 }
 
+/// What a sub-run takes from its parent: one budget of steps and money, the CPU and request
+/// slots, the secrets to redact, and safe mode.
+struct Inherited {
+    limits: Arc<RunLimits>,
+    redactor: Arc<Redactor>,
+    safe_mode: bool,
+    cpu_slots: Arc<tokio::sync::Semaphore>,
+    request_slots: Arc<RequestSlots>,
+}
+
 /// A new run id: time-ordered, so ids sort by start time.
 pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().simple().to_string()
@@ -234,7 +267,10 @@ struct RunShared {
     cancel: CancellationToken,
     /// Set when a run limit stopped the run.
     limit_error: Mutex<Option<String>>,
-    max_cost_usd: Option<f64>,
+    /// Shared with sub-runs: node slots, steps and the cost budget.
+    limits: Arc<RunLimits>,
+    /// Shared with sub-runs: every secret resolved so far.
+    redactor: Arc<Redactor>,
     safe_mode: bool,
     /// Decisions made while the run was paused, each used by the node's next request.
     decisions: Mutex<BTreeMap<String, ApprovalDecision>>,
@@ -248,7 +284,7 @@ struct RunShared {
     /// Slots for CPU-bound work on the blocking pool (see [`RunCtx::run_cpu`]).
     cpu_slots: Arc<tokio::sync::Semaphore>,
     /// Slots for outbound requests, per host (see [`RunCtx::request_slot`]).
-    request_slots: RequestSlots,
+    request_slots: Arc<RequestSlots>,
 }
 
 /// Requests in flight at once to one host when the graph does not say.
@@ -294,7 +330,9 @@ impl RequestSlots {
 }
 
 impl RunShared {
-    fn emit(&self, kind: EventKind) {
+    /// The one way out of the run for events: secrets are redacted here.
+    fn emit(&self, mut kind: EventKind) {
+        self.redactor.event(&mut kind);
         let event = RunEvent {
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
             at_ms: elapsed_ms(self.started),
@@ -337,6 +375,7 @@ struct NodeCtx {
     previous_error: Option<String>,
     cancel: CancellationToken,
     usage: Mutex<Usage>,
+    budget: NodeBudget,
 }
 
 #[async_trait::async_trait]
@@ -370,36 +409,39 @@ impl RunCtx for NodeCtx {
     }
 
     fn report_usage(&self, usage: Usage) {
-        if let Ok(mut mine) = self.usage.lock() {
-            *mine += usage;
+        self.add_usage(usage);
+        if let Err(message) = self.shared.limits.spend(usage.cost_usd, &self.node_id) {
+            self.shared.stop_for_limit(message);
         }
-        let total = match self.shared.usage.lock() {
-            Ok(mut total) => {
-                *total += usage;
-                *total
-            }
-            Err(_) => return,
-        };
-        self.shared.emit(EventKind::NodeUsage {
-            node: self.node_id.clone(),
-            usage,
-        });
-        if let Some(max) = self.shared.max_cost_usd
-            && total.cost_usd > max
-        {
-            self.shared.stop_for_limit(format!(
-                "cost limit reached: the run spent ${:.4}, more than its max_cost_usd of ${max:.4} (node `{}`)",
-                total.cost_usd, self.node_id
-            ));
-        }
+    }
+
+    fn reserve_cost(&self, estimate_usd: f64) -> Result<(), BlockError> {
+        self.shared
+            .limits
+            .reserve(&self.budget, estimate_usd, &self.node_id)
+            .map_err(|message| {
+                self.shared.stop_for_limit(message.clone());
+                BlockError::permanent(message)
+            })
+    }
+
+    fn settle_cost(&self, reserved_usd: f64, usage: Usage) {
+        self.shared.limits.release(&self.budget, reserved_usd);
+        self.report_usage(usage);
     }
 
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
-        self.shared.executor.secrets.secret(name)
+        let secret = self.shared.executor.secrets.secret(name)?;
+        self.shared.redactor.remember(&secret);
+        Ok(secret)
     }
 
     fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
-        self.shared.executor.secrets.refresh_secret(name, refused)
+        let fresh = self.shared.executor.secrets.refresh_secret(name, refused)?;
+        if let Some(secret) = &fresh {
+            self.shared.redactor.remember(secret);
+        }
+        Ok(fresh)
     }
 
     fn workspace(&self) -> &std::path::Path {
@@ -431,16 +473,25 @@ impl RunCtx for NodeCtx {
             cancel: self.cancel.child_token(),
             ..RunOptions::default()
         };
-        // Sub-run events stay inside the node; its usage counts towards the parent run.
-        let report = Box::pin(executor.run(
+        let inherited = Inherited {
+            limits: Arc::clone(&self.shared.limits),
+            redactor: Arc::clone(&self.shared.redactor),
+            safe_mode: self.shared.safe_mode,
+            cpu_slots: Arc::clone(&self.shared.cpu_slots),
+            request_slots: Arc::clone(&self.shared.request_slots),
+        };
+        // Sub-run events stay inside the node; its usage counts towards the parent run (its
+        // cost is already in the shared budget).
+        let report = Box::pin(executor.run_with(
             Arc::new(valid),
             inputs,
             options,
             Arc::new(crate::events::NullSink),
+            inherited,
         ))
         .await;
         if !report.usage.is_zero() {
-            self.report_usage(report.usage);
+            self.add_usage(report.usage);
         }
         match report.status {
             RunStatus::Completed => Ok(report.outputs),
@@ -517,6 +568,7 @@ impl RunCtx for NodeCtx {
             previous_error: None,
             cancel: self.cancel.child_token(),
             usage: Mutex::new(Usage::default()),
+            budget: NodeBudget::default(),
         };
         let started = Instant::now();
         let result = run_attempt(tool.node.as_ref(), inputs, &ctx, tool.timeout).await;
@@ -655,6 +707,29 @@ fn only_a_tool(node: &ValidNode) -> bool {
             .all(|f| f.port == TOOL_PORT || f.port == agentloom_core::ERROR_PORT)
 }
 
+impl NodeCtx {
+    /// Adds to this node's and this run's usage, and tells the watchers.
+    fn add_usage(&self, usage: Usage) {
+        if let Ok(mut mine) = self.usage.lock() {
+            *mine += usage;
+        }
+        if let Ok(mut total) = self.shared.usage.lock() {
+            *total += usage;
+        }
+        self.shared.emit(EventKind::NodeUsage {
+            node: self.node_id.clone(),
+            usage,
+        });
+    }
+}
+
+impl Drop for NodeCtx {
+    fn drop(&mut self) {
+        // Reservations never settled (the request failed) go back to the budget.
+        self.shared.limits.release_all(&self.budget);
+    }
+}
+
 /// The result of running one node (all its attempts).
 struct NodeOutcome {
     index: usize,
@@ -683,7 +758,6 @@ struct Scheduler {
     states: Vec<NodeState>,
     /// Ready nodes keyed by topological rank.
     ready: BinaryHeap<Reverse<(usize, usize)>>,
-    steps: u64,
     failure: Option<String>,
 }
 
@@ -707,7 +781,6 @@ impl Scheduler {
             shared,
             states,
             ready: BinaryHeap::new(),
-            steps: 0,
             failure: None,
         }
     }
@@ -759,15 +832,10 @@ impl Scheduler {
                 let Some(Reverse((_, index))) = self.ready.pop() else {
                     break;
                 };
-                if let Some(limit) = graph.doc.settings.max_steps
-                    && self.steps >= limit
-                {
-                    self.shared.stop_for_limit(format!(
-                        "step limit reached: the run may execute at most {limit} nodes"
-                    ));
+                if let Err(message) = self.shared.limits.take_step() {
+                    self.shared.stop_for_limit(message);
                     break;
                 }
-                self.steps += 1;
                 running.push(self.start(index));
             }
             if running.is_empty() {
@@ -888,7 +956,10 @@ impl Scheduler {
                 if let Some(err) = conversion_error.take() {
                     break Err(err);
                 }
-                if attempt == 1 && shared.safe_mode && node.meta.side_effects {
+                if attempt == 1
+                    && shared.safe_mode
+                    && node.node.side_effects().unwrap_or(node.meta.side_effects)
+                {
                     let request = ApprovalRequest::new(
                         node.meta.title.clone(),
                         Value::Object(inputs.clone()),
@@ -914,6 +985,7 @@ impl Scheduler {
                     previous_error: previous_error.take(),
                     cancel: shared.cancel.child_token(),
                     usage: Mutex::new(Usage::default()),
+                    budget: NodeBudget::default(),
                 };
                 let attempt_result =
                     run_attempt(node.node.as_ref(), inputs.clone(), &ctx, node.timeout).await;
@@ -1097,7 +1169,7 @@ impl Scheduler {
         } else {
             RunStatus::Completed
         };
-        let error = self
+        let mut error = self
             .failure
             .clone()
             .or(limit_error)
@@ -1106,12 +1178,16 @@ impl Scheduler {
                 RunStatus::Waiting => Some(waiting_message(&self.shared)),
                 _ => None,
             });
-        let outputs = self
+        let mut outputs = self
             .shared
             .outputs
             .lock()
             .map(|o| o.clone())
             .unwrap_or_default();
+        // The report goes to `--json` and the caller: the same redaction as the events.
+        let redactor = &self.shared.redactor;
+        redactor.option(&mut error);
+        redactor.map(&mut outputs);
         let usage = self.shared.total_usage();
         let duration_ms = elapsed_ms(self.shared.started);
         self.shared.emit(EventKind::RunFinished {
@@ -1136,7 +1212,10 @@ impl Scheduler {
                 },
                 attempts: state.attempts,
                 duration_ms: state.duration_ms,
-                error: state.error,
+                error: state.error.map(|mut error| {
+                    redactor.text(&mut error);
+                    error
+                }),
                 usage: state.usage,
             })
             .collect();

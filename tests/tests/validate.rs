@@ -305,3 +305,30 @@ fn many_tool_wires_into_an_agent_and_tools_need_no_wired_inputs() {
     let p = only(&doc, ProblemKind::TypeMismatch);
     assert_eq!(p.port.as_deref(), Some("tools"));
 }
+
+#[test]
+fn control_characters_in_ids_and_names_are_refused() {
+    let mut doc = valid_graph();
+    doc.nodes[1].id = "gre\u{1b}[2Jet".to_owned();
+    let problem = only(&doc, ProblemKind::ControlCharacter);
+    assert_eq!(problem.path, "$.nodes[1].id");
+    assert!(
+        problem
+            .message
+            .starts_with(r#"the node id "gre\u{1b}[2Jet" contains control characters"#),
+        "{}",
+        problem.message
+    );
+
+    let mut doc = valid_graph();
+    doc.name = "ok\nfake: line".to_owned();
+    doc.nodes[0]
+        .config
+        .insert("name".to_owned(), json!("w\rho"));
+    let found: Vec<String> = problems(&doc)
+        .into_iter()
+        .filter(|p| p.kind == ProblemKind::ControlCharacter)
+        .map(|p| p.path)
+        .collect();
+    assert_eq!(found, ["$.name", "$.nodes[0].config.name"]);
+}

@@ -22,6 +22,7 @@ fn main() {
     });
     let code = match agentloom::cli::run_command(command) {
         Ok(code) => code,
+        Err(err) if agentloom::cli::is_closed_stdout(&err) => 0,
         Err(err) => {
             eprintln!("error: {err:#}");
             agentloom::cli::EXIT_FAILED

@@ -238,6 +238,9 @@ impl Agent<'_> {
         request.messages = messages(state);
         request.tools = self.toolbox.definitions();
         let before = self.meter.totals();
+        // Set the call's cost aside first, so requests in flight cannot overshoot the run's
+        // max_cost_usd together.
+        let reserved = self.meter.reserve(self.ctx, &request)?;
         let reply = self
             .in_time(
                 started,
@@ -250,7 +253,7 @@ impl Agent<'_> {
                 ),
             )
             .await?;
-        self.meter.record(self.ctx, &request, &reply);
+        self.meter.record(self.ctx, &request, &reply, reserved);
         let after = self.meter.totals();
         let (input_tokens, output_tokens, cost_usd) =
             (after.0 - before.0, after.1 - before.1, after.2 - before.2);

@@ -149,8 +149,9 @@ impl NodeImpl for ChatNode {
             .messages
             .extend(retry_feedback(ctx, &endpoint, "Answer again."));
         request.tools = tools;
+        let reserved = meter.reserve(ctx, &request)?;
         let reply = complete(&endpoint, &request, self.settings.options, ctx, "text").await?;
-        meter.record(ctx, &request, &reply);
+        meter.record(ctx, &request, &reply, reserved);
         let mut answer = Message::new(Role::Assistant, reply.text.clone());
         answer.tool_calls = reply.tool_calls.clone();
         conversation.push(answer.to_value());

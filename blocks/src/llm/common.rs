@@ -374,9 +374,35 @@ impl Meter {
         })
     }
 
-    /// Reports one call's usage to the run (where the cost limit is checked). When the
-    /// provider gave no counts, they are estimated from the text.
-    pub(crate) fn record(&mut self, ctx: &dyn RunCtx, request: &ChatRequest, reply: &Reply) {
+    /// Before a call: sets its highest likely cost aside from the run's budget (the prompt
+    /// and `max_tokens` of output, or [`RESERVED_OUTPUT_TOKENS`]), so calls in flight cannot
+    /// overshoot `max_cost_usd` together. Returns what was reserved, for [`Meter::record`].
+    pub(crate) fn reserve(
+        &self,
+        ctx: &dyn RunCtx,
+        request: &ChatRequest,
+    ) -> Result<f64, BlockError> {
+        let Some(price) = self.price else {
+            return Ok(0.0);
+        };
+        let estimate = price.cost(
+            request.estimated_input_tokens(),
+            request.max_tokens.unwrap_or(RESERVED_OUTPUT_TOKENS),
+        );
+        ctx.reserve_cost(estimate)?;
+        Ok(estimate)
+    }
+
+    /// Reports one call's usage to the run (where the cost limit is checked), settling what
+    /// [`Meter::reserve`] set aside. When the provider gave no counts, they are estimated
+    /// from the text.
+    pub(crate) fn record(
+        &mut self,
+        ctx: &dyn RunCtx,
+        request: &ChatRequest,
+        reply: &Reply,
+        reserved_usd: f64,
+    ) {
         let counts = reply.usage.unwrap_or_else(|| super::types::TokenCounts {
             input: request.estimated_input_tokens(),
             output: estimate_tokens(
@@ -397,11 +423,14 @@ impl Meter {
         self.output_tokens += counts.output;
         self.cost_usd += cost;
         self.estimated |= counts.estimated;
-        ctx.report_usage(Usage {
-            input_tokens: counts.input,
-            output_tokens: counts.output,
-            cost_usd: cost,
-        });
+        ctx.settle_cost(
+            reserved_usd,
+            Usage {
+                input_tokens: counts.input,
+                output_tokens: counts.output,
+                cost_usd: cost,
+            },
+        );
     }
 
     /// Input tokens, output tokens and cost recorded so far.
@@ -423,6 +452,10 @@ impl Meter {
         ]))
     }
 }
+
+/// The output a call is assumed to produce, for its cost reservation, when the block sets
+/// no `max_tokens`.
+pub(crate) const RESERVED_OUTPUT_TOKENS: u64 = 1024;
 
 /// On a retry of the node by the graph's retry policy: the previous attempt's error as a
 /// user message, "The previous attempt failed: …", followed by `answer_again`, so that the

@@ -215,8 +215,9 @@ impl NodeImpl for ConditionNode {
         let mut meter = Meter::new(&self.settings, &model)?;
         let mut last_answer = String::new();
         for _ in 0..self.max_attempts {
+            let reserved = meter.reserve(ctx, &request)?;
             let reply = complete(&endpoint, &request, self.settings.options, ctx, "choice").await?;
-            meter.record(ctx, &request, &reply);
+            meter.record(ctx, &request, &reply, reserved);
             if let Some(branch) = self.pick(&reply.text) {
                 let carried = value.unwrap_or_else(|| Value::Text(branch.to_owned()));
                 return Ok(ValueMap::from([

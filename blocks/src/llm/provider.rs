@@ -148,7 +148,13 @@ impl Endpoint {
         };
         match ctx.secret(name) {
             Ok(secret) if !secret.expose().is_empty() => Ok(Some(secret)),
-            Ok(_) | Err(SecretError::Missing { .. }) if !self.credential_required => Ok(None),
+            // A self-hosted server that needs no key: no credential set, or no keychain at
+            // all (a headless machine), means no `Authorization` header.
+            Ok(_) | Err(SecretError::Missing { .. } | SecretError::Unavailable { .. })
+                if !self.credential_required =>
+            {
+                Ok(None)
+            }
             Ok(_) => Err(BlockError::permanent(format!(
                 "credential `{name}` is empty: {} needs an API key; set it in Credentials, or the environment variable {} for headless runs",
                 self.shown(),

@@ -241,8 +241,9 @@ impl NodeImpl for StructuredNode {
         let mut last_problem = String::new();
         let mut last_text = String::new();
         for attempt in 1..=self.max_attempts {
+            let reserved = meter.reserve(ctx, &request)?;
             let reply = complete(&endpoint, &request, self.settings.options, ctx, "object").await?;
-            meter.record(ctx, &request, &reply);
+            meter.record(ctx, &request, &reply, reserved);
             match self.check(&reply.text) {
                 Ok(object) => {
                     return Ok(agentloom_core::outputs([

@@ -641,6 +641,27 @@ async fn credentials_are_needed_for_hosted_apis_and_named_ones_only() {
 }
 
 #[tokio::test]
+async fn a_local_server_needing_no_key_works_on_a_machine_without_a_keychain() {
+    let seen = Arc::new(Seen::default());
+    let base = scripted(seen.clone(), |_, _| ok_reply("no key needed")).await;
+    let ctx = crate::testing::TestCtx::new().without_keychain();
+    let out = crate::testing::run_block_with(
+        &ctx,
+        "llm.chat",
+        json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "stream": false}),
+        ValueMap::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text(&out, "text"), "no key needed");
+    assert!(
+        seen.headers.lock().unwrap()[0]
+            .get("authorization")
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn base_url_comes_from_the_input_when_config_is_empty() {
     let seen = Arc::new(Seen::default());
     let base = scripted(seen.clone(), |_, _| ok_reply("from input")).await;

@@ -13,6 +13,7 @@
 //! node has finished and its outputs hold the final text.
 
 mod approvals;
+mod busy;
 mod liveness;
 mod migrations;
 mod queries;
@@ -138,14 +139,16 @@ impl RunStore {
                 source,
             })?;
         }
-        let mut conn = connect(path)?;
-        migrations::migrate(&mut conn, path)?;
-        let store = RunStore {
-            path: path.to_owned(),
-            conn: Mutex::new(conn),
-        };
-        store.recover_interrupted()?;
-        Ok(store)
+        busy::retry(StoreError::is_busy, || {
+            let mut conn = connect(path)?;
+            migrations::migrate(&mut conn, path)?;
+            let store = RunStore {
+                path: path.to_owned(),
+                conn: Mutex::new(conn),
+            };
+            store.recover_interrupted()?;
+            Ok(store)
+        })
     }
 
     /// The file this store reads and writes.
@@ -171,7 +174,7 @@ impl RunStore {
         graph: &GraphDoc,
         policy: LogPolicy,
     ) -> Result<RunRecorder, StoreError> {
-        let conn = connect(&self.path)?;
+        let conn = busy::retry(StoreError::is_busy, || connect(&self.path))?;
         // Big batches of a large run touch many pages; spilling them mid-transaction and
         // checkpointing every 1,000 pages cost more than the writes themselves.
         // Closing the last connection would copy the whole WAL into the file and sync it,
@@ -206,19 +209,34 @@ impl RunStore {
             source,
         };
         let mut conn = self.lock();
-        let candidates: Vec<(String, Option<String>, Option<i64>, i64)> = {
+        type Candidate = (String, Option<String>, Option<i64>, i64, Option<i64>);
+        let candidates: Vec<Candidate> = {
+            // The last event recorded tells how long the run really went on, even when the
+            // process died between two heartbeats.
             let mut stmt = conn
-                .prepare("SELECT id, owner, heartbeat_at_ms, started_at_ms FROM runs WHERE status = 'running'")
+                .prepare(
+                    "SELECT id, owner, heartbeat_at_ms, started_at_ms,
+                            (SELECT max(at_ms) FROM events WHERE events.run_id = runs.id)
+                     FROM runs WHERE status = 'running'",
+                )
                 .map_err(read_error)?;
             stmt.query_map([], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
             })
             .and_then(Iterator::collect)
             .map_err(read_error)?
         };
         let mut abandoned = Vec::new();
-        for (id, owner, heartbeat, started) in candidates {
+        for (id, owner, heartbeat, started, last_event) in candidates {
             let last_seen = from_i64(heartbeat.unwrap_or(started));
+            let ended =
+                last_seen.max(from_i64(started).saturating_add(from_i64(last_event.unwrap_or(0))));
             let dead = match owner
                 .as_deref()
                 .map_or(liveness::Liveness::Unknown, liveness::liveness)
@@ -230,13 +248,16 @@ impl RunStore {
                 }
             };
             if dead {
-                abandoned.push((id, last_seen));
+                abandoned.push((id, ended));
             }
         }
         if abandoned.is_empty() {
             return Ok(Vec::new());
         }
-        let tx = conn.transaction().map_err(write_error)?;
+        // IMMEDIATE: take the write lock first (waiting for it), never upgrade a read.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(write_error)?;
         for (id, last_seen) in &abandoned {
             // A run that was waiting for a person stays resumable: its request is stored.
             let waiting = tx

@@ -701,6 +701,43 @@ fn set_owner(path: &Path, run_id: &str, owner: &str, heartbeat_at_ms: u64) {
 
 #[cfg(target_os = "linux")]
 #[test]
+fn an_interrupted_run_lasts_until_its_last_recorded_event() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    record_unfinished(&store, "dead-run");
+    drop(store);
+    let mut dead = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let dead_token = liveness::linux_token(dead.id()).unwrap();
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    // Died 42 s into the run, before its first heartbeat after the start.
+    let started = now_ms() - 100_000;
+    raw(&path)
+        .execute(
+            "UPDATE runs SET started_at_ms = ?2 WHERE id = ?1",
+            params!["dead-run", to_i64(started)],
+        )
+        .unwrap();
+    raw(&path)
+        .execute(
+            "UPDATE events SET at_ms = 42000 WHERE run_id = 'dead-run'
+             AND seq = (SELECT max(seq) FROM events WHERE run_id = 'dead-run')",
+            [],
+        )
+        .unwrap();
+    set_owner(&path, "dead-run", &dead_token, started);
+    let store = RunStore::open(&path).unwrap();
+    let run = store.get_run("dead-run").unwrap().unwrap().run;
+    assert_eq!(run.status, RunStatus::Interrupted);
+    assert_eq!(run.duration_ms, Some(42_000));
+    assert_eq!(run.finished_at_ms, Some(started + 42_000));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
 fn a_run_left_running_by_a_dead_process_is_interrupted_on_reopen() {
     let (_dir, path) = temp_db();
     let store = RunStore::open(&path).unwrap();
@@ -728,7 +765,8 @@ fn a_run_left_running_by_a_dead_process_is_interrupted_on_reopen() {
     let store = RunStore::open(&path).unwrap();
     let dead_run = store.get_run("dead-run").unwrap().unwrap();
     assert_eq!(dead_run.run.status, RunStatus::Interrupted);
-    assert_eq!(dead_run.run.finished_at_ms, Some(last_seen));
+    // The later of the last heartbeat and the last event recorded.
+    assert!(dead_run.run.finished_at_ms.unwrap() >= last_seen);
     assert!(
         dead_run
             .run

@@ -634,13 +634,12 @@ impl Writer {
         if !force && self.retry_at.is_some_and(|at| now < at) {
             return;
         }
-        match write_batch(
-            &mut self.conn,
-            &self.graph_json,
-            run,
-            &self.values.pending,
-            partial_due,
-        ) {
+        let conn = &mut self.conn;
+        let graph_json = &self.graph_json;
+        let values = &self.values.pending;
+        match super::busy::retry(super::busy::is_busy, || {
+            write_batch(conn, graph_json, run, values, partial_due)
+        }) {
             Ok(()) => {
                 self.values.pending.clear();
                 run.inserted = true;
@@ -678,7 +677,8 @@ fn write_batch(
     values: &[StoredValue],
     with_partials: bool,
 ) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
+    // IMMEDIATE: take the write lock first (waiting for it), never upgrade a read.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let usage = run.usage();
     if run.inserted {
         if run.dirty {

@@ -32,14 +32,23 @@ pub enum FileError {
 
 /// Reads a graph file.
 pub fn load_graph(path: &Path) -> Result<GraphDoc, FileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| FileError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    GraphDoc::from_json_str(&text).map_err(|source| FileError::Load {
-        path: path.to_owned(),
-        source,
-    })
+    use agentloom_core::GraphFileError;
+    agentloom_core::read_graph_file(path, agentloom_core::max_graph_bytes()).map_err(
+        |err| match err {
+            GraphFileError::Io(source) => FileError::Read {
+                path: path.to_owned(),
+                source,
+            },
+            GraphFileError::Load(source) => FileError::Load {
+                path: path.to_owned(),
+                source,
+            },
+            too_large @ GraphFileError::TooLarge { .. } => FileError::Read {
+                path: path.to_owned(),
+                source: std::io::Error::other(too_large.to_string()),
+            },
+        },
+    )
 }
 
 /// Writes a graph file in its canonical form (atomically: a temporary file, then rename).

@@ -52,9 +52,9 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
         CredentialsCmd::List { json } => {
             let list = store.list()?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                out!("{}", serde_json::to_string_pretty(&list)?);
             } else if list.is_empty() {
-                println!(
+                out!(
                     "No credentials. Add one with `agentloom credentials add NAME` or `agentloom credentials login PROVIDER`."
                 );
             } else {
@@ -70,7 +70,7 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
                             }
                         },
                     );
-                    println!(
+                    out!(
                         "{:<24} {:<7} {:<12} {:<18} {:<12} {}",
                         c.name,
                         c.kind.to_string(),
@@ -96,7 +96,7 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
                     key: secret,
                 },
             )?;
-            println!("Stored credential `{name}` in the keychain.");
+            out!("Stored credential `{name}` in the keychain.");
             Ok(0)
         }
         CredentialsCmd::Login {
@@ -150,16 +150,16 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
             })?;
             let name = name.unwrap_or_else(|| provider.clone());
             store.put(&name, &StoredSecret::OAuth(tokens))?;
-            println!("Signed in; stored as credential `{name}`.");
+            out!("Signed in; stored as credential `{name}`.");
             Ok(0)
         }
         CredentialsCmd::Remove { name } => {
             let runtime = tokio::runtime::Runtime::new()?;
             let removal = runtime.block_on(oauth::remove_credential(&store, &name))?;
             if removal.revoked {
-                println!("Revoked and removed `{name}`.");
+                out!("Revoked and removed `{name}`.");
             } else {
-                println!("Removed `{name}`.");
+                out!("Removed `{name}`.");
             }
             if let Some(note) = removal.note {
                 eprintln!("note: {note}");

@@ -3,12 +3,33 @@
 //! Exit codes: 0 success, 1 the run failed or was cancelled, 2 invalid graph or arguments,
 //! 3 the run waits for approval (`agentloom approve RUN_ID`).
 
+/// `println!` that returns [`StdoutClosed`] (with `?`) instead of panicking when stdout is
+/// gone (`agentloom runs --json | head -1`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*).map_err($crate::cli::StdoutClosed)?
+    }};
+}
+
 pub mod agent;
 mod approval;
 pub mod credentials;
 mod mcp;
 mod progress;
 mod serve;
+
+/// Writing to stdout failed. When the reader went away (a closed pipe), the process ends
+/// quietly, as other Unix tools do.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write to stdout: {0}")]
+pub struct StdoutClosed(pub std::io::Error);
+
+/// Whether `err` is stdout's reader having gone away: nothing to report.
+pub fn is_closed_stdout(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<StdoutClosed>()
+        .is_some_and(|e| e.0.kind() == std::io::ErrorKind::BrokenPipe)
+}
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -29,6 +50,8 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INVALID: i32 = 2;
 /// The run is paused until a person approves or rejects (exit 3).
 pub const EXIT_WAITING: i32 = 3;
+/// Quit by a second Ctrl-C while the run was stopping (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -170,7 +193,7 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Serve(args) => serve::serve_command(args),
         Command::Mcp(args) => mcp::mcp_command(args),
         Command::Schema => {
-            println!(
+            out!(
                 "{}",
                 serde_json::to_string_pretty(&GraphDoc::json_schema())?
             );
@@ -181,9 +204,8 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
 
 /// Reads and parses a graph file; the error names the file.
 pub(crate) fn load_graph(path: &Path) -> Result<GraphDoc, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
-    GraphDoc::from_json_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    agentloom_core::read_graph_file(path, agentloom_core::max_graph_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub(crate) fn format_problem(path: &Path, problem: &Problem) -> String {
@@ -217,7 +239,7 @@ fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
         }
     };
     if json {
-        println!("{}", json!({"valid": ok, "problems": problems}));
+        out!("{}", json!({"valid": ok, "problems": problems}));
     } else if ok {
         eprintln!("{}: valid", path.display());
     } else if let Some(first) = problems.first()
@@ -272,10 +294,10 @@ fn blocks_command(json: bool, graph: Option<&Path>) -> anyhow::Result<i32> {
         }));
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&entries)?);
+        out!("{}", serde_json::to_string_pretty(&entries)?);
     } else {
         for entry in &entries {
-            println!(
+            out!(
                 "{:<22} {:<10} {}",
                 entry["kind"].as_str().unwrap_or_default(),
                 entry["category"].as_str().unwrap_or_default(),
@@ -298,14 +320,14 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
     let store = open_store(db)?;
     let runs = store.list_runs(limit)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&runs)?);
+        out!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(0);
     }
     if runs.is_empty() {
         eprintln!("no runs yet in {}", store.path().display());
     }
     for run in runs {
-        println!(
+        out!(
             "{}  {:<11} {:>8}  {}{}",
             run.id,
             run.status.as_str(),
@@ -330,30 +352,32 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     if json {
         let mut shown = serde_json::to_value(&detail)?;
         agent::add_steps(&mut shown);
-        println!("{}", serde_json::to_string_pretty(&shown)?);
+        out!("{}", serde_json::to_string_pretty(&shown)?);
         return Ok(0);
     }
     let run = &detail.run;
-    println!(
+    out!(
         "run {}  {}  {}",
         run.id,
         run.graph_name,
         run.status.as_str()
     );
     if let Some(ms) = run.duration_ms {
-        println!("duration {ms} ms");
+        out!("duration {ms} ms");
     }
     if !run.usage.is_zero() {
-        println!(
+        out!(
             "usage {} in / {} out tokens, ${:.4}",
-            run.usage.input_tokens, run.usage.output_tokens, run.usage.cost_usd
+            run.usage.input_tokens,
+            run.usage.output_tokens,
+            run.usage.cost_usd
         );
     }
     if let Some(error) = &run.error {
-        println!("error {error}");
+        out!("error {error}");
     }
     for node in &detail.nodes {
-        println!(
+        out!(
             "  {:<20} {:<10} attempts {}  {}",
             node.node_id,
             node.status.as_str(),
@@ -365,7 +389,7 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         );
     }
     for (name, value) in &detail.outputs {
-        println!("output {name} = {}", value.preview(200));
+        out!("output {name} = {}", value.preview(200));
     }
     if run.status == RunStatus::Waiting {
         for pending in store.pending_approvals(&run.id)? {
@@ -578,8 +602,13 @@ fn execute(
         let ctrl_c = cancel.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ncancelling…");
+                eprintln!("\ncancelling… (Ctrl-C again to quit at once)");
                 ctrl_c.cancel();
+            }
+            // A node that does not notice cancellation must not keep the process alive.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("quitting");
+                std::process::exit(EXIT_INTERRUPTED);
             }
         });
         executor
@@ -591,8 +620,8 @@ fn execute(
             )
             .await
     });
-    // CPU-bound work a cancelled node left behind must not hold the process open.
-    runtime.shutdown_background();
+    // Blocking work a cancelled node left behind (a read that never returns) is abandoned.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     phase("graph ran");
     progress.finish();
     if let Some(recorder) = recorder
@@ -608,10 +637,10 @@ fn execute(
     }
 
     if run.json {
-        println!("{}", serde_json::to_string(&report)?);
+        out!("{}", serde_json::to_string(&report)?);
     } else {
         for (name, value) in &report.outputs {
-            println!("{name}: {}", value.to_text());
+            out!("{name}: {}", value.to_text());
         }
         let summary = match report.status {
             RunStatus::Completed => format!("completed in {} ms", report.duration_ms),

@@ -1,0 +1,177 @@
+//! Reading graph files safely: a size cap checked before parsing, a UTF-8 byte-order mark
+//! accepted, and duplicate keys refused (JSON parsers keep the last one silently, so a
+//! hand-edited file could run something other than what its reader saw).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+use crate::graph::{GraphDoc, LoadError};
+
+/// Graph files larger than this are refused unless [`MAX_GRAPH_BYTES_ENV`] says otherwise.
+pub const DEFAULT_MAX_GRAPH_BYTES: u64 = 64 * 1024 * 1024;
+/// Environment variable with the largest graph file accepted, in bytes.
+pub const MAX_GRAPH_BYTES_ENV: &str = "AGENTLOOM_MAX_GRAPH_BYTES";
+
+/// The size cap for graph files: [`MAX_GRAPH_BYTES_ENV`] when set to a number, else 64 MiB.
+pub fn max_graph_bytes() -> u64 {
+    std::env::var(MAX_GRAPH_BYTES_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_MAX_GRAPH_BYTES)
+}
+
+/// A graph file that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphFileError {
+    #[error("cannot read the file: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(
+        "the file is {size} bytes, more than the {max} bytes graph files may have; set {MAX_GRAPH_BYTES_ENV} to allow larger files"
+    )]
+    TooLarge { size: u64, max: u64 },
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+/// Reads and parses the graph file at `path`, refusing files over `max_bytes` before
+/// reading them.
+pub fn read_graph_file(path: &Path, max_bytes: u64) -> Result<GraphDoc, GraphFileError> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    if size > max_bytes {
+        return Err(GraphFileError::TooLarge {
+            size,
+            max: max_bytes,
+        });
+    }
+    let mut text = String::new();
+    // Never past the cap, even if the file grows while it is read.
+    file.take(max_bytes.saturating_add(1))
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > max_bytes {
+        return Err(GraphFileError::TooLarge {
+            size: text.len() as u64,
+            max: max_bytes,
+        });
+    }
+    Ok(GraphDoc::from_json_str(&text)?)
+}
+
+/// Fails on the first object that has a key twice, naming the key and where it is.
+pub(crate) fn check_duplicate_keys(text: &str) -> Result<(), LoadError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    Walk("$".to_owned())
+        .deserialize(&mut deserializer)
+        .map_err(|e| LoadError::Syntax(e.to_string()))
+}
+
+/// Visits a JSON value without keeping it; the string is its path (`$.nodes[2].config`).
+struct Walk(String);
+
+impl<'de> DeserializeSeed<'de> for Walk {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut index = 0usize;
+        while seq
+            .next_element_seed(Walk(format!("{}[{index}]", self.0)))?
+            .is_some()
+        {
+            index += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if seen.contains(&key) {
+                return Err(de::Error::custom(format!(
+                    "duplicate key `{key}` in {}; each key may appear once per object",
+                    self.0
+                )));
+            }
+            map.next_value_seed(Walk(format!("{}.{key}", self.0)))?;
+            seen.insert(key);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRAPH: &str =
+        r#"{"format": "agentloom.graph", "version": 1, "name": "g", "nodes": [], "edges": []}"#;
+
+    #[test]
+    fn a_byte_order_mark_is_accepted() {
+        let doc = GraphDoc::from_json_str(&format!("\u{feff}{GRAPH}")).unwrap();
+        assert_eq!(doc.name, "g");
+    }
+
+    #[test]
+    fn a_duplicate_key_is_an_error_naming_the_key_and_where() {
+        let text = r#"{"format": "agentloom.graph", "version": 1, "name": "g", "edges": [],
+            "nodes": [{"id": "a", "block": "data.constant", "id": "b"}]}"#;
+        let err = GraphDoc::from_json_str(text).unwrap_err().to_string();
+        assert!(err.contains("duplicate key `id` in $.nodes[0]"), "{err}");
+        let top = r#"{"format": "agentloom.graph", "version": 1, "name": "g", "name": "h", "nodes": [], "edges": []}"#;
+        let err = GraphDoc::from_json_str(top).unwrap_err().to_string();
+        assert!(err.contains("duplicate key `name` in $;"), "{err}");
+    }
+
+    #[test]
+    fn a_file_over_the_cap_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.json");
+        std::fs::write(&path, GRAPH).unwrap();
+        let err = read_graph_file(&path, 10).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "the file is {} bytes, more than the 10 bytes",
+                GRAPH.len()
+            )),
+            "{err}"
+        );
+        assert!(err.contains(MAX_GRAPH_BYTES_ENV), "{err}");
+        assert_eq!(read_graph_file(&path, 1024).unwrap().name, "g");
+    }
+}

@@ -1,0 +1,165 @@
+//! Keeps the secrets a run resolved out of everything the run emits.
+//!
+//! Every secret a node obtains through [`agentloom_core::RunCtx::secret`] or
+//! `refresh_secret` is remembered here, with the encodings it travels in (Base64 for basic
+//! authentication, percent-encoding for a query string). The executor passes every event
+//! and the final report through [`Redactor`], so errors a service echoed back (a 401 body
+//! quoting the `Authorization` header) never reach the terminal, `--json` or the run log.
+
+use std::sync::RwLock;
+
+use agentloom_core::{Secret, Value, ValueMap};
+use base64::Engine as _;
+
+use crate::events::EventKind;
+
+/// What a secret is replaced with.
+pub const REDACTED: &str = "[redacted]";
+
+/// Shorter secrets are not redacted: replacing every `ab` would garble all output, and a
+/// secret that short protects nothing.
+const MIN_SECRET_LEN: usize = 4;
+
+/// The secrets of one run (shared with its sub-runs).
+#[derive(Default)]
+pub(crate) struct Redactor {
+    needles: RwLock<Vec<String>>,
+}
+
+impl Redactor {
+    /// Remembers `secret` and its encodings.
+    pub(crate) fn remember(&self, secret: &Secret) {
+        let plain = secret.expose();
+        if plain.len() < MIN_SECRET_LEN {
+            return;
+        }
+        let mut forms = vec![
+            plain.to_owned(),
+            base64::engine::general_purpose::STANDARD.encode(plain),
+            url::form_urlencoded::byte_serialize(plain.as_bytes()).collect::<String>(),
+        ];
+        // `user:password` is sent as Base64 of the whole; the password alone may be echoed.
+        if let Some((_, password)) = plain.split_once(':')
+            && password.len() >= MIN_SECRET_LEN
+        {
+            forms.push(password.to_owned());
+        }
+        let Ok(mut needles) = self.needles.write() else {
+            return;
+        };
+        for form in forms {
+            if !needles.contains(&form) {
+                needles.push(form);
+            }
+        }
+        // Longest first, so a secret containing another is replaced whole.
+        needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.needles.read().map(|n| n.is_empty()).unwrap_or(true)
+    }
+
+    /// `text` with every remembered secret replaced.
+    pub(crate) fn text(&self, text: &mut String) {
+        let Ok(needles) = self.needles.read() else {
+            return;
+        };
+        for needle in needles.iter() {
+            if text.contains(needle.as_str()) {
+                *text = text.replace(needle.as_str(), REDACTED);
+            }
+        }
+    }
+
+    pub(crate) fn option(&self, text: &mut Option<String>) {
+        if let Some(text) = text {
+            self.text(text);
+        }
+    }
+
+    pub(crate) fn value(&self, value: &mut Value) {
+        match value {
+            Value::Text(text) => self.text(text),
+            Value::List(items) => items.iter_mut().for_each(|item| self.value(item)),
+            Value::Object(map) => self.map(map),
+            Value::Null
+            | Value::Bool(_)
+            | Value::Integer(_)
+            | Value::Number(_)
+            | Value::Bytes(_) => {}
+        }
+    }
+
+    pub(crate) fn map(&self, map: &mut ValueMap) {
+        if self.is_empty() {
+            return;
+        }
+        let keys: Vec<String> = map.keys().cloned().collect();
+        for key in keys {
+            let mut clean = key.clone();
+            self.text(&mut clean);
+            if let Some(mut value) = map.remove(&key) {
+                self.value(&mut value);
+                map.insert(clean, value);
+            }
+        }
+    }
+
+    /// Redacts every text an event carries.
+    pub(crate) fn event(&self, kind: &mut EventKind) {
+        if self.is_empty() {
+            return;
+        }
+        match kind {
+            EventKind::RunStarted { inputs, .. } => self.map(inputs),
+            EventKind::NodeStarted { inputs, .. } => self.map(inputs),
+            EventKind::NodePartial { chunk, .. } => self.text(chunk),
+            EventKind::NodeRetrying { error, .. } => self.text(error),
+            EventKind::NodeFinished { outputs, .. } => self.map(outputs),
+            EventKind::NodeFailed { error, .. } => self.text(error),
+            EventKind::NodeSkipped { reason, .. } => self.text(reason),
+            EventKind::RunFinished { outputs, error, .. } => {
+                self.map(outputs);
+                self.option(error);
+            }
+            EventKind::NodeQueued { .. }
+            | EventKind::NodeUsage { .. }
+            | EventKind::NodeAwaitingApproval { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_and_their_encodings_are_replaced_everywhere() {
+        let redactor = Redactor::default();
+        redactor.remember(&Secret::new("alice:s3cret/pw"));
+        let b64 = base64::engine::general_purpose::STANDARD.encode("alice:s3cret/pw");
+        let mut text =
+            format!("got alice:s3cret/pw, Basic {b64}, q=alice%3As3cret%2Fpw and s3cret/pw");
+        redactor.text(&mut text);
+        assert_eq!(
+            text,
+            "got [redacted], Basic [redacted], q=[redacted] and [redacted]"
+        );
+        let mut value = Value::Object(ValueMap::from([(
+            "s3cret/pw".to_owned(),
+            Value::List(vec![Value::Text("x s3cret/pw".into())]),
+        )]));
+        redactor.value(&mut value);
+        assert_eq!(value.to_text(), r#"{"[redacted]":["x [redacted]"]}"#);
+    }
+
+    #[test]
+    fn very_short_secrets_are_not_redacted() {
+        let redactor = Redactor::default();
+        redactor.remember(&Secret::new("ab"));
+        let mut text = "about".to_owned();
+        redactor.text(&mut text);
+        assert_eq!(text, "about");
+    }
+}

@@ -1,0 +1,392 @@
+//! The run's promises hold through sub-runs and echoing services: secrets are redacted from
+//! every event and the report, safe mode asks before every side effect however it is
+//! reached, and sub-runs share the parent's slots, steps and cost budget.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentloom_blocks::Registry;
+use agentloom_core::{
+    ApprovalDecision, ApprovalRequest, Block, BlockError, BlockMeta, Config, ConfigError, GraphDoc,
+    NodeImpl, PortSpec, Ports, RunCtx, Secret, SecretError, SecretSource, Usage, ValueMap,
+    ValueType, async_trait, validate,
+};
+use agentloom_engine::{
+    Approver, CollectSink, EventKind, Executor, RunOptions, RunReport, RunStatus,
+};
+use serde_json::json;
+
+const TOKEN: &str = "tok_live_CANARY_4242";
+
+struct OneSecret;
+
+impl SecretSource for OneSecret {
+    fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        Ok(Secret::new(format!("{TOKEN}-{name}")))
+    }
+}
+
+/// Reads a secret and fails with a message that quotes it, as a careless service would.
+struct Echo(BlockMeta);
+struct EchoNode(Ports);
+
+impl Block for Echo {
+    fn meta(&self) -> &BlockMeta {
+        &self.0
+    }
+    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(EchoNode(Ports::new(
+            vec![],
+            vec![PortSpec::new("value", ValueType::Text)],
+        ))))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for EchoNode {
+    fn ports(&self) -> &Ports {
+        &self.0
+    }
+    async fn run(&self, _inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let secret = ctx.secret("gh")?;
+        ctx.partial("value", &format!("using {}", secret.expose()));
+        Err(BlockError::permanent(format!(
+            "401: bad credentials `Bearer {}`",
+            secret.expose()
+        )))
+    }
+}
+
+/// Reserves `estimate`, waits, then spends `cost`.
+struct Spender(BlockMeta);
+struct SpenderNode(Ports);
+
+impl Block for Spender {
+    fn meta(&self) -> &BlockMeta {
+        &self.0
+    }
+    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(SpenderNode(Ports::new(
+            vec![PortSpec::new("value", ValueType::Any).optional()],
+            vec![PortSpec::new("value", ValueType::Any)],
+        ))))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for SpenderNode {
+    fn ports(&self) -> &Ports {
+        &self.0
+    }
+    async fn run(&self, _inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        ctx.reserve_cost(0.6)?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ctx.settle_cost(
+            0.6,
+            Usage {
+                input_tokens: 1,
+                output_tokens: 1,
+                cost_usd: 0.6,
+            },
+        );
+        Ok(agentloom_core::outputs([("value", 1.into())]))
+    }
+}
+
+fn registry() -> Arc<Registry> {
+    Arc::new(
+        Registry::builtin()
+            .with(Box::new(Echo(BlockMeta::new(
+                "test.echo",
+                "Echo",
+                "Test",
+                "Quotes its secret.",
+            ))))
+            .with(Box::new(Spender(BlockMeta::new(
+                "test.spender",
+                "Spender",
+                "Test",
+                "Spends money.",
+            )))),
+    )
+}
+
+async fn run(executor: &Executor, doc: &GraphDoc) -> (RunReport, Vec<EventKind>) {
+    let valid = validate(doc, executor.catalog().as_ref()).unwrap_or_else(|p| panic!("{p:?}"));
+    let sink = Arc::new(CollectSink::default());
+    let report = executor
+        .run(
+            Arc::new(valid),
+            ValueMap::new(),
+            RunOptions::default(),
+            sink.clone(),
+        )
+        .await;
+    (report, sink.events().into_iter().map(|e| e.kind).collect())
+}
+
+fn graph(value: serde_json::Value) -> GraphDoc {
+    GraphDoc::from_json_str(&value.to_string()).unwrap()
+}
+
+#[tokio::test]
+async fn a_secret_quoted_in_an_error_is_redacted_from_events_and_report() {
+    let executor = Executor::new(registry()).with_secrets(Arc::new(OneSecret));
+    let doc = graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "echo",
+        "nodes": [{"id": "call", "block": "test.echo"}],
+        "edges": []
+    }));
+    let (report, events) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let everything = format!(
+        "{}\n{}",
+        serde_json::to_string(&report).unwrap(),
+        serde_json::to_string(&events).unwrap()
+    );
+    assert!(!everything.contains(TOKEN), "{everything}");
+    assert!(
+        report
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("bad credentials `Bearer [redacted]`"),
+        "{report:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_secret_resolved_in_a_sub_run_is_redacted_from_the_parent() {
+    let executor = Executor::new(registry()).with_secrets(Arc::new(OneSecret));
+    let doc = graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "outer",
+        "nodes": [
+            {"id": "items", "block": "data.constant", "config": {"value": [1]}},
+            {"id": "each", "block": "control.for_each", "config": {"graph": {
+                "format": "agentloom.graph", "version": 1, "name": "inner",
+                "nodes": [
+                    {"id": "in", "block": "graph.input", "config": {"name": "item", "type": "json"}},
+                    {"id": "call", "block": "test.echo"},
+                    {"id": "out", "block": "graph.output", "config": {"name": "result"}}
+                ],
+                "edges": [{"from": ["call", "value"], "to": ["out", "value"]}]
+            }}}
+        ],
+        "edges": [{"from": ["items", "value"], "to": ["each", "items"]}]
+    }));
+    let (report, events) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let everything = format!("{report:?}{events:?}");
+    assert!(!everything.contains(TOKEN), "{everything}");
+    assert!(everything.contains("[redacted]"), "{everything}");
+}
+
+/// Approves nothing, and remembers what it was asked.
+#[derive(Default)]
+struct Refuse(Mutex<Vec<String>>);
+
+#[async_trait]
+impl Approver for Refuse {
+    async fn decide(&self, _run: &str, node: &str, request: &ApprovalRequest) -> ApprovalDecision {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{node}: {}", request.action));
+        ApprovalDecision::Rejected {
+            message: "not now".to_owned(),
+        }
+    }
+}
+
+fn safe_executor(workspace: &std::path::Path) -> (Executor, Arc<Refuse>) {
+    let approver = Arc::new(Refuse::default());
+    let executor = Executor::new(registry())
+        .with_workspace(workspace.to_path_buf())
+        .with_approver(approver.clone());
+    (executor, approver)
+}
+
+#[tokio::test]
+async fn safe_mode_asks_before_each_write_of_a_for_each_over_a_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let (executor, approver) = safe_executor(dir.path());
+    let doc = graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "loop",
+        "settings": {"safe_mode": true},
+        "nodes": [
+            {"id": "items", "block": "data.constant", "config": {"value": ["a.txt", "b.txt"]}},
+            {"id": "text", "block": "data.constant", "config": {"value": "x"}},
+            {"id": "each", "block": "control.for_each", "config": {
+                "block": "file.write", "item_port": "path", "config": {}
+            }}
+        ],
+        "edges": [
+            {"from": ["items", "value"], "to": ["each", "items"]},
+            {"from": ["text", "value"], "to": ["each", "content"]}
+        ]
+    }));
+    let (report, _) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:?}");
+    assert!(
+        report
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("was not approved"),
+        "{report:?}"
+    );
+    assert!(!approver.0.lock().unwrap().is_empty());
+    assert!(!dir.path().join("a.txt").exists());
+    assert!(!dir.path().join("b.txt").exists());
+}
+
+#[tokio::test]
+async fn a_sub_graph_inherits_safe_mode_and_the_approver() {
+    let dir = tempfile::tempdir().unwrap();
+    let (executor, approver) = safe_executor(dir.path());
+    // The inner graph says nothing of safe mode; the parent's setting holds.
+    let doc = graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "loop",
+        "settings": {"safe_mode": true},
+        "nodes": [
+            {"id": "items", "block": "data.constant", "config": {"value": ["x"]}},
+            {"id": "each", "block": "control.for_each", "config": {"graph": {
+                "format": "agentloom.graph", "version": 1, "name": "inner",
+                "nodes": [
+                    {"id": "in", "block": "graph.input", "config": {"name": "item", "type": "text"}},
+                    {"id": "write", "block": "file.write", "config": {"path": "escaped.txt"}},
+                    {"id": "out", "block": "graph.output", "config": {"name": "result"}}
+                ],
+                "edges": [
+                    {"from": ["in", "value"], "to": ["write", "content"]},
+                    {"from": ["write", "path"], "to": ["out", "value"]}
+                ]
+            }}}
+        ],
+        "edges": [{"from": ["items", "value"], "to": ["each", "items"]}]
+    }));
+    let (report, _) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:?}");
+    assert_eq!(approver.0.lock().unwrap().len(), 1, "{report:?}");
+    assert!(!dir.path().join("escaped.txt").exists());
+}
+
+#[tokio::test]
+async fn safe_mode_asks_before_an_http_post_but_not_a_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let (executor, approver) = safe_executor(dir.path());
+    for (method, asked) in [("POST", true), ("DELETE", true), ("GET", false)] {
+        approver.0.lock().unwrap().clear();
+        // Port 9 (discard) on localhost: nothing answers, so an unasked request just fails.
+        let doc = graph(json!({
+            "format": "agentloom.graph", "version": 1, "name": "http",
+            "settings": {"safe_mode": true},
+            "nodes": [{"id": "call", "block": "http.request", "config": {
+                "method": method, "url": "http://127.0.0.1:9/x", "timeout_ms": 500
+            }}],
+            "edges": []
+        }));
+        let (report, _) = run(&executor, &doc).await;
+        assert_eq!(report.status, RunStatus::Failed);
+        assert_eq!(
+            !approver.0.lock().unwrap().is_empty(),
+            asked,
+            "{method}: {report:?}"
+        );
+    }
+}
+
+/// A graph whose `control.for_each` (4 at once) runs, per item of `items`, a sub-graph of
+/// an `in` input, `inner_nodes` and an `out` output.
+fn for_each_graph(
+    settings: serde_json::Value,
+    items: serde_json::Value,
+    inner_nodes: serde_json::Value,
+    inner_edges: serde_json::Value,
+) -> GraphDoc {
+    let mut nodes = vec![
+        json!({"id": "in", "block": "graph.input", "config": {"name": "item", "type": "json"}}),
+        json!({"id": "out", "block": "graph.output", "config": {"name": "result"}}),
+    ];
+    nodes.extend(inner_nodes.as_array().unwrap().iter().cloned());
+    graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "outer",
+        "settings": settings,
+        "nodes": [
+            {"id": "items", "block": "data.constant", "config": {"value": items}},
+            {"id": "each", "block": "control.for_each", "config": {"concurrency": 4, "graph": {
+                "format": "agentloom.graph", "version": 1, "name": "inner",
+                "nodes": nodes, "edges": inner_edges
+            }}}
+        ],
+        "edges": [{"from": ["items", "value"], "to": ["each", "items"]}]
+    }))
+}
+
+#[tokio::test]
+async fn a_for_each_sub_graph_obeys_the_parent_concurrency() {
+    let executor = Executor::new(registry());
+    let doc = for_each_graph(
+        json!({"concurrency": 1}),
+        json!([1, 2, 3, 4]),
+        json!([{"id": "wait", "block": "control.delay", "config": {"ms": 150}}]),
+        json!([
+            {"from": ["in", "value"], "to": ["wait", "value"]},
+            {"from": ["wait", "value"], "to": ["out", "value"]}
+        ]),
+    );
+    let started = Instant::now();
+    let (report, _) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    // One node at a time: four 150 ms waits cannot overlap.
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_sub_run_counts_towards_the_parent_step_limit() {
+    let executor = Executor::new(registry());
+    let doc = for_each_graph(
+        json!({"max_steps": 6}),
+        json!([1, 2, 3, 4, 5]),
+        json!([]),
+        json!([{"from": ["in", "value"], "to": ["out", "value"]}]),
+    );
+    let (report, _) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:?}");
+    assert!(
+        report.error.as_deref().unwrap().contains("step limit"),
+        "{report:?}"
+    );
+}
+
+#[tokio::test]
+async fn requests_in_flight_cannot_overshoot_the_cost_limit() {
+    let executor = Executor::new(registry());
+    let doc = graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "spend",
+        "settings": {"max_cost_usd": 1.0},
+        "nodes": [
+            {"id": "a", "block": "test.spender"},
+            {"id": "b", "block": "test.spender"},
+            {"id": "c", "block": "test.spender"}
+        ],
+        "edges": []
+    }));
+    let (report, _) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:?}");
+    assert!(
+        report.usage.cost_usd <= 1.0,
+        "spent {} of a 1.0 limit",
+        report.usage.cost_usd
+    );
+    assert!(
+        report.error.as_deref().unwrap().contains("cost limit"),
+        "{report:?}"
+    );
+}

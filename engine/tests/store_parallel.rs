@@ -1,0 +1,83 @@
+//! Parallel processes recording runs into one run log lose no row: 8 processes × 50 runs,
+//! each process a real OS process (this test binary started again as a worker).
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use agentloom_blocks::Registry;
+use agentloom_core::{GraphDoc, NodeDoc, ValueMap, validate};
+use agentloom_engine::{Executor, RunOptions, RunStatus, RunStore};
+use serde_json::json;
+
+const WORKER_ENV: &str = "AGENTLOOM_TEST_STORE_WORKER_DB";
+const PROCESSES: usize = 8;
+const RUNS_EACH: usize = 50;
+
+/// One worker process: opens the store afresh for every run, as `agentloom run` does.
+fn record_runs(db: &Path) {
+    let registry = Arc::new(Registry::builtin());
+    let mut doc = GraphDoc::new("parallel");
+    doc.nodes
+        .push(NodeDoc::new("c", "data.constant").with_config(json!({"value": 1})));
+    let valid = Arc::new(validate(&doc, registry.as_ref()).unwrap());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for _ in 0..RUNS_EACH {
+        let store = RunStore::open(db).unwrap_or_else(|e| panic!("open: {e}"));
+        let recorder = Arc::new(
+            store
+                .recorder(&doc)
+                .unwrap_or_else(|e| panic!("recorder: {e}")),
+        );
+        let report = runtime.block_on(Executor::new(registry.clone()).run(
+            valid.clone(),
+            ValueMap::new(),
+            RunOptions::default(),
+            recorder.clone(),
+        ));
+        assert_eq!(report.status, RunStatus::Completed);
+        recorder.finish().unwrap_or_else(|e| panic!("finish: {e}"));
+    }
+}
+
+#[test]
+fn parallel_processes_on_one_run_log_lose_no_run() {
+    if let Ok(db) = std::env::var(WORKER_ENV) {
+        record_runs(Path::new(&db));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let me = std::env::current_exe().unwrap();
+    let workers: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            let mut worker = Command::new(&me);
+            worker
+                .args([
+                    "--exact",
+                    "parallel_processes_on_one_run_log_lose_no_run",
+                    "--nocapture",
+                ])
+                .env(WORKER_ENV, &db);
+            std::thread::spawn(move || worker.output())
+        })
+        .collect();
+    for worker in workers {
+        let output = worker.join().unwrap().unwrap();
+        assert!(
+            output.status.success(),
+            "a worker failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let store = RunStore::open(&db).unwrap();
+    let runs = store.list_runs(PROCESSES * RUNS_EACH + 10).unwrap();
+    assert_eq!(runs.len(), PROCESSES * RUNS_EACH);
+    assert!(runs.iter().all(|r| r.status == RunStatus::Completed));
+}

@@ -1,0 +1,282 @@
+//! The CLI under attack and abuse: secrets echoed back by a service, a closed stdout,
+//! Ctrl-C, oversized graph files. Real processes, real files, a real HTTP peer.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+const CANARY: &str = "ghp_CANARY_0123456789abcdef";
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloom"));
+    cmd.env_remove("AGENTLOOM_LOG");
+    cmd
+}
+
+fn write_graph(dir: &Path, name: &str, json: &serde_json::Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(json).unwrap()).unwrap();
+    path
+}
+
+/// A careless service on 127.0.0.1: answers every request with 404 and an error `message`
+/// that quotes the request's `Authorization` header. Returns its base URL.
+fn echoing_service() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut authorization = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("authorization")
+                {
+                    authorization = value.trim().to_owned();
+                }
+            }
+            let body =
+                json!({"message": format!("Not Found (you sent `{authorization}`)")}).to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    base
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn a_token_echoed_in_service_errors_reaches_no_output_and_no_run_log_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = echoing_service();
+    let graph = write_graph(
+        dir.path(),
+        "leak.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "leak",
+            "nodes": [
+                {"id": "issues", "block": "github.list_issues",
+                 "config": {"base_url": base, "credential": "gh", "repo": "acme/api"}},
+                {"id": "call", "block": "http.request",
+                 "config": {"url": format!("{base}/x"), "credential": "gh"}},
+                {"id": "caught", "block": "graph.output", "config": {"name": "caught"}},
+                {"id": "caught_issues", "block": "graph.output", "config": {"name": "caught_issues"}}
+            ],
+            "edges": [
+                {"from": ["call", "error"], "to": ["caught", "value"]},
+                {"from": ["issues", "error"], "to": ["caught_issues", "value"]}
+            ]
+        }),
+    );
+    let db = dir.path().join("runs.sqlite3");
+    let run = |json: bool| {
+        let mut cmd = bin();
+        cmd.arg("run")
+            .arg(&graph)
+            .arg("--db")
+            .arg(&db)
+            .env("AGENTLOOM_SECRET_GH", CANARY)
+            .env("AGENTLOOM_LOG", "trace");
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    for json in [false, true] {
+        let output = run(json);
+        assert_eq!(output.status.code(), Some(0));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        // The service did answer with the token, and the failure is still explained.
+        assert!(
+            stderr.contains("[redacted]") || stdout.contains("[redacted]"),
+            "stdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        assert!(
+            !stderr.contains(CANARY),
+            "stderr leaks the token:\n{stderr}"
+        );
+        assert!(
+            !stdout.contains(CANARY),
+            "stdout leaks the token:\n{stdout}"
+        );
+        if json {
+            let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+            // Both services quoted the header back; both errors arrive, redacted.
+            for name in ["caught", "caught_issues"] {
+                let caught = report["outputs"][name].to_string();
+                assert!(caught.contains("Bearer [redacted]"), "{name}: {caught}");
+            }
+        }
+    }
+    // Every file of the run log: the database, its write-ahead log and shared memory.
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("runs.sqlite3")
+        {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !contains(&bytes, CANARY),
+                "{} holds the token",
+                path.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        dir.path().join("runs.sqlite3-wal").exists(),
+        "the WAL file must be there to be checked"
+    );
+    assert!(checked >= 2);
+    let shown = bin()
+        .args(["show", "--json", "--db"])
+        .arg(&db)
+        .arg(
+            serde_json::from_slice::<serde_json::Value>(&run(true).stdout).unwrap()["run_id"]
+                .as_str()
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(shown.status.success());
+    assert!(!contains(&shown.stdout, CANARY));
+    assert!(contains(&shown.stdout, "[redacted]"));
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .args(["runs", "--json", "--db"])
+        .arg(dir.path().join("runs.sqlite3"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before anything is written, as `| head -1` does after a line.
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn ctrl_c_ends_a_run_and_the_log_says_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        "slow.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "slow",
+            "nodes": [
+                {"id": "start", "block": "data.constant", "config": {"value": 1}},
+                {"id": "wait", "block": "control.delay", "config": {"ms": 60000}}
+            ],
+            "edges": [{"from": ["start", "value"], "to": ["wait", "value"]}]
+        }),
+    );
+    let db = dir.path().join("runs.sqlite3");
+    let mut child = bin()
+        .arg("run")
+        .arg(&graph)
+        .arg("--json")
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if sent.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            panic!("agentloom run ignored SIGINT for 5 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(1));
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["status"], "cancelled");
+    assert!(report["duration_ms"].as_u64().unwrap() >= 1000, "{report}");
+    let listed = bin()
+        .args(["runs", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "cancelled");
+    assert!(runs[0]["duration_ms"].as_u64().unwrap() >= 1000, "{runs}");
+}
+
+#[test]
+fn a_graph_file_over_the_size_cap_is_refused_before_parsing() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        "g.json",
+        &json!({"format": "agentloom.graph", "version": 1, "name": "g", "nodes": [], "edges": []}),
+    );
+    let output = bin()
+        .arg("validate")
+        .arg(&graph)
+        .env("AGENTLOOM_MAX_GRAPH_BYTES", "20")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("g.json: the file is") && stderr.contains("AGENTLOOM_MAX_GRAPH_BYTES"),
+        "{stderr}"
+    );
+    let output = bin().arg("validate").arg(&graph).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+}
