@@ -1,11 +1,12 @@
 //! The run's promises hold through sub-runs and echoing services: secrets are redacted from
 //! every event and the report, safe mode asks before every side effect however it is
-//! reached, and sub-runs share the parent's slots, steps and cost budget.
+//! reached, and sub-runs share the parent's CPU slots, steps and cost budget.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentloom_blocks::Registry;
 use agentloom_core::{
@@ -95,9 +96,53 @@ impl NodeImpl for SpenderNode {
     }
 }
 
+/// How many `test.busy` jobs run at once, and the most that ever did.
+static BUSY_NOW: AtomicUsize = AtomicUsize::new(0);
+static BUSY_MOST: AtomicUsize = AtomicUsize::new(0);
+
+/// CPU-bound work (through `run_cpu_bound`) that keeps a core for 50 ms.
+struct Busy(BlockMeta);
+struct BusyNode(Ports);
+
+impl Block for Busy {
+    fn meta(&self) -> &BlockMeta {
+        &self.0
+    }
+    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(BusyNode(Ports::new(
+            vec![PortSpec::new("value", ValueType::Any)],
+            vec![PortSpec::new("value", ValueType::Any)],
+        ))))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for BusyNode {
+    fn ports(&self) -> &Ports {
+        &self.0
+    }
+    async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        agentloom_core::run_cpu_bound(ctx, || {
+            let now = BUSY_NOW.fetch_add(1, Ordering::SeqCst) + 1;
+            BUSY_MOST.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(50));
+            BUSY_NOW.fetch_sub(1, Ordering::SeqCst);
+        })
+        .await?;
+        let value = inputs.remove("value").unwrap_or_default();
+        Ok(agentloom_core::outputs([("value", value)]))
+    }
+}
+
 fn registry() -> Arc<Registry> {
     Arc::new(
         Registry::builtin()
+            .with(Box::new(Busy(BlockMeta::new(
+                "test.busy",
+                "Busy",
+                "Test",
+                "Keeps a core busy.",
+            ))))
             .with(Box::new(Echo(BlockMeta::new(
                 "test.echo",
                 "Echo",
@@ -325,26 +370,27 @@ fn for_each_graph(
     }))
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_for_each_sub_graph_obeys_the_parent_concurrency() {
+    // `concurrency` bounds CPU-bound work; a sub-run gets the parent's slots, not its own,
+    // so four items of a for_each that runs four at a time still work one at a time.
     let executor = Executor::new(registry());
     let doc = for_each_graph(
         json!({"concurrency": 1}),
         json!([1, 2, 3, 4]),
-        json!([{"id": "wait", "block": "control.delay", "config": {"ms": 150}}]),
+        json!([{"id": "work", "block": "test.busy"}]),
         json!([
-            {"from": ["in", "value"], "to": ["wait", "value"]},
-            {"from": ["wait", "value"], "to": ["out", "value"]}
+            {"from": ["in", "value"], "to": ["work", "value"]},
+            {"from": ["work", "value"], "to": ["out", "value"]}
         ]),
     );
-    let started = Instant::now();
     let (report, _) = run(&executor, &doc).await;
     assert_eq!(report.status, RunStatus::Completed, "{report:?}");
-    // One node at a time: four 150 ms waits cannot overlap.
-    assert!(
-        started.elapsed() >= Duration::from_millis(600),
-        "took {:?}",
-        started.elapsed()
+    assert_eq!(BUSY_NOW.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        BUSY_MOST.load(Ordering::SeqCst),
+        1,
+        "CPU-bound work of sub-runs ran side by side under concurrency 1"
     );
 }
 

@@ -44,7 +44,7 @@ fn agent_steps_appear_while_the_agent_works() {
     // In the inspector's run record, and the latest step in the node's body.
     h.get_by_label_contains("step 1 · list_files {} →");
     h.get_by_label_contains("step 1 · list_files → ");
-    h.get_by_role_and_label(Role::Button, "Deny").click();
+    h.get_by_role_and_label(Role::Button, "Reject").click();
     wait_until(&mut h, "the run", |h| !h.state().run.is_running());
     assert_eq!(
         h.state().run.status,

@@ -75,7 +75,7 @@ fn an_agent_runs_from_the_command_line_and_prints_its_steps() {
 }
 
 #[test]
-fn without_yes_and_without_a_terminal_a_side_effect_stops_the_agent() {
+fn without_yes_and_without_a_terminal_the_agent_waits_and_resumes_on_approve() {
     let Some(fake) = FakeLlm::start("agent/fakellm.yaml") else {
         return;
     };
@@ -86,10 +86,39 @@ fn without_yes_and_without_a_terminal_a_side_effect_stops_the_agent() {
         dir.path(),
         &["--json"],
     );
-    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(result["status"], "failed");
-    let error = result["error"].as_str().unwrap();
-    assert!(error.contains("needs approval"), "{error}");
+    assert_eq!(result["status"], "waiting");
+    let run_id = result["run_id"].as_str().unwrap().to_owned();
+    assert!(
+        stderr.contains(&format!("waiting for approval: agentloom approve {run_id}")),
+        "{stderr}"
+    );
     assert!(!dir.path().join("out/answer.txt").exists());
+
+    // run_code, then write_file: each side effect waits for its own approval.
+    let approve = || {
+        Command::new(env!("CARGO_BIN_EXE_agentloom"))
+            .env_remove("AGENTLOOM_LOG")
+            .env("AGENTLOOM_SECRET_OPENAI", "sk-local-test")
+            .args(["approve", &run_id, "--db"])
+            .arg(dir.path().join("runs.sqlite3"))
+            .arg("--workspace")
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let first = approve();
+    let first_err = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(3), "{first_err}");
+    assert!(!dir.path().join("out/answer.txt").exists());
+    let second = approve();
+    let second_err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{second_err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/answer.txt")).unwrap(),
+        "42"
+    );
 }

@@ -147,11 +147,11 @@ fn a_token_echoed_in_service_errors_reaches_no_output_and_no_run_log_file() {
             checked += 1;
         }
     }
-    assert!(
-        dir.path().join("runs.sqlite3-wal").exists(),
-        "the WAL file must be there to be checked"
-    );
-    assert!(checked >= 2);
+    // The database file is always read; a write-ahead log still there is read too (when
+    // the last connection closed, SQLite moved its pages into the database file).
+    assert!(dir.path().join("runs.sqlite3").exists());
+    let wal = dir.path().join("runs.sqlite3-wal").exists();
+    assert!(checked > usize::from(wal), "checked {checked} files");
     let shown = bin()
         .args(["show", "--json", "--db"])
         .arg(&db)

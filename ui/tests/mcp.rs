@@ -128,7 +128,8 @@ fn server_everything_tools_are_blocks_a_graph_calls() {
     let echo = block("mcp.everything.echo");
     assert_eq!(echo["ports"]["inputs"][0]["name"], "message");
     assert_eq!(echo["ports"]["inputs"][0]["type"], "text");
-    assert_eq!(echo["ports"]["inputs"][0]["description"], "Message to echo");
+    // Descriptions come from the schema when the server gives one (this build of
+    // server-everything gives none for `echo`; blocks/src/mcp/tool_block.rs tests them).
 
     // A graph calls `echo` and `get-sum`.
     let (output, report) = run_json(&graph, dir.path(), &["message=hello from a graph"]);

@@ -163,3 +163,34 @@ impl NodeImpl for McpToolNode {
         ]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use super::*;
+
+    #[test]
+    fn inputs_follow_the_tool_schema_with_types_descriptions_and_required() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "message": {"type": "string", "description": "Message to echo"},
+                "times": {"type": "integer"}
+            },
+            "required": ["message"]
+        });
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        let ports = ports_of(&Tool::new("echo", "Echoes", schema));
+        let message = ports.input("message").unwrap();
+        assert_eq!(message.ty, ValueType::Text);
+        assert_eq!(message.description, "Message to echo");
+        assert!(message.required);
+        let times = ports.input("times").unwrap();
+        assert_eq!(times.ty, ValueType::Integer);
+        assert!(!times.required);
+        assert_eq!(ports.outputs.len(), 2);
+    }
+}

@@ -25,6 +25,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "online/llm-summarize.agentloom.json",
         include_str!("../../../assets/examples/online/llm-summarize.agentloom.json"),
     ),
+    (
+        "online/research-agent.agentloom.json",
+        include_str!("../../../assets/examples/online/research-agent.agentloom.json"),
+    ),
+    (
+        "online/github-triage-agent.agentloom.json",
+        include_str!("../../../assets/examples/online/github-triage-agent.agentloom.json"),
+    ),
 ];
 
 /// The example at `index`, read.

@@ -15,7 +15,7 @@ use agentloom_engine::{
 use anyhow::Context as _;
 use serde_json::json;
 
-use super::{EXIT_FAILED, EXIT_INVALID, open_store};
+use super::{EXIT_FAILED, EXIT_INVALID, EXIT_WAITING, open_store};
 
 /// Every built-in tool of the agent block.
 const ALL_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
@@ -117,9 +117,12 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         steps: std::sync::Mutex::new(Vec::new()),
     });
     let mut sinks: Vec<Arc<dyn EventSink>> = vec![steps.clone()];
-    let recorder = match open_store(args.db.clone())
-        .and_then(|store| Ok(Arc::new(store.recorder(&graph.doc)?)))
-    {
+    let mut store = None;
+    let recorder = match open_store(args.db.clone()).and_then(|opened| {
+        let recorder = Arc::new(opened.recorder(&graph.doc)?);
+        store = Some(Arc::new(opened));
+        Ok(recorder)
+    }) {
         Ok(recorder) => {
             sinks.push(recorder.clone());
             Some(recorder)
@@ -135,10 +138,19 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             Arc::new(store),
         )));
     }
-    // Safe mode asks on the terminal. Without one, an approval fails the run; pausing it
-    // (exit 3, resumed by `agentloom approve`) belongs to durable approvals.
-    if !args.yes && std::io::stdin().is_terminal() {
-        executor = executor.with_approver(Arc::new(TerminalApprover));
+    // Safe mode asks on the terminal. Without one, the run pauses, stored in the run log
+    // (exit 3), until `agentloom approve` or `agentloom reject` resumes it.
+    let ask = (!args.yes && std::io::stdin().is_terminal())
+        .then(|| Arc::new(TerminalApprover) as Arc<dyn Approver>);
+    match (&store, ask) {
+        (Some(store), ask) => {
+            executor = executor.with_approver(Arc::new(agentloom_engine::DurableApprover::new(
+                store.clone(),
+                ask,
+            )));
+        }
+        (None, Some(ask)) => executor = executor.with_approver(ask),
+        (None, None) => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -205,10 +217,16 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             report.usage.cost_usd
         );
     }
-    Ok(if report.status == RunStatus::Completed {
-        0
-    } else {
-        EXIT_FAILED
+    Ok(match report.status {
+        RunStatus::Completed => 0,
+        RunStatus::Waiting => {
+            eprintln!(
+                "waiting for approval: agentloom approve {} (or agentloom reject {})",
+                report.run_id, report.run_id
+            );
+            EXIT_WAITING
+        }
+        _ => EXIT_FAILED,
     })
 }
 
