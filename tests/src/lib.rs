@@ -6,20 +6,43 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running `fakellm serve` (PyPI `fakellm`); stopped on drop.
+/// A running `fakellm serve` (PyPI `fakellm`: OpenAI and Anthropic wire formats); stopped
+/// on drop.
 pub struct FakeLlm {
     child: Child,
     port: u16,
+    /// Rules written for one test, kept while the peer runs.
+    _rules: Option<tempfile::TempDir>,
 }
 
 impl FakeLlm {
-    /// Starts the peer with the rules in `config` on a free port of 127.0.0.1, or returns
-    /// `None` when AGENTLOOM_SKIP_PEERS=1 and it is not installed.
+    /// Starts the peer with the rules file `config`, relative to tests/fixtures (e.g.
+    /// `agent/fakellm.yaml`), on a free port of 127.0.0.1, or returns `None` when
+    /// AGENTLOOM_SKIP_PEERS=1 and it is not installed.
     ///
     /// # Panics
     /// When the peer is missing (and not skipped) or does not listen within 30 s.
+    pub fn start(config: &str) -> Option<FakeLlm> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(config);
+        Self::start_with_file(&path, None)
+    }
+
+    /// [`FakeLlm::start`] with rules written by the test itself (YAML text).
+    ///
+    /// # Panics
+    /// As [`FakeLlm::start`], or when the rules cannot be written.
     #[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
-    pub fn start(config: &Path) -> Option<FakeLlm> {
+    pub fn start_with_rules(rules: &str) -> Option<FakeLlm> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("fakellm.yaml");
+        std::fs::write(&file, rules).unwrap();
+        Self::start_with_file(&file, Some(dir))
+    }
+
+    #[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+    fn start_with_file(config: &Path, rules: Option<tempfile::TempDir>) -> Option<FakeLlm> {
         let Some(binary) = find_on_path("fakellm") else {
             if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
                 eprintln!("skipping: fakellm is not installed and AGENTLOOM_SKIP_PEERS=1");
@@ -46,7 +69,11 @@ impl FakeLlm {
             .stderr(log.reopen().unwrap())
             .spawn()
             .unwrap();
-        let mut fake = FakeLlm { child, port };
+        let mut fake = FakeLlm {
+            child,
+            port,
+            _rules: rules,
+        };
         let started = Instant::now();
         loop {
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -67,6 +94,25 @@ impl FakeLlm {
     /// `http://127.0.0.1:PORT` (OpenAI clients add `/v1`).
     pub fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// How often each rule matched.
+    ///
+    /// # Panics
+    /// When the peer does not answer.
+    #[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+    pub async fn rule_counts(&self) -> serde_json::Value {
+        let stats: serde_json::Value = reqwest::get(format!("{}/_fakellm/stats", self.base()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        stats["by_rule"].clone()
     }
 }
 

@@ -7,8 +7,6 @@
 //! skip these tests instead.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-mod support;
-
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
@@ -17,8 +15,8 @@ use agentloom_core::{
     ApprovalDecision, BlockError, EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate,
 };
 use agentloom_engine::{CollectSink, EventKind, Executor, RunOptions, RunStatus};
+use agentloom_tests::FakeLlm;
 use serde_json::json;
-use support::fakellm::FakeLlm;
 
 const FORMATS: [&str; 2] = ["openai", "anthropic"];
 

@@ -8,8 +8,6 @@
 //! skip these tests instead.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-mod support;
-
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,8 +20,8 @@ use agentloom_core::{
 use agentloom_engine::{
     CollectSink, EventKind, Executor, NodeStatus, RunEvent, RunOptions, RunReport, RunStatus,
 };
+use agentloom_tests::FakeLlm;
 use serde_json::json;
-use support::fakellm::FakeLlm;
 
 /// Secrets from memory.
 struct Secrets(Vec<(String, String)>);

@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-#[path = "../../tests/tests/support/fakellm.rs"]
-mod fakellm;
 mod support;
 
 use std::path::Path;
@@ -19,7 +17,7 @@ use support::{click_at, graph, harness, paths, title_of, wait_until};
 
 #[test]
 fn agent_steps_appear_while_the_agent_works() {
-    let Some(fake) = fakellm::FakeLlm::start("agent/fakellm.yaml") else {
+    let Some(fake) = agentloom_tests::FakeLlm::start("agent/fakellm.yaml") else {
         return;
     };
     let json = format!(

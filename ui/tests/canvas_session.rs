@@ -5,9 +5,7 @@
 
 mod support;
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use agentloom::app::{App, Command};
@@ -453,75 +451,6 @@ fn safe_mode_asks_before_writing_a_file_approve_writes_deny_does_not() {
     assert!(target.exists());
 }
 
-/// A running `fakellm serve` with rules written for this test; stopped on drop.
-struct FakeLlm {
-    child: Child,
-    port: u16,
-    _config: tempfile::TempDir,
-}
-
-impl Drop for FakeLlm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_fakellm(rules: &str) -> Option<FakeLlm> {
-    let binary = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join("fakellm"))
-        .find(|p| p.is_file());
-    let Some(binary) = binary else {
-        if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
-            eprintln!("skipping: fakellm is not installed and AGENTLOOM_SKIP_PEERS=1");
-            return None;
-        }
-        panic!(
-            "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
-        );
-    };
-    let config = tempfile::tempdir().unwrap();
-    let file = config.path().join("fakellm.yaml");
-    std::fs::write(&file, rules).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = std::process::Command::new(binary)
-        .args([
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--config",
-        ])
-        .arg(&file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut fake = FakeLlm {
-        child,
-        port,
-        _config: config,
-    };
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = fake.child.try_wait() {
-            panic!("fakellm exited ({status}) before it listened");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "fakellm did not listen on port {port} within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(fake)
-}
-
 #[test]
 fn streamed_llm_output_appears_inside_the_node_while_it_runs() {
     // fakellm streams one word every 10 ms: 400 words take about 4 s.
@@ -530,7 +459,7 @@ fn streamed_llm_output_appears_inside_the_node_while_it_runs() {
     let rules = format!(
         "rules:\n  - name: story\n    when:\n      messages_contain: \"Tell a long story\"\n    respond:\n      content: \"{story}\"\n"
     );
-    let Some(fake) = start_fakellm(&rules) else {
+    let Some(fake) = agentloom_tests::FakeLlm::start_with_rules(&rules) else {
         return;
     };
     let doc = graph(&format!(
@@ -538,7 +467,7 @@ fn streamed_llm_output_appears_inside_the_node_while_it_runs() {
         {{"id":"chat","block":"llm.chat","position":[0,0],"config":{{"provider":"openai","base_url":"http://127.0.0.1:{}/v1","model":"test-model","prompt":"Tell a long story","stream":true}}}},
         {{"id":"out","block":"graph.output","position":[350,0],"config":{{"name":"story"}}}}],
       "edges":[{{"from":["chat","text"],"to":["out","value"]}}]}}"#,
-        fake.port
+        fake.port()
     ));
     let dir = tempfile::tempdir().unwrap();
     let mut h = harness(&doc, &paths(&dir));

@@ -3,12 +3,9 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-#[path = "../../tests/tests/support/fakellm.rs"]
-mod fakellm;
-
 use std::process::{Command, Output, Stdio};
 
-use fakellm::FakeLlm;
+use agentloom_tests::FakeLlm;
 
 fn agent(fake: &FakeLlm, goal: &str, dir: &std::path::Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agentloom"))

@@ -30,7 +30,7 @@ fn file_worker_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
 }
 
 fn start_fakellm() -> Option<FakeLlm> {
-    FakeLlm::start(&fixture("fakellm.yaml"))
+    FakeLlm::start("serve/fakellm.yaml")
 }
 
 /// A running `agentloom serve`; killed on drop if the test did not stop it.
