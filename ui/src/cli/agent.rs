@@ -12,7 +12,6 @@ use agentloom_core::{
 use agentloom_engine::{
     Approver, EventKind, EventSink, Executor, FanoutSink, RunEvent, RunOptions, RunStatus,
 };
-use anyhow::Context as _;
 use serde_json::json;
 
 use super::{EXIT_FAILED, EXIT_INVALID, EXIT_WAITING, open_store};
@@ -104,14 +103,9 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
-    let workspace = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    if !workspace.is_dir() {
-        eprintln!("--workspace {}: not a directory", workspace.display());
+    let Some(workspace) = super::workspace_dir(args.workspace.clone())? else {
         return Ok(EXIT_INVALID);
-    }
+    };
     let steps = Arc::new(StepPrinter {
         print: !args.json,
         steps: std::sync::Mutex::new(Vec::new()),
@@ -132,31 +126,17 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             None
         }
     };
-    let mut executor = Executor::new(registry).with_workspace(workspace);
-    if let Ok(store) = agentloom_engine::CredentialStore::open_default() {
-        executor = executor.with_secrets(Arc::new(agentloom_engine::KeychainSecrets::new(
-            Arc::new(store),
-        )));
-    }
+    let mut executor = Executor::new(registry)
+        .with_workspace(workspace)
+        .with_secrets(crate::headless::default_secrets());
     // Safe mode asks on the terminal. Without one, the run pauses, stored in the run log
     // (exit 3), until `agentloom approve` or `agentloom reject` resumes it.
     let ask = (!args.yes && std::io::stdin().is_terminal())
         .then(|| Arc::new(TerminalApprover) as Arc<dyn Approver>);
-    match (&store, ask) {
-        (Some(store), ask) => {
-            executor = executor.with_approver(Arc::new(agentloom_engine::DurableApprover::new(
-                store.clone(),
-                ask,
-            )));
-        }
-        (None, Some(ask)) => executor = executor.with_approver(ask),
-        (None, None) => {}
+    if let Some(approver) = super::headless_approver(store.as_ref(), ask) {
+        executor = executor.with_approver(approver);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = super::async_runtime()?;
     let cancel = tokio_util::sync::CancellationToken::new();
     let options = RunOptions {
         cancel: cancel.clone(),

@@ -582,12 +582,8 @@ fn execute(
     // A person at a terminal is asked; otherwise the run pauses, stored in the run log.
     let ask = (std::io::stdin().is_terminal() && interactive && !run.json)
         .then(|| Arc::new(approval::TerminalApprover::new(progress.clone())) as _);
-    match (&store, ask) {
-        (Some(store), ask) => {
-            executor = executor.with_approver(Arc::new(DurableApprover::new(store.clone(), ask)));
-        }
-        (None, Some(ask)) => executor = executor.with_approver(ask),
-        (None, None) => {}
+    if let Some(approver) = headless_approver(store.as_ref(), ask) {
+        executor = executor.with_approver(approver);
     }
     let cancel = tokio_util::sync::CancellationToken::new();
     let resumed = run.run_id.clone();
@@ -680,6 +676,19 @@ pub(crate) fn workspace_dir(given: Option<PathBuf>) -> anyhow::Result<Option<Pat
     } else {
         eprintln!("--workspace {}: not a directory", workspace.display());
         Ok(None)
+    }
+}
+
+/// Who decides on approvals in a headless run: with a run log, every request is stored
+/// first and the run pauses when nobody can `ask` (resumed by `agentloom approve`); without
+/// one, only a person at the terminal can.
+pub(crate) fn headless_approver(
+    store: Option<&Arc<RunStore>>,
+    ask: Option<Arc<dyn agentloom_engine::Approver>>,
+) -> Option<Arc<dyn agentloom_engine::Approver>> {
+    match store {
+        Some(store) => Some(Arc::new(DurableApprover::new(store.clone(), ask))),
+        None => ask,
     }
 }
 
