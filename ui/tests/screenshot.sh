@@ -60,14 +60,28 @@ if ! xdpyinfo >/dev/null 2>&1; then
     exit 1
 fi
 
-AGENTLOOM_LOG=info "$bin" open "$graph" --db "$work/runs.sqlite3" >"$work/app.log" 2>&1 &
-app_pid=$!
+start_app() {
+    AGENTLOOM_LOG=info "$bin" open "$graph" --db "$work/runs.sqlite3" >"$work/app.log" 2>&1 &
+    app_pid=$!
+}
+start_app
 
 window=""
+attempts=1
 for _ in $(seq 1 200); do
     window=$(xdotool search --name Agentloom 2>/dev/null | head -n1 || true)
     [ -n "$window" ] && break
     if ! kill -0 "$app_pid" 2>/dev/null; then
+        # A display that turns a client away is the X server's doing, not the app's: try again
+        # a couple of times, and say so. Any other early exit is a failure at once.
+        if [ "$attempts" -lt 3 ] && grep -q "connection to X server" "$work/app.log"; then
+            echo "screenshot.sh: the X server refused the app (attempt $attempts); xdpyinfo says:" >&2
+            xdpyinfo 2>&1 | head -n 3 >&2 || true
+            attempts=$((attempts + 1))
+            sleep 1
+            start_app
+            continue
+        fi
         echo "screenshot.sh: the app exited early:" >&2
         cat "$work/app.log" >&2
         exit 1
