@@ -142,14 +142,8 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         cancel: cancel.clone(),
         ..RunOptions::default()
     };
+    super::interrupt::watch(cancel.clone());
     let report = runtime.block_on(async {
-        let ctrl_c = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ncancelling…");
-                ctrl_c.cancel();
-            }
-        });
         executor
             .run(
                 Arc::new(graph),

@@ -15,6 +15,7 @@ macro_rules! out {
 pub mod agent;
 mod approval;
 pub mod credentials;
+mod interrupt;
 mod mcp;
 mod progress;
 mod serve;
@@ -594,19 +595,8 @@ fn execute(
         seed: run.seed.map(Arc::new),
     };
     phase("run log and runtime ready");
+    interrupt::watch(cancel.clone());
     let report = runtime.block_on(async {
-        let ctrl_c = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ncancelling… (Ctrl-C again to quit at once)");
-                ctrl_c.cancel();
-            }
-            // A node that does not notice cancellation must not keep the process alive.
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("quitting");
-                std::process::exit(EXIT_INTERRUPTED);
-            }
-        });
         executor
             .run(
                 Arc::new(graph),
