@@ -379,3 +379,118 @@ fn a_second_ctrl_c_quits_at_once_while_the_run_winds_down() {
     let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(runs[0]["status"], "interrupted", "{runs}");
 }
+
+/// A block that logs the secret it resolved, as careless code might: at debug level in the
+/// message, at trace level in a field, and from another thread.
+mod careless_logging {
+    use std::sync::Arc;
+
+    use agentloom_core::{
+        Block, BlockError, BlockMeta, Config, ConfigError, NodeImpl, PortSpec, Ports, RunCtx,
+        ValueMap, ValueType, async_trait,
+    };
+
+    pub struct LogsSecret(pub BlockMeta);
+    struct LogsSecretNode(Ports);
+
+    impl Block for LogsSecret {
+        fn meta(&self) -> &BlockMeta {
+            &self.0
+        }
+        fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+            Ok(Arc::new(LogsSecretNode(Ports::new(
+                vec![],
+                vec![PortSpec::new("value", ValueType::Text)],
+            ))))
+        }
+    }
+
+    #[async_trait]
+    impl NodeImpl for LogsSecretNode {
+        fn ports(&self) -> &Ports {
+            &self.0
+        }
+        async fn run(&self, _inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+            let secret = ctx.secret("api")?;
+            tracing::debug!("calling the service with key {}", secret.expose());
+            tracing::trace!(header = ?format!("Bearer {}", secret.expose()), "request headers");
+            let copy = secret.expose().to_owned();
+            std::thread::spawn(move || tracing::warn!(%copy, "from a worker thread"))
+                .join()
+                .map_err(|_| BlockError::permanent("the logging thread panicked"))?;
+            Ok(agentloom_core::outputs([("value", "sent".into())]))
+        }
+    }
+}
+
+const LOGGING_WORKER_ENV: &str = "AGENTLOOM_TEST_LOGGING_WORKER";
+
+/// In the worker process: the binary's log set-up, then a run of the careless block.
+fn run_careless_block() {
+    use agentloom_core::{GraphDoc, NodeDoc, ValueMap, validate};
+    use agentloom_engine::{CollectSink, EnvSecrets, Executor, RunOptions, RunStatus};
+    use std::sync::Arc;
+
+    agentloom::logging::init();
+    let registry = Arc::new(agentloom_blocks::Registry::builtin().with(Box::new(
+        careless_logging::LogsSecret(agentloom_core::BlockMeta::new(
+            "test.logs_secret",
+            "Logs secret",
+            "Test",
+            "",
+        )),
+    )));
+    let mut doc = GraphDoc::new("careless");
+    doc.nodes.push(NodeDoc::new("call", "test.logs_secret"));
+    let graph = Arc::new(validate(&doc, registry.as_ref()).unwrap());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let report = runtime.block_on(
+        Executor::new(registry)
+            .with_secrets(Arc::new(EnvSecrets))
+            .run(
+                graph,
+                ValueMap::new(),
+                RunOptions::default(),
+                Arc::new(CollectSink::default()),
+            ),
+    );
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+}
+
+/// Log lines do not pass through a run: whatever a block logs, at any level and from any
+/// thread, reaches stderr with every secret a run in the process resolved replaced.
+#[test]
+fn log_lines_never_show_a_secret_a_run_resolved() {
+    if std::env::var_os(LOGGING_WORKER_ENV).is_some() {
+        run_careless_block();
+        return;
+    }
+    let secret = "sk-live-CANARY\"quoted\\tail";
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "log_lines_never_show_a_secret_a_run_resolved",
+            "--nocapture",
+        ])
+        .env(LOGGING_WORKER_ENV, "1")
+        .env("AGENTLOOM_SECRET_API", secret)
+        .env("AGENTLOOM_LOG", "trace")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    for logged in [
+        "calling the service with key [redacted]",
+        "header=\"Bearer [redacted]\"",
+        "from a worker thread copy=[redacted]",
+    ] {
+        assert!(
+            stderr.contains(logged),
+            "no `{logged}` in the log:\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("CANARY"),
+        "the log leaks the key:\n{stderr}"
+    );
+}
