@@ -360,3 +360,68 @@ fn run_from_a_node_and_pinned_outputs_reuse_instead_of_calling_the_model() {
     assert_eq!(stdout_json(&pinned)["outputs"]["story"], "A pinned story.");
     assert_eq!(fake.story_requests(), 1, "a pinned node called the model");
 }
+
+/// `agentloom run GRAPH` on a real terminal, with `typed` as the person's keystrokes.
+fn run_at_a_terminal(graph: &Path, dir: &Path, typed: &str) -> (Option<i32>, String) {
+    agentloom_tests::at_a_terminal(
+        Path::new(env!("CARGO_BIN_EXE_agentloom")),
+        &[
+            "run".as_ref(),
+            graph.as_os_str(),
+            "--no-log".as_ref(),
+            "--workspace".as_ref(),
+            dir.as_os_str(),
+        ],
+        &[],
+        typed,
+    )
+}
+
+/// note (constant) → save (file.write, asked in safe mode)
+fn note_graph(dir: &Path) -> PathBuf {
+    let graph = json!({
+        "format": "agentloom.graph", "version": 1, "name": "note",
+        "settings": {"safe_mode": true},
+        "nodes": [
+            {"id": "note", "block": "data.constant", "config": {"value": "as generated"}},
+            {"id": "save", "block": "file.write", "config": {"path": "note.txt"}}
+        ],
+        "edges": [{"from": ["note", "value"], "to": ["save", "content"]}]
+    });
+    let path = dir.join("note.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&graph).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn at_a_terminal_the_arguments_can_be_edited_before_approving() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = note_graph(dir.path());
+    let (code, shown) = run_at_a_terminal(
+        &graph,
+        dir.path(),
+        "e\n{\"content\": \"edited by hand\"}\ny\n",
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("`save` wants to: "), "{shown}");
+    assert!(shown.contains("\"content\": \"as generated\""), "{shown}");
+    assert!(shown.contains("[e]dit arguments"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("note.txt")).unwrap(),
+        "edited by hand"
+    );
+}
+
+#[test]
+fn at_a_terminal_typing_a_reason_rejects_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = note_graph(dir.path());
+    let (code, shown) =
+        run_at_a_terminal(&graph, dir.path(), "not into the workspace root please\n");
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        shown.contains("`save` was not approved: not into the workspace root please"),
+        "{shown}"
+    );
+    assert!(!dir.path().join("note.txt").exists());
+}

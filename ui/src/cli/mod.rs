@@ -19,6 +19,7 @@ mod interrupt;
 mod mcp;
 mod progress;
 mod serve;
+mod terminal_approver;
 
 /// Writing to stdout failed. When the reader went away (a closed pipe), the process ends
 /// quietly, as other Unix tools do.
@@ -581,8 +582,11 @@ fn execute(
         .with_workspace(run.workspace.clone())
         .with_secrets(crate::headless::default_secrets());
     // A person at a terminal is asked; otherwise the run pauses, stored in the run log.
-    let ask = (std::io::stdin().is_terminal() && interactive && !run.json)
-        .then(|| Arc::new(approval::TerminalApprover::new(progress.clone())) as _);
+    let ask = (std::io::stdin().is_terminal() && interactive && !run.json).then(|| {
+        Arc::new(terminal_approver::TerminalApprover::new(Some(
+            progress.clone(),
+        ))) as _
+    });
     if let Some(approver) = headless_approver(store.as_ref(), ask) {
         executor = executor.with_approver(approver);
     }
