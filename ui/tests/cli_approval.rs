@@ -425,3 +425,71 @@ fn at_a_terminal_typing_a_reason_rejects_with_it() {
     );
     assert!(!dir.path().join("note.txt").exists());
 }
+
+/// `agentloom approve` resumes a paused run in the folder it started in, wherever it is
+/// typed; a folder that is gone is named, with the way out.
+#[test]
+fn approving_resumes_in_the_workspace_the_run_started_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let graph = note_graph(dir.path());
+    let start_in = |folder: &Path| {
+        std::fs::create_dir_all(folder).unwrap();
+        let paused = bin()
+            .current_dir(folder)
+            .arg("run")
+            .arg(&graph)
+            .args(["--json", "--db"])
+            .arg(&db)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(paused.status.code(), Some(3), "{}", stderr(&paused));
+        stdout_json(&paused)["run_id"].as_str().unwrap().to_owned()
+    };
+    let approve_from = |folder: &Path, run_id: &str| {
+        bin()
+            .current_dir(folder)
+            .args(["approve", run_id, "--db"])
+            .arg(&db)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let started = dir.path().join("project");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+
+    let run_id = start_in(&started);
+    let resumed = approve_from(&elsewhere, &run_id);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert_eq!(
+        std::fs::read_to_string(started.join("note.txt")).unwrap(),
+        "as generated"
+    );
+    assert!(!elsewhere.join("note.txt").exists());
+
+    let gone = dir.path().join("gone");
+    let run_id = start_in(&gone);
+    std::fs::remove_dir_all(&gone).unwrap();
+    let refused = approve_from(&elsewhere, &run_id);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let said = stderr(&refused);
+    assert!(
+        said.contains(&format!("worked in {}", gone.display()))
+            && said.contains("pass --workspace DIR"),
+        "{said}"
+    );
+    // Told where, it resumes there.
+    let told = bin()
+        .current_dir(&elsewhere)
+        .args(["approve", &run_id, "--db"])
+        .arg(&db)
+        .arg("--workspace")
+        .arg(&elsewhere)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(told.status.code(), Some(0), "{}", stderr(&told));
+    assert!(elsewhere.join("note.txt").exists());
+}

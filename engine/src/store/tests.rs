@@ -240,6 +240,7 @@ fn open_creates_the_file_its_folders_and_the_schema() {
             "pending_approvals",
             "run_graphs",
             "run_values",
+            "run_workspaces",
             "runs"
         ]
     );

@@ -126,7 +126,7 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         }
     };
     let mut executor = Executor::new(registry)
-        .with_workspace(workspace)
+        .with_workspace(workspace.clone())
         .with_secrets(crate::headless::default_secrets());
     // Safe mode asks on the terminal. Without one, the run pauses, stored in the run log
     // (exit 3), until `agentloom approve` or `agentloom reject` resumes it.
@@ -152,11 +152,7 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             )
             .await
     });
-    if let Some(recorder) = recorder
-        && let Err(err) = recorder.finish()
-    {
-        eprintln!("warning: the run log may be incomplete: {err}");
-    }
+    super::recording::finish(recorder, store.as_ref(), &report.run_id, &workspace);
     let answer = report.outputs.get("answer").map(Value::to_text);
     let steps = steps.steps.lock().map(|s| s.clone()).unwrap_or_default();
     if args.json {

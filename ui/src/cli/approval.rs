@@ -41,7 +41,8 @@ pub struct ResumeArgs {
     /// The run log database (default: the per-user data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// The directory file blocks may read and write (default: the current directory).
+    /// The directory file blocks may read and write (default: the one the run started in,
+    /// as recorded in the run log; else the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
     /// Print exactly one JSON object with the result on stdout.
@@ -137,9 +138,25 @@ fn decide_and_resume(
         }
     };
     let seed = store.resume_seed(&run_id)?;
+    // The run resumes where it started, wherever this is typed, unless told otherwise.
+    let recorded = match args.workspace {
+        Some(_) => None,
+        None => store.run_workspace(&run_id)?,
+    };
     drop(store);
-    let Some(workspace) = workspace_dir(args.workspace)? else {
-        return Ok(EXIT_INVALID);
+    let workspace = match recorded {
+        Some(dir) if dir.is_dir() => dir,
+        Some(dir) => {
+            eprintln!(
+                "run {run_id} worked in {}, which is no longer a directory; pass --workspace DIR to resume it elsewhere",
+                dir.display()
+            );
+            return Ok(EXIT_INVALID);
+        }
+        None => match workspace_dir(args.workspace)? {
+            Some(dir) => dir,
+            None => return Ok(EXIT_INVALID),
+        },
     };
     if !args.json {
         let verb = if decision.is_approved() {

@@ -18,6 +18,7 @@ pub mod credentials;
 mod interrupt;
 mod mcp;
 mod progress;
+mod recording;
 mod serve;
 mod terminal_approver;
 
@@ -614,11 +615,7 @@ fn execute(
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     phase("graph ran");
     progress.finish();
-    if let Some(recorder) = recorder
-        && let Err(err) = recorder.finish()
-    {
-        eprintln!("warning: the run log may be incomplete: {err}");
-    }
+    recording::finish(recorder, store.as_ref(), &report.run_id, &run.workspace);
     phase("run log written");
     if let (Some(store), Some(run_id)) = (&store, &resumed)
         && let Err(err) = store.clear_decided_approvals(run_id)
