@@ -28,7 +28,7 @@ pub use executor::{
     Approver, DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,
     default_concurrency, new_run_id,
 };
-pub use redact::REDACTED;
+pub use redact::{REDACTED, redact_resolved_secrets};
 pub use seed::{RunSeed, downstream_of};
 pub use store::{
     DEFAULT_MAX_VALUE_BYTES, LogPolicy, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail,

@@ -5,6 +5,9 @@
 //! authentication, percent-encoding for a query string). The executor passes every event
 //! and the final report through [`Redactor`], so errors a service echoed back (a 401 body
 //! quoting the `Authorization` header) never reach the terminal, `--json` or the run log.
+//!
+//! Log lines do not pass through a run: every secret is also added to one process-wide
+//! list, which the binary's log writer applies with [`redact_resolved_secrets`].
 
 use std::sync::RwLock;
 
@@ -26,30 +29,35 @@ pub(crate) struct Redactor {
     needles: RwLock<Vec<String>>,
 }
 
+/// Every secret any run in this process resolved.
+static RESOLVED_IN_PROCESS: Redactor = Redactor {
+    needles: RwLock::new(Vec::new()),
+};
+
+/// `text` with every secret any run in this process resolved replaced by [`REDACTED`]:
+/// for output that does not pass through a run, such as log lines.
+pub fn redact_resolved_secrets(text: &mut String) {
+    RESOLVED_IN_PROCESS.text(text);
+}
+
 impl Redactor {
-    /// Remembers `secret` and its encodings.
+    /// Remembers `secret` and its encodings, here and for the whole process.
     pub(crate) fn remember(&self, secret: &Secret) {
-        let plain = secret.expose();
-        if plain.len() < MIN_SECRET_LEN {
+        let forms = forms(secret);
+        self.add(&forms);
+        RESOLVED_IN_PROCESS.add(&forms);
+    }
+
+    fn add(&self, forms: &[String]) {
+        if forms.is_empty() {
             return;
-        }
-        let mut forms = vec![
-            plain.to_owned(),
-            base64::engine::general_purpose::STANDARD.encode(plain),
-            url::form_urlencoded::byte_serialize(plain.as_bytes()).collect::<String>(),
-        ];
-        // `user:password` is sent as Base64 of the whole; the password alone may be echoed.
-        if let Some((_, password)) = plain.split_once(':')
-            && password.len() >= MIN_SECRET_LEN
-        {
-            forms.push(password.to_owned());
         }
         let Ok(mut needles) = self.needles.write() else {
             return;
         };
         for form in forms {
-            if !needles.contains(&form) {
-                needles.push(form);
+            if !needles.contains(form) {
+                needles.push(form.clone());
             }
         }
         // Longest first, so a secret containing another is replaced whole.
@@ -130,6 +138,31 @@ impl Redactor {
     }
 }
 
+/// `secret` as it may appear in output: plain, Base64 (basic authentication),
+/// percent-encoded (a query string), the password of `user:password`, and escaped as in a
+/// log line's quoted field.
+fn forms(secret: &Secret) -> Vec<String> {
+    let plain = secret.expose();
+    if plain.len() < MIN_SECRET_LEN {
+        return Vec::new();
+    }
+    let mut forms = vec![
+        plain.to_owned(),
+        base64::engine::general_purpose::STANDARD.encode(plain),
+        url::form_urlencoded::byte_serialize(plain.as_bytes()).collect::<String>(),
+    ];
+    if let Some((_, password)) = plain.split_once(':')
+        && password.len() >= MIN_SECRET_LEN
+    {
+        forms.push(password.to_owned());
+    }
+    let escaped = plain.escape_debug().to_string();
+    if escaped != plain {
+        forms.push(escaped);
+    }
+    forms
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +185,18 @@ mod tests {
         )]));
         redactor.value(&mut value);
         assert_eq!(value.to_text(), r#"{"[redacted]":["x [redacted]"]}"#);
+    }
+
+    #[test]
+    fn secrets_any_run_resolved_are_redacted_process_wide() {
+        let one_run = Redactor::default();
+        one_run.remember(&Secret::new("pw\"with-quote"));
+        let mut line = r#"DEBUG call failed body="pw\"with-quote" key=pw"with-quote"#.to_owned();
+        redact_resolved_secrets(&mut line);
+        assert_eq!(
+            line,
+            r#"DEBUG call failed body="[redacted]" key=[redacted]"#
+        );
     }
 
     #[test]

@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod oidc;
+mod terminal;
+pub use terminal::at_a_terminal;
+
 /// A running `fakellm serve` (PyPI `fakellm`: OpenAI and Anthropic wire formats); stopped
 /// on drop.
 pub struct FakeLlm {

@@ -12,8 +12,6 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +23,7 @@ use agentloom_engine::{
     CollectSink, CredentialStore, Executor, KeychainSecrets, RunOptions, RunReport, RunStatus,
     StoredSecret,
 };
+use agentloom_tests::oidc::{Browser, Oidc};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -38,60 +37,6 @@ const ACCESS_TTL_SECS: u64 = 3;
 
 fn skip() -> bool {
     std::env::var("AGENTLOOM_SKIP_PEERS").is_ok_and(|v| v == "1")
-}
-
-struct Oidc {
-    child: Child,
-    issuer: String,
-}
-
-impl Drop for Oidc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_oidc() -> Option<Oidc> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/oidc");
-    if !dir.join("node_modules/oidc-provider").is_dir() {
-        assert!(
-            skip(),
-            "the OAuth peer is missing: run `npm install` in {} (needs node 20+), or set AGENTLOOM_SKIP_PEERS=1",
-            dir.display()
-        );
-        return None;
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = match Command::new("node")
-        .arg(dir.join("server.js"))
-        .arg(port.to_string())
-        .arg(ACCESS_TTL_SECS.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            assert!(
-                skip(),
-                "could not start `node` for the OAuth peer: {e}; install Node.js 20+ or set AGENTLOOM_SKIP_PEERS=1"
-            );
-            return None;
-        }
-    };
-    let issuer = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some(Oidc { child, issuer });
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("the OAuth peer did not start on port {port}");
 }
 
 /// The real Secret Service, or None when peers are skipped.
@@ -118,73 +63,14 @@ impl BrowserOpener for TestBrowser {
     fn open(&self, url: &str) -> Result<(), String> {
         let (issuer, url) = (self.issuer.clone(), url.to_owned());
         *self.done.lock().unwrap() = Some(tokio::spawn(async move {
-            let http = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap();
-            let mut cookies: BTreeMap<String, String> = BTreeMap::new();
-            let mut url = url;
-            for _ in 0..20 {
-                let cookie = cookies
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                let page = http
-                    .get(&url)
-                    .header("cookie", &cookie)
-                    .send()
-                    .await
-                    .unwrap();
-                keep_cookies(&page, &mut cookies);
-                let response = if page.status().is_redirection() {
-                    page
-                } else {
-                    let body = page.text().await.unwrap();
-                    let form: &[(&str, &str)] = if body.contains("name=\"login\"") {
-                        &[("prompt", "login"), ("login", "alice"), ("password", "pw")]
-                    } else {
-                        &[("prompt", "consent")]
-                    };
-                    let cookie = cookies
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    let r = http
-                        .post(&url)
-                        .header("cookie", cookie)
-                        .form(form)
-                        .send()
-                        .await
-                        .unwrap();
-                    keep_cookies(&r, &mut cookies);
-                    r
-                };
-                let location = response.headers()["location"].to_str().unwrap().to_owned();
-                url = if location.starts_with('/') {
-                    format!("{issuer}{location}")
-                } else {
-                    location
-                };
-                if !url.starts_with(&issuer) {
-                    let callback = http.get(&url).send().await.unwrap();
-                    assert_eq!(callback.status(), 200);
-                    return;
-                }
-            }
-            panic!("the sign-in did not finish");
+            let browser = Browser::new(&issuer);
+            let callback = browser.sign_in(url).await;
+            assert_eq!(
+                browser.http.get(&callback).send().await.unwrap().status(),
+                200
+            );
         }));
         Ok(())
-    }
-}
-
-fn keep_cookies(response: &reqwest::Response, cookies: &mut BTreeMap<String, String>) {
-    for value in response.headers().get_all("set-cookie") {
-        let pair = value.to_str().unwrap().split(';').next().unwrap();
-        if let Some((k, v)) = pair.split_once('=') {
-            cookies.insert(k.trim().to_owned(), v.to_owned());
-        }
     }
 }
 
@@ -388,7 +274,9 @@ async fn run_node(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_refreshed_once_on_a_401_and_the_rotated_refresh_token_is_stored() {
-    let Some(oidc) = start_oidc() else { return };
+    let Some(oidc) = Oidc::start_with_access_ttl(ACCESS_TTL_SECS) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let Some(store) = real_keychain(dir.path()) else {
         return;
@@ -456,7 +344,9 @@ async fn an_expired_token_is_refreshed_once_on_a_401_and_the_rotated_refresh_tok
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_refresh_names_the_credential_and_how_to_sign_in_again() {
-    let Some(oidc) = start_oidc() else { return };
+    let Some(oidc) = Oidc::start_with_access_ttl(ACCESS_TTL_SECS) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let Some(store) = real_keychain(dir.path()) else {
         return;

@@ -3,4 +3,5 @@
 pub mod app;
 pub mod cli;
 pub mod headless;
+pub mod logging;
 pub mod serve;

@@ -7,13 +7,7 @@ use clap::Parser as _;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGENTLOOM_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    agentloom::logging::init();
     let cli = agentloom::cli::Cli::parse();
     let command = cli.command.unwrap_or(agentloom::cli::Command::Open {
         graph: None,

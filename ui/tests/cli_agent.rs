@@ -119,3 +119,39 @@ fn without_yes_and_without_a_terminal_the_agent_waits_and_resumes_on_approve() {
         "42"
     );
 }
+
+/// At a terminal the agent asks before each side effect, as `agentloom run` does: here the
+/// code runs as proposed and the file is written with arguments edited by the person.
+#[test]
+fn at_a_terminal_each_side_effect_is_asked_and_arguments_can_be_edited() {
+    let Some(fake) = FakeLlm::start("agent/fakellm.yaml") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base_url = format!("{}/v1", fake.base());
+    let (code, shown) = agentloom_tests::at_a_terminal(
+        std::path::Path::new(env!("CARGO_BIN_EXE_agentloom")),
+        &[
+            "agent".as_ref(),
+            "TASK-MULTI: compute 6 times 7".as_ref(),
+            "--model".as_ref(),
+            "test-model".as_ref(),
+            "--base-url".as_ref(),
+            base_url.as_ref(),
+            "--workspace".as_ref(),
+            dir.path().as_os_str(),
+            "--db".as_ref(),
+            dir.path().join("runs.sqlite3").as_os_str(),
+        ],
+        &[("AGENTLOOM_SECRET_OPENAI", "sk-local-test")],
+        "y\ne\n{\"path\": \"out/answer.txt\", \"content\": \"43\"}\ny\n",
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("wants to: run_code"), "{shown}");
+    assert!(shown.contains("wants to: write_file"), "{shown}");
+    assert!(shown.contains("[e]dit arguments"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/answer.txt")).unwrap(),
+        "43"
+    );
+}

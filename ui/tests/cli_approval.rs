@@ -360,3 +360,136 @@ fn run_from_a_node_and_pinned_outputs_reuse_instead_of_calling_the_model() {
     assert_eq!(stdout_json(&pinned)["outputs"]["story"], "A pinned story.");
     assert_eq!(fake.story_requests(), 1, "a pinned node called the model");
 }
+
+/// `agentloom run GRAPH` on a real terminal, with `typed` as the person's keystrokes.
+fn run_at_a_terminal(graph: &Path, dir: &Path, typed: &str) -> (Option<i32>, String) {
+    agentloom_tests::at_a_terminal(
+        Path::new(env!("CARGO_BIN_EXE_agentloom")),
+        &[
+            "run".as_ref(),
+            graph.as_os_str(),
+            "--no-log".as_ref(),
+            "--workspace".as_ref(),
+            dir.as_os_str(),
+        ],
+        &[],
+        typed,
+    )
+}
+
+/// note (constant) → save (file.write, asked in safe mode)
+fn note_graph(dir: &Path) -> PathBuf {
+    let graph = json!({
+        "format": "agentloom.graph", "version": 1, "name": "note",
+        "settings": {"safe_mode": true},
+        "nodes": [
+            {"id": "note", "block": "data.constant", "config": {"value": "as generated"}},
+            {"id": "save", "block": "file.write", "config": {"path": "note.txt"}}
+        ],
+        "edges": [{"from": ["note", "value"], "to": ["save", "content"]}]
+    });
+    let path = dir.join("note.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&graph).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn at_a_terminal_the_arguments_can_be_edited_before_approving() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = note_graph(dir.path());
+    let (code, shown) = run_at_a_terminal(
+        &graph,
+        dir.path(),
+        "e\n{\"content\": \"edited by hand\"}\ny\n",
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("`save` wants to: "), "{shown}");
+    assert!(shown.contains("\"content\": \"as generated\""), "{shown}");
+    assert!(shown.contains("[e]dit arguments"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("note.txt")).unwrap(),
+        "edited by hand"
+    );
+}
+
+#[test]
+fn at_a_terminal_typing_a_reason_rejects_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = note_graph(dir.path());
+    let (code, shown) =
+        run_at_a_terminal(&graph, dir.path(), "not into the workspace root please\n");
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        shown.contains("`save` was not approved: not into the workspace root please"),
+        "{shown}"
+    );
+    assert!(!dir.path().join("note.txt").exists());
+}
+
+/// `agentloom approve` resumes a paused run in the folder it started in, wherever it is
+/// typed; a folder that is gone is named, with the way out.
+#[test]
+fn approving_resumes_in_the_workspace_the_run_started_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let graph = note_graph(dir.path());
+    let start_in = |folder: &Path| {
+        std::fs::create_dir_all(folder).unwrap();
+        let paused = bin()
+            .current_dir(folder)
+            .arg("run")
+            .arg(&graph)
+            .args(["--json", "--db"])
+            .arg(&db)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(paused.status.code(), Some(3), "{}", stderr(&paused));
+        stdout_json(&paused)["run_id"].as_str().unwrap().to_owned()
+    };
+    let approve_from = |folder: &Path, run_id: &str| {
+        bin()
+            .current_dir(folder)
+            .args(["approve", run_id, "--db"])
+            .arg(&db)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let started = dir.path().join("project");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+
+    let run_id = start_in(&started);
+    let resumed = approve_from(&elsewhere, &run_id);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert_eq!(
+        std::fs::read_to_string(started.join("note.txt")).unwrap(),
+        "as generated"
+    );
+    assert!(!elsewhere.join("note.txt").exists());
+
+    let gone = dir.path().join("gone");
+    let run_id = start_in(&gone);
+    std::fs::remove_dir_all(&gone).unwrap();
+    let refused = approve_from(&elsewhere, &run_id);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let said = stderr(&refused);
+    assert!(
+        said.contains(&format!("worked in {}", gone.display()))
+            && said.contains("pass --workspace DIR"),
+        "{said}"
+    );
+    // Told where, it resumes there.
+    let told = bin()
+        .current_dir(&elsewhere)
+        .args(["approve", &run_id, "--db"])
+        .arg(&db)
+        .arg("--workspace")
+        .arg(&elsewhere)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(told.status.code(), Some(0), "{}", stderr(&told));
+    assert!(elsewhere.join("note.txt").exists());
+}

@@ -13,6 +13,7 @@ use agentloom::app::{App, AppPaths, Command};
 use agentloom_core::GraphDoc;
 use agentloom_engine::credentials::oauth::BrowserOpener;
 use agentloom_engine::{CredentialError, CredentialStore, StoredSecret};
+use agentloom_tests::oidc::{Browser, Oidc};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT as _, Queryable as _};
@@ -497,155 +498,6 @@ fn the_window_says_when_the_keychain_cannot_be_reached() {
     );
 }
 
-/// The OpenID provider test peer (node-oidc-provider in tests/peers/oidc), stopped on drop.
-struct Oidc {
-    child: std::process::Child,
-    issuer: String,
-}
-
-impl Drop for Oidc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the provider, or `None` when peers are skipped (AGENTLOOM_SKIP_PEERS=1).
-fn start_oidc() -> Option<Oidc> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers/oidc");
-    let skip = std::env::var("AGENTLOOM_SKIP_PEERS").is_ok_and(|v| v == "1");
-    if !dir.join("node_modules/oidc-provider").is_dir() {
-        assert!(
-            skip,
-            "the OAuth peer is missing: run `npm install` in {} (needs node 20+), or set AGENTLOOM_SKIP_PEERS=1",
-            dir.display()
-        );
-        return None;
-    }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = std::process::Command::new("node")
-        .arg(dir.join("server.js"))
-        .arg(port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    let child = match child {
-        Ok(child) => child,
-        Err(e) => {
-            assert!(
-                skip,
-                "could not start `node` for the OAuth peer: {e}; install Node.js 20+ or set AGENTLOOM_SKIP_PEERS=1"
-            );
-            return None;
-        }
-    };
-    let oidc = Oidc {
-        child,
-        issuer: format!("http://127.0.0.1:{port}"),
-    };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some(oidc);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("the OAuth peer did not start on port {port}");
-}
-
-/// A tiny browser for the provider's pages: no redirects followed, cookies kept by hand.
-struct WebBrowser {
-    http: reqwest::Client,
-    issuer: String,
-    cookies: Mutex<std::collections::BTreeMap<String, String>>,
-}
-
-impl WebBrowser {
-    fn new(issuer: &str) -> Self {
-        Self {
-            http: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap(),
-            issuer: issuer.to_owned(),
-            cookies: Mutex::new(std::collections::BTreeMap::new()),
-        }
-    }
-
-    async fn send(&self, request: reqwest::RequestBuilder) -> reqwest::Response {
-        let header = self
-            .cookies
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let response = request.header("cookie", header).send().await.unwrap();
-        for value in response.headers().get_all("set-cookie") {
-            let pair = value.to_str().unwrap().split(';').next().unwrap();
-            if let Some((k, v)) = pair.split_once('=') {
-                self.cookies
-                    .lock()
-                    .unwrap()
-                    .insert(k.trim().to_owned(), v.to_owned());
-            }
-        }
-        response
-    }
-
-    async fn get(&self, url: &str) -> reqwest::Response {
-        self.send(self.http.get(url)).await
-    }
-
-    async fn post(&self, url: &str, form: &[(&str, &str)]) -> reqwest::Response {
-        self.send(self.http.post(url).form(form)).await
-    }
-
-    fn location(&self, r: &reqwest::Response) -> String {
-        let loc = r.headers()["location"].to_str().unwrap().to_owned();
-        if loc.starts_with('/') {
-            format!("{}{loc}", self.issuer)
-        } else {
-            loc
-        }
-    }
-
-    /// Follows `url` through the login and consent pages until a redirect leaves the
-    /// provider (or a page says the sign-in succeeded); returns that last address.
-    async fn sign_in(&self, mut url: String) -> String {
-        for _ in 0..20 {
-            let r = self.get(&url).await;
-            if r.status().is_redirection() {
-                url = self.location(&r);
-                if !url.starts_with(&self.issuer) {
-                    return url;
-                }
-                continue;
-            }
-            let body = r.text().await.unwrap();
-            if body.contains("Sign-in Success") {
-                return url;
-            }
-            let form: &[(&str, &str)] = if body.contains("name=\"login\"") {
-                &[("prompt", "login"), ("login", "alice"), ("password", "pw")]
-            } else {
-                &[("prompt", "consent")]
-            };
-            let r = self.post(&url, form).await;
-            assert!(r.status().is_redirection(), "{url}: {}", r.status());
-            url = self.location(&r);
-            if !url.starts_with(&self.issuer) {
-                return url;
-            }
-        }
-        panic!("the sign-in did not finish");
-    }
-}
-
 fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -656,39 +508,7 @@ fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
 
 /// Plays the person approving a device code on the provider's pages (another device).
 fn approve_device_code(issuer: &str, verification_uri: &str, user_code: &str) {
-    block_on(async {
-        let b = WebBrowser::new(issuer);
-        let hidden = |body: &str, name: &str| {
-            let marker = format!("name=\"{name}\" value=\"");
-            let start = body.find(&marker).unwrap() + marker.len();
-            body[start..].split('"').next().unwrap().to_owned()
-        };
-        let page = b.get(verification_uri).await.text().await.unwrap();
-        let xsrf = hidden(&page, "xsrf");
-        let confirm = b
-            .post(
-                verification_uri,
-                &[("xsrf", &xsrf), ("user_code", user_code)],
-            )
-            .await
-            .text()
-            .await
-            .unwrap();
-        let xsrf = hidden(&confirm, "xsrf");
-        let r = b
-            .post(
-                verification_uri,
-                &[
-                    ("xsrf", &xsrf),
-                    ("user_code", user_code),
-                    ("confirm", "yes"),
-                ],
-            )
-            .await;
-        assert!(r.status().is_redirection(), "{}", r.status());
-        let last = b.sign_in(b.location(&r)).await;
-        assert!(last.starts_with(issuer), "{last}");
-    });
+    block_on(Browser::new(issuer).approve_device_code(verification_uri, user_code));
 }
 
 /// Signs in on the provider's pages when the app opens one, then follows the redirect to
@@ -704,7 +524,7 @@ impl BrowserOpener for TestBrowser {
         let (issuer, url) = (self.issuer.clone(), url.to_owned());
         std::thread::spawn(move || {
             block_on(async {
-                let b = WebBrowser::new(&issuer);
+                let b = Browser::new(&issuer);
                 let callback = b.sign_in(url).await;
                 assert!(callback.starts_with("http://127.0.0.1:"), "{callback}");
                 b.get(&callback).await;
@@ -749,7 +569,7 @@ fn wait_long(h: &mut AppHarness, what: &str, done: impl Fn(&AppHarness) -> bool)
 
 #[test]
 fn signing_in_with_an_openid_provider_by_device_code_then_again_then_removing_revokes() {
-    let Some(oidc) = start_oidc() else { return };
+    let Some(oidc) = Oidc::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let paths = paths(dir.path());
     let store = store(&paths);
@@ -840,7 +660,7 @@ fn signing_in_with_an_openid_provider_by_device_code_then_again_then_removing_re
 
 #[test]
 fn signing_in_in_the_browser_goes_through_the_loopback_listener() {
-    let Some(oidc) = start_oidc() else { return };
+    let Some(oidc) = Oidc::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let paths = paths(dir.path());
     let store = store(&paths);
@@ -882,7 +702,7 @@ fn signing_in_in_the_browser_goes_through_the_loopback_listener() {
 
 #[test]
 fn the_window_shows_the_sign_in_address_while_waiting_for_the_browser() {
-    let Some(oidc) = start_oidc() else { return };
+    let Some(oidc) = Oidc::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let paths = paths(dir.path());
     let name = unique("ui-wait");

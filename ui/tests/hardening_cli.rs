@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{BufRead, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -56,6 +56,52 @@ fn echoing_service() -> String {
         }
     });
     base
+}
+
+/// A graph whose one node waits a minute.
+fn slow_graph(dir: &Path) -> PathBuf {
+    write_graph(
+        dir,
+        "slow.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "slow",
+            "nodes": [
+                {"id": "start", "block": "data.constant", "config": {"value": 1}},
+                {"id": "wait", "block": "control.delay", "config": {"ms": 60000}}
+            ],
+            "edges": [{"from": ["start", "value"], "to": ["wait", "value"]}]
+        }),
+    )
+}
+
+fn interrupt(child: &std::process::Child) {
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// Waits for `child` to exit; kills it and fails with `failure` after `limit`.
+fn exit_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+    failure: &str,
+) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{failure} within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
@@ -194,18 +240,7 @@ fn a_closed_stdout_ends_the_command_quietly() {
 #[test]
 fn ctrl_c_ends_a_run_and_the_log_says_cancelled() {
     let dir = tempfile::tempdir().unwrap();
-    let graph = write_graph(
-        dir.path(),
-        "slow.json",
-        &json!({
-            "format": "agentloom.graph", "version": 1, "name": "slow",
-            "nodes": [
-                {"id": "start", "block": "data.constant", "config": {"value": 1}},
-                {"id": "wait", "block": "control.delay", "config": {"ms": 60000}}
-            ],
-            "edges": [{"from": ["start", "value"], "to": ["wait", "value"]}]
-        }),
-    );
+    let graph = slow_graph(dir.path());
     let db = dir.path().join("runs.sqlite3");
     let mut child = bin()
         .arg("run")
@@ -218,24 +253,12 @@ fn ctrl_c_ends_a_run_and_the_log_says_cancelled() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let sent = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
+    interrupt(&child);
+    let status = exit_within(
+        &mut child,
+        Duration::from_secs(5),
+        "agentloom run ignored SIGINT",
     );
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if sent.elapsed() > Duration::from_secs(5) {
-            let _ = child.kill();
-            panic!("agentloom run ignored SIGINT for 5 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
     assert_eq!(status.code(), Some(1));
     let mut stdout = String::new();
     child
@@ -279,4 +302,195 @@ fn a_graph_file_over_the_size_cap_is_refused_before_parsing() {
     );
     let output = bin().arg("validate").arg(&graph).output().unwrap();
     assert_eq!(output.status.code(), Some(0));
+}
+
+/// Reads `stderr` line by line until one contains `needle`; panics after `limit`.
+fn wait_for_line(stderr: &mut impl BufRead, needle: &str, limit: Duration) {
+    let started = Instant::now();
+    let mut seen = String::new();
+    while started.elapsed() < limit {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if line.contains(needle) {
+            return;
+        }
+        seen.push_str(&line);
+    }
+    panic!("no `{needle}` on stderr; saw:\n{seen}");
+}
+
+/// The first Ctrl-C cancels the run, but winding down can still wait (here on a run log
+/// another process holds locked); a second Ctrl-C quits at once with 130.
+#[test]
+fn a_second_ctrl_c_quits_at_once_while_the_run_winds_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = slow_graph(dir.path());
+    let db = dir.path().join("runs.sqlite3");
+    let mut child = bin()
+        .arg("run")
+        .arg(&graph)
+        .arg("--db")
+        .arg(&db)
+        .env("AGENTLOOM_LOG", "agentloom=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    wait_for_line(
+        &mut stderr,
+        "run log and runtime ready",
+        Duration::from_secs(30),
+    );
+    // The run is under way; another process now holds the run log's write lock.
+    std::thread::sleep(Duration::from_millis(500));
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    interrupt(&child);
+    wait_for_line(&mut stderr, "Ctrl-C again to quit", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run log is locked, so the first Ctrl-C cannot have finished the command"
+    );
+
+    interrupt(&child);
+    let status = exit_within(
+        &mut child,
+        Duration::from_secs(2),
+        "a second Ctrl-C did not quit",
+    );
+    assert_eq!(status.code(), Some(130));
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("quitting"), "{rest}");
+
+    // The run is not lost: once the lock is gone, the log lists it as interrupted.
+    holder.execute_batch("COMMIT").unwrap();
+    drop(holder);
+    let listed = bin()
+        .args(["runs", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+}
+
+/// A block that logs the secret it resolved, as careless code might: at debug level in the
+/// message, at trace level in a field, and from another thread.
+mod careless_logging {
+    use std::sync::Arc;
+
+    use agentloom_core::{
+        Block, BlockError, BlockMeta, Config, ConfigError, NodeImpl, PortSpec, Ports, RunCtx,
+        ValueMap, ValueType, async_trait,
+    };
+
+    pub struct LogsSecret(pub BlockMeta);
+    struct LogsSecretNode(Ports);
+
+    impl Block for LogsSecret {
+        fn meta(&self) -> &BlockMeta {
+            &self.0
+        }
+        fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+            Ok(Arc::new(LogsSecretNode(Ports::new(
+                vec![],
+                vec![PortSpec::new("value", ValueType::Text)],
+            ))))
+        }
+    }
+
+    #[async_trait]
+    impl NodeImpl for LogsSecretNode {
+        fn ports(&self) -> &Ports {
+            &self.0
+        }
+        async fn run(&self, _inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+            let secret = ctx.secret("api")?;
+            tracing::debug!("calling the service with key {}", secret.expose());
+            tracing::trace!(header = ?format!("Bearer {}", secret.expose()), "request headers");
+            let copy = secret.expose().to_owned();
+            std::thread::spawn(move || tracing::warn!(%copy, "from a worker thread"))
+                .join()
+                .map_err(|_| BlockError::permanent("the logging thread panicked"))?;
+            Ok(agentloom_core::outputs([("value", "sent".into())]))
+        }
+    }
+}
+
+const LOGGING_WORKER_ENV: &str = "AGENTLOOM_TEST_LOGGING_WORKER";
+
+/// In the worker process: the binary's log set-up, then a run of the careless block.
+fn run_careless_block() {
+    use agentloom_core::{GraphDoc, NodeDoc, ValueMap, validate};
+    use agentloom_engine::{CollectSink, EnvSecrets, Executor, RunOptions, RunStatus};
+    use std::sync::Arc;
+
+    agentloom::logging::init();
+    let registry = Arc::new(agentloom_blocks::Registry::builtin().with(Box::new(
+        careless_logging::LogsSecret(agentloom_core::BlockMeta::new(
+            "test.logs_secret",
+            "Logs secret",
+            "Test",
+            "",
+        )),
+    )));
+    let mut doc = GraphDoc::new("careless");
+    doc.nodes.push(NodeDoc::new("call", "test.logs_secret"));
+    let graph = Arc::new(validate(&doc, registry.as_ref()).unwrap());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let report = runtime.block_on(
+        Executor::new(registry)
+            .with_secrets(Arc::new(EnvSecrets))
+            .run(
+                graph,
+                ValueMap::new(),
+                RunOptions::default(),
+                Arc::new(CollectSink::default()),
+            ),
+    );
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+}
+
+/// Log lines do not pass through a run: whatever a block logs, at any level and from any
+/// thread, reaches stderr with every secret a run in the process resolved replaced.
+#[test]
+fn log_lines_never_show_a_secret_a_run_resolved() {
+    if std::env::var_os(LOGGING_WORKER_ENV).is_some() {
+        run_careless_block();
+        return;
+    }
+    let secret = "sk-live-CANARY\"quoted\\tail";
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "log_lines_never_show_a_secret_a_run_resolved",
+            "--nocapture",
+        ])
+        .env(LOGGING_WORKER_ENV, "1")
+        .env("AGENTLOOM_SECRET_API", secret)
+        .env("AGENTLOOM_LOG", "trace")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    for logged in [
+        "calling the service with key [redacted]",
+        "header=\"Bearer [redacted]\"",
+        "from a worker thread copy=[redacted]",
+    ] {
+        assert!(
+            stderr.contains(logged),
+            "no `{logged}` in the log:\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("CANARY"),
+        "the log leaks the key:\n{stderr}"
+    );
 }

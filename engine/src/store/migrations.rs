@@ -109,6 +109,13 @@ CREATE TABLE run_values (
     PRIMARY KEY (run_id, hash)
 ) STRICT;
 ",
+    // 5: the workspace a run's file blocks used, so resuming it elsewhere uses it again.
+    r"
+CREATE TABLE run_workspaces (
+    run_id          TEXT PRIMARY KEY NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    workspace       TEXT NOT NULL
+) STRICT;
+",
 ];
 
 /// The schema version this build writes.

@@ -18,6 +18,7 @@ mod liveness;
 mod migrations;
 mod queries;
 mod values;
+mod workspaces;
 mod writer;
 
 use std::path::{Path, PathBuf};

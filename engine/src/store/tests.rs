@@ -240,6 +240,7 @@ fn open_creates_the_file_its_folders_and_the_schema() {
             "pending_approvals",
             "run_graphs",
             "run_values",
+            "run_workspaces",
             "runs"
         ]
     );
@@ -952,4 +953,33 @@ fn a_recording_process_killed_mid_run_leaves_an_interrupted_run() {
         map(&[("prompt", Value::from("hi"))])
     );
     assert_eq!(store.events("killed").unwrap().len(), 2);
+}
+
+#[test]
+fn a_run_keeps_its_workspace_until_it_is_deleted() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    record(&store, &full_run("0193ws01"));
+    assert_eq!(store.run_workspace("0193ws01").unwrap(), None);
+    store
+        .record_workspace("0193ws01", Path::new("/home/ada/project"))
+        .unwrap();
+    store
+        .record_workspace("0193ws01", Path::new("/home/ada/elsewhere"))
+        .unwrap();
+    assert_eq!(
+        store.run_workspace("0193ws01").unwrap(),
+        Some(PathBuf::from("/home/ada/elsewhere"))
+    );
+    // Only for a run in the log, and gone with it.
+    assert!(
+        store
+            .record_workspace("0193none", Path::new("/tmp"))
+            .is_err()
+    );
+    assert!(store.delete_run("0193ws01").unwrap());
+    let left: i64 = raw(&path)
+        .query_row("SELECT count(*) FROM run_workspaces", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0);
 }

@@ -1,19 +1,18 @@
 //! `agentloom agent "GOAL"`: the agent loop from the command line, with a built-in graph
 //! (goal → agent with every built-in tool → outputs), each step printed as it happens.
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
-use agentloom_core::{
-    ApprovalDecision, ApprovalRequest, EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate,
-};
+use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate};
 use agentloom_engine::{
     Approver, EventKind, EventSink, Executor, FanoutSink, RunEvent, RunOptions, RunStatus,
 };
 use serde_json::json;
 
+use super::terminal_approver::TerminalApprover;
 use super::{EXIT_FAILED, EXIT_INVALID, EXIT_WAITING, open_store};
 
 /// Every built-in tool of the agent block.
@@ -127,12 +126,12 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         }
     };
     let mut executor = Executor::new(registry)
-        .with_workspace(workspace)
+        .with_workspace(workspace.clone())
         .with_secrets(crate::headless::default_secrets());
     // Safe mode asks on the terminal. Without one, the run pauses, stored in the run log
     // (exit 3), until `agentloom approve` or `agentloom reject` resumes it.
     let ask = (!args.yes && std::io::stdin().is_terminal())
-        .then(|| Arc::new(TerminalApprover) as Arc<dyn Approver>);
+        .then(|| Arc::new(TerminalApprover::new(None)) as Arc<dyn Approver>);
     if let Some(approver) = super::headless_approver(store.as_ref(), ask) {
         executor = executor.with_approver(approver);
     }
@@ -142,14 +141,8 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         cancel: cancel.clone(),
         ..RunOptions::default()
     };
+    super::interrupt::watch(cancel.clone());
     let report = runtime.block_on(async {
-        let ctrl_c = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ncancelling…");
-                ctrl_c.cancel();
-            }
-        });
         executor
             .run(
                 Arc::new(graph),
@@ -159,11 +152,7 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             )
             .await
     });
-    if let Some(recorder) = recorder
-        && let Err(err) = recorder.finish()
-    {
-        eprintln!("warning: the run log may be incomplete: {err}");
-    }
+    super::recording::finish(recorder, store.as_ref(), &report.run_id, &workspace);
     let answer = report.outputs.get("answer").map(Value::to_text);
     let steps = steps.steps.lock().map(|s| s.clone()).unwrap_or_default();
     if args.json {
@@ -293,45 +282,4 @@ pub fn describe_step(step: &serde_json::Value) -> String {
         line = format!("  {}\n{line}", agentloom_core::clip_chars(&thought, 300));
     }
     line
-}
-
-/// Asks on the terminal before a side effect: y approves, anything else rejects with that
-/// text as the message to the model.
-struct TerminalApprover;
-
-#[agentloom_core::async_trait]
-impl Approver for TerminalApprover {
-    async fn decide(
-        &self,
-        _run_id: &str,
-        node: &str,
-        request: &ApprovalRequest,
-    ) -> ApprovalDecision {
-        let prompt = format!(
-            "`{node}` wants to run {} {}\nAllow? [y = yes, anything else = no, and tells the agent why] ",
-            request.action,
-            request.arguments.to_json()
-        );
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut stderr = std::io::stderr();
-            let _ = write!(stderr, "{prompt}");
-            let _ = stderr.flush();
-            let mut line = String::new();
-            let _ = std::io::stdin().lock().read_line(&mut line);
-            line.trim().to_owned()
-        })
-        .await
-        .unwrap_or_default();
-        if answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes") {
-            request.approve_as_is()
-        } else {
-            ApprovalDecision::Rejected {
-                message: if answer.is_empty() {
-                    "The person did not allow this.".to_owned()
-                } else {
-                    answer
-                },
-            }
-        }
-    }
 }

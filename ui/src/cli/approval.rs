@@ -1,15 +1,13 @@
 //! `agentloom approve|reject RUN_ID`: decide what a waiting run waits for and resume it
-//! from the run log; asking at a terminal during `agentloom run`; seeds for `run --from`.
+//! from the run log; seeds for `run --from`.
 
-use std::io::{BufRead as _, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
 use agentloom_core::{ApprovalDecision, ApprovalRequest, ValidGraph, Value, validate};
-use agentloom_engine::{Approver, PendingApproval, RunSeed, RunStatus};
+use agentloom_engine::{PendingApproval, RunSeed, RunStatus};
 
-use super::progress::ProgressSink;
 use super::{EXIT_INVALID, Execution, execute, open_store, workspace_dir};
 
 #[derive(Debug, clap::Args)]
@@ -43,7 +41,8 @@ pub struct ResumeArgs {
     /// The run log database (default: the per-user data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// The directory file blocks may read and write (default: the current directory).
+    /// The directory file blocks may read and write (default: the one the run started in,
+    /// as recorded in the run log; else the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
     /// Print exactly one JSON object with the result on stdout.
@@ -139,9 +138,25 @@ fn decide_and_resume(
         }
     };
     let seed = store.resume_seed(&run_id)?;
+    // The run resumes where it started, wherever this is typed, unless told otherwise.
+    let recorded = match args.workspace {
+        Some(_) => None,
+        None => store.run_workspace(&run_id)?,
+    };
     drop(store);
-    let Some(workspace) = workspace_dir(args.workspace)? else {
-        return Ok(EXIT_INVALID);
+    let workspace = match recorded {
+        Some(dir) if dir.is_dir() => dir,
+        Some(dir) => {
+            eprintln!(
+                "run {run_id} worked in {}, which is no longer a directory; pass --workspace DIR to resume it elsewhere",
+                dir.display()
+            );
+            return Ok(EXIT_INVALID);
+        }
+        None => match workspace_dir(args.workspace)? {
+            Some(dir) => dir,
+            None => return Ok(EXIT_INVALID),
+        },
     };
     if !args.json {
         let verb = if decision.is_approved() {
@@ -238,86 +253,4 @@ pub(super) fn run_from_seed(
     };
     let rerun = agentloom_engine::downstream_of(graph, from);
     store.reuse_seed(&run_id, &rerun).map_err(|e| e.to_string())
-}
-
-/// Asks at the terminal: approve, reject with a message, or edit the arguments as JSON.
-pub struct TerminalApprover {
-    progress: Arc<ProgressSink>,
-}
-
-impl TerminalApprover {
-    pub fn new(progress: Arc<ProgressSink>) -> Self {
-        Self { progress }
-    }
-}
-
-#[agentloom_core::async_trait]
-impl Approver for TerminalApprover {
-    async fn decide(
-        &self,
-        _run_id: &str,
-        node: &str,
-        request: &ApprovalRequest,
-    ) -> ApprovalDecision {
-        let node = node.to_owned();
-        let request = request.clone();
-        let progress = self.progress.clone();
-        let asked = tokio::task::spawn_blocking(move || {
-            progress.suspend(|| ask_at_terminal(&node, &request))
-        })
-        .await;
-        match asked {
-            Ok(Ok(decision)) => decision,
-            Ok(Err(err)) => ApprovalDecision::Rejected {
-                message: format!("could not ask at the terminal: {err}"),
-            },
-            Err(err) => ApprovalDecision::Rejected {
-                message: format!("could not ask at the terminal: {err}"),
-            },
-        }
-    }
-}
-
-fn ask_at_terminal(node: &str, request: &ApprovalRequest) -> std::io::Result<ApprovalDecision> {
-    let stdin = std::io::stdin();
-    let mut stderr = std::io::stderr();
-    let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
-    writeln!(stderr, "`{node}` wants to: {}\n{arguments}", request.action)?;
-    let mut arguments = request.arguments.clone();
-    loop {
-        write!(stderr, "approve? [y]es / [n]o / [e]dit arguments: ")?;
-        stderr.flush()?;
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line)? == 0 {
-            return Ok(ApprovalDecision::Rejected {
-                message: "no answer (end of input)".to_owned(),
-            });
-        }
-        match line.trim() {
-            "y" | "yes" => return Ok(ApprovalDecision::Approved { arguments }),
-            "n" | "no" => {
-                write!(stderr, "why (sent back as the reason): ")?;
-                stderr.flush()?;
-                let mut message = String::new();
-                stdin.lock().read_line(&mut message)?;
-                return Ok(ApprovalDecision::Rejected {
-                    message: message.trim().to_owned(),
-                });
-            }
-            "e" | "edit" => {
-                write!(stderr, "new arguments as JSON on one line: ")?;
-                stderr.flush()?;
-                let mut text = String::new();
-                stdin.lock().read_line(&mut text)?;
-                match serde_json::from_str::<serde_json::Value>(text.trim()) {
-                    Ok(json) => {
-                        arguments = Value::from_json(json);
-                        writeln!(stderr, "arguments changed; approve to use them")?;
-                    }
-                    Err(err) => writeln!(stderr, "not JSON ({err}); arguments unchanged")?,
-                }
-            }
-            _ => {}
-        }
-    }
 }

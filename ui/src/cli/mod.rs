@@ -15,9 +15,12 @@ macro_rules! out {
 pub mod agent;
 mod approval;
 pub mod credentials;
+mod interrupt;
 mod mcp;
 mod progress;
+mod recording;
 mod serve;
+mod terminal_approver;
 
 /// Writing to stdout failed. When the reader went away (a closed pipe), the process ends
 /// quietly, as other Unix tools do.
@@ -580,8 +583,11 @@ fn execute(
         .with_workspace(run.workspace.clone())
         .with_secrets(crate::headless::default_secrets());
     // A person at a terminal is asked; otherwise the run pauses, stored in the run log.
-    let ask = (std::io::stdin().is_terminal() && interactive && !run.json)
-        .then(|| Arc::new(approval::TerminalApprover::new(progress.clone())) as _);
+    let ask = (std::io::stdin().is_terminal() && interactive && !run.json).then(|| {
+        Arc::new(terminal_approver::TerminalApprover::new(Some(
+            progress.clone(),
+        ))) as _
+    });
     if let Some(approver) = headless_approver(store.as_ref(), ask) {
         executor = executor.with_approver(approver);
     }
@@ -594,19 +600,8 @@ fn execute(
         seed: run.seed.map(Arc::new),
     };
     phase("run log and runtime ready");
+    interrupt::watch(cancel.clone());
     let report = runtime.block_on(async {
-        let ctrl_c = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ncancelling… (Ctrl-C again to quit at once)");
-                ctrl_c.cancel();
-            }
-            // A node that does not notice cancellation must not keep the process alive.
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("quitting");
-                std::process::exit(EXIT_INTERRUPTED);
-            }
-        });
         executor
             .run(
                 Arc::new(graph),
@@ -620,11 +615,7 @@ fn execute(
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     phase("graph ran");
     progress.finish();
-    if let Some(recorder) = recorder
-        && let Err(err) = recorder.finish()
-    {
-        eprintln!("warning: the run log may be incomplete: {err}");
-    }
+    recording::finish(recorder, store.as_ref(), &report.run_id, &run.workspace);
     phase("run log written");
     if let (Some(store), Some(run_id)) = (&store, &resumed)
         && let Err(err) = store.clear_decided_approvals(run_id)
