@@ -6,11 +6,12 @@
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use agentloom_tests::FakeLlm;
 use serde_json::{Value, json};
 
 fn bin() -> Command {
@@ -45,76 +46,18 @@ fn stdout_json(output: &Output) -> Value {
     })
 }
 
-/// A running `fakellm serve` with the shared test rules; stopped on drop.
-struct FakeLlm {
-    child: Child,
-    port: u16,
-}
-
-impl FakeLlm {
-    fn start() -> Option<FakeLlm> {
-        let binary = std::env::split_paths(&std::env::var_os("PATH")?)
-            .map(|dir| dir.join("fakellm"))
-            .find(|candidate| candidate.is_file());
-        let Some(binary) = binary else {
-            assert_eq!(
-                std::env::var("AGENTLOOM_SKIP_PEERS").as_deref(),
-                Ok("1"),
-                "the test peer `fakellm` is not on PATH: `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1"
-            );
-            return None;
-        };
-        let config =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/llm/fakellm.yaml");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(binary)
-            .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
-            .arg("--config")
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let fake = FakeLlm { child, port };
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "fakellm did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Some(fake)
-    }
-
-    fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
-    }
-
-    /// How many requests the `story` rule answered.
-    fn story_requests(&self) -> u64 {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .write_all(b"GET /_fakellm/stats HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
-        let stats: Value = serde_json::from_str(body).unwrap();
-        stats["by_rule"]["story"].as_u64().unwrap_or(0)
-    }
-}
-
-impl Drop for FakeLlm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// How many requests fakellm's `story` rule answered (read with a plain socket: these tests
+/// drive processes and have no async runtime).
+fn story_requests(fake: &FakeLlm) -> u64 {
+    let mut stream = TcpStream::connect(("127.0.0.1", fake.port())).unwrap();
+    stream
+        .write_all(b"GET /_fakellm/stats HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let stats: Value = serde_json::from_str(body).unwrap();
+    stats["by_rule"]["story"].as_u64().unwrap_or(0)
 }
 
 const STORY: &str = "Once upon a time a graph of small blocks learned to stream its words, one by one, to a canvas that waited patiently.";
@@ -128,7 +71,7 @@ fn story_graph(dir: &Path, fake: &FakeLlm, safe_mode: bool) -> PathBuf {
         "settings": {"safe_mode": safe_mode},
         "nodes": [
             {"id": "story", "block": "llm.chat", "config": {"credential": "fakellm",
-                "base_url": fake.base_url(), "model": "test-model",
+                "base_url": format!("{}/v1", fake.base()), "model": "test-model",
                 "prompt": "Tell a story", "stream": false}},
             {"id": "save", "block": "file.write", "config": {"path": "story.txt"}},
             {"id": "slow", "block": "control.delay", "config": {"ms": 2500}},
@@ -162,7 +105,7 @@ fn run_and_node_status(db: &Path, node: &str) -> Option<(String, String, String)
 
 #[test]
 fn a_paused_run_survives_sigkill_and_resumes_with_edited_arguments() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else { return };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let graph = story_graph(dir.path(), &fake, true);
@@ -195,7 +138,7 @@ fn a_paused_run_survives_sigkill_and_resumes_with_edited_arguments() {
     std::thread::sleep(Duration::from_millis(200));
     child.kill().unwrap(); // SIGKILL on unix
     child.wait().unwrap();
-    assert_eq!(fake.story_requests(), 1);
+    assert_eq!(story_requests(&fake), 1);
 
     let (_, status, _) = run_and_node_status(&db, "save").unwrap();
     assert_eq!(
@@ -232,7 +175,7 @@ fn a_paused_run_survives_sigkill_and_resumes_with_edited_arguments() {
         "exactly the edited side effect"
     );
     assert_eq!(
-        fake.story_requests(),
+        story_requests(&fake),
         1,
         "the finished LLM node was called again"
     );
@@ -310,7 +253,7 @@ fn a_headless_run_exits_3_and_a_rejection_fails_it_with_the_message() {
 
 #[test]
 fn run_from_a_node_and_pinned_outputs_reuse_instead_of_calling_the_model() {
-    let Some(fake) = FakeLlm::start() else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else { return };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let graph = story_graph(dir.path(), &fake, false);
@@ -329,14 +272,14 @@ fn run_from_a_node_and_pinned_outputs_reuse_instead_of_calling_the_model() {
     let first = run(&[]);
     assert!(first.status.success(), "{}", stderr(&first));
     let first_id = stdout_json(&first)["run_id"].as_str().unwrap().to_owned();
-    assert_eq!(fake.story_requests(), 1);
+    assert_eq!(story_requests(&fake), 1);
     std::fs::remove_file(dir.path().join("story.txt")).unwrap();
 
     let from = run(&["--from", "save", "--reuse", &first_id]);
     assert!(from.status.success(), "{}", stderr(&from));
     let report = stdout_json(&from);
     assert_ne!(report["run_id"], first_id.as_str());
-    assert_eq!(fake.story_requests(), 1, "run from `save` called the model");
+    assert_eq!(story_requests(&fake), 1, "run from `save` called the model");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("story.txt")).unwrap(),
         STORY
@@ -358,7 +301,7 @@ fn run_from_a_node_and_pinned_outputs_reuse_instead_of_calling_the_model() {
     let pinned = run(&[]);
     assert!(pinned.status.success(), "{}", stderr(&pinned));
     assert_eq!(stdout_json(&pinned)["outputs"]["story"], "A pinned story.");
-    assert_eq!(fake.story_requests(), 1, "a pinned node called the model");
+    assert_eq!(story_requests(&fake), 1, "a pinned node called the model");
 }
 
 /// `agentloom run GRAPH` on a real terminal, with `typed` as the person's keystrokes.

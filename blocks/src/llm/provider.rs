@@ -208,7 +208,7 @@ impl Endpoint {
 /// `text` without the API key in it, should a provider echo it.
 fn redact(key: Option<&Secret>, text: &str) -> String {
     match key {
-        Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "<redacted>"),
+        Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "[redacted]"),
         _ => text.to_owned(),
     }
 }

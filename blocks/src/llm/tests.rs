@@ -561,7 +561,7 @@ async fn keys_go_in_headers_only_and_never_into_errors() {
         .await
         .unwrap_err();
     assert!(
-        err.message.contains("bad request for key <redacted>"),
+        err.message.contains("bad request for key [redacted]"),
         "{}",
         err.message
     );
