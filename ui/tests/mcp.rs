@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use agentloom_tests::mcp::server_everything;
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
@@ -17,23 +18,6 @@ fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloom"));
     cmd.env_remove("AGENTLOOM_LOG");
     cmd
-}
-
-/// The server-everything launcher, or `None` (skip) when it is not installed and
-/// AGENTLOOM_SKIP_PEERS=1.
-fn server_everything() -> Option<PathBuf> {
-    let launcher = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/peers/mcp/node_modules/.bin/mcp-server-everything");
-    if launcher.is_file() {
-        return Some(launcher);
-    }
-    if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
-        eprintln!("skipping: server-everything is not installed and AGENTLOOM_SKIP_PEERS=1");
-        return None;
-    }
-    panic!(
-        "the MCP test peer is missing: run `(cd tests/peers/mcp && npm install)` (scripts/test-all.sh does it), or set AGENTLOOM_SKIP_PEERS=1"
-    );
 }
 
 fn write_graph(dir: &Path, graph: &Value) -> PathBuf {
