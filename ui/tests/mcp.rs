@@ -273,75 +273,227 @@ async fn graphs_served_as_mcp_tools() {
     assert_eq!(runs[0]["status"], "completed");
 }
 
+fn app_harness(
+    dir: &Path,
+    doc: &agentloom_core::GraphDoc,
+) -> egui_kittest::Harness<'static, agentloom::app::App> {
+    use agentloom::app::{App, AppPaths};
+
+    let paths = AppPaths {
+        run_log: Some(dir.join("runs.sqlite3")),
+        data_dir: None,
+        workspace: Some(dir.to_owned()),
+        credentials_dir: Some(dir.join("credentials")),
+    };
+    let app = App::new(doc, None, &paths);
+    let mut h = egui_kittest::Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    h.run_steps(3);
+    h
+}
+
+/// Runs frames until `done` holds (connecting happens in the background), at most 60 s.
+fn run_until(
+    h: &mut egui_kittest::Harness<'static, agentloom::app::App>,
+    what: &str,
+    done: impl Fn(&agentloom::app::App) -> bool,
+) {
+    let started = std::time::Instant::now();
+    while !done(h.state()) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "not within 60 s: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        h.run_steps(1);
+    }
+    h.run_steps(2);
+}
+
+fn has_block(app: &agentloom::app::App, kind: &str) -> bool {
+    app.catalog().block(kind).is_some()
+}
+
+fn open_mcp_window(h: &mut egui_kittest::Harness<'static, agentloom::app::App>) {
+    use egui::accesskit::Role;
+    use egui_kittest::kittest::Queryable as _;
+
+    h.get_by_role_and_label(Role::Button, "File").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "MCP servers…")
+        .click();
+    h.run_steps(4);
+}
+
+fn add_server_in_window(
+    h: &mut egui_kittest::Harness<'static, agentloom::app::App>,
+    fields: &[(&str, String)],
+) {
+    use egui::accesskit::Role;
+    use egui_kittest::kittest::Queryable as _;
+
+    for (label, text) in fields {
+        let field = h.get_by_role_and_label(Role::TextInput, label);
+        field.click();
+        field.type_text(text);
+        h.run_steps(2);
+    }
+    h.get_by_role_and_label(Role::Button, "Add server").click();
+    h.run_steps(1);
+}
+
 #[test]
 fn an_mcp_server_added_in_the_app_puts_its_tools_in_the_palette() {
-    use agentloom::app::{App, AppPaths};
     use egui::accesskit::Role;
-    use egui_kittest::Harness;
     use egui_kittest::kittest::Queryable as _;
 
     let Some(launcher) = server_everything() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let paths = AppPaths {
-        run_log: Some(dir.path().join("runs.sqlite3")),
-        data_dir: None,
-        workspace: Some(dir.path().to_owned()),
-        credentials_dir: Some(dir.path().join("credentials")),
-    };
-    let app = App::new(&agentloom_core::GraphDoc::new("Tools"), None, &paths);
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
-    h.run_steps(3);
-    h.get_by_role_and_label(Role::Button, "File").click();
-    h.run_steps(2);
-    h.get_by_role_and_label(Role::Button, "MCP servers…")
-        .click();
-    h.run_steps(4);
+    let mut h = app_harness(dir.path(), &agentloom_core::GraphDoc::new("Tools"));
+    open_mcp_window(&mut h);
     h.get_by_label("This graph uses no MCP server yet.");
-    for (label, text) in [
-        ("Name", "everything".to_owned()),
-        ("Command", launcher.display().to_string()),
-        ("Arguments", "stdio".to_owned()),
-    ] {
-        let field = h.get_by_role_and_label(Role::TextInput, label);
-        field.click();
-        field.type_text(&text);
-        h.run_steps(2);
-    }
-    h.get_by_role_and_label(Role::Button, "Add server").click();
-    h.run_steps(3);
+    add_server_in_window(
+        &mut h,
+        &[
+            ("Name", "everything".to_owned()),
+            ("Command", launcher.display().to_string()),
+            ("Arguments", "stdio".to_owned()),
+        ],
+    );
+    // The window goes on drawing while the server starts.
+    h.run_steps(2);
+    h.get_by_label_contains("Connecting to everything");
+    run_until(&mut h, "the tools are blocks", |app| {
+        has_block(app, "mcp.everything.get-sum")
+    });
 
     // Saved with the graph, and its tools are blocks of the palette.
     let doc = h.state().document.to_doc();
     let server = &doc.mcp_servers["everything"];
     assert_eq!(server.args, ["stdio"]);
     assert!(
-        h.state()
-            .catalog()
-            .block("mcp.everything.get-sum")
-            .is_some()
+        h.state().problems().is_empty(),
+        "{:?}",
+        h.state().problems()
     );
+    assert!(h.query_by_label_contains("Connecting to").is_none());
+
+    // Removing it is one step back to no server.
+    h.get_by_role_and_label(Role::Button, "Remove everything")
+        .click();
+    h.run_steps(1);
+    assert!(h.state().document.to_doc().mcp_servers.is_empty());
+    run_until(&mut h, "the tools are gone", |app| {
+        !has_block(app, "mcp.everything.get-sum")
+    });
+
+    // Undo brings the server back and reconnects; redo removes it again.
+    h.state_mut()
+        .apply(agentloom::app::Command::Undo, &egui::Context::default());
+    h.run_steps(1);
+    assert!(
+        h.state()
+            .document
+            .to_doc()
+            .mcp_servers
+            .contains_key("everything")
+    );
+    run_until(&mut h, "undo reconnects", |app| {
+        has_block(app, "mcp.everything.get-sum")
+    });
+    h.state_mut()
+        .apply(agentloom::app::Command::Redo, &egui::Context::default());
+    h.run_steps(1);
+    assert!(h.state().document.to_doc().mcp_servers.is_empty());
+    run_until(&mut h, "redo disconnects", |app| {
+        !has_block(app, "mcp.everything.get-sum")
+    });
+}
+
+#[test]
+fn a_graph_with_mcp_tools_opens_at_once_and_keeps_its_wires() {
+    let Some(launcher) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let doc: agentloom_core::GraphDoc = serde_json::from_value(everything_graph(
+        &launcher,
+        &json!([
+            {"id": "message", "block": "graph.input", "config": {"name": "message", "type": "text"}},
+            {"id": "echo", "block": "mcp.everything.echo"},
+            {"id": "echoed", "block": "graph.output", "config": {"name": "echoed"}}
+        ]),
+        &json!([
+            {"from": ["message", "value"], "to": ["echo", "message"]},
+            {"from": ["echo", "text"], "to": ["echoed", "value"]}
+        ]),
+    ))
+    .unwrap();
+    let mut h = app_harness(dir.path(), &doc);
+    // The window is up while the server starts; the tool node gets its ports and wires
+    // once connected, and the graph has no unsaved change for it.
+    run_until(&mut h, "the tools are blocks", |app| {
+        has_block(app, "mcp.everything.echo")
+    });
+    let mut shown = h.state().document.to_doc().edges;
+    let mut wanted = doc.edges.clone();
+    shown.sort_by_key(|e| format!("{e:?}"));
+    wanted.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(shown, wanted);
+    assert!(!h.state().document.dirty);
     assert!(
         h.state().problems().is_empty(),
         "{:?}",
         h.state().problems()
     );
-    h.get_by_role_and_label(Role::Button, "Remove everything");
+}
 
-    // Removing it is one step back to no server.
-    h.get_by_role_and_label(Role::Button, "Remove everything")
-        .click();
-    h.run_steps(3);
-    assert!(h.state().document.to_doc().mcp_servers.is_empty());
-    assert!(
-        h.state()
-            .catalog()
-            .block("mcp.everything.get-sum")
-            .is_none()
+#[test]
+fn an_unreachable_or_silent_http_server_does_not_hold_up_the_app() {
+    use egui_kittest::kittest::Queryable as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = app_harness(dir.path(), &agentloom_core::GraphDoc::new("Tools"));
+    open_mcp_window(&mut h);
+
+    // A server that accepts the connection and never answers: the app keeps drawing
+    // "connecting", and undoing the change drops the connection attempt.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}/mcp", silent.local_addr().unwrap());
+    add_server_in_window(
+        &mut h,
+        &[("Name", "silent".to_owned()), ("URL", silent_url)],
     );
+    for _ in 0..5 {
+        h.run_steps(1);
+    }
+    h.get_by_label_contains("Connecting to silent");
+    h.state_mut()
+        .apply(agentloom::app::Command::Undo, &egui::Context::default());
+    h.run_steps(2);
+    assert!(h.state().document.to_doc().mcp_servers.is_empty());
+    assert!(h.query_by_label_contains("Connecting to").is_none());
+
+    // Nothing listening: the window says which server and why.
+    let port = agentloom_tests::free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    add_server_in_window(&mut h, &[("Name", "down".to_owned()), ("URL", url.clone())]);
+    run_until(&mut h, "the connection fails", |app| {
+        !app.problems().is_empty()
+    });
+    let problem = &h.state().problems()[0];
+    assert_eq!(problem.path, "$.mcp_servers.down");
+    let expected = format!("MCP server `down`: `{url}` did not complete the MCP handshake");
+    assert!(
+        problem.message.starts_with(&expected),
+        "{}",
+        problem.message
+    );
+    assert!(h.query_all_by_label_contains(&expected).count() >= 1);
+    drop(silent);
 }
 
 /// The MCP inspector's command-line client (npm `@modelcontextprotocol/inspector`), another

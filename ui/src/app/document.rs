@@ -284,6 +284,27 @@ impl Document {
         !self.redo.is_empty()
     }
 
+    /// The graph an undo would go back to.
+    pub fn next_undo(&self) -> Option<&GraphDoc> {
+        self.undo.last()
+    }
+
+    /// The graph a redo would go forward to.
+    pub fn next_redo(&self) -> Option<&GraphDoc> {
+        self.redo.last()
+    }
+
+    /// Shows `doc` again with a new catalog (no undo step): blocks that became known show
+    /// their ports and wires. A document without changes stays without changes.
+    pub fn reload(&mut self, doc: &GraphDoc, catalog: &dyn BlockCatalog) {
+        let was_clean = !self.dirty;
+        self.load(doc, catalog);
+        if was_clean {
+            self.saved = Some(self.to_doc());
+        }
+        self.refresh_dirty();
+    }
+
     pub fn undo(&mut self, catalog: &dyn BlockCatalog) -> bool {
         let Some(previous) = self.undo.pop() else {
             return false;
