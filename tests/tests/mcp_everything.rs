@@ -1,13 +1,13 @@
 //! MCP client blocks against the official `@modelcontextprotocol/server-everything`
 //! (tests/peers/mcp): over streamable HTTP (tools listed, called from a graph, a server
-//! that is down or goes away), and an agent that calls an MCP tool wired to it (its model
+//! that is down or goes away, a token from the keychain sent as bearer), and an agent that calls an MCP tool wired to it (its model
 //! scripted by `fakellm`, tests/fixtures/agent/fakellm.yaml). The stdio transport and the
 //! CLI are covered by ui/tests/mcp.rs.
 //!
 //! Set AGENTLOOM_SKIP_PEERS=1 to skip these tests when the peers are not installed.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use agentloom_blocks::Registry;
 use agentloom_blocks::mcp::add_mcp_tools;
@@ -15,7 +15,10 @@ use agentloom_core::{
     BlockCatalog as _, Config, EdgeDoc, GraphDoc, McpServerDoc, NodeDoc, Value, ValueMap,
     ValueType, validate,
 };
-use agentloom_engine::{CollectSink, EnvSecrets, EventKind, Executor, RunOptions, RunStatus};
+use agentloom_engine::{
+    CollectSink, CredentialStore, EnvSecrets, EventKind, Executor, KeychainSecrets, RunOptions,
+    RunStatus, StoredSecret,
+};
 use agentloom_tests::FakeLlm;
 use agentloom_tests::mcp::{EverythingHttp, server_everything};
 use serde_json::json;
@@ -223,4 +226,130 @@ async fn an_agent_calls_an_mcp_tool_and_finishes_with_its_result() {
         assert_eq!(counts["mcp_call"], 1, "{provider}: {counts}");
         assert_eq!(counts["mcp_finish"], 1, "{provider}: {counts}");
     }
+}
+
+/// A gate in front of `upstream` that passes on only requests with `Bearer {token}` (others
+/// get 401), streaming the answers back; returns its URL and the `Authorization` headers seen.
+async fn bearer_gate(upstream: String, token: String) -> (String, Arc<Mutex<Vec<String>>>) {
+    use axum::body::Body;
+    use axum::http::{Request, Response, StatusCode};
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let http = reqwest::Client::new();
+    let gate = move |request: Request<Body>| {
+        let (log, http, upstream, token) =
+            (log.clone(), http.clone(), upstream.clone(), token.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let auth = parts
+                .headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            log.lock().unwrap().push(auth.clone());
+            if auth != format!("Bearer {token}") {
+                return Response::builder()
+                    .status(StatusCode::UNAUTHORIZED)
+                    .header("www-authenticate", "Bearer")
+                    .body(Body::empty())
+                    .unwrap();
+            }
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let mut forward = http.request(parts.method, &upstream).body(body);
+            for (name, value) in &parts.headers {
+                if name != "host" && name != "authorization" && name != "content-length" {
+                    forward = forward.header(name, value);
+                }
+            }
+            let answer = forward.send().await.unwrap();
+            let mut response = Response::builder().status(answer.status());
+            for (name, value) in answer.headers() {
+                response = response.header(name, value);
+            }
+            response
+                .body(Body::from_stream(answer.bytes_stream()))
+                .unwrap()
+        }
+    };
+    let app = axum::Router::new().route("/mcp", axum::routing::any(gate));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/mcp"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_from_the_keychain_is_the_bearer_of_an_http_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CredentialStore::open(dir.path());
+    if let Err(e) = store.check_available() {
+        assert!(
+            std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1"),
+            "the Secret Service is not usable: {e}. Run inside `dbus-run-session` with `gnome-keyring-daemon --unlock --components=secrets`, or set AGENTLOOM_SKIP_PEERS=1"
+        );
+        return;
+    }
+    let Some(server) = EverythingHttp::start() else {
+        return;
+    };
+    let token = format!("mcp-token-{}", std::process::id());
+    let (url, seen) = bearer_gate(server.url(), token.clone()).await;
+    let name = format!("mcp-gate-{}", std::process::id());
+    store
+        .put(
+            &name,
+            &StoredSecret::ApiKey {
+                provider: "mcp".into(),
+                key: token.clone(),
+            },
+        )
+        .unwrap();
+    let secrets = KeychainSecrets::new(Arc::new(store)).keychain_only();
+
+    // The graph names the credential, never the token.
+    let mut doc = echo_and_sum_graph(McpServerDoc {
+        credential: Some(name.clone()),
+        ..http_server(&url)
+    });
+    let graph_text = serde_json::to_string(&doc).unwrap();
+    assert!(graph_text.contains(&name) && !graph_text.contains(&token));
+    let mut registry = Registry::builtin();
+    let found = {
+        let doc = doc.clone();
+        tokio::task::spawn_blocking(move || {
+            let problems = add_mcp_tools(&mut registry, &doc, &secrets);
+            (registry, problems)
+        })
+        .await
+        .unwrap()
+    };
+    let (registry, problems) = found;
+    assert!(problems.is_empty(), "{problems:#?}");
+    let (report, _) = run(registry, &doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    assert_eq!(
+        report.outputs["total"],
+        Value::from("The sum of 1.5 and 2 is 3.5.")
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 3, "{seen:?}");
+    assert!(
+        seen.iter().all(|auth| *auth == format!("Bearer {token}")),
+        "{seen:?}"
+    );
+
+    // Without the credential the gate refuses, and the problem says so.
+    doc.mcp_servers.get_mut("everything").unwrap().credential = None;
+    let problems = tokio::task::spawn_blocking(move || registry_for(&doc).err().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        problems[0]
+            .message
+            .contains("refused the request (HTTP 401/403)"),
+        "{problems:#?}"
+    );
+    CredentialStore::open(dir.path()).delete(&name).ok();
 }

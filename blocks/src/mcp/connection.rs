@@ -140,7 +140,7 @@ fn transport_failure(error: &DynamicTransportError) -> String {
             innermost.to_string()
         }
         Some(StreamableHttpError::AuthRequired(_) | StreamableHttpError::InsufficientScope(_)) => {
-            "the server refused the credential (HTTP 401/403); store a valid token for it"
+            "the server refused the request (HTTP 401/403): give it a stored credential holding a valid token"
                 .to_owned()
         }
         Some(other) => other.to_string(),

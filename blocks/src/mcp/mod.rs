@@ -148,7 +148,8 @@ mod tests {
         assert_eq!(problems.len(), 1);
         let message = &problems[0].message;
         assert!(
-            message.contains("MCP server `secured`") && message.contains("refused the credential"),
+            message.contains("MCP server `secured`")
+                && message.contains("refused the request (HTTP 401/403)"),
             "{message}"
         );
         assert!(!message.contains("tok-s3cret"), "{message}");
