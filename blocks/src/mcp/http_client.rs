@@ -97,8 +97,53 @@ async fn read_body(response: reqwest::Response, limit: usize) -> Result<Vec<u8>,
     Ok(body)
 }
 
-fn event_stream(response: reqwest::Response) -> BoxStream<'static, Result<Sse, SseError>> {
-    SseStream::from_bytes_stream(response.bytes_stream()).boxed()
+/// The server's events, each at most `max_event_size` bytes: a server that never ends an
+/// event cannot make the client buffer without bound.
+fn event_stream(
+    response: reqwest::Response,
+    max_event_size: usize,
+) -> BoxStream<'static, Result<Sse, SseError>> {
+    SseStream::from_bytes_stream(bounded_events(response.bytes_stream(), max_event_size)).boxed()
+}
+
+/// Passes the bytes on while no event (the bytes up to a blank line) is longer than
+/// `max_event_size`; then ends with an error.
+fn bounded_events<S, E>(
+    bytes: S,
+    max_event_size: usize,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut event_size = 0usize;
+    let mut after_newline = false;
+    let mut failed = false;
+    bytes.map(move |chunk| {
+        if failed {
+            return Err(std::io::Error::other(
+                "the event stream ended after an error",
+            ));
+        }
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        for &byte in chunk.iter() {
+            match byte {
+                // A line ends with LF or CRLF; an empty line ends the event.
+                b'\r' => {}
+                b'\n' if after_newline => event_size = 0,
+                b'\n' => after_newline = true,
+                _ => after_newline = false,
+            }
+            event_size += 1;
+            if event_size > max_event_size {
+                failed = true;
+                return Err(std::io::Error::other(format!(
+                    "the server sent an event longer than {max_event_size} bytes"
+                )));
+            }
+        }
+        Ok(chunk)
+    })
 }
 
 impl StreamableHttpClient for McpHttpClient {
@@ -175,7 +220,7 @@ impl StreamableHttpClient for McpHttpClient {
         }
         if media_type_is(content_type.as_ref(), EVENT_STREAM_MIME_TYPE) {
             return Ok(StreamableHttpPostResponse::Sse(
-                event_stream(response),
+                event_stream(response, limits.max_sse_event_size),
                 new_session_id,
             ));
         }
@@ -226,6 +271,26 @@ impl StreamableHttpClient for McpHttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default().max_sse_event_size,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
         let mut builder = self.client.get(uri.as_ref()).header(
             ACCEPT,
             format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
@@ -252,6 +317,46 @@ impl StreamableHttpClient for McpHttpClient {
                 content_type.map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned()),
             ));
         }
-        Ok(event_stream(response))
+        Ok(event_stream(response, max_sse_event_size))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use super::*;
+
+    async fn events(chunks: &[&'static str], max: usize) -> Vec<Result<String, String>> {
+        let bytes = futures::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::from_static(c.as_bytes())))
+                .collect::<Vec<_>>(),
+        );
+        SseStream::from_bytes_stream(bounded_events(bytes, max))
+            .map(|event| {
+                event
+                    .map(|e| e.data.unwrap_or_default())
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn events_pass_within_the_limit_split_anywhere_and_a_longer_one_stops_the_stream() {
+        // The events are at most 16 bytes with their blank line; CRLF ends lines too.
+        let within = events(&["data: first\n", "\ndata: sec", "ond\r\n\r\n"], 16).await;
+        assert_eq!(within, [Ok("first".to_owned()), Ok("second".to_owned())]);
+        let too_long = events(&["data: ok\n\n", "data: 0123456789abcdef\n\n"], 16).await;
+        assert_eq!(too_long[0], Ok("ok".to_owned()));
+        assert!(
+            too_long[1]
+                .as_ref()
+                .unwrap_err()
+                .contains("longer than 16 bytes"),
+            "{too_long:?}"
+        );
     }
 }
