@@ -365,7 +365,8 @@ fn an_mcp_server_added_in_the_app_puts_its_tools_in_the_palette() {
     );
     // The window goes on drawing while the server starts.
     h.run_steps(2);
-    h.get_by_label_contains("Connecting to everything");
+    h.get_by_label("Connecting to everything…");
+    h.get_by_label("Connecting to MCP servers: everything…");
     run_until(&mut h, "the tools are blocks", |app| {
         has_block(app, "mcp.everything.get-sum")
     });
@@ -470,7 +471,7 @@ fn an_unreachable_or_silent_http_server_does_not_hold_up_the_app() {
     for _ in 0..5 {
         h.run_steps(1);
     }
-    h.get_by_label_contains("Connecting to silent");
+    h.get_by_label("Connecting to silent…");
     h.state_mut()
         .apply(agentloom::app::Command::Undo, &egui::Context::default());
     h.run_steps(2);

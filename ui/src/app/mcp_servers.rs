@@ -106,6 +106,14 @@ impl McpConnector {
     }
 }
 
+/// "Connecting to `what`…" with a spinner.
+pub fn connecting_ui(ui: &mut egui::Ui, what: &str) {
+    ui.horizontal(|ui| {
+        ui.spinner();
+        ui.label(format!("Connecting to {what}…"));
+    });
+}
+
 /// A change the window asks for; the app applies it as one undo step.
 #[derive(Clone, Debug, PartialEq)]
 pub enum McpEdit {
@@ -204,12 +212,7 @@ impl McpServersWindow {
                     });
                 }
                 match connecting {
-                    Some(names) if !names.is_empty() => {
-                        ui.horizontal(|ui| {
-                            ui.spinner();
-                            ui.label(format!("Connecting to {}…", names.join(", ")));
-                        });
-                    }
+                    Some(names) if !names.is_empty() => connecting_ui(ui, &names.join(", ")),
                     Some(_) => {}
                     None => {
                         for problem in problems {

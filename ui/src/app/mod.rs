@@ -879,6 +879,13 @@ impl App {
                 .show(&mut cols[0], |ui| {
                     run_panel::run_summary_ui(ui, &mut self.run, &mut self.commands);
                 });
+            if let Some(servers) = self.mcp_connector.connecting() {
+                // Until then the servers' tool nodes show as unknown blocks.
+                mcp_servers::connecting_ui(
+                    &mut cols[1],
+                    &format!("MCP servers: {}", servers.join(", ")),
+                );
+            }
             problems::problems_ui(&mut cols[1], &self.problems, &mut self.commands);
         });
     }
