@@ -453,6 +453,51 @@ fn a_graph_with_mcp_tools_opens_at_once_and_keeps_its_wires() {
 }
 
 #[test]
+fn tool_nodes_of_a_server_that_cannot_start_keep_their_wires_when_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc: agentloom_core::GraphDoc = serde_json::from_value(json!({
+        "format": "agentloom.graph", "version": 1, "name": "Gone",
+        "mcp_servers": {"gone": {"command": dir.path().join("no-such-program")}},
+        "nodes": [
+            {"id": "message", "block": "graph.input", "config": {"name": "message", "type": "text"}},
+            {"id": "echo", "block": "mcp.gone.echo"},
+            {"id": "echoed", "block": "graph.output", "config": {"name": "echoed"}}
+        ],
+        "edges": [
+            {"from": ["message", "value"], "to": ["echo", "message"]},
+            {"from": ["echo", "text"], "to": ["echoed", "value"]}
+        ]
+    }))
+    .unwrap();
+    let mut h = app_harness(dir.path(), &doc);
+    run_until(&mut h, "the server is a problem", |app| {
+        app.problems()
+            .iter()
+            .any(|p| p.path == "$.mcp_servers.gone")
+    });
+    // The node is an unknown block (a problem), yet its wires stay, also in the saved file.
+    assert!(
+        h.state()
+            .problems()
+            .iter()
+            .any(|p| p.message.contains("unknown block `mcp.gone.echo`")),
+        "{:?}",
+        h.state().problems()
+    );
+    let saved = dir.path().join("saved.agentloom.json");
+    h.state_mut().apply(
+        agentloom::app::Command::SaveAs(saved.clone()),
+        &egui::Context::default(),
+    );
+    let saved = agentloom::app::load_graph(&saved).unwrap();
+    let sorted = |mut edges: Vec<agentloom_core::EdgeDoc>| {
+        edges.sort_by_key(|e| format!("{e:?}"));
+        edges
+    };
+    assert_eq!(sorted(saved.edges), sorted(doc.edges));
+}
+
+#[test]
 fn an_unreachable_or_silent_http_server_does_not_hold_up_the_app() {
     use egui_kittest::kittest::Queryable as _;
 
