@@ -20,7 +20,6 @@ pub struct McpConnector {
 
 struct PendingConnection {
     servers: BTreeMap<String, McpServerDoc>,
-    wanted: GraphDoc,
     result: mpsc::Receiver<(Registry, Vec<Problem>)>,
 }
 
@@ -28,9 +27,6 @@ struct PendingConnection {
 pub struct Connected {
     pub catalog: Registry,
     pub problems: Vec<Problem>,
-    /// The graph as it was when connecting began: its wires to tool nodes, which the canvas
-    /// could not show while the tools were unknown, come back from here.
-    pub wanted: GraphDoc,
 }
 
 impl McpConnector {
@@ -67,7 +63,6 @@ impl McpConnector {
         }
         self.pending = Some(PendingConnection {
             servers: doc.mcp_servers.clone(),
-            wanted: doc.clone(),
             result,
         });
     }
@@ -98,11 +93,7 @@ impl McpConnector {
         };
         let pending = self.pending.take()?;
         self.connected = pending.servers;
-        Some(Connected {
-            catalog,
-            problems,
-            wanted: pending.wanted,
-        })
+        Some(Connected { catalog, problems })
     }
 }
 

@@ -1331,8 +1331,7 @@ impl App {
     }
 
     /// Once connected, the servers' tools are blocks (in the palette, for validation and
-    /// runs), their nodes get their ports and wires back, and unreachable servers are
-    /// problems.
+    /// runs), their nodes get their ports, and unreachable servers are problems.
     fn take_mcp_connection(&mut self) {
         let Some(connected) = self.mcp_connector.poll() else {
             return;
@@ -1341,16 +1340,8 @@ impl App {
         self.catalog = Arc::new(connected.catalog);
         self.palette = palette::entries(self.catalog.as_ref());
         self.executor = self.executor.clone().with_catalog(self.catalog.clone());
-        let mut doc = self.document.to_doc();
-        let has_node = |doc: &GraphDoc, id: &str| doc.nodes.iter().any(|n| n.id == id);
-        for edge in connected.wanted.edges {
-            if !doc.edges.contains(&edge)
-                && has_node(&doc, &edge.from.0)
-                && has_node(&doc, &edge.to.0)
-            {
-                doc.edges.push(edge);
-            }
-        }
+        // Tool nodes take their ports from the new catalog (their wires were kept meanwhile).
+        let doc = self.document.to_doc();
         let catalog = self.catalog.clone();
         self.document.reload(&doc, catalog.as_ref());
         // Problems are recomputed on the next frame.
