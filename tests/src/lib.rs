@@ -1,6 +1,8 @@
 //! End-to-end tests live in tests/. This library holds what several test files share:
 //! starting the real peers they run against.
 
+pub mod mcp;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -78,21 +80,8 @@ impl FakeLlm {
             port,
             _rules: rules,
         };
-        let started = Instant::now();
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(fake);
-            }
-            if let Ok(Some(status)) = fake.child.try_wait() {
-                let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
-                panic!("fakellm exited ({status}) before it listened:\n{stderr}");
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "fakellm did not listen on port {port} within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until_listening(&mut fake.child, port, log.path(), "fakellm");
+        Some(fake)
     }
 
     /// `http://127.0.0.1:PORT` (OpenAI clients add `/v1`).
@@ -145,4 +134,26 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
+}
+
+/// Waits until `child` (the peer `name`, logging to `log`) listens on `port` of 127.0.0.1.
+///
+/// # Panics
+/// When the peer exits first (with its log) or does not listen within 30 s.
+pub fn wait_until_listening(child: &mut Child, port: u16, log: &Path, name: &str) {
+    let started = Instant::now();
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let output = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("{name} exited ({status}) before it listened:\n{output}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{name} did not listen on port {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

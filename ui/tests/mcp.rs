@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use agentloom_tests::mcp::server_everything;
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
@@ -17,23 +18,6 @@ fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloom"));
     cmd.env_remove("AGENTLOOM_LOG");
     cmd
-}
-
-/// The server-everything launcher, or `None` (skip) when it is not installed and
-/// AGENTLOOM_SKIP_PEERS=1.
-fn server_everything() -> Option<PathBuf> {
-    let launcher = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/peers/mcp/node_modules/.bin/mcp-server-everything");
-    if launcher.is_file() {
-        return Some(launcher);
-    }
-    if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
-        eprintln!("skipping: server-everything is not installed and AGENTLOOM_SKIP_PEERS=1");
-        return None;
-    }
-    panic!(
-        "the MCP test peer is missing: run `(cd tests/peers/mcp && npm install)` (scripts/test-all.sh does it), or set AGENTLOOM_SKIP_PEERS=1"
-    );
 }
 
 fn write_graph(dir: &Path, graph: &Value) -> PathBuf {
@@ -289,75 +273,273 @@ async fn graphs_served_as_mcp_tools() {
     assert_eq!(runs[0]["status"], "completed");
 }
 
+fn app_harness(
+    dir: &Path,
+    doc: &agentloom_core::GraphDoc,
+) -> egui_kittest::Harness<'static, agentloom::app::App> {
+    use agentloom::app::{App, AppPaths};
+
+    let paths = AppPaths {
+        run_log: Some(dir.join("runs.sqlite3")),
+        data_dir: None,
+        workspace: Some(dir.to_owned()),
+        credentials_dir: Some(dir.join("credentials")),
+    };
+    let app = App::new(doc, None, &paths);
+    let mut h = egui_kittest::Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    h.run_steps(3);
+    h
+}
+
+/// Runs frames until `done` holds (connecting happens in the background), at most 60 s.
+fn run_until(
+    h: &mut egui_kittest::Harness<'static, agentloom::app::App>,
+    what: &str,
+    done: impl Fn(&agentloom::app::App) -> bool,
+) {
+    let started = std::time::Instant::now();
+    while !done(h.state()) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "not within 60 s: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        h.run_steps(1);
+    }
+    h.run_steps(2);
+}
+
+fn has_block(app: &agentloom::app::App, kind: &str) -> bool {
+    app.catalog().block(kind).is_some()
+}
+
+fn open_mcp_window(h: &mut egui_kittest::Harness<'static, agentloom::app::App>) {
+    use egui::accesskit::Role;
+    use egui_kittest::kittest::Queryable as _;
+
+    h.get_by_role_and_label(Role::Button, "File").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "MCP servers…")
+        .click();
+    h.run_steps(4);
+}
+
+fn add_server_in_window(
+    h: &mut egui_kittest::Harness<'static, agentloom::app::App>,
+    fields: &[(&str, String)],
+) {
+    use egui::accesskit::Role;
+    use egui_kittest::kittest::Queryable as _;
+
+    for (label, text) in fields {
+        let field = h.get_by_role_and_label(Role::TextInput, label);
+        field.click();
+        field.type_text(text);
+        h.run_steps(2);
+    }
+    h.get_by_role_and_label(Role::Button, "Add server").click();
+    h.run_steps(1);
+}
+
 #[test]
 fn an_mcp_server_added_in_the_app_puts_its_tools_in_the_palette() {
-    use agentloom::app::{App, AppPaths};
     use egui::accesskit::Role;
-    use egui_kittest::Harness;
     use egui_kittest::kittest::Queryable as _;
 
     let Some(launcher) = server_everything() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let paths = AppPaths {
-        run_log: Some(dir.path().join("runs.sqlite3")),
-        data_dir: None,
-        workspace: Some(dir.path().to_owned()),
-        credentials_dir: Some(dir.path().join("credentials")),
-    };
-    let app = App::new(&agentloom_core::GraphDoc::new("Tools"), None, &paths);
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
-    h.run_steps(3);
-    h.get_by_role_and_label(Role::Button, "File").click();
-    h.run_steps(2);
-    h.get_by_role_and_label(Role::Button, "MCP servers…")
-        .click();
-    h.run_steps(4);
+    let mut h = app_harness(dir.path(), &agentloom_core::GraphDoc::new("Tools"));
+    open_mcp_window(&mut h);
     h.get_by_label("This graph uses no MCP server yet.");
-    for (label, text) in [
-        ("Name", "everything".to_owned()),
-        ("Command", launcher.display().to_string()),
-        ("Arguments", "stdio".to_owned()),
-    ] {
-        let field = h.get_by_role_and_label(Role::TextInput, label);
-        field.click();
-        field.type_text(&text);
-        h.run_steps(2);
-    }
-    h.get_by_role_and_label(Role::Button, "Add server").click();
-    h.run_steps(3);
+    add_server_in_window(
+        &mut h,
+        &[
+            ("Name", "everything".to_owned()),
+            ("Command", launcher.display().to_string()),
+            ("Arguments", "stdio".to_owned()),
+        ],
+    );
+    // The window goes on drawing while the server starts.
+    h.run_steps(2);
+    h.get_by_label("Connecting to everything…");
+    h.get_by_label("Connecting to MCP servers: everything…");
+    run_until(&mut h, "the tools are blocks", |app| {
+        has_block(app, "mcp.everything.get-sum")
+    });
 
     // Saved with the graph, and its tools are blocks of the palette.
     let doc = h.state().document.to_doc();
     let server = &doc.mcp_servers["everything"];
     assert_eq!(server.args, ["stdio"]);
     assert!(
-        h.state()
-            .catalog()
-            .block("mcp.everything.get-sum")
-            .is_some()
+        h.state().problems().is_empty(),
+        "{:?}",
+        h.state().problems()
     );
+    assert!(h.query_by_label_contains("Connecting to").is_none());
+
+    // Removing it is one step back to no server.
+    h.get_by_role_and_label(Role::Button, "Remove everything")
+        .click();
+    h.run_steps(1);
+    assert!(h.state().document.to_doc().mcp_servers.is_empty());
+    run_until(&mut h, "the tools are gone", |app| {
+        !has_block(app, "mcp.everything.get-sum")
+    });
+
+    // Undo brings the server back and reconnects; redo removes it again.
+    h.state_mut()
+        .apply(agentloom::app::Command::Undo, &egui::Context::default());
+    h.run_steps(1);
+    assert!(
+        h.state()
+            .document
+            .to_doc()
+            .mcp_servers
+            .contains_key("everything")
+    );
+    run_until(&mut h, "undo reconnects", |app| {
+        has_block(app, "mcp.everything.get-sum")
+    });
+    h.state_mut()
+        .apply(agentloom::app::Command::Redo, &egui::Context::default());
+    h.run_steps(1);
+    assert!(h.state().document.to_doc().mcp_servers.is_empty());
+    run_until(&mut h, "redo disconnects", |app| {
+        !has_block(app, "mcp.everything.get-sum")
+    });
+}
+
+#[test]
+fn a_graph_with_mcp_tools_opens_at_once_and_keeps_its_wires() {
+    let Some(launcher) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let doc: agentloom_core::GraphDoc = serde_json::from_value(everything_graph(
+        &launcher,
+        &json!([
+            {"id": "message", "block": "graph.input", "config": {"name": "message", "type": "text"}},
+            {"id": "echo", "block": "mcp.everything.echo"},
+            {"id": "echoed", "block": "graph.output", "config": {"name": "echoed"}}
+        ]),
+        &json!([
+            {"from": ["message", "value"], "to": ["echo", "message"]},
+            {"from": ["echo", "text"], "to": ["echoed", "value"]}
+        ]),
+    ))
+    .unwrap();
+    let mut h = app_harness(dir.path(), &doc);
+    // The window is up while the server starts; the tool node gets its ports and wires
+    // once connected, and the graph has no unsaved change for it.
+    run_until(&mut h, "the tools are blocks", |app| {
+        has_block(app, "mcp.everything.echo")
+    });
+    let mut shown = h.state().document.to_doc().edges;
+    let mut wanted = doc.edges.clone();
+    shown.sort_by_key(|e| format!("{e:?}"));
+    wanted.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(shown, wanted);
+    assert!(!h.state().document.dirty);
     assert!(
         h.state().problems().is_empty(),
         "{:?}",
         h.state().problems()
     );
-    h.get_by_role_and_label(Role::Button, "Remove everything");
+}
 
-    // Removing it is one step back to no server.
-    h.get_by_role_and_label(Role::Button, "Remove everything")
-        .click();
-    h.run_steps(3);
-    assert!(h.state().document.to_doc().mcp_servers.is_empty());
+#[test]
+fn tool_nodes_of_a_server_that_cannot_start_keep_their_wires_when_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc: agentloom_core::GraphDoc = serde_json::from_value(json!({
+        "format": "agentloom.graph", "version": 1, "name": "Gone",
+        "mcp_servers": {"gone": {"command": dir.path().join("no-such-program")}},
+        "nodes": [
+            {"id": "message", "block": "graph.input", "config": {"name": "message", "type": "text"}},
+            {"id": "echo", "block": "mcp.gone.echo"},
+            {"id": "echoed", "block": "graph.output", "config": {"name": "echoed"}}
+        ],
+        "edges": [
+            {"from": ["message", "value"], "to": ["echo", "message"]},
+            {"from": ["echo", "text"], "to": ["echoed", "value"]}
+        ]
+    }))
+    .unwrap();
+    let mut h = app_harness(dir.path(), &doc);
+    run_until(&mut h, "the server is a problem", |app| {
+        app.problems()
+            .iter()
+            .any(|p| p.path == "$.mcp_servers.gone")
+    });
+    // The node is an unknown block (a problem), yet its wires stay, also in the saved file.
     assert!(
         h.state()
-            .catalog()
-            .block("mcp.everything.get-sum")
-            .is_none()
+            .problems()
+            .iter()
+            .any(|p| p.message.contains("unknown block `mcp.gone.echo`")),
+        "{:?}",
+        h.state().problems()
     );
+    let saved = dir.path().join("saved.agentloom.json");
+    h.state_mut().apply(
+        agentloom::app::Command::SaveAs(saved.clone()),
+        &egui::Context::default(),
+    );
+    let saved = agentloom::app::load_graph(&saved).unwrap();
+    let sorted = |mut edges: Vec<agentloom_core::EdgeDoc>| {
+        edges.sort_by_key(|e| format!("{e:?}"));
+        edges
+    };
+    assert_eq!(sorted(saved.edges), sorted(doc.edges));
+}
+
+#[test]
+fn an_unreachable_or_silent_http_server_does_not_hold_up_the_app() {
+    use egui_kittest::kittest::Queryable as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = app_harness(dir.path(), &agentloom_core::GraphDoc::new("Tools"));
+    open_mcp_window(&mut h);
+
+    // A server that accepts the connection and never answers: the app keeps drawing
+    // "connecting", and undoing the change drops the connection attempt.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}/mcp", silent.local_addr().unwrap());
+    add_server_in_window(
+        &mut h,
+        &[("Name", "silent".to_owned()), ("URL", silent_url)],
+    );
+    for _ in 0..5 {
+        h.run_steps(1);
+    }
+    h.get_by_label("Connecting to silent…");
+    h.state_mut()
+        .apply(agentloom::app::Command::Undo, &egui::Context::default());
+    h.run_steps(2);
+    assert!(h.state().document.to_doc().mcp_servers.is_empty());
+    assert!(h.query_by_label_contains("Connecting to").is_none());
+
+    // Nothing listening: the window says which server and why.
+    let port = agentloom_tests::free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    add_server_in_window(&mut h, &[("Name", "down".to_owned()), ("URL", url.clone())]);
+    run_until(&mut h, "the connection fails", |app| {
+        !app.problems().is_empty()
+    });
+    let problem = &h.state().problems()[0];
+    assert_eq!(problem.path, "$.mcp_servers.down");
+    let expected = format!("MCP server `down`: `{url}` did not complete the MCP handshake");
+    assert!(
+        problem.message.starts_with(&expected),
+        "{}",
+        problem.message
+    );
+    assert!(h.query_all_by_label_contains(&expected).count() >= 1);
+    drop(silent);
 }
 
 /// The MCP inspector's command-line client (npm `@modelcontextprotocol/inspector`), another

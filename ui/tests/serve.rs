@@ -19,12 +19,12 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The file-worker graph, its model at `fake`.
-fn file_worker_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
-    let text = std::fs::read_to_string(fixture("file-worker.agentloom.json"))
+/// The file agent graph (an `ai.agent` with file tools), its model at `fake`.
+fn file_agent_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
+    let text = std::fs::read_to_string(fixture("file-agent.agentloom.json"))
         .unwrap()
         .replace("FAKELLM_BASE", &format!("{}/v1", fake.base()));
-    let path = dir.join("file-worker.agentloom.json");
+    let path = dir.join("file-agent.agentloom.json");
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -154,7 +154,7 @@ fn error_of(body: &Value) -> String {
 async fn agent_protocol_routes_over_http() {
     let Some(fake) = start_fakellm() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let graph = file_worker_graph(dir.path(), &fake);
+    let graph = file_agent_graph(dir.path(), &fake);
     let mut server = Server::start(&graph, dir.path(), &[]);
     let http = reqwest::Client::new();
     let tasks = server.url("/ap/v1/agent/tasks");
@@ -162,7 +162,7 @@ async fn agent_protocol_routes_over_http() {
     // Create a task; it is listed and can be fetched.
     let task = json_of(
         http.post(&tasks)
-            .json(&json!({"input": "Write a note"}))
+            .json(&json!({"input": "TASK-NOTE: write a note"}))
             .send()
             .await
             .unwrap(),
@@ -170,7 +170,7 @@ async fn agent_protocol_routes_over_http() {
     )
     .await;
     let task_id = task["task_id"].as_str().unwrap().to_owned();
-    assert_eq!(task["input"], "Write a note");
+    assert_eq!(task["input"], "TASK-NOTE: write a note");
     assert_eq!(task["artifacts"], json!([]));
     let fetched = json_of(
         http.get(format!("{tasks}/{task_id}")).send().await.unwrap(),
@@ -272,21 +272,34 @@ async fn agent_protocol_routes_over_http() {
     .await;
     assert!(error_of(&refused).starts_with("file"), "{refused}");
 
-    // One step runs the graph: it is the last, its output is the graph's output.
+    // The first step runs the graph; the agent's decisions are the task's steps, one per
+    // request, and the last carries the graph's output.
     let steps = format!("{tasks}/{task_id}/steps");
-    let step = json_of(http.post(&steps).send().await.unwrap(), 200).await;
-    assert_eq!(step["is_last"], true, "{step}");
-    assert_eq!(step["status"], "completed");
-    assert_eq!(step["output"], "notes/note.txt", "{step}");
-    assert_eq!(step["additional_output"]["status"], "completed");
-    let run_id = step["additional_output"]["run_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let first = json_of(http.post(&steps).send().await.unwrap(), 200).await;
+    assert_eq!(first["is_last"], false, "{first}");
+    assert_eq!(first["status"], "completed");
+    assert_eq!(first["name"], "step 1: write_file", "{first}");
+    assert_eq!(
+        first["output"], "wrote 6 bytes to notes/note.txt",
+        "{first}"
+    );
+    assert_eq!(
+        first["additional_output"]["step"]["arguments"],
+        json!({"path": "notes/note.txt", "content": "a note"})
+    );
     assert_eq!(
         std::fs::read_to_string(task_dir.join("notes/note.txt")).unwrap(),
         "a note"
     );
+    let step = json_of(http.post(&steps).send().await.unwrap(), 200).await;
+    assert_eq!(step["is_last"], true, "{step}");
+    assert_eq!(step["name"], "step 2: finish", "{step}");
+    assert_eq!(step["output"], "notes/note.txt", "{step}");
+    assert_eq!(step["additional_output"]["run"]["status"], "completed");
+    let run_id = step["additional_output"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let step_id = step["step_id"].as_str().unwrap();
     let again = json_of(
         http.get(format!("{steps}/{step_id}")).send().await.unwrap(),
@@ -295,8 +308,8 @@ async fn agent_protocol_routes_over_http() {
     .await;
     assert_eq!(again["step_id"], step_id);
     let listed = json_of(http.get(&steps).send().await.unwrap(), 200).await;
-    assert_eq!(listed["steps"].as_array().unwrap().len(), 1);
-    assert_eq!(listed["pagination"]["total_items"], 1);
+    assert_eq!(listed["steps"].as_array().unwrap().len(), 2);
+    assert_eq!(listed["pagination"]["total_items"], 2);
     let finished = json_of(http.post(&steps).send().await.unwrap(), 400).await;
     assert!(error_of(&finished).contains("has finished"), "{finished}");
 
@@ -471,7 +484,7 @@ fn autogpt_benchmark_interface_challenges_pass() {
     };
     let Some(fake) = start_fakellm() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let graph = file_worker_graph(dir.path(), &fake);
+    let graph = file_agent_graph(dir.path(), &fake);
     let server = Server::start(&graph, dir.path(), &[]);
     let bench = dir.path().join("bench");
     std::fs::create_dir_all(bench.join("agbenchmark_config")).unwrap();

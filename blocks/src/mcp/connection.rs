@@ -1,4 +1,5 @@
-//! One live connection to an MCP server: a child process spoken to over stdio.
+//! One live connection to an MCP server: a child process spoken to over stdio, or a server
+//! reached at a URL over streamable HTTP.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -6,8 +7,16 @@ use std::time::Duration;
 use agentloom_core::{McpServerDoc, Secret};
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
+use rmcp::service::{ClientInitializeError, ServiceError};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
+use rmcp::transport::{
+    DynamicTransportError, IntoTransport, StreamableHttpClientTransport, TokioChildProcess,
+};
 use rmcp::{RoleClient, ServiceExt as _};
+
+use super::http_client::McpHttpClient;
 
 /// How long a server may take to start and answer the handshake and the tool list.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -36,20 +45,16 @@ impl McpConnection {
                     .stderr(Stdio::null())
                     .spawn()
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-                tokio::time::timeout(START_TIMEOUT, ().serve(transport))
-                    .await
-                    .map_err(|_| {
-                        format!(
-                            "`{command}` did not answer the MCP handshake within {} s",
-                            START_TIMEOUT.as_secs()
-                        )
-                    })?
-                    .map_err(|e| format!("`{command}` did not complete the MCP handshake: {e}"))?
+                handshake(transport, &format!("`{command}`")).await?
             }
             (None, Some(url)) => {
-                return Err(format!(
-                    "`{url}`: streamable HTTP servers are not supported yet; start the server with `command` (stdio)"
-                ));
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                if let Some(token) = &token {
+                    config = config.auth_header(token.expose());
+                }
+                let transport =
+                    StreamableHttpClientTransport::with_client(McpHttpClient::new()?, config);
+                handshake(transport, &format!("`{url}`")).await?
             }
             (Some(_), Some(_)) => {
                 return Err("give either `command` (stdio) or `url` (HTTP), not both".to_owned());
@@ -86,9 +91,73 @@ impl McpConnection {
         let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         self.service.call_tool(request).await.map_err(|e| {
             format!(
-                "MCP server `{}` failed while calling `{tool}`: {e}",
-                self.name
+                "MCP server `{}` failed while calling `{tool}`: {}",
+                self.name,
+                call_failure(&e)
             )
         })
+    }
+}
+
+/// The MCP handshake over `transport` to `server` (named for the messages), within
+/// [`START_TIMEOUT`].
+async fn handshake<T, E, A>(
+    transport: T,
+    server: &str,
+) -> Result<RunningService<RoleClient, ()>, String>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    tokio::time::timeout(START_TIMEOUT, ().serve(transport))
+        .await
+        .map_err(|_| {
+            format!(
+                "{server} did not answer the MCP handshake within {} s",
+                START_TIMEOUT.as_secs()
+            )
+        })?
+        .map_err(|e| {
+            format!(
+                "{server} did not complete the MCP handshake: {}",
+                handshake_failure(&e)
+            )
+        })
+}
+
+/// What went wrong in the transport, in the user's terms: for an HTTP failure the innermost
+/// cause ("Connection refused"), without rmcp's wrapping that names its internal types.
+fn transport_failure(error: &DynamicTransportError) -> String {
+    match error
+        .error
+        .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    {
+        Some(StreamableHttpError::Client(client_error)) => {
+            let mut innermost: &dyn std::error::Error = client_error;
+            while let Some(source) = innermost.source() {
+                innermost = source;
+            }
+            innermost.to_string()
+        }
+        Some(StreamableHttpError::AuthRequired(_) | StreamableHttpError::InsufficientScope(_)) => {
+            "the server refused the request (HTTP 401/403): give it a stored credential holding a valid token"
+                .to_owned()
+        }
+        Some(other) => other.to_string(),
+        None => error.error.to_string(),
+    }
+}
+
+fn handshake_failure(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, .. } => transport_failure(error),
+        other => other.to_string(),
+    }
+}
+
+fn call_failure(error: &ServiceError) -> String {
+    match error {
+        ServiceError::TransportSend(error) => transport_failure(error),
+        other => other.to_string(),
     }
 }

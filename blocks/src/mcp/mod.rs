@@ -4,6 +4,7 @@
 //! runtime (the CLI's, the app's) and validation can connect from plain threads.
 
 mod connection;
+mod http_client;
 mod tool_block;
 
 use std::sync::{Arc, OnceLock};
@@ -85,5 +86,72 @@ fn server_problem(name: &str, message: &str) -> Problem {
         port: None,
         path: format!("$.mcp_servers.{name}"),
         message: format!("MCP server `{name}`: {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use std::sync::Mutex;
+
+    use agentloom_core::{McpServerDoc, Secret, SecretError};
+
+    use super::*;
+
+    struct OneToken;
+
+    impl SecretSource for OneToken {
+        fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+            assert_eq!(name, "mcp-token");
+            Ok(Secret::new("tok-s3cret".to_owned()))
+        }
+    }
+
+    #[tokio::test]
+    async fn an_http_server_gets_the_stored_token_as_bearer_and_a_refusal_never_shows_it() {
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        let refuse = move |headers: axum::http::HeaderMap| {
+            let log = log.clone();
+            async move {
+                let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
+                log.lock()
+                    .unwrap()
+                    .push(auth.unwrap_or_default().to_owned());
+                (
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    [("www-authenticate", "Bearer realm=\"mcp\"")],
+                )
+            }
+        };
+        let app = axum::Router::new().route("/mcp", axum::routing::post(refuse));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let mut doc = GraphDoc::new("secured");
+        doc.mcp_servers.insert(
+            "secured".to_owned(),
+            McpServerDoc {
+                url: Some(format!("http://{addr}/mcp")),
+                credential: Some("mcp-token".to_owned()),
+                ..McpServerDoc::default()
+            },
+        );
+        let problems = tokio::task::spawn_blocking(move || {
+            add_mcp_tools(&mut Registry::new(), &doc, &OneToken)
+        })
+        .await
+        .unwrap();
+        assert_eq!(*seen.lock().unwrap(), ["Bearer tok-s3cret"]);
+        assert_eq!(problems.len(), 1);
+        let message = &problems[0].message;
+        assert!(
+            message.contains("MCP server `secured`")
+                && message.contains("refused the request (HTTP 401/403)"),
+            "{message}"
+        );
+        assert!(!message.contains("tok-s3cret"), "{message}");
     }
 }

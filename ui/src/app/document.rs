@@ -203,6 +203,7 @@ impl Document {
         for id in existing.into_values().flatten() {
             self.snarl.remove_node(id);
         }
+        self.keep_wires_of_unusable_nodes(doc, &ids);
         for edge in &doc.edges {
             let (Some(&from), Some(&to)) =
                 (ids.get(edge.from.0.as_str()), ids.get(edge.to.0.as_str()))
@@ -227,6 +228,32 @@ impl Document {
             );
         }
         self.revision += 1;
+    }
+
+    /// A node that cannot be instantiated (its block is unknown, e.g. an MCP tool whose
+    /// server is still connecting or unreachable, or its config is broken) has no ports of
+    /// its own: it gets a port of any type for each of its wires, so that the wires stay
+    /// on the canvas and in the saved file instead of being lost.
+    fn keep_wires_of_unusable_nodes(&mut self, doc: &GraphDoc, ids: &HashMap<&str, NodeId>) {
+        for edge in &doc.edges {
+            if let Some(&from) = ids.get(edge.from.0.as_str()) {
+                let node = &mut self.snarl[from];
+                if node.config_problem.is_some() && node.output_index(&edge.from.1).is_none() {
+                    node.outputs.push(PortSpec::new(
+                        edge.from.1.clone(),
+                        agentloom_core::ValueType::Any,
+                    ));
+                }
+            }
+            if let Some(&to) = ids.get(edge.to.0.as_str()) {
+                let node = &mut self.snarl[to];
+                if node.config_problem.is_some() && node.input_index(&edge.to.1).is_none() {
+                    node.inputs.push(
+                        PortSpec::new(edge.to.1.clone(), agentloom_core::ValueType::Any).optional(),
+                    );
+                }
+            }
+        }
     }
 
     /// The document as it would be saved: sorted, positions from the canvas.
@@ -282,6 +309,27 @@ impl Document {
 
     pub fn can_redo(&self) -> bool {
         !self.redo.is_empty()
+    }
+
+    /// The graph an undo would go back to.
+    pub fn next_undo(&self) -> Option<&GraphDoc> {
+        self.undo.last()
+    }
+
+    /// The graph a redo would go forward to.
+    pub fn next_redo(&self) -> Option<&GraphDoc> {
+        self.redo.last()
+    }
+
+    /// Shows `doc` again with a new catalog (no undo step): blocks that became known show
+    /// their ports and wires. A document without changes stays without changes.
+    pub fn reload(&mut self, doc: &GraphDoc, catalog: &dyn BlockCatalog) {
+        let was_clean = !self.dirty;
+        self.load(doc, catalog);
+        if was_clean {
+            self.saved = Some(self.to_doc());
+        }
+        self.refresh_dirty();
     }
 
     pub fn undo(&mut self, catalog: &dyn BlockCatalog) -> bool {

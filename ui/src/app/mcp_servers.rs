@@ -1,9 +1,109 @@
 //! File → MCP servers…: the graph's MCP servers, to add (a stdio command or an HTTP URL,
-//! with an optional credential name) and remove. Their tools appear in the palette as blocks.
+//! with an optional credential name) and remove. Their tools appear in the palette as blocks
+//! once connected; connecting runs on a thread of its own, so a slow or unreachable server
+//! never holds up the window.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, mpsc};
 
-use agentloom_core::{McpServerDoc, Problem};
+use agentloom_blocks::Registry;
+use agentloom_core::{GraphDoc, McpServerDoc, Problem, SecretSource};
+
+/// Connects to the graph's MCP servers in the background and hands back the catalog with
+/// their tools.
+#[derive(Default)]
+pub struct McpConnector {
+    /// The servers whose tools the app's catalog holds.
+    connected: BTreeMap<String, McpServerDoc>,
+    pending: Option<PendingConnection>,
+}
+
+struct PendingConnection {
+    servers: BTreeMap<String, McpServerDoc>,
+    result: mpsc::Receiver<(Registry, Vec<Problem>)>,
+}
+
+/// A finished connection: the built-in blocks plus the servers' tools.
+pub struct Connected {
+    pub catalog: Registry,
+    pub problems: Vec<Problem>,
+}
+
+impl McpConnector {
+    /// Starts connecting to the servers `doc` names, unless the catalog has (or is getting)
+    /// exactly those.
+    pub fn connect(&mut self, doc: &GraphDoc, secrets: impl FnOnce() -> Arc<dyn SecretSource>) {
+        if doc.mcp_servers == self.connected {
+            // Back to what is connected (an undo while connecting): that connection is moot.
+            self.pending = None;
+            return;
+        }
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.servers == doc.mcp_servers)
+        {
+            return;
+        }
+        let (sender, result) = mpsc::channel();
+        let servers = doc.clone();
+        let secrets = secrets();
+        let spawned = std::thread::Builder::new()
+            .name("agentloom-mcp-connect".to_owned())
+            .spawn(move || {
+                let mut catalog = Registry::builtin();
+                let problems =
+                    agentloom_blocks::mcp::add_mcp_tools(&mut catalog, &servers, secrets.as_ref());
+                // The app may have moved on to other servers; then nobody listens.
+                let _ = sender.send((catalog, problems));
+            });
+        if let Err(err) = spawned {
+            tracing::error!("cannot start connecting to the MCP servers: {err}");
+            return;
+        }
+        self.pending = Some(PendingConnection {
+            servers: doc.mcp_servers.clone(),
+            result,
+        });
+    }
+
+    /// The names of the servers being connected to, if a connection is under way.
+    pub fn connecting(&self) -> Option<Vec<&str>> {
+        self.pending
+            .as_ref()
+            .map(|p| p.servers.keys().map(String::as_str).collect())
+    }
+
+    /// The finished connection, once.
+    pub fn poll(&mut self) -> Option<Connected> {
+        let pending = self.pending.as_ref()?;
+        let (catalog, problems) = match pending.result.try_recv() {
+            Ok(done) => done,
+            Err(mpsc::TryRecvError::Empty) => return None,
+            Err(mpsc::TryRecvError::Disconnected) => (
+                Registry::builtin(),
+                vec![Problem {
+                    kind: agentloom_core::ProblemKind::McpServer,
+                    node: None,
+                    port: None,
+                    path: "$.mcp_servers".to_owned(),
+                    message: "connecting to the MCP servers stopped unexpectedly; change a server to try again".to_owned(),
+                }],
+            ),
+        };
+        let pending = self.pending.take()?;
+        self.connected = pending.servers;
+        Some(Connected { catalog, problems })
+    }
+}
+
+/// "Connecting to `what`…" with a spinner.
+pub fn connecting_ui(ui: &mut egui::Ui, what: &str) {
+    ui.horizontal(|ui| {
+        ui.spinner();
+        ui.label(format!("Connecting to {what}…"));
+    });
+}
 
 /// A change the window asks for; the app applies it as one undo step.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +174,7 @@ impl McpServersWindow {
         ctx: &egui::Context,
         servers: &BTreeMap<String, McpServerDoc>,
         problems: &[Problem],
+        connecting: Option<Vec<&str>>,
     ) -> Option<McpEdit> {
         if !self.open {
             return None;
@@ -101,8 +202,14 @@ impl McpServersWindow {
                         }
                     });
                 }
-                for problem in problems {
-                    ui.colored_label(ui.visuals().error_fg_color, &problem.message);
+                match connecting {
+                    Some(names) if !names.is_empty() => connecting_ui(ui, &names.join(", ")),
+                    Some(_) => {}
+                    None => {
+                        for problem in problems {
+                            ui.colored_label(ui.visuals().error_fg_color, &problem.message);
+                        }
+                    }
                 }
                 ui.separator();
                 ui.heading("Add a server");

@@ -245,6 +245,7 @@ pub struct App {
     inspector: InspectorState,
     credentials: credentials::Credentials,
     mcp_window: mcp_servers::McpServersWindow,
+    mcp_connector: mcp_servers::McpConnector,
     /// The graph's MCP servers that could not be reached (shown with the problems).
     mcp_problems: Vec<Problem>,
     commands: Vec<Command>,
@@ -341,6 +342,7 @@ impl App {
             inspector: InspectorState::default(),
             credentials,
             mcp_window: mcp_servers::McpServersWindow::default(),
+            mcp_connector: mcp_servers::McpConnector::default(),
             mcp_problems: Vec::new(),
             commands: Vec::new(),
             search: String::new(),
@@ -377,13 +379,8 @@ impl App {
             selected_wire: None,
             group_title_editing: None,
         };
-        if !doc.mcp_servers.is_empty() {
-            // The servers' tools must be blocks before the canvas shows their nodes.
-            app.load_mcp_tools(doc);
-            let catalog = app.catalog.clone();
-            let path = app.document.path.take();
-            app.document = Document::from_doc(doc, catalog.as_ref(), path);
-        }
+        // The servers' tool nodes show their ports and wires once connected.
+        app.connect_mcp(doc);
         app.refresh_history();
         app
     }
@@ -526,6 +523,10 @@ impl App {
         if self.run.drain() {
             self.refresh_history();
         }
+        self.take_mcp_connection();
+        if self.mcp_connector.connecting().is_some() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+        }
         self.revalidate();
         self.shortcuts(&ctx);
 
@@ -550,10 +551,12 @@ impl App {
         quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
-        if let Some(edit) =
-            self.mcp_window
-                .window_ui(&ctx, &self.document.mcp_servers, &self.mcp_problems)
-        {
+        if let Some(edit) = self.mcp_window.window_ui(
+            &ctx,
+            &self.document.mcp_servers,
+            &self.mcp_problems,
+            self.mcp_connector.connecting(),
+        ) {
             self.commands.push(Command::EditMcpServers(edit));
         }
         self.close_prompt_ui(&ctx);
@@ -876,6 +879,13 @@ impl App {
                 .show(&mut cols[0], |ui| {
                     run_panel::run_summary_ui(ui, &mut self.run, &mut self.commands);
                 });
+            if let Some(servers) = self.mcp_connector.connecting() {
+                // Until then the servers' tool nodes show as unknown blocks.
+                mcp_servers::connecting_ui(
+                    &mut cols[1],
+                    &format!("MCP servers: {}", servers.join(", ")),
+                );
+            }
             problems::problems_ui(&mut cols[1], &self.problems, &mut self.commands);
         });
     }
@@ -1310,19 +1320,30 @@ impl App {
         false
     }
 
-    /// Connects the MCP servers of `doc` and makes their tools blocks (in the palette, for
-    /// validation and runs). Unreachable servers become problems.
-    fn load_mcp_tools(&mut self, doc: &GraphDoc) {
-        let mut registry = Registry::builtin();
-        let secrets: Arc<dyn agentloom_core::SecretSource> = match self.credentials.store() {
+    /// Starts connecting to the MCP servers of `doc` (in the background) when they are not
+    /// the ones whose tools the catalog holds.
+    fn connect_mcp(&mut self, doc: &GraphDoc) {
+        let store = self.credentials.store();
+        self.mcp_connector.connect(doc, || match store {
             Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
             None => Arc::new(agentloom_engine::EnvSecrets),
+        });
+    }
+
+    /// Once connected, the servers' tools are blocks (in the palette, for validation and
+    /// runs), their nodes get their ports, and unreachable servers are problems.
+    fn take_mcp_connection(&mut self) {
+        let Some(connected) = self.mcp_connector.poll() else {
+            return;
         };
-        self.mcp_problems =
-            agentloom_blocks::mcp::add_mcp_tools(&mut registry, doc, secrets.as_ref());
-        self.catalog = Arc::new(registry);
+        self.mcp_problems = connected.problems;
+        self.catalog = Arc::new(connected.catalog);
         self.palette = palette::entries(self.catalog.as_ref());
         self.executor = self.executor.clone().with_catalog(self.catalog.clone());
+        // Tool nodes take their ports from the new catalog (their wires were kept meanwhile).
+        let doc = self.document.to_doc();
+        let catalog = self.catalog.clone();
+        self.document.reload(&doc, catalog.as_ref());
         // Problems are recomputed on the next frame.
         self.problems_revision = u64::MAX;
     }
@@ -1337,8 +1358,8 @@ impl App {
                 doc.mcp_servers.remove(&name);
             }
         }
-        self.load_mcp_tools(&doc);
-        // One undo step; nodes of the servers' tools take their ports from the new catalog.
+        self.connect_mcp(&doc);
+        // One undo step.
         let catalog = self.catalog.clone();
         self.document.replace(&doc, catalog.as_ref());
         self.document.touch();
@@ -1348,9 +1369,7 @@ impl App {
     fn open_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
-        if !doc.mcp_servers.is_empty() || !self.document.mcp_servers.is_empty() {
-            self.load_mcp_tools(doc);
-        }
+        self.connect_mcp(doc);
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
         self.drag_snapshot = None;
         self.autosave_due = None;
@@ -1449,13 +1468,30 @@ impl App {
                 Err(err) => self.notice = Some(err.to_string()),
             },
             Command::Undo => {
+                let wanted = self
+                    .document
+                    .next_undo()
+                    .filter(|d| d.mcp_servers != self.document.mcp_servers)
+                    .cloned();
                 if self.document.undo(catalog) {
                     self.after_structure_change();
                 }
+                // Undoing an MCP-server change reconnects (the palette follows).
+                if let Some(wanted) = wanted {
+                    self.connect_mcp(&wanted);
+                }
             }
             Command::Redo => {
+                let wanted = self
+                    .document
+                    .next_redo()
+                    .filter(|d| d.mcp_servers != self.document.mcp_servers)
+                    .cloned();
                 if self.document.redo(catalog) {
                     self.after_structure_change();
+                }
+                if let Some(wanted) = wanted {
+                    self.connect_mcp(&wanted);
                 }
             }
             Command::AddBlock { kind, pos } => {

@@ -2,8 +2,8 @@
 //!
 //! A task is a run of the graph with the task's input, in a directory of its own. The first
 //! step runs the graph; the step ends the task (`is_last`) unless a node reported steps of
-//! its own (an output named `steps` holding a list): those are then handed out one per step
-//! request. Files the run wrote in the task's directory are listed as agent-created artifacts.
+//! its own (an output named `steps`, or an agent's `transcript`, holding a list): those are
+//! then handed out one per step request. Files the run wrote in the task's directory are listed as agent-created artifacts.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -442,15 +442,19 @@ async fn execute_step(
             for (i, reported) in reported.into_iter().enumerate() {
                 let mut extra = json!({"run_id": report.run_id, "step": reported});
                 // The run's own result travels with the last step.
+                let name = match reported["tool"].as_str() {
+                    Some(tool) => format!("step {}: {tool}", i + 1),
+                    None => format!("step {}", i + 1),
+                };
                 let text = if i + 1 == count {
                     extra["run"] = run_summary.clone();
                     Some(output.clone())
+                } else if let Some(observation) = reported["observation"].as_str() {
+                    Some(observation.to_owned())
                 } else {
                     Some(Value::from_json(reported).to_text())
                 };
-                state
-                    .pending
-                    .push(step_of(format!("step {}", i + 1), text, extra));
+                state.pending.push(step_of(name, text, extra));
             }
         }
         state.pending.reverse();
@@ -479,12 +483,18 @@ fn state_name(ap: &AgentProtocol) -> String {
     format!("run {}", ap.runner.name())
 }
 
-/// Steps the run's nodes reported: each list a node put out on a port named `steps`.
+/// The output ports whose list is a node's own steps (an agent's decisions are its
+/// `transcript`).
+const STEP_PORTS: [&str; 2] = ["steps", "transcript"];
+
+/// Steps the run's nodes reported: each list a node put out on a port of [`STEP_PORTS`].
 fn reported_steps(events: &[agentloom_engine::RunEvent]) -> Vec<serde_json::Value> {
     events
         .iter()
         .filter_map(|event| match &event.kind {
-            EventKind::NodeFinished { outputs, .. } => outputs.get("steps"),
+            EventKind::NodeFinished { outputs, .. } => {
+                STEP_PORTS.iter().find_map(|port| outputs.get(*port))
+            }
             _ => None,
         })
         .filter_map(Value::as_list)
@@ -705,12 +715,22 @@ mod tests {
         );
         let mut plain = ValueMap::new();
         plain.insert("text".to_owned(), Value::Text("no steps here".to_owned()));
-        let events = [finished("plain", plain), finished("agent", agent)];
+        let mut ai_agent = ValueMap::new();
+        ai_agent.insert(
+            "transcript".to_owned(),
+            Value::from_json(json!([{"tool": "finish", "observation": "finished"}])),
+        );
+        let events = [
+            finished("plain", plain),
+            finished("agent", agent),
+            finished("ai_agent", ai_agent),
+        ];
         assert_eq!(
             reported_steps(&events),
             [
                 json!({"thought": "read the file"}),
-                json!({"tool": "write"})
+                json!({"tool": "write"}),
+                json!({"tool": "finish", "observation": "finished"})
             ]
         );
         assert!(reported_steps(&events[..1]).is_empty());
