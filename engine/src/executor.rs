@@ -367,6 +367,24 @@ fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Passes a sub-run's node events on to its parent run, each node renamed
+/// `{prefix}/{node}`; the sub-run's own start and finish are the parent node's.
+struct SubRunSink {
+    parent: Arc<RunShared>,
+    prefix: String,
+}
+
+impl EventSink for SubRunSink {
+    fn emit(&self, event: &RunEvent) {
+        let mut kind = event.kind.clone();
+        let Some(node) = kind.node_mut() else {
+            return;
+        };
+        *node = format!("{}/{node}", self.prefix);
+        self.parent.emit(kind);
+    }
+}
+
 /// What a running node sees.
 struct NodeCtx {
     shared: Arc<RunShared>,
@@ -463,13 +481,26 @@ impl RunCtx for NodeCtx {
         graph: &GraphDoc,
         inputs: ValueMap,
     ) -> Result<ValueMap, BlockError> {
+        self.run_subgraph_in(graph, inputs, None).await
+    }
+
+    async fn run_subgraph_in(
+        &self,
+        graph: &GraphDoc,
+        inputs: ValueMap,
+        scope: Option<&str>,
+    ) -> Result<ValueMap, BlockError> {
         let executor = &self.shared.executor;
+        let prefix = match scope {
+            Some(scope) => format!("{}/{scope}", self.node_id),
+            None => self.node_id.clone(),
+        };
         let valid = validate(graph, executor.catalog.as_ref()).map_err(|problems| {
             let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
             BlockError::permanent(format!("the sub-graph is invalid: {}", list.join("; ")))
         })?;
         let options = RunOptions {
-            run_id: Some(format!("{}/{}", self.shared.run_id, self.node_id)),
+            run_id: Some(format!("{}/{prefix}", self.shared.run_id)),
             cancel: self.cancel.child_token(),
             ..RunOptions::default()
         };
@@ -480,16 +511,14 @@ impl RunCtx for NodeCtx {
             cpu_slots: Arc::clone(&self.shared.cpu_slots),
             request_slots: Arc::clone(&self.shared.request_slots),
         };
-        // Sub-run events stay inside the node; its usage counts towards the parent run (its
-        // cost is already in the shared budget).
-        let report = Box::pin(executor.run_with(
-            Arc::new(valid),
-            inputs,
-            options,
-            Arc::new(crate::events::NullSink),
-            inherited,
-        ))
-        .await;
+        // The sub-run's node events join the parent run's stream, nested under this node;
+        // its usage counts towards the parent run (its cost is already in the shared budget).
+        let sink = Arc::new(SubRunSink {
+            parent: Arc::clone(&self.shared),
+            prefix,
+        });
+        let report =
+            Box::pin(executor.run_with(Arc::new(valid), inputs, options, sink, inherited)).await;
         if !report.usage.is_zero() {
             self.add_usage(report.usage);
         }

@@ -137,6 +137,7 @@ pub fn load_with_tools(
 ) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
     let doc = crate::cli::load_graph(path).map_err(|e| vec![e])?;
     let mut registry = Registry::builtin();
+    agentloom_blocks::graph_call::for_graph_file(&mut registry, Some(path));
     let mut problems: Vec<String> =
         agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets)
             .iter()

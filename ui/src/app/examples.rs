@@ -22,6 +22,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         include_str!("../../../assets/examples/pipeline.agentloom.json"),
     ),
     (
+        "subgraph.agentloom.json",
+        include_str!("../../../assets/examples/subgraph.agentloom.json"),
+    ),
+    (
+        "greeting.agentloom.json",
+        include_str!("../../../assets/examples/greeting.agentloom.json"),
+    ),
+    (
         "online/llm-summarize.agentloom.json",
         include_str!("../../../assets/examples/online/llm-summarize.agentloom.json"),
     ),

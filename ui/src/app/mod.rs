@@ -25,6 +25,7 @@ mod rerun;
 mod resume;
 mod run;
 mod run_panel;
+mod subgraph;
 pub mod theme;
 mod wiring;
 
@@ -238,6 +239,8 @@ impl AppPaths {
 /// The app.
 pub struct App {
     catalog: Arc<Registry>,
+    /// The graph file the catalog's `graph.call` resolves relative paths against.
+    graph_file: Option<PathBuf>,
     palette: Vec<PaletteEntry>,
     pub document: Document,
     canvas: CanvasState,
@@ -302,9 +305,11 @@ pub struct App {
 impl App {
     /// An app showing `doc` (from `path`, if it came from a file).
     pub fn new(doc: &GraphDoc, path: Option<PathBuf>, paths: &AppPaths) -> Self {
-        let catalog = Arc::new(Registry::builtin());
+        let mut registry = Registry::builtin();
+        agentloom_blocks::graph_call::for_graph_file(&mut registry, path.as_deref());
+        let catalog = Arc::new(registry);
         let palette = palette::entries(catalog.as_ref());
-        let document = Document::from_doc(doc, catalog.as_ref(), path);
+        let document = Document::from_doc(doc, catalog.as_ref(), path.clone());
         let mut executor = Executor::new(catalog.clone());
         if let Some(workspace) = &paths.workspace {
             executor = executor.with_workspace(workspace.clone());
@@ -342,6 +347,7 @@ impl App {
             credentials,
             mcp_window: mcp_servers::McpServersWindow::default(),
             mcp_problems: Vec::new(),
+            graph_file: path,
             commands: Vec::new(),
             search: String::new(),
             run: RunView::default(),
@@ -926,6 +932,7 @@ impl App {
                                 self.credentials.list(),
                                 &mut self.commands,
                             );
+                            subgraph::child_runs_ui(ui, &self.run, &node.doc.id);
                         }
                         None => {
                             self.graph_info_ui(ui);
@@ -1176,16 +1183,7 @@ impl App {
                 .layer_id_at(pos)
                 .is_none_or(|layer| layer.order == canvas_layer)
         {
-            let at = self.canvas.to_graph(pos);
-            let hit = self
-                .canvas
-                .node_rects
-                .iter()
-                .filter(|(node, rect)| {
-                    rect.contains(at) && self.document.snarl.get_node(**node).is_some()
-                })
-                .map(|(node, _)| *node)
-                .max_by_key(|node| node.0);
+            let hit = self.node_at(self.canvas.to_graph(pos));
             // A plain click replaces the selection: the clicked node alone, a wire, or
             // nothing.
             self.clear_selection(&ctx);
@@ -1196,6 +1194,24 @@ impl App {
                 None
             };
         }
+        // A double-click on a node that calls a graph file opens that file.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| {
+                i.pointer
+                    .button_double_clicked(egui::PointerButton::Primary)
+            })
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+            && let Some(hit) = self.node_at(self.canvas.to_graph(pos))
+            && let Some(node) = self.document.snarl.get_node(hit)
+            && let Some(child) = subgraph::child_file(&node.doc, self.document.path.as_deref())
+        {
+            match child {
+                Ok(path) => self.commands.push(Command::Open(path)),
+                Err(message) => self.notice = Some(message),
+            }
+        }
         self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
 
         let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), &ctx);
@@ -1205,6 +1221,18 @@ impl App {
             }
             self.last_selection = selected;
         }
+    }
+
+    /// The topmost node at graph position `at`.
+    fn node_at(&self, at: Pos2) -> Option<egui_snarl::NodeId> {
+        self.canvas
+            .node_rects
+            .iter()
+            .filter(|(node, rect)| {
+                rect.contains(at) && self.document.snarl.get_node(**node).is_some()
+            })
+            .map(|(node, _)| *node)
+            .max_by_key(|node| node.0)
     }
 
     /// "Save changes?" before the window closes or another graph replaces this one.
@@ -1314,6 +1342,7 @@ impl App {
     /// validation and runs). Unreachable servers become problems.
     fn load_mcp_tools(&mut self, doc: &GraphDoc) {
         let mut registry = Registry::builtin();
+        agentloom_blocks::graph_call::for_graph_file(&mut registry, self.graph_file.as_deref());
         let secrets: Arc<dyn agentloom_core::SecretSource> = match self.credentials.store() {
             Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
             None => Arc::new(agentloom_engine::EnvSecrets),
@@ -1344,11 +1373,34 @@ impl App {
         self.document.touch();
     }
 
+    /// Makes the catalog resolve `graph.call` paths against `path`, the file of `doc`.
+    /// Returns whether the catalog was rebuilt (the MCP servers of `doc` included).
+    fn follow_graph_file(&mut self, doc: &GraphDoc, path: Option<&Path>) -> bool {
+        if self.graph_file.as_deref() == path {
+            return false;
+        }
+        self.graph_file = path.map(Path::to_path_buf);
+        if doc.mcp_servers.is_empty() {
+            let mut registry = Registry::builtin();
+            agentloom_blocks::graph_call::for_graph_file(&mut registry, path);
+            self.mcp_problems.clear();
+            self.catalog = Arc::new(registry);
+            self.palette = palette::entries(self.catalog.as_ref());
+            self.executor = self.executor.clone().with_catalog(self.catalog.clone());
+            self.problems_revision = u64::MAX;
+        } else {
+            self.load_mcp_tools(doc);
+        }
+        true
+    }
+
     /// Shows `doc` as a document of its own: its own undo history, its own file.
     fn open_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
-        if !doc.mcp_servers.is_empty() || !self.document.mcp_servers.is_empty() {
+        if !self.follow_graph_file(doc, path.as_deref())
+            && (!doc.mcp_servers.is_empty() || !self.document.mcp_servers.is_empty())
+        {
             self.load_mcp_tools(doc);
         }
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
@@ -1370,6 +1422,13 @@ impl App {
         match save_graph(&doc, path) {
             Ok(()) => {
                 self.document.mark_saved(path.to_owned());
+                // `graph.call` paths are relative to the file now: their ports follow it.
+                if self.follow_graph_file(&doc, Some(path)) {
+                    let catalog = self.catalog.clone();
+                    for node in self.document.snarl.nodes_mut() {
+                        node.refresh_ports(catalog.as_ref());
+                    }
+                }
                 if let Some(data) = &self.data {
                     data.clear_autosave();
                     data.remember_last(path);
