@@ -210,3 +210,32 @@ fn the_run_panel_shows_the_called_graphs_nodes_as_they_run() {
         agentloom_core::Value::from("HEY!")
     );
 }
+
+#[test]
+fn the_calling_example_opens_untitled_from_the_gallery_and_finds_the_graph_it_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness_for(App::new(&support::example(), None, &paths(&dir)));
+    h.state_mut().send(AppCommand::ShowExamples);
+    h.run_steps(3);
+    h.get_by_role_and_label(egui::accesskit::Role::Button, "Calling a graph")
+        .click();
+    h.run_steps(4);
+    assert_eq!(h.state().document.name, "Calling a graph");
+    assert_eq!(h.state().document.path, None);
+    assert!(
+        h.state().problems().is_empty(),
+        "{:?}",
+        h.state().problems()
+    );
+    h.state_mut().send(AppCommand::StartRun);
+    wait_until(&mut h, "the example to run", |h| {
+        h.state().run.status == Some(agentloom_engine::RunStatus::Completed)
+    });
+    assert_eq!(
+        h.state().run.outputs["result"],
+        agentloom_core::Value::from("Hello, Ada! (11 characters)")
+    );
+    let rect = h.state().node_screen_rect("greet").unwrap();
+    double_click_at(&mut h, Pos2::new(rect.center().x, rect.top() + 10.0));
+    assert_eq!(h.state().document.name, "Greeting (called graph)");
+}

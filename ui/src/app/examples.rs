@@ -49,6 +49,24 @@ pub fn example(index: usize) -> Option<GraphDoc> {
     GraphDoc::from_json_str(text).ok()
 }
 
+/// Writes the examples into `dir` (as under `assets/examples`), so that an example calling
+/// another by a relative path finds it; returns where example `index` is.
+pub fn write_examples(dir: &std::path::Path, index: usize) -> std::io::Result<std::path::PathBuf> {
+    for (file, text) in EXAMPLES {
+        let path = dir.join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(*text) {
+            std::fs::write(&path, text)?;
+        }
+    }
+    let (file, _) = EXAMPLES
+        .get(index)
+        .ok_or_else(|| std::io::Error::other("no such example"))?;
+    Ok(dir.join(file))
+}
+
 /// The gallery window, while `open`.
 pub fn examples_ui(ctx: &egui::Context, open: &mut bool, commands: &mut Vec<Command>) {
     if !*open {

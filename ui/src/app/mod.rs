@@ -1205,7 +1205,7 @@ impl App {
                 .is_none_or(|layer| layer.order == canvas_layer)
             && let Some(hit) = self.node_at(self.canvas.to_graph(pos))
             && let Some(node) = self.document.snarl.get_node(hit)
-            && let Some(child) = subgraph::child_file(&node.doc, self.document.path.as_deref())
+            && let Some(child) = subgraph::child_file(&node.doc, self.graph_file.as_deref())
         {
             match child {
                 Ok(path) => self.commands.push(Command::Open(path)),
@@ -1396,9 +1396,20 @@ impl App {
 
     /// Shows `doc` as a document of its own: its own undo history, its own file.
     fn open_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
+        let graph_file = path.clone();
+        self.open_document_resolving(doc, path, graph_file.as_deref());
+    }
+
+    /// [`App::open_document`], with `graph.call` paths resolved against `graph_file`.
+    fn open_document_resolving(
+        &mut self,
+        doc: &GraphDoc,
+        path: Option<PathBuf>,
+        graph_file: Option<&Path>,
+    ) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
-        if !self.follow_graph_file(doc, path.as_deref())
+        if !self.follow_graph_file(doc, graph_file)
             && (!doc.mcp_servers.is_empty() || !self.document.mcp_servers.is_empty())
         {
             self.load_mcp_tools(doc);
@@ -1462,7 +1473,14 @@ impl App {
                     && self.may_discard(&Command::OpenExample(index))
                 {
                     self.examples_open = false;
-                    self.open_document(&doc, None);
+                    // Untitled, but an example's `graph.call` paths resolve against a copy
+                    // of the examples in the data directory.
+                    let copy = self.data.as_ref().and_then(|data| {
+                        examples::write_examples(&data.dir.join("examples"), index)
+                            .map_err(|e| tracing::warn!(error = %e, "cannot write the examples"))
+                            .ok()
+                    });
+                    self.open_document_resolving(&doc, None, copy.as_deref());
                     self.notice = None;
                 }
             }
