@@ -27,6 +27,7 @@ mod run;
 mod run_panel;
 mod subgraph;
 pub mod theme;
+mod wire_menu;
 mod wiring;
 
 use std::collections::HashMap;
@@ -300,6 +301,8 @@ pub struct App {
     group_title_editing: Option<String>,
     /// The wire picked by a click (Delete removes it).
     selected_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
+    /// The menu of a right-clicked wire, while open.
+    wire_menu: Option<wire_menu::WireMenu>,
 }
 
 impl App {
@@ -381,6 +384,7 @@ impl App {
             quick_add: None,
             examples_open: false,
             selected_wire: None,
+            wire_menu: None,
             group_title_editing: None,
         };
         if !doc.mcp_servers.is_empty() {
@@ -482,6 +486,31 @@ impl App {
         self.canvas.transform * pos
     }
 
+    /// The middle of the wire `from.port → to.port` on screen, as last drawn.
+    pub fn wire_screen_middle(&self, from: (&str, &str), to: (&str, &str)) -> Option<Pos2> {
+        let out_node = self.document.node_by_id(from.0)?;
+        let in_node = self.document.node_by_id(to.0)?;
+        let output = self
+            .document
+            .snarl
+            .get_node(out_node)?
+            .output_index(from.1)?;
+        let input = self.document.snarl.get_node(in_node)?.input_index(to.1)?;
+        let points = wiring::wire_points(
+            &self.canvas,
+            &self.document.snarl,
+            egui_snarl::OutPinId {
+                node: out_node,
+                output,
+            },
+            egui_snarl::InPinId {
+                node: in_node,
+                input,
+            },
+        )?;
+        Some(self.canvas.transform * points[points.len() / 2])
+    }
+
     /// The screen rectangle of the node with this document id, as last drawn.
     pub fn node_screen_rect(&self, id: &str) -> Option<egui::Rect> {
         let node = self.document.node_by_id(id)?;
@@ -553,6 +582,11 @@ impl App {
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
         examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
+        if let Some(menu) = &mut self.wire_menu
+            && !wire_menu::wire_menu_ui(&ctx, menu, &mut self.commands)
+        {
+            self.wire_menu = None;
+        }
         quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
@@ -1118,6 +1152,13 @@ impl App {
         if let Some(snapshot) = undo_snapshot {
             self.document.push_undo(snapshot);
             self.drag_snapshot = None;
+        }
+        // A right-clicked wire is picked and offers Disconnect.
+        if let Some((from, to)) = self.canvas.wire_menu_request.take()
+            && let Some(at) = pointer
+        {
+            self.selected_wire = Some((from, to));
+            self.wire_menu = Some(wire_menu::WireMenu::new(from, to, at));
         }
         if let Some(reason) =
             self.wire_drag
