@@ -19,6 +19,7 @@ mod mcp_servers;
 mod minimap;
 mod palette;
 mod path_prompt;
+mod pinned;
 mod problems;
 mod quick_add;
 mod rerun;
@@ -180,6 +181,11 @@ pub enum Command {
     RunFromHere(NodeId),
     /// Pin (true) the node's outputs from the shown run into the graph, or unpin them.
     PinOutputs(NodeId, bool),
+    /// Replace the node's pinned outputs with these (edited in the inspector).
+    SetPinned {
+        node: NodeId,
+        outputs: agentloom_core::ValueMap,
+    },
     /// Decide on a pending approval (of the live run, or of a waiting run: resumes it).
     Approve(String, agentloom_core::ApprovalDecision),
     /// Turn safe mode (ask before running blocks with side effects) on or off; saved with
@@ -1747,6 +1753,11 @@ impl App {
             Command::Approve(node, decision) => self.decide_approval(&node, decision, ctx),
             Command::RunFromHere(node) => self.run_from_here(node, ctx),
             Command::PinOutputs(node, pin) => self.pin_outputs(node, pin),
+            Command::SetPinned { node, outputs } => {
+                self.document.checkpoint();
+                self.document
+                    .update_node(node, catalog, |doc| doc.pinned = Some(outputs));
+            }
             Command::SetSafeMode(on) => {
                 if self.document.settings.safe_mode != on {
                     self.document.checkpoint();
