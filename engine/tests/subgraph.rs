@@ -145,6 +145,12 @@ async fn a_called_graph_runs_with_values_both_ways_and_is_logged_nested() {
     assert_eq!(t.status, NodeStatus::Done);
     assert_eq!(t.inputs["n"], Value::from("Ada"));
     assert_eq!(t.outputs["text"], Value::from("Hello Ada!"));
+
+    // Run from `call`: the calling node and everything inside it run again.
+    let rerun = ["call", "wrap", "result"].map(str::to_owned).into();
+    let seed = store.reuse_seed(&report.run_id, &rerun).unwrap();
+    let reused: Vec<&str> = seed.outputs.keys().map(String::as_str).collect();
+    assert_eq!(reused, vec!["who"]);
 }
 
 #[tokio::test]
@@ -211,4 +217,94 @@ async fn a_for_each_sub_graph_reports_its_nodes_per_item() {
             ("each/1/fmt".to_owned(), Value::from("<b>"))
         ]
     );
+}
+
+/// `ask.json`: `text` in, a person approves (maybe editing) it, then it is upper-cased.
+fn asking_child() -> serde_json::Value {
+    json!({
+        "format": "agentloom.graph", "version": 1, "name": "ask",
+        "nodes": [
+            {"id": "text", "block": "graph.input", "config": {"name": "name"}},
+            {"id": "ask", "block": "human.approval", "config": {"action": "Shout it?"}},
+            {"id": "t", "block": "text.template", "config": {"template": "{{ v | upper }}"}},
+            {"id": "out", "block": "graph.output", "config": {"name": "greeting"}}
+        ],
+        "edges": [
+            {"from": ["text", "value"], "to": ["ask", "value"]},
+            {"from": ["ask", "value"], "to": ["t", "v"]},
+            {"from": ["t", "text"], "to": ["out", "value"]}
+        ]
+    })
+}
+
+#[tokio::test]
+async fn an_approval_inside_a_called_graph_pauses_the_run_and_resumes_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "ask.json", &asking_child());
+    let parent_file = write(dir.path(), "parent.json", &parent("ask.json"));
+    let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&parent_file).unwrap()).unwrap();
+    let registry = registry_for(&parent_file);
+    let graph = Arc::new(validate(&doc, registry.as_ref()).unwrap_or_else(|p| panic!("{p:?}")));
+    let store = Arc::new(RunStore::open(&dir.path().join("runs.db")).unwrap());
+    // Nobody to ask: the request is stored as the parent run's, for the nested node.
+    let executor = Executor::new(registry).with_approver(Arc::new(
+        agentloom_engine::DurableApprover::new(store.clone(), None),
+    ));
+    let recorder = Arc::new(store.recorder(&graph.doc).unwrap());
+    let inputs = ValueMap::from([("who".to_owned(), Value::from("ada"))]);
+    let report = executor
+        .run(
+            graph.clone(),
+            inputs.clone(),
+            RunOptions::default(),
+            recorder.clone(),
+        )
+        .await;
+    recorder.finish().unwrap();
+    assert_eq!(report.status, RunStatus::Waiting, "{:?}", report.error);
+    let pending = store.pending_approvals(&report.run_id).unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].node, "call/ask");
+    assert_eq!(pending[0].request.action, "Shout it?");
+
+    // Decided (edited), then resumed under the same run id: the approval is not asked
+    // again and the nodes that had finished, inside the child too, are not run again.
+    let edited = agentloom_core::ApprovalDecision::Approved {
+        arguments: Value::from_json(json!({"value": "grace"})),
+    };
+    assert!(
+        store
+            .decide_approval(&report.run_id, "call/ask", &edited)
+            .unwrap()
+    );
+    let seed = store.resume_seed(&report.run_id).unwrap();
+    let collect = Arc::new(CollectSink::default());
+    let resumed = executor
+        .run(
+            graph,
+            inputs,
+            RunOptions {
+                run_id: Some(report.run_id.clone()),
+                seed: Some(Arc::new(seed)),
+                ..RunOptions::default()
+            },
+            collect.clone(),
+        )
+        .await;
+    assert_eq!(resumed.status, RunStatus::Completed, "{:?}", resumed.error);
+    assert_eq!(resumed.outputs["result"], Value::from("<GRACE>"));
+    let attempts = |id: &str| {
+        collect
+            .events()
+            .into_iter()
+            .find_map(|e| match e.kind {
+                EventKind::NodeFinished { node, attempts, .. } if node == id => Some(attempts),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("`{id}` did not finish"))
+    };
+    assert_eq!(attempts("who"), 0, "reused");
+    assert_eq!(attempts("call/text"), 0, "reused inside the child");
+    assert_eq!(attempts("call/ask"), 1);
+    assert_eq!(attempts("call/t"), 1);
 }
