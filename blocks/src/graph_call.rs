@@ -94,6 +94,28 @@ pub fn resolve(parent_file: Option<&Path>, path: &str) -> Result<PathBuf, String
     }
 }
 
+/// `doc` (from the graph file `graph_file`) with the relative `path` of its `graph.call`
+/// nodes made absolute, so that a run recorded from it finds the graphs it calls from
+/// anywhere (a resumed or approved run, a run opened from the history).
+pub fn with_absolute_paths(mut doc: GraphDoc, graph_file: Option<&Path>) -> GraphDoc {
+    let Some(file) = graph_file else {
+        return doc;
+    };
+    let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    for node in doc.nodes.iter_mut().filter(|node| node.block == KIND) {
+        let Some(serde_json::Value::String(path)) = node.config.get(PATH) else {
+            continue;
+        };
+        if let Ok(target) = resolve(Some(&file), path.trim()) {
+            node.config.insert(
+                PATH.to_owned(),
+                serde_json::Value::String(target.display().to_string()),
+            );
+        }
+    }
+    doc
+}
+
 /// Reads the graph file at `path` and every file it calls in turn, failing on a missing or
 /// broken file and on a reference cycle. `chain` holds the files calling it (canonical
 /// paths). The returned document's own `graph.call` paths are made absolute, so it runs
@@ -112,26 +134,17 @@ fn load_child(path: &Path, chain: &mut Vec<PathBuf>) -> Result<GraphDoc, String>
             files.join(" calls ")
         ));
     }
-    let mut doc = agentloom_core::read_graph_file(&canonical, agentloom_core::max_graph_bytes())
+    let doc = agentloom_core::read_graph_file(&canonical, agentloom_core::max_graph_bytes())
         .map_err(|e| format!("graph file `{}`: {e}", canonical.display()))?;
-    chain.push(canonical.clone());
+    let doc = with_absolute_paths(doc, Some(&canonical));
+    chain.push(canonical);
     let result = doc
         .nodes
-        .iter_mut()
+        .iter()
         .filter(|node| node.block == KIND)
-        .try_for_each(|node| {
-            let Some(serde_json::Value::String(relative)) = node.config.get(PATH) else {
-                // Its own validation says what is wrong when it runs.
-                return Ok(());
-            };
-            let target = resolve(Some(&canonical), relative)?;
-            load_child(&target, chain)?;
-            node.config.insert(
-                PATH.to_owned(),
-                serde_json::Value::String(target.display().to_string()),
-            );
-            Ok(())
-        });
+        // A node without a path says so when it is configured.
+        .filter_map(|node| node.config.get(PATH)?.as_str())
+        .try_for_each(|target| load_child(Path::new(target), chain).map(drop));
     chain.pop();
     result.map(|()| doc)
 }

@@ -131,6 +131,55 @@ fn the_cli_runs_a_calling_graph_shows_its_child_nodes_and_refuses_a_cycle() {
     );
 }
 
+#[test]
+fn an_approval_inside_a_called_graph_is_approved_from_another_directory_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let parent_file = files(dir.path(), 0);
+    // The child asks a person before shouting.
+    let mut asking = child(0);
+    asking["nodes"][1] =
+        json!({"id": "wait", "block": "human.approval", "config": {"action": "Shout it?"}});
+    write(&dir.path().join("lib"), "child.json", &asking);
+    let out = agentloom(&["run", parent_file.to_str().unwrap(), "--json"], &db);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = report["run_id"].as_str().unwrap().to_owned();
+
+    // Approved with an edit from elsewhere: the recorded graph still finds lib/child.json.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .env_remove("AGENTLOOM_LOG")
+        .current_dir(elsewhere.path())
+        .args([
+            "approve",
+            &run_id,
+            "--node",
+            "call/wait",
+            "--set",
+            "value=quiet",
+            "--json",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resumed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(resumed["status"], "completed");
+    assert_eq!(resumed["outputs"]["result"], "QUIET!");
+}
+
 /// Two clicks at `pos` within one frame: a double-click.
 fn double_click_at(h: &mut AppHarness, pos: Pos2) {
     h.event(egui::Event::PointerMoved(pos));

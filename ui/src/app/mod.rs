@@ -1270,6 +1270,15 @@ impl App {
         }
     }
 
+    /// The document as a run records it: `graph.call` paths absolute, so that the run can
+    /// be resumed or approved from anywhere.
+    fn runnable_doc(&self) -> GraphDoc {
+        agentloom_blocks::graph_call::with_absolute_paths(
+            self.document.to_doc(),
+            self.graph_file.as_deref(),
+        )
+    }
+
     /// The topmost node at graph position `at`.
     fn node_at(&self, at: Pos2) -> Option<egui_snarl::NodeId> {
         self.canvas
@@ -1937,7 +1946,7 @@ impl App {
     /// Starts the run with the inputs typed in the form.
     fn start_run(&mut self, ctx: &egui::Context) {
         self.run_form.open = false;
-        let doc = self.document.to_doc();
+        let doc = self.runnable_doc();
         let graph = match validate(&doc, self.catalog.as_ref()) {
             Ok(graph) => graph,
             Err(problems) => {
@@ -2003,7 +2012,10 @@ impl App {
                         if !self.may_discard(&Command::OpenRun(id.to_owned())) {
                             return;
                         }
-                        self.open_document(&graph, None);
+                        // Its `graph.call` paths most likely point where the current
+                        // file's do.
+                        let graph_file = self.graph_file.clone();
+                        self.open_document_resolving(&graph, None, graph_file.as_deref());
                     }
                 }
                 self.run = RunView::from_detail(&detail);
