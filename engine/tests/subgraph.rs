@@ -308,3 +308,47 @@ async fn an_approval_inside_a_called_graph_pauses_the_run_and_resumes_from_the_l
     assert_eq!(attempts("call/ask"), 1);
     assert_eq!(attempts("call/t"), 1);
 }
+
+#[test]
+fn a_run_stopped_mid_way_counts_a_sub_runs_cost_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = GraphDoc::new("costly parent");
+    doc.nodes
+        .push(agentloom_core::NodeDoc::new("call", "graph.call"));
+    let store = RunStore::open(&dir.path().join("runs.db")).unwrap();
+    let recorder = store.recorder(&doc).unwrap();
+    let cost = agentloom_core::Usage {
+        input_tokens: 10,
+        output_tokens: 5,
+        cost_usd: 0.25,
+    };
+    let events = [
+        EventKind::RunStarted {
+            run_id: "r1".to_owned(),
+            graph_name: doc.name.clone(),
+            node_count: 1,
+            inputs: ValueMap::new(),
+        },
+        // The child's model node reports its cost, then the calling node carries it too.
+        EventKind::NodeUsage {
+            node: "call/model".to_owned(),
+            usage: cost,
+        },
+        EventKind::NodeUsage {
+            node: "call".to_owned(),
+            usage: cost,
+        },
+    ];
+    for (seq, kind) in events.into_iter().enumerate() {
+        recorder.emit(&agentloom_engine::RunEvent {
+            seq: seq as u64,
+            at_ms: 0,
+            kind,
+        });
+    }
+    // No `run_finished`: the process stopped; the row's total comes from the node rows.
+    recorder.finish().unwrap();
+    let detail = store.get_run("r1").unwrap().unwrap();
+    assert_eq!(detail.run.usage, cost);
+    assert_eq!(detail.node("call/model").unwrap().usage, cost);
+}
