@@ -288,3 +288,54 @@ fn the_calling_example_opens_untitled_from_the_gallery_and_finds_the_graph_it_ca
     double_click_at(&mut h, Pos2::new(rect.center().x, rect.top() + 10.0));
     assert_eq!(h.state().document.name, "Greeting (called graph)");
 }
+
+#[test]
+fn a_for_each_over_a_sub_graph_shows_each_items_nodes_in_the_run_panel() {
+    let dir = tempfile::tempdir().unwrap();
+    let per_item = json!({
+        "format": "agentloom.graph", "version": 1, "name": "per item",
+        "nodes": [
+            {"id": "item", "block": "graph.input", "config": {"name": "item", "type": "json"}},
+            {"id": "fmt", "block": "text.template", "config": {"template": "<{{ i }}>"}},
+            {"id": "result", "block": "graph.output", "config": {"name": "result"}}
+        ],
+        "edges": [
+            {"from": ["item", "value"], "to": ["fmt", "i"]},
+            {"from": ["fmt", "text"], "to": ["result", "value"]}
+        ]
+    });
+    let doc = support::graph(
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "each",
+            "nodes": [
+                {"id": "items", "block": "data.constant", "position": [0, 0], "config": {"value": ["a", "b"], "type": "list<json>"}},
+                {"id": "each", "block": "control.for_each", "position": [300, 0], "config": {"graph": per_item}},
+                {"id": "all", "block": "graph.output", "position": [700, 0], "config": {"name": "all"}}
+            ],
+            "edges": [
+                {"from": ["items", "value"], "to": ["each", "items"]},
+                {"from": ["each", "results"], "to": ["all", "value"]}
+            ]
+        })
+        .to_string(),
+    );
+    let mut h = support::harness(&doc, &paths(&dir));
+    h.state_mut()
+        .send(AppCommand::InspectById("each".to_owned()));
+    h.state_mut().send(AppCommand::StartRun);
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    assert_eq!(
+        h.state().run.status,
+        Some(agentloom_engine::RunStatus::Completed),
+        "{:?}",
+        h.state().run.error
+    );
+    h.get_by_label("Inside this node");
+    for row in ["0/item", "0/fmt", "0/result", "1/item", "1/fmt", "1/result"] {
+        h.get_by_label(row);
+    }
+    assert_eq!(
+        h.state().run.node("each/1/fmt").unwrap().outputs["text"],
+        agentloom_core::Value::from("<b>")
+    );
+}

@@ -30,8 +30,7 @@ pub fn child_file(node: &NodeDoc, graph_file: Option<&Path>) -> Option<Result<Pa
     })
 }
 
-/// The nodes of the sub-runs of node `id` in `run` (recorded as `id/…`), with their state,
-/// indented by depth.
+/// The nodes of the sub-runs of node `id` in `run` (recorded as `id/…`), with their state.
 pub fn child_runs_ui(ui: &mut Ui, run: &RunView, id: &str) {
     let prefix = format!("{id}/");
     let mut children: Vec<(&str, &super::run::NodeRun)> = run
@@ -46,11 +45,9 @@ pub fn child_runs_ui(ui: &mut Ui, run: &RunView, id: &str) {
     ui.add_space(4.0);
     ui.label(RichText::new("Inside this node").strong());
     for (name, state) in children {
-        let depth = name.matches('/').count();
-        let short = name.rsplit('/').next().unwrap_or(name);
         ui.horizontal(|ui| {
-            ui.add_space(12.0 * depth as f32);
-            ui.label(RichText::new(short).monospace());
+            // `render`, or `0/render` for a for-each item, `inner/render` one call deeper.
+            ui.label(RichText::new(name).monospace());
             if let Some((text, color)) = state.state() {
                 ui.label(RichText::new(text).color(color).small());
             }
