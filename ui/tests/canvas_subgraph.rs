@@ -339,3 +339,44 @@ fn a_for_each_over_a_sub_graph_shows_each_items_nodes_in_the_run_panel() {
         agentloom_core::Value::from("<b>")
     );
 }
+
+#[test]
+fn the_app_shows_a_reference_cycle_as_a_problem_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let calling = |path: &str| {
+        json!({
+            "format": "agentloom.graph", "version": 1, "name": "loop",
+            "nodes": [{"id": "call", "block": "graph.call", "position": [0, 0], "config": {"path": path}}],
+            "edges": []
+        })
+    };
+    let a = write(dir.path(), "a.json", &calling("b.json"));
+    write(dir.path(), "b.json", &calling("a.json"));
+    let mut h = harness_for(App::new(&load_graph(&a).unwrap(), Some(a), &paths(&dir)));
+    h.run_steps(2);
+    let problems: Vec<String> = h
+        .state()
+        .problems()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("reference cycle")
+            && problems[0].contains("a.json")
+            && problems[0].contains("b.json"),
+        "{}",
+        problems[0]
+    );
+    h.state_mut().send(AppCommand::StartRun);
+    h.run_steps(2);
+    assert!(!h.state().run.is_running());
+    assert!(
+        h.state()
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("cannot run")),
+        "{:?}",
+        h.state().notice
+    );
+}
