@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use agentloom_core::{
     ApprovalDecision, ApprovalRequest, Block, BlockCatalog as _, BlockError, BlockMeta, Config,
-    ConfigError, ConfigField, ConfigReader, GraphDoc, GraphInterface, InputsExt as _, NodeImpl,
-    PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait, coerce,
+    ConfigError, ConfigField, ConfigReader, GraphDoc, InputsExt as _, NodeImpl, PortSpec, Ports,
+    RunCtx, Value, ValueMap, ValueType, async_trait, coerce,
 };
 use futures::StreamExt as _;
 
@@ -242,25 +242,9 @@ fn list(ports: &[PortSpec]) -> String {
 fn inner_graph(json: &serde_json::Value) -> Result<(Inner, Vec<PortSpec>), ConfigError> {
     let doc = GraphDoc::from_json_value(json.clone())
         .map_err(|e| ConfigError::new("graph", e.to_string()))?;
-    let mut graph_inputs = Vec::new();
-    let mut graph_outputs = Vec::new();
-    for node in &doc.nodes {
-        // Blocks outside the built-in set are checked when the sub-graph runs.
-        let Some(block) = shared_builtin().block(&node.block) else {
-            continue;
-        };
-        let imp = block
-            .instantiate(&node.config)
-            .map_err(|e| ConfigError::new("graph", format!("node `{}`: {e}", node.id)))?;
-        match imp.interface() {
-            Some(GraphInterface::Input(input)) => {
-                graph_inputs.push((input.name, input.ty, input.default.is_some()));
-            }
-            Some(GraphInterface::Output { name }) => graph_outputs.push(name),
-            None => {}
-        }
-    }
-    if !graph_inputs.iter().any(|(name, _, _)| name == GRAPH_ITEM) {
+    let (graph_inputs, graph_outputs) =
+        crate::graph_call::graph_interface(&doc).map_err(|e| ConfigError::new("graph", e))?;
+    if !graph_inputs.iter().any(|input| input.name == GRAPH_ITEM) {
         return Err(ConfigError::new(
             "graph",
             "the sub-graph needs a graph input named `item` to receive each item",
@@ -272,13 +256,17 @@ fn inner_graph(json: &serde_json::Value) -> Result<(Inner, Vec<PortSpec>), Confi
             "the sub-graph needs a graph output named `result` to give each item's result",
         ));
     }
-    graph_inputs.sort_by(|a, b| a.0.cmp(&b.0));
     let extra = graph_inputs
         .into_iter()
-        .filter(|(name, _, _)| name != GRAPH_ITEM)
-        .map(|(name, ty, has_default)| {
-            let port = PortSpec::new(name, ty).describe("Passed to every run of the sub-graph.");
-            if has_default { port.optional() } else { port }
+        .filter(|input| input.name != GRAPH_ITEM)
+        .map(|input| {
+            let port = PortSpec::new(input.name, input.ty)
+                .describe("Passed to every run of the sub-graph.");
+            if input.default.is_some() {
+                port.optional()
+            } else {
+                port
+            }
         })
         .collect();
     Ok((Inner::Graph(Box::new(doc)), extra))
@@ -355,7 +343,7 @@ impl Runner {
             Runner::Graph(graph) => {
                 inputs.insert(GRAPH_ITEM.to_owned(), item);
                 let mut outputs = ctx
-                    .run_subgraph(graph, inputs)
+                    .run_subgraph_in(graph, inputs, Some(&index.to_string()))
                     .await
                     .map_err(|e| at_item(index, e))?;
                 Ok(outputs.remove(GRAPH_RESULT).unwrap_or(Value::Null))

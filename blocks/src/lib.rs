@@ -7,6 +7,7 @@
 //! | kind                  | module            |
 //! |-----------------------|-------------------|
 //! | `graph.input`, `graph.output` | `graph_io` |
+//! | `graph.call`          | `graph_call`      |
 //! | `data.constant`       | `constant`        |
 //! | `text.template`       | `template`        |
 //! | `json.parse`          | `json_parse`      |
@@ -34,6 +35,7 @@ mod file;
 mod for_each;
 mod github;
 mod gmail;
+pub mod graph_call;
 mod graph_io;
 mod http;
 mod human_approval;

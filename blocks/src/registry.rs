@@ -21,6 +21,7 @@ impl Registry {
     pub fn builtin() -> Registry {
         let mut r = Registry::new();
         crate::graph_io::register(&mut r);
+        crate::graph_call::register(&mut r);
         crate::constant::register(&mut r);
         crate::template::register(&mut r);
         crate::json_parse::register(&mut r);

@@ -379,6 +379,18 @@ pub trait RunCtx: Send + Sync {
         graph: &GraphDoc,
         inputs: ValueMap,
     ) -> Result<ValueMap, BlockError>;
+    /// [`RunCtx::run_subgraph`], with the sub-run's node events passed on to the run as
+    /// nodes `{this node}/{node}`, or `{this node}/{scope}/{node}` (a for-each item index), so
+    /// the run log and the run panel show them nested under this node.
+    async fn run_subgraph_in(
+        &self,
+        graph: &GraphDoc,
+        inputs: ValueMap,
+        scope: Option<&str>,
+    ) -> Result<ValueMap, BlockError> {
+        let _ = scope;
+        self.run_subgraph(graph, inputs).await
+    }
     /// Instantiates block `kind` with `config` from the run's catalog (for blocks that run blocks).
     fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError>;
     /// Whether the run asks a person before side effects.

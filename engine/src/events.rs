@@ -189,6 +189,22 @@ impl EventKind {
         }
     }
 
+    /// The node this event is about, to rename it (a sub-run's node shown under its parent).
+    pub fn node_mut(&mut self) -> Option<&mut String> {
+        match self {
+            EventKind::NodeQueued { node }
+            | EventKind::NodeStarted { node, .. }
+            | EventKind::NodePartial { node, .. }
+            | EventKind::NodeUsage { node, .. }
+            | EventKind::NodeRetrying { node, .. }
+            | EventKind::NodeAwaitingApproval { node }
+            | EventKind::NodeFinished { node, .. }
+            | EventKind::NodeFailed { node, .. }
+            | EventKind::NodeSkipped { node, .. } => Some(node),
+            EventKind::RunStarted { .. } | EventKind::RunFinished { .. } => None,
+        }
+    }
+
     /// The snake_case name used in the run log (`node_finished`…).
     pub fn name(&self) -> &'static str {
         match self {

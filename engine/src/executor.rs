@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use agentloom_core::{
     ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, CpuJob,
-    ErrorClass, GraphDoc, NodeImpl, RequestSlot, RunCtx, Secret, SecretError, SecretSource,
-    TOOL_PORT, Usage, ValidGraph, ValidNode, Value, ValueMap, coerce, tool_descriptor, validate,
+    ErrorClass, GraphDoc, GraphInterface, NodeImpl, RequestSlot, RunCtx, Secret, SecretError,
+    SecretSource, TOOL_PORT, Usage, ValidGraph, ValidNode, Value, ValueMap, coerce,
+    tool_descriptor, validate,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -197,6 +198,13 @@ impl Executor {
     ) -> RunReport {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
         let seed = seed_with_pins(options.seed.as_deref(), &graph);
+        // Seeded rows of sub-run nodes (`call/render`) are handed down to those sub-runs.
+        let nested_seed = seed
+            .outputs
+            .iter()
+            .filter(|(id, _)| graph.index_of(id).is_none())
+            .map(|(id, outputs)| (id.clone(), outputs.clone()))
+            .collect();
         let shared = Arc::new(RunShared {
             run_id,
             executor: self.clone(),
@@ -213,6 +221,7 @@ impl Executor {
             safe_mode: inherited.safe_mode,
             decisions: Mutex::new(seed.decisions.clone()),
             checkpoints: seed.checkpoints.clone(),
+            nested_seed,
             waiting: Mutex::new(BTreeSet::new()),
             graph: Arc::clone(&graph),
             tool_inputs: Mutex::new(HashMap::new()),
@@ -275,6 +284,8 @@ struct RunShared {
     /// Decisions made while the run was paused, each used by the node's next request.
     decisions: Mutex<BTreeMap<String, ApprovalDecision>>,
     checkpoints: BTreeMap<String, Value>,
+    /// Seeded outputs of the nodes of sub-runs, by nested id (`call/render`).
+    nested_seed: BTreeMap<String, ValueMap>,
     /// Nodes paused on an approval nobody could give yet.
     waiting: Mutex<BTreeSet<String>>,
     graph: Arc<ValidGraph>,
@@ -365,6 +376,105 @@ impl RunShared {
 
 fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl NodeCtx {
+    /// What the parent run's seed knows of the sub-run nested as `prefix`: its finished
+    /// nodes (but the graph outputs, which set the sub-run's results when they run), the
+    /// decisions made on its approvals and their checkpoints.
+    fn sub_run_seed(&self, prefix: &str, graph: &ValidGraph) -> RunSeed {
+        let nested = format!("{prefix}/");
+        let inner = |id: &str| id.strip_prefix(&nested).map(str::to_owned);
+        let outputs = self
+            .shared
+            .nested_seed
+            .iter()
+            .filter_map(|(id, outputs)| Some((inner(id)?, outputs.clone())))
+            .filter(|(id, _)| {
+                graph.index_of(id).is_some_and(|i| {
+                    !matches!(
+                        graph.nodes[i].node.interface(),
+                        Some(GraphInterface::Output { .. })
+                    )
+                }) || id.contains('/')
+            })
+            .collect();
+        let mut decisions = BTreeMap::new();
+        if let Ok(mut parent) = self.shared.decisions.lock() {
+            let keys: Vec<String> = parent
+                .keys()
+                .filter(|k| k.starts_with(&nested))
+                .cloned()
+                .collect();
+            for key in keys {
+                if let (Some(decision), Some(id)) = (parent.remove(&key), inner(&key)) {
+                    decisions.insert(id, decision);
+                }
+            }
+        }
+        let checkpoints = self
+            .shared
+            .checkpoints
+            .iter()
+            .filter_map(|(id, checkpoint)| Some((inner(id)?, checkpoint.clone())))
+            .collect();
+        RunSeed {
+            outputs,
+            decisions,
+            checkpoints,
+            ..RunSeed::default()
+        }
+    }
+}
+
+/// Asks the parent run's approver for a sub-run's node, as that run's node `{prefix}/{node}`.
+struct SubRunApprover {
+    parent: Arc<dyn Approver>,
+    run_id: String,
+    prefix: String,
+}
+
+#[async_trait::async_trait]
+impl Approver for SubRunApprover {
+    async fn decide(
+        &self,
+        _run_id: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> ApprovalDecision {
+        let nested = format!("{}/{node}", self.prefix);
+        self.parent.decide(&self.run_id, &nested, request).await
+    }
+
+    async fn decide_or_pause(
+        &self,
+        _run_id: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> Option<ApprovalDecision> {
+        let nested = format!("{}/{node}", self.prefix);
+        self.parent
+            .decide_or_pause(&self.run_id, &nested, request)
+            .await
+    }
+}
+
+/// Passes a sub-run's node events on to its parent run, each node renamed
+/// `{prefix}/{node}`; the sub-run's own start and finish are the parent node's.
+struct SubRunSink {
+    parent: Arc<RunShared>,
+    prefix: String,
+}
+
+impl EventSink for SubRunSink {
+    fn emit(&self, event: &RunEvent) {
+        let mut kind = event.kind.clone();
+        let Some(node) = kind.node_mut() else {
+            return;
+        };
+        *node = format!("{}/{node}", self.prefix);
+        self.parent.emit(kind);
+    }
 }
 
 /// What a running node sees.
@@ -463,15 +573,39 @@ impl RunCtx for NodeCtx {
         graph: &GraphDoc,
         inputs: ValueMap,
     ) -> Result<ValueMap, BlockError> {
+        self.run_subgraph_in(graph, inputs, None).await
+    }
+
+    async fn run_subgraph_in(
+        &self,
+        graph: &GraphDoc,
+        inputs: ValueMap,
+        scope: Option<&str>,
+    ) -> Result<ValueMap, BlockError> {
         let executor = &self.shared.executor;
+        let prefix = match scope {
+            Some(scope) => format!("{}/{scope}", self.node_id),
+            None => self.node_id.clone(),
+        };
         let valid = validate(graph, executor.catalog.as_ref()).map_err(|problems| {
             let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
             BlockError::permanent(format!("the sub-graph is invalid: {}", list.join("; ")))
         })?;
+        let seed = self.sub_run_seed(&prefix, &valid);
         let options = RunOptions {
-            run_id: Some(format!("{}/{}", self.shared.run_id, self.node_id)),
+            run_id: Some(format!("{}/{prefix}", self.shared.run_id)),
             cancel: self.cancel.child_token(),
+            seed: (!seed.is_empty() || !seed.checkpoints.is_empty()).then(|| Arc::new(seed)),
             ..RunOptions::default()
+        };
+        // Approvals are asked, stored and answered as the parent run's, for the nested node.
+        let executor = match &executor.approver {
+            Some(approver) => executor.clone().with_approver(Arc::new(SubRunApprover {
+                parent: Arc::clone(approver),
+                run_id: self.shared.run_id.clone(),
+                prefix: prefix.clone(),
+            })),
+            None => executor.clone(),
         };
         let inherited = Inherited {
             limits: Arc::clone(&self.shared.limits),
@@ -480,22 +614,30 @@ impl RunCtx for NodeCtx {
             cpu_slots: Arc::clone(&self.shared.cpu_slots),
             request_slots: Arc::clone(&self.shared.request_slots),
         };
-        // Sub-run events stay inside the node; its usage counts towards the parent run (its
-        // cost is already in the shared budget).
-        let report = Box::pin(executor.run_with(
-            Arc::new(valid),
-            inputs,
-            options,
-            Arc::new(crate::events::NullSink),
-            inherited,
-        ))
-        .await;
+        // The sub-run's node events join the parent run's stream, nested under this node;
+        // its usage counts towards the parent run (its cost is already in the shared budget).
+        let sink = Arc::new(SubRunSink {
+            parent: Arc::clone(&self.shared),
+            prefix,
+        });
+        let report =
+            Box::pin(executor.run_with(Arc::new(valid), inputs, options, sink, inherited)).await;
         if !report.usage.is_zero() {
             self.add_usage(report.usage);
         }
         match report.status {
             RunStatus::Completed => Ok(report.outputs),
             RunStatus::Cancelled => Err(BlockError::cancelled()),
+            // A node inside waits for a person: this node waits with it (the run pauses).
+            RunStatus::Waiting => {
+                if let Ok(mut waiting) = self.shared.waiting.lock() {
+                    waiting.insert(self.node_id.clone());
+                }
+                Err(BlockError {
+                    message: "waiting for approval".to_owned(),
+                    ..BlockError::cancelled()
+                })
+            }
             _ => Err(BlockError::permanent(format!(
                 "the sub-graph failed: {}",
                 report.error.unwrap_or_else(|| "unknown error".to_owned())

@@ -136,7 +136,10 @@ pub fn load_with_tools(
     secrets: &dyn SecretSource,
 ) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
     let doc = crate::cli::load_graph(path).map_err(|e| vec![e])?;
+    // Recorded with absolute `graph.call` paths: the run can be resumed from anywhere.
+    let doc = agentloom_blocks::graph_call::with_absolute_paths(doc, Some(path));
     let mut registry = Registry::builtin();
+    agentloom_blocks::graph_call::for_graph_file(&mut registry, Some(path));
     let mut problems: Vec<String> =
         agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets)
             .iter()

@@ -242,3 +242,32 @@ fn hovering_a_wire_shows_its_last_value_and_a_clicked_wire_is_deleted_alone() {
     keys(&mut h, Modifiers::COMMAND, Key::Z);
     assert_eq!(wires(&h).len(), 2);
 }
+
+#[test]
+fn a_right_clicked_wire_offers_disconnect_instead_of_vanishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let both = ["name.value -> render.name", "render.text -> greeting.value"];
+    assert_eq!(wires(&h), both);
+    let middle = h
+        .state()
+        .wire_screen_middle(("render", "text"), ("greeting", "value"))
+        .unwrap();
+
+    // A right-click opens the menu and leaves the wire; Escape closes it.
+    click_at(&mut h, middle, PointerButton::Secondary, Modifiers::NONE);
+    assert_eq!(wires(&h), both);
+    h.get_by_role_and_label(Role::Button, "Disconnect");
+    keys(&mut h, Modifiers::NONE, Key::Escape);
+    assert!(h.query_by_label("Disconnect").is_none());
+    assert_eq!(wires(&h), both);
+
+    // Disconnect removes that wire only, in one undo step.
+    click_at(&mut h, middle, PointerButton::Secondary, Modifiers::NONE);
+    h.get_by_role_and_label(Role::Button, "Disconnect").click();
+    h.run_steps(2);
+    assert_eq!(wires(&h), ["name.value -> render.name"]);
+    assert!(h.query_by_label("Disconnect").is_none());
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(wires(&h), both);
+}

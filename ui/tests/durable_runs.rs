@@ -223,3 +223,66 @@ fn run_from_here_and_pinned_outputs_do_not_run_the_nodes_they_reuse() {
             .is_none()
     );
 }
+
+const PINNED: &str = r#"{"format":"agentloom.graph","version":1,"name":"pinned",
+  "nodes":[
+    {"id":"word","block":"data.constant","position":[0,0],"config":{"value":"live","type":"text"},"pinned":{"value":"old"}},
+    {"id":"say","block":"text.template","position":[250,0],"config":{"template":"said {{ w }}"}},
+    {"id":"out","block":"graph.output","position":[500,0],"config":{"name":"said"}}],
+  "edges":[{"from":["word","value"],"to":["say","w"]},
+           {"from":["say","text"],"to":["out","value"]}]}"#;
+
+/// Replaces the text of the inspector's pinned outputs editor and presses Apply.
+fn apply_pinned(h: &mut AppHarness, json: &str) {
+    h.get_by_role_and_label(Role::MultilineTextInput, "Pinned outputs")
+        .focus();
+    h.run_steps(1);
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    h.get_by_role_and_label(Role::MultilineTextInput, "Pinned outputs")
+        .type_text(json);
+    h.run_steps(2);
+    press(h, "Apply pinned outputs");
+}
+
+fn pinned_word(h: &AppHarness) -> Option<ValueMap> {
+    h.state()
+        .document
+        .to_doc()
+        .node("word")
+        .unwrap()
+        .pinned
+        .clone()
+}
+
+#[test]
+fn pinned_outputs_are_edited_as_json_in_the_inspector_refusing_bad_json_and_undoable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&graph(PINNED), &paths(&dir));
+    let old = pinned_word(&h);
+    h.state_mut()
+        .send(agentloom::app::Command::InspectById("word".to_owned()));
+    h.run_steps(3);
+
+    apply_pinned(&mut h, "{\"value\": ");
+    h.get_by_label_contains("Not saved: not valid JSON");
+    assert_eq!(pinned_word(&h), old);
+    apply_pinned(&mut h, "{\"nope\": 1}");
+    h.get_by_label_contains("this node has no output `nope`; it has `value`");
+    assert_eq!(pinned_word(&h), old);
+    assert!(!h.state().document.can_undo());
+
+    apply_pinned(&mut h, "{\"value\": \"edited\"}");
+    assert!(h.query_by_label_contains("Not saved").is_none());
+    assert_eq!(
+        pinned_word(&h).unwrap()["value"],
+        agentloom_core::Value::from("edited")
+    );
+    // Runs use the edited value instead of running the node.
+    press(&mut h, "▶ Run");
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    assert_eq!(h.state().run.outputs["said"].to_text(), "said edited");
+
+    h.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+    h.run_steps(2);
+    assert_eq!(pinned_word(&h), old);
+}

@@ -184,7 +184,7 @@ impl RunStore {
         let outputs = detail
             .nodes
             .into_iter()
-            .filter(|node| node.status == NodeStatus::Done && !rerun.contains(&node.node_id))
+            .filter(|node| node.status == NodeStatus::Done && !reruns(rerun, &node.node_id))
             .map(|node| (node.node_id, node.outputs))
             .collect();
         Ok(RunSeed {
@@ -201,6 +201,15 @@ impl RunStore {
             source,
         }
     }
+}
+
+/// Whether node `id` runs again: it is in `rerun`, or it ran inside a sub-run of a node
+/// that is (`call/render` when `call` reruns).
+fn reruns(rerun: &BTreeSet<String>, id: &str) -> bool {
+    rerun.contains(id)
+        || id
+            .match_indices('/')
+            .any(|(at, _)| rerun.contains(&id[..at]))
 }
 
 fn json<T: Serialize + ?Sized>(value: &T) -> String {

@@ -233,7 +233,9 @@ impl RunState {
     fn usage(&self) -> Usage {
         self.final_usage.unwrap_or_else(|| {
             let mut total = Usage::default();
-            for node in self.nodes.values() {
+            // Rows of sub-run nodes (`call/render`, not in the graph: no block) are
+            // already counted in their calling node.
+            for node in self.nodes.values().filter(|n| !n.block.is_empty()) {
                 total += node.usage;
             }
             total

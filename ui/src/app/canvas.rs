@@ -92,6 +92,8 @@ impl Geometry {
 
 /// The canvas's view state that lives across frames.
 pub struct CanvasState {
+    /// A wire right-clicked this frame: the app opens its menu.
+    pub wire_menu_request: Option<(OutPinId, InPinId)>,
     /// Graph → screen transform of the last frame.
     pub transform: TSTransform,
     /// A transform to apply on the next frame (fit to view, 1:1).
@@ -130,6 +132,7 @@ impl Default for CanvasState {
             transform: TSTransform::default(),
             set_transform: None,
             node_rects: HashMap::new(),
+            wire_menu_request: None,
             screen_rect: Rect::ZERO,
             menu_origin: None,
             zoom_lod: Lod::Full,
@@ -1098,9 +1101,9 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         }
     }
 
-    fn disconnect(&mut self, from: &OutPin, to: &InPin, snarl: &mut Snarl<CanvasNode>) {
-        self.snapshot(snarl);
-        snarl.disconnect(from.id, to.id);
+    /// Snarl calls this when a wire is right-clicked: a menu asks first.
+    fn disconnect(&mut self, from: &OutPin, to: &InPin, _snarl: &mut Snarl<CanvasNode>) {
+        self.state.wire_menu_request = Some((from.id, to.id));
     }
 
     fn drop_outputs(&mut self, pin: &OutPin, snarl: &mut Snarl<CanvasNode>) {

@@ -22,6 +22,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         include_str!("../../../assets/examples/pipeline.agentloom.json"),
     ),
     (
+        "subgraph.agentloom.json",
+        include_str!("../../../assets/examples/subgraph.agentloom.json"),
+    ),
+    (
+        "greeting.agentloom.json",
+        include_str!("../../../assets/examples/greeting.agentloom.json"),
+    ),
+    (
         "online/llm-summarize.agentloom.json",
         include_str!("../../../assets/examples/online/llm-summarize.agentloom.json"),
     ),
@@ -39,6 +47,24 @@ pub const EXAMPLES: &[(&str, &str)] = &[
 pub fn example(index: usize) -> Option<GraphDoc> {
     let (_, text) = EXAMPLES.get(index)?;
     GraphDoc::from_json_str(text).ok()
+}
+
+/// Writes the examples into `dir` (as under `assets/examples`), so that an example calling
+/// another by a relative path finds it; returns where example `index` is.
+pub fn write_examples(dir: &std::path::Path, index: usize) -> std::io::Result<std::path::PathBuf> {
+    for (file, text) in EXAMPLES {
+        let path = dir.join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(*text) {
+            std::fs::write(&path, text)?;
+        }
+    }
+    let (file, _) = EXAMPLES
+        .get(index)
+        .ok_or_else(|| std::io::Error::other("no such example"))?;
+    Ok(dir.join(file))
 }
 
 /// The gallery window, while `open`.

@@ -28,12 +28,15 @@ pub struct InspectorState {
     other_credential: HashMap<(NodeId, Option<String>), bool>,
     /// The models of each Ollama asked, by base URL.
     models: HashMap<String, Models>,
+    /// Pinned outputs being edited.
+    pinned: super::pinned::PinnedEditor,
 }
 
 impl InspectorState {
     pub fn clear(&mut self) {
         self.json_buffers.clear();
         self.other_credential.clear();
+        self.pinned.clear();
     }
 }
 
@@ -136,6 +139,16 @@ pub fn inspector_ui(
     }
     for port in &node.outputs {
         ui.label(RichText::new(format!("out {}: {}", port.name, port.ty)).small());
+    }
+    if let Some(pinned) = &node.doc.pinned {
+        super::pinned::pinned_ui(
+            ui,
+            &mut state.pinned,
+            node_id,
+            pinned,
+            &node.outputs,
+            commands,
+        );
     }
     if let Some(run) = run {
         ui.separator();

@@ -4,22 +4,39 @@
 //! never holds up the window.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 
 use agentloom_blocks::Registry;
 use agentloom_core::{GraphDoc, McpServerDoc, Problem, SecretSource};
 
 /// Connects to the graph's MCP servers in the background and hands back the catalog with
-/// their tools.
+/// their tools (and `graph.call` resolving against the graph's file).
 #[derive(Default)]
 pub struct McpConnector {
-    /// The servers whose tools the app's catalog holds.
-    connected: BTreeMap<String, McpServerDoc>,
+    /// What the app's catalog was built for.
+    connected: CatalogFor,
     pending: Option<PendingConnection>,
 }
 
-struct PendingConnection {
+/// What a catalog depends on: the MCP servers whose tools it holds and the graph file
+/// `graph.call` paths are relative to.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CatalogFor {
     servers: BTreeMap<String, McpServerDoc>,
+    graph_file: Option<PathBuf>,
+}
+
+impl CatalogFor {
+    fn builtin(&self) -> Registry {
+        let mut catalog = Registry::builtin();
+        agentloom_blocks::graph_call::for_graph_file(&mut catalog, self.graph_file.as_deref());
+        catalog
+    }
+}
+
+struct PendingConnection {
+    wanted: CatalogFor,
     result: mpsc::Receiver<(Registry, Vec<Problem>)>,
 }
 
@@ -30,28 +47,55 @@ pub struct Connected {
 }
 
 impl McpConnector {
+    /// A connector whose catalog is the built-in blocks for a graph in `graph_file`.
+    pub fn for_graph_file(graph_file: Option<PathBuf>) -> Self {
+        Self {
+            connected: CatalogFor {
+                servers: BTreeMap::new(),
+                graph_file,
+            },
+            pending: None,
+        }
+    }
+
     /// Starts connecting to the servers `doc` names, unless the catalog has (or is getting)
-    /// exactly those.
-    pub fn connect(&mut self, doc: &GraphDoc, secrets: impl FnOnce() -> Arc<dyn SecretSource>) {
-        if doc.mcp_servers == self.connected {
+    /// exactly those for `graph_file`. Without servers there is nothing to wait for: the
+    /// new catalog is returned at once.
+    pub fn connect(
+        &mut self,
+        doc: &GraphDoc,
+        graph_file: Option<&Path>,
+        secrets: impl FnOnce() -> Arc<dyn SecretSource>,
+    ) -> Option<Connected> {
+        let wanted = CatalogFor {
+            servers: doc.mcp_servers.clone(),
+            graph_file: graph_file.map(Path::to_path_buf),
+        };
+        if wanted == self.connected {
             // Back to what is connected (an undo while connecting): that connection is moot.
             self.pending = None;
-            return;
+            return None;
         }
-        if self
-            .pending
-            .as_ref()
-            .is_some_and(|p| p.servers == doc.mcp_servers)
-        {
-            return;
+        if self.pending.as_ref().is_some_and(|p| p.wanted == wanted) {
+            return None;
+        }
+        if wanted.servers.is_empty() {
+            self.pending = None;
+            let catalog = wanted.builtin();
+            self.connected = wanted;
+            return Some(Connected {
+                catalog,
+                problems: Vec::new(),
+            });
         }
         let (sender, result) = mpsc::channel();
         let servers = doc.clone();
         let secrets = secrets();
+        let for_thread = wanted.clone();
         let spawned = std::thread::Builder::new()
             .name("agentloom-mcp-connect".to_owned())
             .spawn(move || {
-                let mut catalog = Registry::builtin();
+                let mut catalog = for_thread.builtin();
                 let problems =
                     agentloom_blocks::mcp::add_mcp_tools(&mut catalog, &servers, secrets.as_ref());
                 // The app may have moved on to other servers; then nobody listens.
@@ -59,19 +103,17 @@ impl McpConnector {
             });
         if let Err(err) = spawned {
             tracing::error!("cannot start connecting to the MCP servers: {err}");
-            return;
+            return None;
         }
-        self.pending = Some(PendingConnection {
-            servers: doc.mcp_servers.clone(),
-            result,
-        });
+        self.pending = Some(PendingConnection { wanted, result });
+        None
     }
 
     /// The names of the servers being connected to, if a connection is under way.
     pub fn connecting(&self) -> Option<Vec<&str>> {
         self.pending
             .as_ref()
-            .map(|p| p.servers.keys().map(String::as_str).collect())
+            .map(|p| p.wanted.servers.keys().map(String::as_str).collect())
     }
 
     /// The finished connection, once.
@@ -81,7 +123,7 @@ impl McpConnector {
             Ok(done) => done,
             Err(mpsc::TryRecvError::Empty) => return None,
             Err(mpsc::TryRecvError::Disconnected) => (
-                Registry::builtin(),
+                pending.wanted.builtin(),
                 vec![Problem {
                     kind: agentloom_core::ProblemKind::McpServer,
                     node: None,
@@ -92,7 +134,7 @@ impl McpConnector {
             ),
         };
         let pending = self.pending.take()?;
-        self.connected = pending.servers;
+        self.connected = pending.wanted;
         Some(Connected { catalog, problems })
     }
 }

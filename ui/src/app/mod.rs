@@ -19,13 +19,16 @@ mod mcp_servers;
 mod minimap;
 mod palette;
 mod path_prompt;
+mod pinned;
 mod problems;
 mod quick_add;
 mod rerun;
 mod resume;
 mod run;
 mod run_panel;
+mod subgraph;
 pub mod theme;
+mod wire_menu;
 mod wiring;
 
 use std::collections::HashMap;
@@ -178,6 +181,11 @@ pub enum Command {
     RunFromHere(NodeId),
     /// Pin (true) the node's outputs from the shown run into the graph, or unpin them.
     PinOutputs(NodeId, bool),
+    /// Replace the node's pinned outputs with these (edited in the inspector).
+    SetPinned {
+        node: NodeId,
+        outputs: agentloom_core::ValueMap,
+    },
     /// Decide on a pending approval (of the live run, or of a waiting run: resumes it).
     Approve(String, agentloom_core::ApprovalDecision),
     /// Turn safe mode (ask before running blocks with side effects) on or off; saved with
@@ -238,6 +246,8 @@ impl AppPaths {
 /// The app.
 pub struct App {
     catalog: Arc<Registry>,
+    /// The graph file the catalog's `graph.call` resolves relative paths against.
+    graph_file: Option<PathBuf>,
     palette: Vec<PaletteEntry>,
     pub document: Document,
     canvas: CanvasState,
@@ -298,14 +308,18 @@ pub struct App {
     group_title_editing: Option<String>,
     /// The wire picked by a click (Delete removes it).
     selected_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
+    /// The menu of a right-clicked wire, while open.
+    wire_menu: Option<wire_menu::WireMenu>,
 }
 
 impl App {
     /// An app showing `doc` (from `path`, if it came from a file).
     pub fn new(doc: &GraphDoc, path: Option<PathBuf>, paths: &AppPaths) -> Self {
-        let catalog = Arc::new(Registry::builtin());
+        let mut registry = Registry::builtin();
+        agentloom_blocks::graph_call::for_graph_file(&mut registry, path.as_deref());
+        let catalog = Arc::new(registry);
         let palette = palette::entries(catalog.as_ref());
-        let document = Document::from_doc(doc, catalog.as_ref(), path);
+        let document = Document::from_doc(doc, catalog.as_ref(), path.clone());
         let mut executor = Executor::new(catalog.clone());
         if let Some(workspace) = &paths.workspace {
             executor = executor.with_workspace(workspace.clone());
@@ -342,8 +356,9 @@ impl App {
             inspector: InspectorState::default(),
             credentials,
             mcp_window: mcp_servers::McpServersWindow::default(),
-            mcp_connector: mcp_servers::McpConnector::default(),
+            mcp_connector: mcp_servers::McpConnector::for_graph_file(path.clone()),
             mcp_problems: Vec::new(),
+            graph_file: path,
             commands: Vec::new(),
             search: String::new(),
             run: RunView::default(),
@@ -377,6 +392,7 @@ impl App {
             quick_add: None,
             examples_open: false,
             selected_wire: None,
+            wire_menu: None,
             group_title_editing: None,
         };
         // The servers' tool nodes show their ports and wires once connected.
@@ -473,6 +489,31 @@ impl App {
         self.canvas.transform * pos
     }
 
+    /// The middle of the wire `from.port → to.port` on screen, as last drawn.
+    pub fn wire_screen_middle(&self, from: (&str, &str), to: (&str, &str)) -> Option<Pos2> {
+        let out_node = self.document.node_by_id(from.0)?;
+        let in_node = self.document.node_by_id(to.0)?;
+        let output = self
+            .document
+            .snarl
+            .get_node(out_node)?
+            .output_index(from.1)?;
+        let input = self.document.snarl.get_node(in_node)?.input_index(to.1)?;
+        let points = wiring::wire_points(
+            &self.canvas,
+            &self.document.snarl,
+            egui_snarl::OutPinId {
+                node: out_node,
+                output,
+            },
+            egui_snarl::InPinId {
+                node: in_node,
+                input,
+            },
+        )?;
+        Some(self.canvas.transform * points[points.len() / 2])
+    }
+
     /// The screen rectangle of the node with this document id, as last drawn.
     pub fn node_screen_rect(&self, id: &str) -> Option<egui::Rect> {
         let node = self.document.node_by_id(id)?;
@@ -548,6 +589,11 @@ impl App {
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
         examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
+        if let Some(menu) = &mut self.wire_menu
+            && !wire_menu::wire_menu_ui(&ctx, menu, &mut self.commands)
+        {
+            self.wire_menu = None;
+        }
         quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
@@ -936,6 +982,7 @@ impl App {
                                 self.credentials.list(),
                                 &mut self.commands,
                             );
+                            subgraph::child_runs_ui(ui, &self.run, &node.doc.id);
                         }
                         None => {
                             self.graph_info_ui(ui);
@@ -1122,6 +1169,13 @@ impl App {
             self.document.push_undo(snapshot);
             self.drag_snapshot = None;
         }
+        // A right-clicked wire is picked and offers Disconnect.
+        if let Some((from, to)) = self.canvas.wire_menu_request.take()
+            && let Some(at) = pointer
+        {
+            self.selected_wire = Some((from, to));
+            self.wire_menu = Some(wire_menu::WireMenu::new(from, to, at));
+        }
         if let Some(reason) =
             self.wire_drag
                 .update(&ctx, &self.canvas, &self.document.snarl, pointer)
@@ -1186,16 +1240,7 @@ impl App {
                 .layer_id_at(pos)
                 .is_none_or(|layer| layer.order == canvas_layer)
         {
-            let at = self.canvas.to_graph(pos);
-            let hit = self
-                .canvas
-                .node_rects
-                .iter()
-                .filter(|(node, rect)| {
-                    rect.contains(at) && self.document.snarl.get_node(**node).is_some()
-                })
-                .map(|(node, _)| *node)
-                .max_by_key(|node| node.0);
+            let hit = self.node_at(self.canvas.to_graph(pos));
             // A plain click replaces the selection: the clicked node alone, a wire, or
             // nothing.
             self.clear_selection(&ctx);
@@ -1206,6 +1251,24 @@ impl App {
                 None
             };
         }
+        // A double-click on a node that calls a graph file opens that file.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| {
+                i.pointer
+                    .button_double_clicked(egui::PointerButton::Primary)
+            })
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+            && let Some(hit) = self.node_at(self.canvas.to_graph(pos))
+            && let Some(node) = self.document.snarl.get_node(hit)
+            && let Some(child) = subgraph::child_file(&node.doc, self.graph_file.as_deref())
+        {
+            match child {
+                Ok(path) => self.commands.push(Command::Open(path)),
+                Err(message) => self.notice = Some(message),
+            }
+        }
         self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
 
         let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), &ctx);
@@ -1215,6 +1278,27 @@ impl App {
             }
             self.last_selection = selected;
         }
+    }
+
+    /// The document as a run records it: `graph.call` paths absolute, so that the run can
+    /// be resumed or approved from anywhere.
+    fn runnable_doc(&self) -> GraphDoc {
+        agentloom_blocks::graph_call::with_absolute_paths(
+            self.document.to_doc(),
+            self.graph_file.as_deref(),
+        )
+    }
+
+    /// The topmost node at graph position `at`.
+    fn node_at(&self, at: Pos2) -> Option<egui_snarl::NodeId> {
+        self.canvas
+            .node_rects
+            .iter()
+            .filter(|(node, rect)| {
+                rect.contains(at) && self.document.snarl.get_node(**node).is_some()
+            })
+            .map(|(node, _)| *node)
+            .max_by_key(|node| node.0)
     }
 
     /// "Save changes?" before the window closes or another graph replaces this one.
@@ -1321,13 +1405,18 @@ impl App {
     }
 
     /// Starts connecting to the MCP servers of `doc` (in the background) when they are not
-    /// the ones whose tools the catalog holds.
+    /// the ones whose tools the catalog holds; without servers the catalog changes at once.
     fn connect_mcp(&mut self, doc: &GraphDoc) {
         let store = self.credentials.store();
-        self.mcp_connector.connect(doc, || match store {
-            Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
-            None => Arc::new(agentloom_engine::EnvSecrets),
-        });
+        let ready = self
+            .mcp_connector
+            .connect(doc, self.graph_file.as_deref(), || match store {
+                Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
+                None => Arc::new(agentloom_engine::EnvSecrets),
+            });
+        if let Some(connected) = ready {
+            self.use_catalog(connected);
+        }
     }
 
     /// Once connected, the servers' tools are blocks (in the palette, for validation and
@@ -1336,14 +1425,18 @@ impl App {
         let Some(connected) = self.mcp_connector.poll() else {
             return;
         };
-        self.mcp_problems = connected.problems;
-        self.catalog = Arc::new(connected.catalog);
-        self.palette = palette::entries(self.catalog.as_ref());
-        self.executor = self.executor.clone().with_catalog(self.catalog.clone());
+        self.use_catalog(connected);
         // Tool nodes take their ports from the new catalog (their wires were kept meanwhile).
         let doc = self.document.to_doc();
         let catalog = self.catalog.clone();
         self.document.reload(&doc, catalog.as_ref());
+    }
+
+    fn use_catalog(&mut self, connected: mcp_servers::Connected) {
+        self.mcp_problems = connected.problems;
+        self.catalog = Arc::new(connected.catalog);
+        self.palette = palette::entries(self.catalog.as_ref());
+        self.executor = self.executor.clone().with_catalog(self.catalog.clone());
         // Problems are recomputed on the next frame.
         self.problems_revision = u64::MAX;
     }
@@ -1365,10 +1458,34 @@ impl App {
         self.document.touch();
     }
 
+    /// Makes the catalog resolve `graph.call` paths against `path`, the file of `doc`.
+    /// Returns whether the file changed (the catalog follows: at once without MCP servers,
+    /// else once they are connected again).
+    fn follow_graph_file(&mut self, doc: &GraphDoc, path: Option<&Path>) -> bool {
+        if self.graph_file.as_deref() == path {
+            return false;
+        }
+        self.graph_file = path.map(Path::to_path_buf);
+        self.connect_mcp(doc);
+        true
+    }
+
     /// Shows `doc` as a document of its own: its own undo history, its own file.
     fn open_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
+        let graph_file = path.clone();
+        self.open_document_resolving(doc, path, graph_file.as_deref());
+    }
+
+    /// [`App::open_document`], with `graph.call` paths resolved against `graph_file`.
+    fn open_document_resolving(
+        &mut self,
+        doc: &GraphDoc,
+        path: Option<PathBuf>,
+        graph_file: Option<&Path>,
+    ) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
+        self.graph_file = graph_file.map(Path::to_path_buf);
         self.connect_mcp(doc);
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
         self.drag_snapshot = None;
@@ -1389,6 +1506,13 @@ impl App {
         match save_graph(&doc, path) {
             Ok(()) => {
                 self.document.mark_saved(path.to_owned());
+                // `graph.call` paths are relative to the file now: their ports follow it.
+                if self.follow_graph_file(&doc, Some(path)) {
+                    let catalog = self.catalog.clone();
+                    for node in self.document.snarl.nodes_mut() {
+                        node.refresh_ports(catalog.as_ref());
+                    }
+                }
                 if let Some(data) = &self.data {
                     data.clear_autosave();
                     data.remember_last(path);
@@ -1422,7 +1546,14 @@ impl App {
                     && self.may_discard(&Command::OpenExample(index))
                 {
                     self.examples_open = false;
-                    self.open_document(&doc, None);
+                    // Untitled, but an example's `graph.call` paths resolve against a copy
+                    // of the examples in the data directory.
+                    let copy = self.data.as_ref().and_then(|data| {
+                        examples::write_examples(&data.dir.join("examples"), index)
+                            .map_err(|e| tracing::warn!(error = %e, "cannot write the examples"))
+                            .ok()
+                    });
+                    self.open_document_resolving(&doc, None, copy.as_deref());
                     self.notice = None;
                 }
             }
@@ -1665,6 +1796,11 @@ impl App {
             Command::Approve(node, decision) => self.decide_approval(&node, decision, ctx),
             Command::RunFromHere(node) => self.run_from_here(node, ctx),
             Command::PinOutputs(node, pin) => self.pin_outputs(node, pin),
+            Command::SetPinned { node, outputs } => {
+                self.document.checkpoint();
+                self.document
+                    .update_node(node, catalog, |doc| doc.pinned = Some(outputs));
+            }
             Command::SetSafeMode(on) => {
                 if self.document.settings.safe_mode != on {
                     self.document.checkpoint();
@@ -1844,7 +1980,7 @@ impl App {
     /// Starts the run with the inputs typed in the form.
     fn start_run(&mut self, ctx: &egui::Context) {
         self.run_form.open = false;
-        let doc = self.document.to_doc();
+        let doc = self.runnable_doc();
         let graph = match validate(&doc, self.catalog.as_ref()) {
             Ok(graph) => graph,
             Err(problems) => {
@@ -1910,7 +2046,10 @@ impl App {
                         if !self.may_discard(&Command::OpenRun(id.to_owned())) {
                             return;
                         }
-                        self.open_document(&graph, None);
+                        // Its `graph.call` paths most likely point where the current
+                        // file's do.
+                        let graph_file = self.graph_file.clone();
+                        self.open_document_resolving(&graph, None, graph_file.as_deref());
                     }
                 }
                 self.run = RunView::from_detail(&detail);

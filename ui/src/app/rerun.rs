@@ -30,7 +30,7 @@ impl App {
             .get_node(node)
             .map(|n| n.doc.id.clone())
             .ok_or("the node is gone")?;
-        let doc = self.document.to_doc();
+        let doc = self.runnable_doc();
         let graph = validate(&doc, self.catalog.as_ref())
             .map_err(|problems| format!("the graph has {} problem(s)", problems.len()))?;
         let detail = store

@@ -222,6 +222,7 @@ fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
         Ok(doc) => {
             // MCP servers are started to learn their tools; one that cannot start is a problem.
             let secrets = crate::headless::default_secrets();
+            agentloom_blocks::graph_call::for_graph_file(&mut registry, Some(path));
             let mut problems =
                 agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets.as_ref());
             if let Err(more) = validate(&doc, &registry) {
