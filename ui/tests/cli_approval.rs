@@ -105,7 +105,9 @@ fn run_and_node_status(db: &Path, node: &str) -> Option<(String, String, String)
 
 #[test]
 fn a_paused_run_survives_sigkill_and_resumes_with_edited_arguments() {
-    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let graph = story_graph(dir.path(), &fake, true);
@@ -253,7 +255,9 @@ fn a_headless_run_exits_3_and_a_rejection_fails_it_with_the_message() {
 
 #[test]
 fn run_from_a_node_and_pinned_outputs_reuse_instead_of_calling_the_model() {
-    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else { return };
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let graph = story_graph(dir.path(), &fake, false);
