@@ -245,11 +245,19 @@ impl RunState {
     }
 
     fn node(&mut self, id: &str, blocks: &BTreeMap<String, String>) -> &mut NodeState {
-        self.dirty_nodes.insert(id.to_owned());
-        self.partial_nodes.remove(id);
+        // Looked up before inserting: a node changes several times per batch, and an owned
+        // key costs an allocation each time.
+        if !self.dirty_nodes.contains(id) {
+            self.dirty_nodes.insert(id.to_owned());
+            self.partial_nodes.remove(id);
+        }
+        if !self.nodes.contains_key(id) {
+            let block = blocks.get(id).cloned().unwrap_or_default();
+            self.nodes.insert(id.to_owned(), NodeState::new(block));
+        }
         self.nodes
-            .entry(id.to_owned())
-            .or_insert_with(|| NodeState::new(blocks.get(id).cloned().unwrap_or_default()))
+            .get_mut(id)
+            .unwrap_or_else(|| unreachable!("inserted above"))
     }
 }
 
