@@ -218,7 +218,8 @@ struct RunState {
     final_usage: Option<Usage>,
     node_count: usize,
     heartbeat_at_ms: u64,
-    nodes: BTreeMap<String, NodeState>,
+    /// By id; hashed, since every event looks its node up.
+    nodes: rustc_hash::FxHashMap<String, NodeState>,
     dirty_nodes: BTreeSet<String>,
     /// Nodes changed only by streamed output (written less often).
     partial_nodes: BTreeSet<String>,
@@ -441,11 +442,6 @@ impl Writer {
         {
             let now = wall_ms.unwrap_or_else(now_ms);
             let started_at_ms = now.saturating_sub(event.at_ms);
-            let nodes = self
-                .blocks
-                .iter()
-                .map(|(id, block)| (id.clone(), NodeState::new(block.clone())))
-                .collect::<BTreeMap<_, _>>();
             self.run = Some(RunState {
                 id: run_id.clone(),
                 inserted: false,
@@ -461,10 +457,10 @@ impl Writer {
                 final_usage: None,
                 node_count: *node_count,
                 heartbeat_at_ms: now,
-                // Rows are written as nodes change; a node that never started has none
-                // (the reader lists it as pending from the graph).
+                // Rows are kept and written as nodes change; a node that never started has
+                // none (the reader lists it as pending from the graph).
                 dirty_nodes: BTreeSet::new(),
-                nodes,
+                nodes: rustc_hash::FxHashMap::default(),
                 partial_nodes: BTreeSet::new(),
                 events: vec![event],
             });
