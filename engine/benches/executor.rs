@@ -373,15 +373,21 @@ fn process_figures(scratch: &Path) {
         return;
     }
     let db = scratch.join("process.sqlite3");
-    let time_run = |n: usize| -> Duration {
+    // With the log, or without it (`--no-log`: the baseline).
+    let time_run = |n: usize, logged: bool| -> Duration {
         let path = scratch.join(format!("chain-{n}.json"));
         std::fs::write(&path, chain(n).to_json_string()).expect("graph written");
         let samples: Vec<Duration> = (0..5)
             .map(|_| {
                 let started = Instant::now();
-                let status = std::process::Command::new(&binary)
-                    .args(["run", "--json", "--db"])
-                    .arg(&db)
+                let mut command = std::process::Command::new(&binary);
+                command.args(["run", "--json"]);
+                if logged {
+                    command.arg("--db").arg(&db);
+                } else {
+                    command.arg("--no-log");
+                }
+                let status = command
                     .arg(&path)
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
@@ -410,19 +416,26 @@ fn process_figures(scratch: &Path) {
         status.success().then_some(())?;
         std::fs::read_to_string(out).ok()?.trim().parse().ok()
     };
-    let base = time_run(10);
-    println!("\n`agentloom run` with the run log, per node ((t(N) - t(10)) / (N - 10)):");
+    let base = time_run(10, true);
+    let base_without = time_run(10, false);
     println!(
-        "  process start + 10 nodes: {:.1} ms",
-        base.as_secs_f64() * 1e3
+        "\n`agentloom run` per node ((t(N) - t(10)) / (N - 10)), with the run log and with --no-log:"
+    );
+    println!(
+        "  process start + 10 nodes: {:.1} ms ({:.1} ms with --no-log)",
+        base.as_secs_f64() * 1e3,
+        base_without.as_secs_f64() * 1e3
     );
     for n in [1_000, 10_000, 100_000] {
-        let total = time_run(n);
         #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
-        let per_node = (total.saturating_sub(base)).as_secs_f64() * 1e6 / (n - 10) as f64;
+        let per_node = |total: Duration, base: Duration| {
+            total.saturating_sub(base).as_secs_f64() * 1e6 / (n - 10) as f64
+        };
+        let logged = per_node(time_run(n, true), base);
+        let without = per_node(time_run(n, false), base_without);
         println!(
-            "  N = {n:>7}: total {:.1} ms, {per_node:.2} µs/node",
-            total.as_secs_f64() * 1e3
+            "  N = {n:>7}: {logged:.2} µs/node with the log, {without:.2} µs/node without (ratio {:.2})",
+            logged / without.max(0.001)
         );
     }
     println!("\n`agentloom run` peak RSS (with the run log):");
