@@ -33,8 +33,9 @@ const FULL_MAX_VALUE_BYTES: usize = 256 << 20;
 const RECENT_MIN_BYTES: usize = INLINE_MAX_BYTES;
 /// Larger values are not kept to be recognised (they would double their memory).
 const RECENT_MAX_BYTES: usize = 4 << 20;
-/// What the recent values may hold in all; past it they are forgotten.
-const RECENT_BUDGET_BYTES: usize = 32 << 20;
+/// What the recent values may hold in all; past it they are forgotten. A value handed
+/// down is met again soon, so a small window catches it.
+const RECENT_BUDGET_BYTES: usize = 8 << 20;
 /// The key of the object that stands for a value kept in `run_values`.
 const REF_KEY: &str = "\u{0}agentloom.value";
 
