@@ -4,25 +4,22 @@
 //! messages are shown without their query string for the same reason.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
     NodeImpl, PortSpec, Ports, RunCtx, Secret, Value, ValueMap, ValueType, async_trait,
 };
-use reqwest::header::{
-    AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
-};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 
-use crate::Registry;
+use crate::{Registry, net};
 
 const METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
 const CREDENTIAL_STYLES: [&str; 4] = ["bearer", "header", "basic", "query"];
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
-const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
 
 pub(crate) fn register(r: &mut Registry) {
     r.register(Box::new(HttpRequest::new()));
@@ -141,7 +138,6 @@ impl Block for HttpRequest {
             timeout: Duration::from_millis(timeout_ms),
             max_response_bytes,
             ports,
-            client: OnceLock::new(),
         }))
     }
 }
@@ -347,8 +343,6 @@ struct HttpNode {
     timeout: Duration,
     max_response_bytes: u64,
     ports: Ports,
-    /// Built on first use, so that loading a graph stays cheap.
-    client: OnceLock<reqwest::Client>,
 }
 
 /// What came back.
@@ -359,31 +353,15 @@ struct Response {
 }
 
 impl HttpNode {
-    fn client(&self) -> Result<&reqwest::Client, BlockError> {
-        if let Some(client) = self.client.get() {
-            return Ok(client);
-        }
-        let client = reqwest::Client::builder()
-            .user_agent(USER_AGENT)
-            .build()
-            .map_err(|e| {
-                BlockError::permanent(format!(
-                    "the HTTP client could not be set up: {}",
-                    chain(&e)
-                ))
-            })?;
-        Ok(self.client.get_or_init(|| client))
-    }
-
     async fn send(
         &self,
+        ctx: &dyn RunCtx,
         url: Url,
         body: Option<Value>,
         secret: Option<&Secret>,
     ) -> Result<Response, BlockError> {
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
-        let mut request = self
-            .client()?
+        let mut request = net::client()?
             .request(self.method.clone(), url)
             .headers(self.headers.clone())
             .timeout(self.timeout);
@@ -416,10 +394,9 @@ impl HttpNode {
             }
         }
         tracing::debug!(method = %self.method, "sending HTTP request");
-        let mut response = request
-            .send()
-            .await
-            .map_err(|e| self.request_error(&shown, e))?;
+        // Holds the host's request slot until the body is read.
+        let mut sent = net::send(ctx, request, |e| self.request_error(&shown, e)).await?;
+        let response = &mut sent.response;
         let cap = self.max_response_bytes;
         let too_big = || {
             BlockError::permanent(format!(
@@ -458,31 +435,22 @@ impl HttpNode {
         }
         let err = err.without_url();
         if err.is_builder() {
-            return BlockError::permanent(format!("{shown} could not be sent: {}", chain(&err)));
+            return BlockError::permanent(format!(
+                "{shown} could not be sent: {}",
+                agentloom_core::error_chain(&err)
+            ));
         }
         if err.is_connect() {
             return BlockError::transient(format!(
                 "could not connect for {shown}: {}",
-                chain(&err)
+                agentloom_core::error_chain(&err)
             ));
         }
-        BlockError::transient(format!("{shown} failed: {}", chain(&err)))
+        BlockError::transient(format!(
+            "{shown} failed: {}",
+            agentloom_core::error_chain(&err)
+        ))
     }
-}
-
-/// An error and its causes, on one line.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 fn headers_value(headers: &HeaderMap) -> Value {
@@ -496,12 +464,6 @@ fn headers_value(headers: &HeaderMap) -> Value {
         map.insert(name.as_str().to_owned(), Value::Text(values.join(", ")));
     }
     Value::Object(map)
-}
-
-/// `Retry-After` in seconds (the HTTP-date form is not read).
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = headers.get(RETRY_AFTER)?.to_str().ok()?;
-    text.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
 #[async_trait]
@@ -526,10 +488,9 @@ impl NodeImpl for HttpNode {
         };
         let body = inputs.take_optional("body");
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
-        let _slot = ctx.request_slot(url.as_str()).await?;
         let response = tokio::select! {
             () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-            response = self.send(url, body, secret.as_ref()) => response?,
+            response = self.send(ctx, url, body, secret.as_ref()) => response?,
         };
         let status = response.status;
         let headers = headers_value(&response.headers);
@@ -546,7 +507,7 @@ impl NodeImpl for HttpNode {
             let message = format!("HTTP {status} from {shown}");
             let err = if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
                 let err = BlockError::transient(message);
-                match retry_after(&response.headers) {
+                match net::retry_after(&response.headers) {
                     Some(wait) => err.with_retry_after(wait),
                     None => err,
                 }

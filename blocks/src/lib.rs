@@ -45,6 +45,7 @@ mod json_query;
 mod llm;
 pub mod mcp;
 mod merge;
+mod net;
 mod passthrough;
 mod registry;
 mod rest;

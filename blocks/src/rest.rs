@@ -4,13 +4,14 @@
 //! Tokens go only into the `Authorization` header (marked sensitive); they never reach a
 //! log line or an error message.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use agentloom_core::{BlockError, ConfigError, ConfigReader, RunCtx, Secret, SecretError, Value};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+
+use crate::net;
 use reqwest::{Method, StatusCode, Url};
 
-const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A service's base URL and the credential its requests carry.
@@ -85,14 +86,6 @@ impl Api {
             .map_err(|e| BlockError::permanent(format!("{} URL for `{path}`: {e}", self.service)))
     }
 
-    fn client() -> Result<reqwest::Client, BlockError> {
-        reqwest::Client::builder()
-            .user_agent(USER_AGENT)
-            .timeout(TIMEOUT)
-            .build()
-            .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
-    }
-
     /// Sends one request with the credential's token and returns the JSON answer. On a
     /// 401 the credential is refreshed once (an OAuth sign-in; see
     /// [`RunCtx::refresh_secret`]) and the request sent once more with the new token.
@@ -161,9 +154,9 @@ impl Api {
         })?;
         auth.set_sensitive(true);
         let shown = format!("{method} {}", url.path());
-        let _slot = ctx.request_slot(url.as_str()).await?;
-        let mut request = Self::client()?
+        let mut request = net::client()?
             .request(method, url)
+            .timeout(TIMEOUT)
             .header(AUTHORIZATION, auth)
             .header(reqwest::header::ACCEPT, "application/json");
         if self.service == "GitHub" {
@@ -175,17 +168,19 @@ impl Api {
             request = request.json(body);
         }
         tracing::debug!(service = self.service, request = %shown, "service request");
-        let send = request.send();
-        let response = tokio::select! {
-            () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-            // Network failures and timeouts may pass: retryable.
-            r = send => r.map_err(|e| {
-                BlockError::transient(format!("{} {shown} failed: {}", self.service, e.without_url()))
-            })?,
-        };
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| {
+        // Network failures and timeouts may pass: retryable.
+        let sent = net::send(ctx, request, |e| {
+            BlockError::transient(format!(
+                "{} {shown} failed: {}",
+                self.service,
+                e.without_url()
+            ))
+        })
+        .await?;
+        let status = sent.response.status();
+        let headers = sent.response.headers().clone();
+        // The host's request slot is held until the answer is read.
+        let bytes = sent.response.bytes().await.map_err(|e| {
             BlockError::transient(format!(
                 "{} {shown}: reading the answer failed: {}",
                 self.service,
@@ -245,7 +240,7 @@ impl Api {
                 && (header_str(headers, "x-ratelimit-remaining") == Some("0")
                     || headers.contains_key(RETRY_AFTER)));
         if rate_limited {
-            let wait = retry_wait(headers);
+            let wait = net::retry_after(headers);
             let mut err = BlockError::transient(format!(
                 "{service} rate limit reached on {shown} (HTTP {}){}",
                 status.as_u16(),
@@ -330,20 +325,6 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// `Retry-After` seconds, else `x-ratelimit-reset` (epoch seconds) minus now.
-fn retry_wait(headers: &HeaderMap) -> Option<Duration> {
-    if let Some(secs) =
-        header_str(headers, RETRY_AFTER.as_str()).and_then(|s| s.parse::<u64>().ok())
-    {
-        return Some(Duration::from_secs(secs));
-    }
-    let reset = header_str(headers, "x-ratelimit-reset")?
-        .parse::<u64>()
-        .ok()?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
-    Some(Duration::from_secs(reset.saturating_sub(now).max(1)))
-}
-
 /// The `rel="next"` target of a `Link` header.
 pub(crate) fn next_link(headers: &HeaderMap) -> Option<String> {
     let link = header_str(headers, "link")?;
@@ -400,7 +381,7 @@ mod tests {
     use crate::testing::{TestCtx, inputs, run_block_with};
 
     #[test]
-    fn link_headers_and_waits() {
+    fn link_headers() {
         let mut h = HeaderMap::new();
         h.insert(
             "link",
@@ -412,8 +393,6 @@ mod tests {
             next_link(&h).as_deref(),
             Some("https://api.github.com/x?page=2")
         );
-        h.insert("retry-after", HeaderValue::from_static("7"));
-        assert_eq!(retry_wait(&h), Some(Duration::from_secs(7)));
         assert_eq!(next_link(&HeaderMap::new()), None);
     }
 

@@ -9,10 +9,12 @@ use agentloom_core::{
     NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
-use crate::Registry;
+use crate::{Registry, net};
 
 pub(crate) const PROVIDERS: [&str; 3] = ["searxng", "brave", "tavily"];
 const DEFAULT_MAX_RESULTS: u64 = 5;
+/// How long one search may take.
+const SEARCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub(crate) fn register(r: &mut Registry) {
     r.register(Box::new(WebSearch::new()));
@@ -129,7 +131,7 @@ pub(crate) async fn search(
             "is empty: say what to search for",
         ));
     }
-    let client = crate::agent::http_client().map_err(BlockError::permanent)?;
+    let client = net::client()?;
     let key = match &settings.credential {
         Some(name) => Some(ctx.secret(name)?),
         None => None,
@@ -159,12 +161,17 @@ pub(crate) async fn search(
         }
     };
     let shown = format!("{} search at {base}", settings.provider);
-    let response = tokio::select! {
-        response = request.send() => response.map_err(|e| BlockError::transient(format!("{shown} failed: {}", without_secrets(&e.to_string()))))?,
-        () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-    };
-    let status = response.status();
-    let body = response.text().await.map_err(|e| {
+    let request = request.timeout(SEARCH_TIMEOUT);
+    let sent = net::send(ctx, request, |e| {
+        BlockError::transient(format!(
+            "{shown} failed: {}",
+            without_secrets(&e.to_string())
+        ))
+    })
+    .await?;
+    let status = sent.response.status();
+    // The host's request slot is held until the answer is read.
+    let body = sent.response.text().await.map_err(|e| {
         BlockError::transient(format!("{shown}: the answer could not be read: {e}"))
     })?;
     if !status.is_success() {

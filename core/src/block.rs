@@ -491,6 +491,21 @@ pub enum ErrorClass {
     Cancelled,
 }
 
+/// An error and its causes, on one line (for messages people read).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A block's failure: a message a person can act on, and optional data for the `error` output.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{message}")]

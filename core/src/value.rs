@@ -202,9 +202,41 @@ impl fmt::Display for Value {
     }
 }
 
+/// Writes what [`Value::to_json`] gives, without building that copy first (the run log
+/// serializes every value it records).
 impl Serialize for Value {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.to_json().serialize(serializer)
+        use serde::ser::{SerializeMap as _, SerializeSeq as _};
+        match self {
+            Value::Null => serializer.serialize_unit(),
+            Value::Bool(b) => serializer.serialize_bool(*b),
+            Value::Integer(i) => serializer.serialize_i64(*i),
+            Value::Number(n) if n.is_finite() => serializer.serialize_f64(*n),
+            Value::Number(_) => serializer.serialize_unit(),
+            Value::Text(s) => serializer.serialize_str(s),
+            Value::List(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut out = serializer.serialize_map(Some(map.len()))?;
+                for (key, value) in map {
+                    out.serialize_entry(key, value)?;
+                }
+                out.end()
+            }
+            Value::Bytes(bytes) => {
+                let mut out = serializer.serialize_map(Some(1))?;
+                out.serialize_entry(
+                    BYTES_KEY,
+                    &base64::engine::general_purpose::STANDARD.encode(bytes),
+                )?;
+                out.end()
+            }
+        }
     }
 }
 
@@ -274,6 +306,42 @@ mod tests {
         let text = serde_json::to_string(&value).unwrap();
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, value);
+    }
+
+    #[test]
+    fn serializing_writes_the_same_json_as_to_json() {
+        let values = [
+            Value::Null,
+            Value::Bool(true),
+            Value::Integer(i64::MIN),
+            Value::Number(1.0),
+            Value::Number(-2.5e-300),
+            Value::Number(f64::NAN),
+            Value::Number(f64::INFINITY),
+            Value::from("quote \" and \\ and \u{1}\n ünï"),
+            Value::Bytes(vec![0, 1, 255]),
+            Value::Object(BTreeMap::from([
+                (
+                    "z".to_owned(),
+                    Value::List(vec![Value::Null, Value::from("x")]),
+                ),
+                ("a".to_owned(), Value::Object(BTreeMap::new())),
+                ("$bytes".to_owned(), Value::Integer(1)),
+            ])),
+            Value::List(Vec::new()),
+        ];
+        for value in values {
+            assert_eq!(
+                serde_json::to_string(&value).unwrap(),
+                value.to_json().to_string(),
+                "{value:?}"
+            );
+            assert_eq!(
+                serde_json::to_string_pretty(&value).unwrap(),
+                serde_json::to_string_pretty(&value.to_json()).unwrap(),
+                "{value:?}"
+            );
+        }
     }
 
     #[test]

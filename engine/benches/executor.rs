@@ -10,7 +10,11 @@
 //! - peak RSS of `agentloom run` processes (with `/usr/bin/time`), when the binary is found.
 //!
 //! The baseline for time measured in the same run is calling the same block's `run`
-//! directly in a loop, so the ratio shows what the scheduling costs on this machine today.
+//! directly in a loop, so the ratio shows what the scheduling costs on this machine today;
+//! the run log's figures are set against the same chain without the log.
+//!
+//! Arguments name the sections to run (`chain`, `process`, `fan-out`, `memory`,
+//! `log-size`); none runs them all.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -61,6 +65,15 @@ fn repetitions(n: usize) -> usize {
     (200_000 / n).clamp(3, 200)
 }
 
+/// Whether the section named `name` was asked for.
+fn wanted(name: &str) -> bool {
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    asked.is_empty() || asked.iter().any(|a| a == name)
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -91,12 +104,42 @@ fn main() {
         direct_per_node.as_secs_f64() * 1e6
     );
 
+    if wanted("chain") {
+        chain_figures(
+            &runtime,
+            &executor,
+            &registry,
+            direct_per_node,
+            scratch.path(),
+        );
+    }
+    if wanted("process") {
+        process_figures(scratch.path());
+    }
+    if wanted("fan-out") {
+        fan_out_figures(&runtime, &executor, registry.as_ref());
+    }
+    if wanted("memory") {
+        memory_figures(&runtime, &executor, registry.as_ref());
+    }
+    if wanted("log-size") {
+        log_size_figures(&runtime, &executor, registry.as_ref(), scratch.path());
+    }
+}
+
+fn chain_figures(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    registry: &Arc<Registry>,
+    direct_per_node: Duration,
+    scratch: &Path,
+) {
     println!("\nchain of no-op blocks, per node (median):");
     println!(
-        "{:>8}  {:>14}  {:>14}  {:>10}",
-        "N", "executor µs", "with log µs", "vs direct"
+        "{:>8}  {:>14}  {:>14}  {:>10}  {:>10}",
+        "N", "executor µs", "with log µs", "vs direct", "log vs no"
     );
-    for n in [10, 1_000, 100_000] {
+    for n in [10, 1_000, 10_000, 100_000] {
         let valid = Arc::new(validate(&chain(n), registry.as_ref()).expect("valid chain"));
         let samples: Vec<Duration> = (0..repetitions(n))
             .map(|_| {
@@ -112,8 +155,7 @@ fn main() {
             })
             .collect();
         let plain = median(samples);
-        let store =
-            RunStore::open(&scratch.path().join(format!("bench-{n}.sqlite3"))).expect("run store");
+        let store = RunStore::open(&scratch.join(format!("bench-{n}.sqlite3"))).expect("run store");
         let logged: Vec<Duration> = (0..repetitions(n).min(10))
             .map(|_| {
                 let started = Instant::now();
@@ -133,17 +175,22 @@ fn main() {
         #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
         let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
         println!(
-            "{n:>8}  {:>14.3}  {:>14.3}  {:>9.1}x",
+            "{n:>8}  {:>14.3}  {:>14.3}  {:>9.1}x  {:>9.2}x",
             per(plain),
             per(logged),
-            per(plain) / (direct_per_node.as_secs_f64() * 1e6)
+            per(plain) / (direct_per_node.as_secs_f64() * 1e6),
+            per(logged) / per(plain)
         );
     }
+}
 
-    process_figures(scratch.path());
-
+fn fan_out_figures(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    registry: &dyn BlockCatalog,
+) {
     println!("\nfan-out of 100 control.delay blocks of 100 ms, default settings:");
-    let valid = Arc::new(validate(&fan_out(100, 100), registry.as_ref()).expect("valid fan-out"));
+    let valid = Arc::new(validate(&fan_out(100, 100), registry).expect("valid fan-out"));
     let samples: Vec<Duration> = (0..5)
         .map(|_| {
             let started = Instant::now();
@@ -163,9 +210,6 @@ fn main() {
         wall.as_secs_f64() * 1e3,
         wall.as_secs_f64() / 0.1
     );
-
-    memory_figures(&runtime, &executor, registry.as_ref());
-    log_size_figures(&runtime, &executor, registry.as_ref(), scratch.path());
 }
 
 /// A chain of `n` distinct templates after a constant; each output is short.
@@ -257,6 +301,25 @@ fn log_size_figures(
     let mut doc = chain(n);
     doc.nodes[0] = NodeDoc::new("n0", "data.constant").with_config(json!({ "value": value }));
     let valid = Arc::new(validate(&doc, catalog).expect("valid chain"));
+    // Baselines: the chain without the log, and what serializing and hashing the value at
+    // every node it passes (inputs and outputs) costs.
+    let started = Instant::now();
+    let report = runtime.block_on(executor.run(
+        valid.clone(),
+        ValueMap::new(),
+        RunOptions::default(),
+        Arc::new(NullSink),
+    ));
+    let without_log = started.elapsed();
+    assert_eq!(report.status, RunStatus::Completed);
+    let handed = Value::Text(value.clone());
+    let started = Instant::now();
+    for _ in 0..2 * n {
+        use sha2::Digest as _;
+        let text = serde_json::to_vec(&handed).expect("serializes");
+        std::hint::black_box(sha2::Sha256::digest(&text));
+    }
+    let hash_every_node = started.elapsed();
     let path = scratch.join("log-size.sqlite3");
     let store = RunStore::open(&path).expect("run store");
     let recorder = Arc::new(store.recorder(&valid.doc).expect("recorder"));
@@ -286,6 +349,12 @@ fn log_size_figures(
         inline / 1000,
         bytes as f64 / inline as f64
     );
+    println!(
+        "  without the log {:.1} ms; serializing and hashing the value at every node would add {:.1} ms (the log adds {:.1} ms)",
+        without_log.as_secs_f64() * 1e3,
+        hash_every_node.as_secs_f64() * 1e3,
+        took.saturating_sub(without_log).as_secs_f64() * 1e3
+    );
 }
 
 /// Times `agentloom run` on chain graphs, with the run log on.
@@ -304,15 +373,21 @@ fn process_figures(scratch: &Path) {
         return;
     }
     let db = scratch.join("process.sqlite3");
-    let time_run = |n: usize| -> Duration {
+    // With the log, or without it (`--no-log`: the baseline).
+    let time_run = |n: usize, logged: bool| -> Duration {
         let path = scratch.join(format!("chain-{n}.json"));
         std::fs::write(&path, chain(n).to_json_string()).expect("graph written");
         let samples: Vec<Duration> = (0..5)
             .map(|_| {
                 let started = Instant::now();
-                let status = std::process::Command::new(&binary)
-                    .args(["run", "--json", "--db"])
-                    .arg(&db)
+                let mut command = std::process::Command::new(&binary);
+                command.args(["run", "--json"]);
+                if logged {
+                    command.arg("--db").arg(&db);
+                } else {
+                    command.arg("--no-log");
+                }
+                let status = command
                     .arg(&path)
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
@@ -341,19 +416,26 @@ fn process_figures(scratch: &Path) {
         status.success().then_some(())?;
         std::fs::read_to_string(out).ok()?.trim().parse().ok()
     };
-    let base = time_run(10);
-    println!("\n`agentloom run` with the run log, per node ((t(N) - t(10)) / (N - 10)):");
+    let base = time_run(10, true);
+    let base_without = time_run(10, false);
     println!(
-        "  process start + 10 nodes: {:.1} ms",
-        base.as_secs_f64() * 1e3
+        "\n`agentloom run` per node ((t(N) - t(10)) / (N - 10)), with the run log and with --no-log:"
+    );
+    println!(
+        "  process start + 10 nodes: {:.1} ms ({:.1} ms with --no-log)",
+        base.as_secs_f64() * 1e3,
+        base_without.as_secs_f64() * 1e3
     );
     for n in [1_000, 10_000, 100_000] {
-        let total = time_run(n);
         #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
-        let per_node = (total.saturating_sub(base)).as_secs_f64() * 1e6 / (n - 10) as f64;
+        let per_node = |total: Duration, base: Duration| {
+            total.saturating_sub(base).as_secs_f64() * 1e6 / (n - 10) as f64
+        };
+        let logged = per_node(time_run(n, true), base);
+        let without = per_node(time_run(n, false), base_without);
         println!(
-            "  N = {n:>7}: total {:.1} ms, {per_node:.2} µs/node",
-            total.as_secs_f64() * 1e3
+            "  N = {n:>7}: {logged:.2} µs/node with the log, {without:.2} µs/node without (ratio {:.2})",
+            logged / without.max(0.001)
         );
     }
     println!("\n`agentloom run` peak RSS (with the run log):");

@@ -14,4 +14,3 @@ mod schema;
 mod tools;
 
 pub(crate) use block::register;
-pub(crate) use tools::http_client;

@@ -7,10 +7,11 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use agentloom_core::{RunCtx, clip_chars};
+use agentloom_core::{BlockError, RunCtx, clip_chars};
 use tokio::io::AsyncWriteExt as _;
 
 use super::schema::Builtin;
+use crate::net;
 use crate::web_search::{SearchSettings, search};
 use crate::workspace_path;
 
@@ -94,7 +95,7 @@ pub(crate) async fn run_builtin(
         Builtin::RunCode => run_code(&text("code"), workspace, env.bwrap)
             .await
             .map(Done::said),
-        Builtin::HttpGet => http_get(&text("url")).await.map(Done::said),
+        Builtin::HttpGet => http_get(env.ctx, &text("url")).await.map(Done::said),
         Builtin::WebSearch => {
             let Some(settings) = env.search else {
                 return Err(
@@ -254,34 +255,25 @@ async fn run_code(code: &str, workspace: &Path, bwrap: Option<&Path>) -> Result<
     ))
 }
 
-/// The client the agent's web tools share.
-pub(crate) fn http_client() -> Result<&'static reqwest::Client, String> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .user_agent(concat!("agentloom/", env!("CARGO_PKG_VERSION")))
-                .timeout(HTTP_TIMEOUT)
-                .build()
-                .map_err(|e| format!("the HTTP client could not be set up: {e}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-async fn http_get(url: &str) -> Result<String, String> {
+async fn http_get(ctx: &dyn RunCtx, url: &str) -> Result<String, String> {
     let parsed =
         reqwest::Url::parse(url.trim()).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("`{url}`: only http and https URLs can be fetched"));
     }
-    let response = http_client()?
+    let request = net::client()
+        .map_err(|e| e.message)?
         .get(parsed)
-        .send()
-        .await
-        .map_err(|e| format!("GET {url} failed: {e}"))?;
-    let status = response.status();
-    let body = response
+        .timeout(HTTP_TIMEOUT);
+    let sent = net::send(ctx, request, |e| {
+        BlockError::transient(format!("GET {url} failed: {e}"))
+    })
+    .await
+    .map_err(|e| e.message)?;
+    let status = sent.response.status();
+    // The host's request slot is held until the body is read.
+    let body = sent
+        .response
         .text()
         .await
         .map_err(|e| format!("GET {url}: the body could not be read: {e}"))?;

@@ -26,11 +26,9 @@ pub async fn list_models(base_url: &str) -> Result<Vec<String>, ListModelsError>
     let base = base_url.trim().trim_end_matches('/');
     let base = if base.is_empty() { DEFAULT_URL } else { base };
     let url = format!("{base}/api/tags");
-    let client = reqwest::Client::builder()
-        .timeout(LIST_TIMEOUT)
-        .build()
-        .map_err(|e| ListModelsError(format!("the HTTP client could not be set up: {e}")))?;
-    let response = client.get(&url).send().await.map_err(|e| {
+    let client = crate::net::client().map_err(|e| ListModelsError(e.message))?;
+    let request = client.get(&url).timeout(LIST_TIMEOUT);
+    let response = request.send().await.map_err(|e| {
         ListModelsError(if e.is_timeout() || e.is_connect() {
             format!("no Ollama answers at {base}; start it with `ollama serve`, or install it from ollama.com")
         } else {

@@ -11,7 +11,6 @@
 //! The API key goes only into a request header marked sensitive. Messages built from a
 //! provider's answer have the key removed, should it be echoed.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use agentloom_core::{BlockError, RunCtx, Secret, SecretError, secret_env_var};
@@ -22,8 +21,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::types::{ChatRequest, Reply};
 use super::{anthropic, ollama, openai};
+use crate::net;
 
-const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
 /// Waits longer than this are not done inside the node: the error goes to the graph's retry policy.
 const MAX_INTERNAL_WAIT: Duration = Duration::from_secs(60);
 /// Provider messages quoted in errors are cut to this many characters.
@@ -265,20 +264,6 @@ impl Failure {
     }
 }
 
-fn http_client() -> Result<&'static reqwest::Client, BlockError> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .user_agent(USER_AGENT)
-                .connect_timeout(Duration::from_secs(15))
-                .build()
-                .map_err(|e| chain(&e))
-        })
-        .as_ref()
-        .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
-}
-
 /// One chat call, with the internal retries for 429 and 5xx, stopped by cancellation.
 /// Text is streamed to output `partial_port` while it arrives. A 401 refreshes the
 /// credential once (an OAuth sign-in) and sends the call once more with the new token.
@@ -317,10 +302,7 @@ pub(crate) async fn complete(
                 refreshed = true;
             }
             Err(failure) if failure.retry_here && retries < options.max_retries => {
-                let wait = failure
-                    .error
-                    .retry_after
-                    .unwrap_or_else(|| options.backoff.saturating_mul(1 << retries.min(10)));
+                let wait = net::retry_wait(failure.error.retry_after, options.backoff, retries);
                 if wait > MAX_INTERNAL_WAIT {
                     return Err(failure.error);
                 }
@@ -401,11 +383,10 @@ async fn send_once(
     let shown = endpoint.shown();
     let redact = |text: &str| redact(key, text);
     // Held until the whole reply has streamed in.
-    let _slot = ctx
-        .request_slot(&endpoint.base_url)
+    let _slot = net::request_slot(ctx, &endpoint.base_url)
         .await
         .map_err(Failure::fatal)?;
-    let http = http_client().map_err(Failure::fatal)?;
+    let http = net::client().map_err(Failure::fatal)?;
     let builder = http
         .post(endpoint.url())
         .headers(headers(endpoint, key).map_err(Failure::fatal)?)
@@ -443,7 +424,7 @@ async fn send_once(
             .map_err(|e| {
                 Failure::fatal(BlockError::transient(format!(
                     "the reply from {shown} was cut off: {}",
-                    chain(&e.without_url())
+                    agentloom_core::error_chain(&e.without_url())
                 )))
             })?;
         let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
@@ -564,7 +545,7 @@ async fn read_stream(
                     Some(Err(err)) => {
                         let cause = match err {
                             eventsource_stream::EventStreamError::Transport(e) => {
-                                chain(&e.without_url())
+                                agentloom_core::error_chain(&e.without_url())
                             }
                             other => other.to_string(),
                         };
@@ -589,7 +570,10 @@ async fn read_stream(
                 match next {
                     None => break,
                     Some(Err(e)) => {
-                        return Err(cut(&parser, &format!(" ({})", chain(&e.without_url()))));
+                        return Err(cut(
+                            &parser,
+                            &format!(" ({})", agentloom_core::error_chain(&e.without_url())),
+                        ));
                     }
                     Some(Ok(chunk)) => {
                         buffer.extend_from_slice(&chunk);
@@ -619,7 +603,7 @@ async fn read_stream(
 fn send_error(endpoint: &Endpoint, err: reqwest::Error) -> BlockError {
     let shown = endpoint.shown();
     let (connect, timeout) = (err.is_connect(), err.is_timeout());
-    let cause = chain(&err.without_url());
+    let cause = agentloom_core::error_chain(&err.without_url());
     if connect {
         let hint = match endpoint.kind {
             ProviderKind::Ollama => "; is Ollama running? Start it with `ollama serve`",
@@ -657,24 +641,6 @@ fn quote(text: &str) -> String {
         cut.push('…');
         cut
     }
-}
-
-/// `Retry-After` (seconds, fractions allowed) or `retry-after-ms`.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
-    if let Some(ms) = text("retry-after-ms").and_then(|t| t.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
-    {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
-    }
-    let secs = text("retry-after").and_then(|t| t.parse::<f64>().ok())?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
 }
 
 fn status_failure(
@@ -747,7 +713,7 @@ fn status_failure(
             let mut error = BlockError::transient(format!(
                 "{shown} is rate limiting requests (HTTP 429{said_part})"
             ));
-            if let Some(wait) = retry_after(headers) {
+            if let Some(wait) = net::retry_after(headers) {
                 error = error.with_retry_after(wait);
             }
             (error, true)
@@ -762,7 +728,7 @@ fn status_failure(
             let mut error = BlockError::transient(format!(
                 "{shown} had a server error (HTTP {status}{said_part})"
             ));
-            if let Some(wait) = retry_after(headers) {
+            if let Some(wait) = net::retry_after(headers) {
                 error = error.with_retry_after(wait);
             }
             (error, true)
@@ -779,21 +745,6 @@ fn status_failure(
         retry_here,
         unauthorized: code == 401,
     }
-}
-
-/// An error and its causes, on one line.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
@@ -913,20 +864,5 @@ mod tests {
             "{}",
             f.error.message
         );
-    }
-
-    #[test]
-    fn retry_after_in_seconds_fractions_or_ms() {
-        let mut h = HeaderMap::new();
-        h.insert("retry-after", HeaderValue::from_static("1.5"));
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
-        h.insert("retry-after-ms", HeaderValue::from_static("250"));
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
-        let mut h = HeaderMap::new();
-        h.insert(
-            "retry-after",
-            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
-        );
-        assert_eq!(retry_after(&h), None);
     }
 }

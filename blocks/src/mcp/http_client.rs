@@ -30,11 +30,11 @@ pub struct McpHttpClient {
 
 impl McpHttpClient {
     pub fn new() -> Result<McpHttpClient, String> {
-        let client = reqwest::Client::builder()
-            // A redirect to another origin would replay the session id and the token there.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
+        // The shared set-up, minus redirects: one would replay the session id and the token
+        // to another origin.
+        let client = crate::net::client_without_redirects()
+            .map_err(|e| e.message)?
+            .clone();
         Ok(McpHttpClient { client })
     }
 }

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use agentloom_core::error_chain;
 use oauth2::basic::BasicClient;
 use oauth2::http::{self, HeaderValue, StatusCode, header};
 use oauth2::{
@@ -577,20 +578,6 @@ where
         RequestTokenError::Other(message) => format!("{what} failed: {message}"),
     };
     CredentialError::OAuth(text)
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 fn http_client() -> Result<reqwest::Client, CredentialError> {

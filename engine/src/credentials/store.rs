@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use agentloom_core::error_chain;
 use serde::{Deserialize, Serialize};
 
 use super::{CredentialError, CredentialInfo, StoredSecret, check_name};
@@ -331,20 +332,6 @@ fn keychain_error(name: &str, err: &keyring_core::Error) -> CredentialError {
             hint: "the keychain refused the operation".to_owned(),
         },
     }
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The Secret Service client blocks on a runtime of its own, which tokio refuses inside a

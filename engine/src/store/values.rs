@@ -3,8 +3,13 @@
 //! that hands a value on stores it once, not once per node), deflated when that pays, and
 //! replaced in the row by a reference. A value over the cap keeps only its size, hash and
 //! a preview, so no value can make a write fail and the log never fails a run.
+//!
+//! A value handed from node to node is serialized and hashed once: the writer keeps the
+//! large values it stored lately under a fast fingerprint and recognises them again by
+//! comparing with the kept copy, which costs far less than serializing and hashing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hasher as _;
 use std::io::{self, Write};
 
 use agentloom_core::{Value, ValueMap};
@@ -23,6 +28,14 @@ const PREVIEW_BYTES: usize = 1000;
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 1 << 20;
 /// The cap with full logging: well under what SQLite accepts in one row (1e9 bytes).
 const FULL_MAX_VALUE_BYTES: usize = 256 << 20;
+/// Values estimated smaller than this are not looked up among the recent ones (they are
+/// mostly inline, and cheap to serialize).
+const RECENT_MIN_BYTES: usize = INLINE_MAX_BYTES;
+/// Larger values are not kept to be recognised (they would double their memory).
+const RECENT_MAX_BYTES: usize = 4 << 20;
+/// What the recent values may hold in all; past it they are forgotten. A value handed
+/// down is met again soon, so a small window catches it.
+const RECENT_BUDGET_BYTES: usize = 8 << 20;
 /// The key of the object that stands for a value kept in `run_values`.
 const REF_KEY: &str = "\u{0}agentloom.value";
 
@@ -65,6 +78,11 @@ pub(super) struct ValueLog {
     seen: HashSet<String>,
     /// Rows for the next batch; kept until a batch with them is written.
     pub pending: Vec<StoredValue>,
+    /// Large values stored lately, by fingerprint, with their hash.
+    recent: HashMap<u64, (Value, String)>,
+    recent_bytes: usize,
+    /// How many large values were serialized and hashed (each distinct one once).
+    pub hashed: u64,
 }
 
 impl ValueLog {
@@ -73,6 +91,9 @@ impl ValueLog {
             policy,
             seen: HashSet::new(),
             pending: Vec::new(),
+            recent: HashMap::new(),
+            recent_bytes: 0,
+            hashed: 0,
         }
     }
 
@@ -80,6 +101,8 @@ impl ValueLog {
     pub fn reset(&mut self) {
         self.seen.clear();
         self.pending.clear();
+        self.recent.clear();
+        self.recent_bytes = 0;
     }
 
     /// `map` with every large value replaced by a reference to its stored row.
@@ -90,19 +113,100 @@ impl ValueLog {
     }
 
     fn shrink_value(&mut self, value: Value) -> Value {
+        let mut fingerprint = rustc_hash::FxHasher::default();
+        let estimate = fingerprint_of(&value, &mut fingerprint);
+        let fingerprint = fingerprint.finish();
+        let look_up = estimate >= RECENT_MIN_BYTES;
+        if look_up
+            && let Some((known, hash)) = self.recent.get(&fingerprint)
+            && *known == value
+        {
+            return reference_to(hash.clone());
+        }
         let mut text = Measured::new(self.policy.max_value_bytes);
         // Writing to memory cannot fail, and every Value serializes.
         let _ = serde_json::to_writer(&mut text, &value);
         if text.size <= INLINE_MAX_BYTES {
             return value;
         }
-        drop(value);
+        self.hashed += 1;
         let hash = hex(&text.hasher.finalize());
         if self.seen.insert(hash.clone()) {
             self.pending
                 .push(stored(hash.clone(), text.size, text.head));
         }
-        Value::Object(ValueMap::from([(REF_KEY.to_owned(), Value::Text(hash))]))
+        if look_up && estimate <= RECENT_MAX_BYTES {
+            if self.recent_bytes + estimate > RECENT_BUDGET_BYTES {
+                self.recent.clear();
+                self.recent_bytes = 0;
+            }
+            self.recent_bytes += estimate;
+            self.recent.insert(fingerprint, (value, hash.clone()));
+        }
+        reference_to(hash)
+    }
+}
+
+fn reference_to(hash: String) -> Value {
+    Value::Object(ValueMap::from([(REF_KEY.to_owned(), Value::Text(hash))]))
+}
+
+/// Feeds `value` to `hasher` (shape and content, without serializing it); returns about
+/// how many bytes it holds.
+fn fingerprint_of(value: &Value, hasher: &mut rustc_hash::FxHasher) -> usize {
+    match value {
+        Value::Null => {
+            hasher.write_u8(0);
+            4
+        }
+        Value::Bool(b) => {
+            hasher.write_u8(1);
+            hasher.write_u8(u8::from(*b));
+            4
+        }
+        Value::Integer(i) => {
+            hasher.write_u8(2);
+            hasher.write_i64(*i);
+            8
+        }
+        Value::Number(n) => {
+            hasher.write_u8(3);
+            hasher.write_u64(n.to_bits());
+            8
+        }
+        Value::Text(text) => {
+            hasher.write_u8(4);
+            hasher.write_usize(text.len());
+            hasher.write(text.as_bytes());
+            text.len() + 2
+        }
+        Value::List(items) => {
+            hasher.write_u8(5);
+            hasher.write_usize(items.len());
+            items
+                .iter()
+                .map(|item| fingerprint_of(item, hasher) + 1)
+                .sum::<usize>()
+                + 2
+        }
+        Value::Object(map) => {
+            hasher.write_u8(6);
+            hasher.write_usize(map.len());
+            map.iter()
+                .map(|(key, item)| {
+                    hasher.write_usize(key.len());
+                    hasher.write(key.as_bytes());
+                    key.len() + 4 + fingerprint_of(item, hasher)
+                })
+                .sum::<usize>()
+                + 2
+        }
+        Value::Bytes(bytes) => {
+            hasher.write_u8(7);
+            hasher.write_usize(bytes.len());
+            hasher.write(bytes);
+            bytes.len() * 4 / 3 + 14
+        }
     }
 }
 

@@ -146,3 +146,29 @@ fn deleting_a_run_deletes_its_values() {
         .unwrap();
     assert_eq!(rows, 0);
 }
+
+#[test]
+fn a_value_handed_down_is_serialized_and_hashed_once() {
+    let text: String = (0..2000).map(|i| format!("line {i}\n")).collect();
+    let port = |value: &Value| ValueMap::from([("value".to_owned(), value.clone())]);
+    let big = Value::List(vec![Value::from(text.as_str()), Value::Integer(7)]);
+    let mut log = values::ValueLog::new(LogPolicy::default());
+    // As a chain of 100 nodes sees it: each node's inputs, then its outputs.
+    let logged: Vec<ValueMap> = (0..200).map(|_| log.shrink(port(&big))).collect();
+    assert_eq!(log.hashed, 1, "one distinct value, hashed once");
+    assert_eq!(log.pending.len(), 1);
+    assert!(logged.windows(2).all(|pair| pair[0] == pair[1]));
+
+    // Same size and shape, other content: not taken for the first.
+    let other = Value::List(vec![Value::from(text.replace('9', "8")), Value::Integer(7)]);
+    let other_logged = log.shrink(port(&other));
+    assert_eq!(log.hashed, 2);
+    assert_ne!(other_logged, logged[0]);
+    let again = log.shrink(port(&big));
+    assert_eq!((log.hashed, &again), (2, &logged[0]));
+
+    // A new run stores its values again.
+    log.reset();
+    log.shrink(port(&big));
+    assert_eq!((log.hashed, log.pending.len()), (3, 1));
+}

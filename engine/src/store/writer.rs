@@ -12,7 +12,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use agentloom_core::{GraphDoc, Usage};
+use agentloom_core::{GraphDoc, Usage, Value, ValueMap};
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
@@ -42,6 +42,10 @@ const IDLE_WAIT: Duration = Duration::from_secs(3600);
 enum Msg {
     /// An event, with the wall clock (Unix ms) when it was emitted for `RunStarted`.
     Event(RunEvent, Option<u64>),
+    /// A node's start or finish, its inputs or outputs taken out of the map into `ports`:
+    /// a one-entry map allocates room for eleven, and a long run of quick nodes can queue
+    /// many of these before the writer catches up.
+    NodeValues(RunEvent, Vec<(String, Value)>),
     /// Write everything queued so far, then answer.
     Flush(mpsc::SyncSender<Result<(), String>>),
     Shutdown,
@@ -143,8 +147,48 @@ impl RunRecorder {
 impl EventSink for RunRecorder {
     fn emit(&self, event: &RunEvent) {
         let wall_ms = matches!(event.kind, EventKind::RunStarted { .. }).then(now_ms);
+        let compact = |kind: EventKind, map: &ValueMap| {
+            let ports = map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let event = RunEvent {
+                seq: event.seq,
+                at_ms: event.at_ms,
+                kind,
+            };
+            Msg::NodeValues(event, ports)
+        };
+        let msg = match &event.kind {
+            EventKind::NodeStarted {
+                node,
+                attempt,
+                inputs,
+            } => compact(
+                EventKind::NodeStarted {
+                    node: node.clone(),
+                    attempt: *attempt,
+                    inputs: ValueMap::new(),
+                },
+                inputs,
+            ),
+            EventKind::NodeFinished {
+                node,
+                outputs,
+                attempts,
+                duration_ms,
+                usage,
+            } => compact(
+                EventKind::NodeFinished {
+                    node: node.clone(),
+                    outputs: ValueMap::new(),
+                    attempts: *attempts,
+                    duration_ms: *duration_ms,
+                    usage: *usage,
+                },
+                outputs,
+            ),
+            _ => Msg::Event(event.clone(), wall_ms),
+        };
         // After finish() nobody listens; the event is dropped as documented.
-        let _ = self.tx.send(Msg::Event(event.clone(), wall_ms));
+        let _ = self.tx.send(msg);
     }
 }
 
@@ -218,7 +262,8 @@ struct RunState {
     final_usage: Option<Usage>,
     node_count: usize,
     heartbeat_at_ms: u64,
-    nodes: BTreeMap<String, NodeState>,
+    /// By id; hashed, since every event looks its node up.
+    nodes: rustc_hash::FxHashMap<String, NodeState>,
     dirty_nodes: BTreeSet<String>,
     /// Nodes changed only by streamed output (written less often).
     partial_nodes: BTreeSet<String>,
@@ -247,11 +292,19 @@ impl RunState {
     }
 
     fn node(&mut self, id: &str, blocks: &BTreeMap<String, String>) -> &mut NodeState {
-        self.dirty_nodes.insert(id.to_owned());
-        self.partial_nodes.remove(id);
+        // Looked up before inserting: a node changes several times per batch, and an owned
+        // key costs an allocation each time.
+        if !self.dirty_nodes.contains(id) {
+            self.dirty_nodes.insert(id.to_owned());
+            self.partial_nodes.remove(id);
+        }
+        if !self.nodes.contains_key(id) {
+            let block = blocks.get(id).cloned().unwrap_or_default();
+            self.nodes.insert(id.to_owned(), NodeState::new(block));
+        }
         self.nodes
-            .entry(id.to_owned())
-            .or_insert_with(|| NodeState::new(blocks.get(id).cloned().unwrap_or_default()))
+            .get_mut(id)
+            .unwrap_or_else(|| unreachable!("inserted above"))
     }
 }
 
@@ -342,6 +395,14 @@ impl Writer {
     fn handle(&mut self, msg: Msg) -> Control {
         match msg {
             Msg::Event(event, wall_ms) => self.apply(event, wall_ms),
+            Msg::NodeValues(mut event, ports) => {
+                if let EventKind::NodeStarted { inputs: map, .. }
+                | EventKind::NodeFinished { outputs: map, .. } = &mut event.kind
+                {
+                    map.extend(ports);
+                }
+                self.apply(event, None);
+            }
             Msg::Flush(ack) => {
                 self.tick(true);
                 let _ = ack.send(self.error.clone().map_or(Ok(()), Err));
@@ -435,11 +496,6 @@ impl Writer {
         {
             let now = wall_ms.unwrap_or_else(now_ms);
             let started_at_ms = now.saturating_sub(event.at_ms);
-            let nodes = self
-                .blocks
-                .iter()
-                .map(|(id, block)| (id.clone(), NodeState::new(block.clone())))
-                .collect::<BTreeMap<_, _>>();
             self.run = Some(RunState {
                 id: run_id.clone(),
                 inserted: false,
@@ -455,10 +511,10 @@ impl Writer {
                 final_usage: None,
                 node_count: *node_count,
                 heartbeat_at_ms: now,
-                // Rows are written as nodes change; a node that never started has none
-                // (the reader lists it as pending from the graph).
+                // Rows are kept and written as nodes change; a node that never started has
+                // none (the reader lists it as pending from the graph).
                 dirty_nodes: BTreeSet::new(),
-                nodes,
+                nodes: rustc_hash::FxHashMap::default(),
                 partial_nodes: BTreeSet::new(),
                 events: vec![event],
             });

@@ -1,0 +1,177 @@
+//! Outbound HTTP for every block: one process-wide client (one connection pool and one
+//! TLS setup, built on first use, so a run that sends nothing never builds it), the run's
+//! per-host request slots, and how long to wait before trying a request again.
+//!
+//! Blocks set timeouts per request: the client only bounds connecting.
+
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentloom_core::{BlockError, RequestSlot, RunCtx, error_chain};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+
+pub(crate) const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
+/// A host that has not accepted the connection by then is not going to.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The client every block shares.
+pub(crate) fn client() -> Result<&'static reqwest::Client, BlockError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    shared(&CLIENT, reqwest::redirect::Policy::default())
+}
+
+/// The shared set-up without following redirects, for connections that carry a session or
+/// a token a redirect to another origin would replay there (MCP over HTTP).
+pub(crate) fn client_without_redirects() -> Result<&'static reqwest::Client, BlockError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    shared(&CLIENT, reqwest::redirect::Policy::none())
+}
+
+fn shared(
+    cell: &'static OnceLock<Result<reqwest::Client, String>>,
+    redirects: reqwest::redirect::Policy,
+) -> Result<&'static reqwest::Client, BlockError> {
+    cell.get_or_init(|| {
+        reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(redirects)
+            .build()
+            .map_err(|e| error_chain(&e))
+    })
+    .as_ref()
+    .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
+}
+
+/// Waits for a slot to send a request to `url`'s host: the run's `requests_per_host`
+/// (shared with its sub-runs) bounds the requests in flight per host. Hold the slot until
+/// the answer is read. Fails as cancelled when the node is stopped while waiting.
+pub(crate) async fn request_slot(ctx: &dyn RunCtx, url: &str) -> Result<RequestSlot, BlockError> {
+    ctx.request_slot(url).await
+}
+
+/// A response sent under the run's per-host limit; its slot is freed when this is dropped,
+/// so keep it until the body is read.
+pub(crate) struct Sent {
+    pub response: reqwest::Response,
+    _slot: RequestSlot,
+}
+
+/// Waits for a request slot for the request's host, then sends it on the shared client.
+/// Fails as cancelled when the node is stopped first; `failed` words a request that could
+/// not be built or sent (unreachable host, timeout…).
+pub(crate) async fn send(
+    ctx: &dyn RunCtx,
+    request: reqwest::RequestBuilder,
+    failed: impl FnOnce(reqwest::Error) -> BlockError,
+) -> Result<Sent, BlockError> {
+    let request = match request.build() {
+        Ok(request) => request,
+        Err(err) => return Err(failed(err)),
+    };
+    let slot = request_slot(ctx, request.url().as_str()).await?;
+    let response = tokio::select! {
+        () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
+        response = client()?.execute(request) => response.map_err(failed)?,
+    };
+    Ok(Sent {
+        response,
+        _slot: slot,
+    })
+}
+
+/// How long the server asks us to wait: `retry-after-ms`, else `Retry-After` in seconds
+/// (fractions allowed; the HTTP-date form is not read), else `x-ratelimit-reset` (epoch
+/// seconds, as GitHub sends) minus now.
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    // `try_`: a huge number must not panic.
+    let seconds = |secs: f64| Duration::try_from_secs_f64(secs).ok();
+    if let Some(wait) = text("retry-after-ms")
+        .and_then(|t| t.parse::<f64>().ok())
+        .and_then(|ms| seconds(ms / 1000.0))
+    {
+        return Some(wait);
+    }
+    if let Some(wait) = text(RETRY_AFTER.as_str())
+        .and_then(|t| t.parse::<f64>().ok())
+        .and_then(seconds)
+    {
+        return Some(wait);
+    }
+    let reset = text("x-ratelimit-reset")?.parse::<u64>().ok()?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(reset.saturating_sub(now).max(1)))
+}
+
+/// The wait before retry number `retries` (0 for the first): what the server asked for,
+/// else `backoff` doubled for each retry before.
+pub(crate) fn retry_wait(asked: Option<Duration>, backoff: Duration, retries: u32) -> Duration {
+    asked.unwrap_or_else(|| backoff.saturating_mul(1 << retries.min(10)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn every_block_gets_the_same_client() {
+        let first: *const reqwest::Client = client().unwrap();
+        let second: *const reqwest::Client = client().unwrap();
+        assert_eq!(first, second);
+    }
+
+    #[test]
+    fn retry_after_reads_ms_fractions_seconds_and_rate_limit_resets() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        h.insert(
+            "x-ratelimit-reset",
+            HeaderValue::from_str(&(now + 30).to_string()).unwrap(),
+        );
+        let reset = retry_after(&h).unwrap();
+        assert!(
+            reset <= Duration::from_secs(30) && reset >= Duration::from_secs(28),
+            "{reset:?}"
+        );
+        h.insert("retry-after", HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert("retry-after", HeaderValue::from_static("1.5"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        h.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let mut dated = HeaderMap::new();
+        dated.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&dated), None);
+        dated.insert("retry-after", HeaderValue::from_static("-3"));
+        assert_eq!(retry_after(&dated), None);
+        dated.insert("retry-after", HeaderValue::from_static("1e300"));
+        assert_eq!(retry_after(&dated), None);
+    }
+
+    #[test]
+    fn the_wait_is_the_servers_else_doubling_backoff() {
+        let base = Duration::from_millis(100);
+        assert_eq!(retry_wait(None, base, 0), base);
+        assert_eq!(retry_wait(None, base, 3), Duration::from_millis(800));
+        let asked = Some(Duration::from_secs(2));
+        assert_eq!(retry_wait(asked, base, 5), Duration::from_secs(2));
+        // Doubling stops growing at 2^10, and never overflows.
+        assert_eq!(retry_wait(None, base, 40), base * 1024);
+    }
+}
