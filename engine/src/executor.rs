@@ -133,6 +133,11 @@ impl Executor {
         self
     }
 
+    /// The directory file blocks are confined to.
+    pub fn workspace(&self) -> &std::path::Path {
+        &self.workspace
+    }
+
     #[must_use]
     pub fn with_workspace(mut self, workspace: PathBuf) -> Self {
         self.workspace = workspace;

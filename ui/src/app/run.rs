@@ -176,8 +176,14 @@ impl RunView {
             ctx: ctx.clone(),
         });
         let mut sinks = vec![ui_sink];
-        if let Some(recorder) = &recorder {
+        if let Some((recorder, store)) = recorder.as_ref().zip(store) {
             sinks.push(recorder.clone());
+            // After the recorder: it writes the run's row that the workspace refers to.
+            sinks.push(Arc::new(crate::cli::recording::WorkspaceSink {
+                recorder: recorder.clone(),
+                store: store.clone(),
+                workspace: executor.workspace().to_owned(),
+            }));
         }
         let sink = Arc::new(FanoutSink(sinks));
         // Every request is stored before the person is asked: closing the app or a crash

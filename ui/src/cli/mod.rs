@@ -18,7 +18,7 @@ pub mod credentials;
 mod interrupt;
 mod mcp;
 mod progress;
-mod recording;
+pub(crate) mod recording;
 mod serve;
 mod terminal_approver;
 
