@@ -114,6 +114,10 @@ pub enum EventKind {
     },
     NodeQueued {
         node: String,
+        /// The node's block kind, so that the log knows it for nodes of a sub-run too (they
+        /// are not in the graph the run started with).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        block: String,
     },
     NodeStarted {
         node: String,
@@ -162,6 +166,9 @@ pub enum EventKind {
     NodeSkipped {
         node: String,
         reason: String,
+        /// The node's block kind (see `NodeQueued`).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        block: String,
     },
     RunFinished {
         status: RunStatus,
@@ -176,7 +183,7 @@ impl EventKind {
     /// The node this event is about, if any.
     pub fn node(&self) -> Option<&str> {
         match self {
-            EventKind::NodeQueued { node }
+            EventKind::NodeQueued { node, .. }
             | EventKind::NodeStarted { node, .. }
             | EventKind::NodePartial { node, .. }
             | EventKind::NodeUsage { node, .. }
@@ -192,7 +199,7 @@ impl EventKind {
     /// The node this event is about, to rename it (a sub-run's node shown under its parent).
     pub fn node_mut(&mut self) -> Option<&mut String> {
         match self {
-            EventKind::NodeQueued { node }
+            EventKind::NodeQueued { node, .. }
             | EventKind::NodeStarted { node, .. }
             | EventKind::NodePartial { node, .. }
             | EventKind::NodeUsage { node, .. }

@@ -133,6 +133,11 @@ impl Executor {
         self
     }
 
+    /// The directory file blocks are confined to.
+    pub fn workspace(&self) -> &std::path::Path {
+        &self.workspace
+    }
+
     #[must_use]
     pub fn with_workspace(mut self, workspace: PathBuf) -> Self {
         self.workspace = workspace;
@@ -698,6 +703,11 @@ impl RunCtx for NodeCtx {
             )));
         }
         let inputs = tool_call_inputs(&self.shared, index, tool, arguments)?;
+        // Queued first like any node, which tells the log its block.
+        self.shared.emit(EventKind::NodeQueued {
+            node: tool.id.clone(),
+            block: tool.meta.kind.clone(),
+        });
         self.shared.emit(EventKind::NodeStarted {
             node: tool.id.clone(),
             attempt: 1,
@@ -1021,8 +1031,10 @@ impl Scheduler {
         self.states[index].status = NodeStatus::Queued;
         self.ready
             .push(Reverse((self.graph.topo_rank[index], index)));
+        let node = &self.graph.nodes[index];
         self.shared.emit(EventKind::NodeQueued {
-            node: self.graph.nodes[index].id.clone(),
+            node: node.id.clone(),
+            block: node.meta.kind.clone(),
         });
     }
 
@@ -1285,6 +1297,7 @@ impl Scheduler {
                 self.shared.emit(EventKind::NodeSkipped {
                     node: node.id.clone(),
                     reason,
+                    block: node.meta.kind.clone(),
                 });
                 for fanout in &node.outputs {
                     for &(next, next_slot) in &fanout.targets {

@@ -40,6 +40,12 @@ pub fn redact_resolved_secrets(text: &mut String) {
     RESOLVED_IN_PROCESS.text(text);
 }
 
+/// Adds `secret` (and its encodings) to the process-wide list, for a secret handled outside
+/// any run: the tokens of a sign-in, a key typed into the credentials window.
+pub(crate) fn remember_process_wide(secret: &str) {
+    RESOLVED_IN_PROCESS.add(&forms(&Secret::new(secret.to_owned())));
+}
+
 impl Redactor {
     /// Remembers `secret` and its encodings, here and for the whole process.
     pub(crate) fn remember(&self, secret: &Secret) {

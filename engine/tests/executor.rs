@@ -499,7 +499,7 @@ async fn untaken_branch_is_skipped_not_failed() {
     assert_eq!(report.outputs["verdict"], Value::from("3 is small"));
     assert_eq!(status_of(&report, "big"), NodeStatus::Skipped);
     assert_eq!(status_of(&report, "small"), NodeStatus::Done);
-    assert!(events.iter().any(|e| matches!(e, EventKind::NodeSkipped { node, reason } if node == "big" && reason.contains("is_big.true"))));
+    assert!(events.iter().any(|e| matches!(e, EventKind::NodeSkipped { node, reason, .. } if node == "big" && reason.contains("is_big.true"))));
 }
 
 #[tokio::test]

@@ -111,25 +111,26 @@ async fn a_called_graph_runs_with_values_both_ways_and_is_logged_nested() {
     drop(store);
     let conn = rusqlite::Connection::open(&db).unwrap();
     let mut stmt = conn
-        .prepare("SELECT node_id, status, run_id FROM node_runs ORDER BY node_id")
+        .prepare("SELECT node_id, status, run_id, block FROM node_runs ORDER BY node_id")
         .unwrap();
-    let rows: Vec<(String, String, String)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    let rows: Vec<(String, String, String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    let ids: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    // Each row, nested ones too, names its block kind.
+    let ids: Vec<(&str, &str)> = rows.iter().map(|r| (r.0.as_str(), r.3.as_str())).collect();
     assert_eq!(
         ids,
         vec![
-            "call",
-            "call/name",
-            "call/out",
-            "call/punct",
-            "call/t",
-            "result",
-            "who",
-            "wrap"
+            ("call", "graph.call"),
+            ("call/name", "graph.input"),
+            ("call/out", "graph.output"),
+            ("call/punct", "graph.input"),
+            ("call/t", "text.template"),
+            ("result", "graph.output"),
+            ("who", "graph.input"),
+            ("wrap", "text.template")
         ]
     );
     assert!(rows.iter().all(|r| r.1 == "done" && r.2 == report.run_id));
@@ -188,16 +189,30 @@ async fn a_for_each_sub_graph_reports_its_nodes_per_item() {
     let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let registry = registry_for(&file);
     let graph = validate(&doc, registry.as_ref()).unwrap_or_else(|p| panic!("{p:?}"));
+    let store = RunStore::open(&dir.path().join("runs.db")).unwrap();
+    let recorder = Arc::new(store.recorder(&graph.doc).unwrap());
     let collect = Arc::new(CollectSink::default());
+    let sink: Arc<dyn EventSink> = Arc::new(FanoutSink(vec![recorder.clone(), collect.clone()]));
     let report = Executor::new(registry)
         .run(
             Arc::new(graph),
             ValueMap::new(),
             RunOptions::default(),
-            collect.clone(),
+            sink,
         )
         .await;
+    recorder.finish().unwrap();
     assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    // The log's rows of each item's nodes name their block.
+    let detail = store.get_run(&report.run_id).unwrap().unwrap();
+    for (id, block) in [
+        ("each", "control.for_each"),
+        ("each/0/item", "graph.input"),
+        ("each/1/fmt", "text.template"),
+        ("each/1/result", "graph.output"),
+    ] {
+        assert_eq!(detail.node(id).unwrap().block, block, "{id}");
+    }
     let outputs: Vec<(String, Value)> = collect
         .events()
         .into_iter()
@@ -329,7 +344,12 @@ fn a_run_stopped_mid_way_counts_a_sub_runs_cost_once() {
             node_count: 1,
             inputs: ValueMap::new(),
         },
-        // The child's model node reports its cost, then the calling node carries it too.
+        // The child's model node (its block known, like any node's) reports its cost, then
+        // the calling node carries it too.
+        EventKind::NodeQueued {
+            node: "call/model".to_owned(),
+            block: "llm.chat".to_owned(),
+        },
         EventKind::NodeUsage {
             node: "call/model".to_owned(),
             usage: cost,
@@ -351,4 +371,5 @@ fn a_run_stopped_mid_way_counts_a_sub_runs_cost_once() {
     let detail = store.get_run("r1").unwrap().unwrap();
     assert_eq!(detail.run.usage, cost);
     assert_eq!(detail.node("call/model").unwrap().usage, cost);
+    assert_eq!(detail.node("call/model").unwrap().block, "llm.chat");
 }

@@ -8,9 +8,8 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
-use std::io::Write;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_blocks::Registry;
@@ -18,22 +17,10 @@ use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, ValueMap, validate};
 use agentloom_engine::{
     CredentialStore, Executor, KeychainSecrets, RunOptions, RunStatus, RunStore, StoredSecret,
 };
+use agentloom_tests::CapturedLog;
 
 fn skip() -> bool {
     std::env::var("AGENTLOOM_SKIP_PEERS").is_ok_and(|v| v == "1")
-}
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 struct Peer(Child);
@@ -51,7 +38,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_secret_never_reaches_the_export_the_run_log_or_the_logs() {
-    let logs = Captured::default();
+    let logs = CapturedLog::default();
     let writer = logs.clone();
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::TRACE)
@@ -178,7 +165,7 @@ async fn a_stored_secret_never_reaches_the_export_the_run_log_or_the_logs() {
             );
         }
     }
-    let captured = logs.0.lock().unwrap().clone();
+    let captured = logs.bytes();
     assert!(!captured.is_empty(), "logs were captured");
     assert!(
         !contains(&captured, canary.as_bytes()),

@@ -1,5 +1,6 @@
 //! The binary's log output: `AGENTLOOM_LOG` picks what is shown, on stderr, with every
-//! secret a run in this process resolved replaced, whichever block or library logged it.
+//! secret this process handled (resolved by a run, brought by a sign-in, read or stored as
+//! a credential) replaced, whichever block or library logged it.
 
 use std::io::{IsTerminal as _, Write};
 
@@ -8,7 +9,7 @@ use tracing_subscriber::fmt::MakeWriter;
 /// Sends log lines to stderr, shown from `warn` unless `AGENTLOOM_LOG` says otherwise.
 pub fn init() {
     tracing_subscriber::fmt()
-        .with_writer(RedactedStderr)
+        .with_writer(RedactedLines(std::io::stderr))
         // Colour codes only for a person reading; they would garble a log file.
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
@@ -18,24 +19,32 @@ pub fn init() {
         .init();
 }
 
-/// Makes one [`RedactedLine`] per log event.
-struct RedactedStderr;
+/// Makes one [`RedactedLine`] per log event, written to what `M` makes (stderr for the
+/// binary).
+pub struct RedactedLines<M>(pub M);
 
-impl<'a> MakeWriter<'a> for RedactedStderr {
-    type Writer = RedactedLine;
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for RedactedLines<M> {
+    type Writer = RedactedLine<M::Writer>;
 
-    fn make_writer(&'a self) -> RedactedLine {
-        RedactedLine(Vec::new())
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactedLine {
+            text: Vec::new(),
+            out: self.0.make_writer(),
+        }
     }
 }
 
 /// One event's text, kept whole until it is done so a secret split over several writes is
-/// still found, then written to stderr redacted.
-struct RedactedLine(Vec<u8>);
+/// still found, then written out redacted: every secret a run resolved, a sign-in brought
+/// or the credential store handled in this process.
+pub struct RedactedLine<W: Write> {
+    text: Vec<u8>,
+    out: W,
+}
 
-impl Write for RedactedLine {
+impl<W: Write> Write for RedactedLine<W> {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(bytes);
+        self.text.extend_from_slice(bytes);
         Ok(bytes.len())
     }
 
@@ -44,14 +53,14 @@ impl Write for RedactedLine {
     }
 }
 
-impl Drop for RedactedLine {
+impl<W: Write> Drop for RedactedLine<W> {
     fn drop(&mut self) {
-        if self.0.is_empty() {
+        if self.text.is_empty() {
             return;
         }
-        let mut text = String::from_utf8_lossy(&self.0).into_owned();
+        let mut text = String::from_utf8_lossy(&self.text).into_owned();
         agentloom_engine::redact_resolved_secrets(&mut text);
         // Nowhere to report a failed write of a log line.
-        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        let _ = self.out.write_all(text.as_bytes());
     }
 }

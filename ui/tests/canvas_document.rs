@@ -5,7 +5,7 @@
 
 mod support;
 
-use agentloom::app::{App, Command, load_graph, save_graph};
+use agentloom::app::{App, Command, EXAMPLES, load_graph, save_graph};
 use egui::accesskit::Role;
 use egui::{Key, Modifiers};
 use egui_kittest::kittest::Queryable as _;
@@ -184,6 +184,78 @@ fn a_long_value_stays_in_a_small_badge_and_never_grows_its_node_over_the_one_bel
     assert!(!shown.intersects(below), "{shown:?} over {below:?}");
     // The whole value is still a hover or a click away: in the run panel.
     assert!(h.state().run.node("value").is_some());
+}
+
+/// The screen rects of all the document's nodes, by id.
+fn node_rects(h: &AppHarness) -> Vec<(String, egui::Rect)> {
+    ids(h)
+        .into_iter()
+        .map(|id| {
+            let rect = h.state().node_screen_rect(&id).unwrap();
+            (id, rect)
+        })
+        .collect()
+}
+
+#[test]
+fn values_arriving_never_widen_a_node_nor_push_it_over_a_neighbour_in_any_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "a value far longer than any node is wide ".repeat(20);
+    let mut overlaps = Vec::new();
+    for (index, (file, text)) in EXAMPLES.iter().enumerate() {
+        let mut h = harness_for(App::new(&example(), None, &paths(&dir)));
+        h.state_mut().send(Command::OpenExample(index));
+        h.run_steps(4);
+        assert_eq!(
+            normalized(h.state().document.to_doc()).nodes,
+            normalized(graph(text)).nodes,
+            "{file} did not open"
+        );
+        let before = node_rects(&h);
+        assert!(!before.is_empty(), "{file} has no nodes");
+        // What a finished run shows: every node done, with a long value on each output.
+        let ports: Vec<(String, Vec<String>)> = h
+            .state()
+            .document
+            .snarl
+            .nodes()
+            .map(|n| {
+                let outputs = n.outputs.iter().map(|p| p.name.clone());
+                (n.doc.id.clone(), outputs.filter(|p| p != "error").collect())
+            })
+            .collect();
+        for (id, outputs) in ports {
+            let run = h.state_mut().run.nodes.entry(id).or_default();
+            run.status = Some(agentloom_engine::NodeStatus::Done);
+            for port in outputs {
+                let value = agentloom_core::Value::Text(long.clone());
+                run.outputs.insert(port, value);
+            }
+        }
+        h.run_steps(40);
+        assert_eq!(
+            h.get_all_by_label("done").count(),
+            before.len(),
+            "{file}: every node shows its badge"
+        );
+        let after = node_rects(&h);
+        for ((id, was), (_, now)) in before.iter().zip(&after) {
+            assert!(
+                (was.width() - now.width()).abs() < 0.5,
+                "{file}: `{id}` went from {} to {} points wide",
+                was.width(),
+                now.width()
+            );
+        }
+        for (i, (a, ra)) in after.iter().enumerate() {
+            for (b, rb) in &after[i + 1..] {
+                if ra.intersects(*rb) {
+                    overlaps.push(format!("{file}: `{a}` {ra:?} overlaps `{b}` {rb:?}"));
+                }
+            }
+        }
+    }
+    assert!(overlaps.is_empty(), "{}", overlaps.join("\n"));
 }
 
 #[test]

@@ -98,12 +98,18 @@ fn the_cli_runs_a_calling_graph_shows_its_child_nodes_and_refuses_a_cycle() {
     let run_id = report["run_id"].as_str().unwrap();
     let out = agentloom(&["show", run_id], &db);
     let shown = String::from_utf8_lossy(&out.stdout);
-    for row in ["call/text", "call/wait", "call/upper", "call/shout"] {
+    for (row, block) in [
+        ("call/text", "graph.input"),
+        ("call/wait", "control.delay"),
+        ("call/upper", "text.template"),
+        ("call/shout", "graph.output"),
+    ] {
         assert!(
-            shown
-                .lines()
-                .any(|l| l.trim_start().starts_with(row) && l.contains("done")),
-            "no `{row}` row in:\n{shown}"
+            shown.lines().any(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                words.starts_with(&[row, block, "done"])
+            }),
+            "no `{row} {block} done` row in:\n{shown}"
         );
     }
 
@@ -254,6 +260,9 @@ fn the_run_panel_shows_the_called_graphs_nodes_as_they_run() {
         );
     }
     h.get_by_label("upper");
+    // Each child row names its block kind.
+    h.get_by_label("control.delay");
+    h.get_by_label("text.template");
     assert_eq!(
         h.state().run.outputs["result"],
         agentloom_core::Value::from("HEY!")

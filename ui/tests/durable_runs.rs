@@ -138,6 +138,60 @@ fn a_waiting_run_resumes_from_the_history_after_a_restart() {
     assert!(h.query_all_by_label("reused").count() >= 1);
 }
 
+/// A run started in the app and left waiting (the app closed before anyone decided) is
+/// resumed by `agentloom approve` typed in another folder, in the app's workspace.
+#[test]
+fn approving_an_app_started_run_from_the_command_line_resumes_it_in_the_apps_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let workspace = paths.workspace.clone().unwrap();
+    let db = paths.run_log.clone().unwrap();
+    let run_id = {
+        let mut h = harness(&graph(WRITE), &paths);
+        press(&mut h, "▶ Run");
+        wait_until(&mut h, "the approval", |h| {
+            !h.state().run.approvals.is_empty()
+        });
+        let store = RunStore::open(&db).unwrap();
+        let run = store.list_runs(1).unwrap().remove(0);
+        assert_eq!(
+            store.run_workspace(&run.id).unwrap(),
+            Some(std::fs::canonicalize(&workspace).unwrap())
+        );
+        run.id
+    };
+    // The app ran in this test's process, which lives on: stand in for the app's process
+    // having exited (a run whose recorder is gone and waits for a person is `waiting`).
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET owner = 'proc:exited', heartbeat_at_ms = 0 WHERE id = ?1",
+            [&run_id],
+        )
+        .unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let approved = std::process::Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .current_dir(&elsewhere)
+        .env_remove("AGENTLOOM_LOG")
+        .args(["approve", &run_id, "--db"])
+        .arg(&db)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("note.txt")).unwrap(),
+        "written by the test"
+    );
+    assert!(!elsewhere.join("note.txt").exists());
+}
+
 const SAVE_AND_DESCRIBE: &str = r#"{"format":"agentloom.graph","version":1,"name":"save",
   "nodes":[
     {"id":"text","block":"data.constant","position":[0,0],"config":{"value":"kept","type":"text"}},

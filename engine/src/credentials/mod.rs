@@ -94,6 +94,31 @@ pub enum StoredSecret {
     OAuth(OAuthTokens),
 }
 
+impl StoredSecret {
+    /// Adds every secret this holds to the process-wide redaction list, so that no log
+    /// line shows it, whoever logs it.
+    pub(crate) fn redact_from_logs(&self) {
+        match self {
+            StoredSecret::ApiKey { key, .. } => crate::redact::remember_process_wide(key),
+            StoredSecret::OAuth(tokens) => tokens.redact_from_logs(),
+        }
+    }
+}
+
+impl OAuthTokens {
+    /// Adds the tokens (and a client secret) to the process-wide redaction list.
+    pub(crate) fn redact_from_logs(&self) {
+        let secrets = [
+            Some(&self.access_token),
+            self.refresh_token.as_ref(),
+            self.client.client_secret.as_ref(),
+        ];
+        for secret in secrets.into_iter().flatten() {
+            crate::redact::remember_process_wide(secret);
+        }
+    }
+}
+
 impl fmt::Debug for StoredSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -529,7 +529,7 @@ fn tokens_from_ref(
         Some(granted) => granted.iter().map(|s| s.to_string()).collect(),
         None => requested.to_vec(),
     };
-    OAuthTokens {
+    let tokens = OAuthTokens {
         provider: provider.id.to_owned(),
         access_token: response.access_token().secret().clone(),
         refresh_token: response
@@ -539,7 +539,10 @@ fn tokens_from_ref(
         expires_at: response.expires_in().map(|d| unix_now() + d.as_secs()),
         scopes,
         client: provider.client.clone(),
-    }
+    };
+    // Fresh tokens (a sign-in, a refresh) are secrets from now on, in any log line.
+    tokens.redact_from_logs();
+    tokens
 }
 
 fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {

@@ -112,6 +112,7 @@ impl CredentialStore {
         secret: &StoredSecret,
     ) -> Result<CredentialInfo, CredentialError> {
         check_name(name)?;
+        secret.redact_from_logs();
         let json = serde_json::to_string(secret).map_err(|e| CredentialError::Corrupt {
             name: name.to_owned(),
             detail: e.to_string(),
@@ -141,11 +142,14 @@ impl CredentialStore {
             .entry(name)?
             .get_password()
             .map_err(|e| keychain_error(name, &e))?;
-        serde_json::from_str(&text).map_err(|e| CredentialError::Corrupt {
-            name: name.to_owned(),
-            // serde's message may quote the input: keep only its position.
-            detail: format!("not valid JSON at line {} column {}", e.line(), e.column()),
-        })
+        let secret: StoredSecret =
+            serde_json::from_str(&text).map_err(|e| CredentialError::Corrupt {
+                name: name.to_owned(),
+                // serde's message may quote the input: keep only its position.
+                detail: format!("not valid JSON at line {} column {}", e.line(), e.column()),
+            })?;
+        secret.redact_from_logs();
+        Ok(secret)
     }
 
     /// Deletes credential `name` from the keychain and the index; returns what it held

@@ -65,6 +65,7 @@ fn full_run(run_id: &str) -> Vec<RunEvent> {
             1,
             EventKind::NodeQueued {
                 node: node("fetch"),
+                block: String::new(),
             },
         ),
         ev(
@@ -96,6 +97,7 @@ fn full_run(run_id: &str) -> Vec<RunEvent> {
             41,
             EventKind::NodeQueued {
                 node: node("summarize"),
+                block: String::new(),
             },
         ),
         ev(
@@ -676,6 +678,7 @@ fn record_unfinished(store: &RunStore, run_id: &str) {
                 5,
                 EventKind::NodeQueued {
                     node: "notify".to_owned(),
+                    block: String::new(),
                 },
             ),
             ev(
@@ -873,6 +876,7 @@ fn events_before_run_started_are_ignored_and_a_rerun_id_starts_clean() {
         0,
         EventKind::NodeQueued {
             node: "fetch".to_owned(),
+            block: String::new(),
         },
     ));
     recorder.finish().unwrap();

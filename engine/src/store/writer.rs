@@ -203,6 +203,8 @@ impl Drop for RunRecorder {
 /// The recorded state of one node.
 struct NodeState {
     block: String,
+    /// A node of a sub-run (`call/render`): not in the graph the run started with.
+    nested: bool,
     status: NodeStatus,
     attempts: u32,
     started_at_ms: Option<u64>,
@@ -222,9 +224,12 @@ struct NodeState {
 }
 
 impl NodeState {
-    fn new(block: String) -> Self {
+    /// Node `id`'s state before any event about it; `blocks` are the run's graph's.
+    fn new(id: &str, blocks: &BTreeMap<String, String>) -> Self {
+        let block = blocks.get(id);
         Self {
-            block,
+            nested: block.is_none(),
+            block: block.cloned().unwrap_or_default(),
             status: NodeStatus::Pending,
             attempts: 0,
             started_at_ms: None,
@@ -239,6 +244,14 @@ impl NodeState {
             usage: Usage::default(),
             started_seq: None,
             finished_seq: None,
+        }
+    }
+
+    /// Takes the block kind an event names, for a node the run's graph does not know (a
+    /// sub-run's).
+    fn learn_block(&mut self, block: &str) {
+        if self.block.is_empty() && !block.is_empty() {
+            block.clone_into(&mut self.block);
         }
     }
 }
@@ -278,9 +291,9 @@ impl RunState {
     fn usage(&self) -> Usage {
         self.final_usage.unwrap_or_else(|| {
             let mut total = Usage::default();
-            // Rows of sub-run nodes (`call/render`, not in the graph: no block) are
-            // already counted in their calling node.
-            for node in self.nodes.values().filter(|n| !n.block.is_empty()) {
+            // Rows of sub-run nodes (`call/render`) are already counted in their calling
+            // node.
+            for node in self.nodes.values().filter(|n| !n.nested) {
                 total += node.usage;
             }
             total
@@ -299,8 +312,7 @@ impl RunState {
             self.partial_nodes.remove(id);
         }
         if !self.nodes.contains_key(id) {
-            let block = blocks.get(id).cloned().unwrap_or_default();
-            self.nodes.insert(id.to_owned(), NodeState::new(block));
+            self.nodes.insert(id.to_owned(), NodeState::new(id, blocks));
         }
         self.nodes
             .get_mut(id)
@@ -534,8 +546,9 @@ impl Writer {
         let at = run.at(event.at_ms);
         match &event.kind {
             EventKind::RunStarted { .. } => {}
-            EventKind::NodeQueued { node } => {
+            EventKind::NodeQueued { node, block } => {
                 let state = run.node(node, blocks);
+                state.learn_block(block);
                 if !state.status.is_final() {
                     state.status = NodeStatus::Queued;
                 }
@@ -564,7 +577,7 @@ impl Writer {
             EventKind::NodePartial { node, port, chunk } => {
                 let entry = run.nodes.entry(node.clone()).or_insert_with(|| {
                     run.dirty_nodes.insert(node.clone());
-                    NodeState::new(blocks.get(node).cloned().unwrap_or_default())
+                    NodeState::new(node, blocks)
                 });
                 let text = entry.partial.entry(port.clone()).or_default();
                 if text.len() < MAX_PARTIAL_BYTES {
@@ -633,8 +646,13 @@ impl Writer {
                 state.partial.clear();
                 run.dirty = true;
             }
-            EventKind::NodeSkipped { node, reason } => {
+            EventKind::NodeSkipped {
+                node,
+                reason,
+                block,
+            } => {
                 let state = run.node(node, blocks);
+                state.learn_block(block);
                 state.status = NodeStatus::Skipped;
                 state.finished_at_ms = Some(at);
                 state.skip_reason = Some(reason.clone());

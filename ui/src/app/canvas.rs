@@ -491,6 +491,16 @@ impl<'a> Viewer<'a> {
         }
     }
 
+    /// The word for a node's run state (`text` from `NodeRun::state`): outputs reused from an
+    /// earlier run (or pinned) rather than run again say so.
+    fn state_word(&self, id: &str, text: &'static str) -> &'static str {
+        if self.run.reused.contains(id) && text == "done" {
+            "reused"
+        } else {
+            text
+        }
+    }
+
     /// The colour that marks a node's state (its border, or a plain box's fill): inspected,
     /// failed or invalid, or its run status; `None` for a node with nothing to show.
     fn state_color(&self, node: NodeId, snarl: &Snarl<CanvasNode>) -> Option<Color32> {
@@ -621,6 +631,17 @@ fn node_message(ui: &mut Ui, message: &str, color: Color32) {
 /// One row of a node's badge: a single line cut to the badge's width.
 fn badge_line(ui: &mut Ui, text: RichText) -> egui::Response {
     ui.add(egui::Label::new(text).truncate())
+}
+
+/// One output value in a node's badge; hovering shows (much) more of it.
+fn value_line(ui: &mut Ui, port: &str, value: &Value) {
+    badge_line(
+        ui,
+        RichText::new(format!("{port} = {}", value_preview(value)))
+            .monospace()
+            .small(),
+    )
+    .on_hover_text(value.preview(theme::NODE_HOVER_CHARS));
 }
 
 fn value_preview(value: &Value) -> String {
@@ -799,7 +820,24 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 });
         }
         match self.state_color(node, snarl) {
-            Some(color) => default.stroke(Stroke::new(theme::STATUS_BORDER, color)),
+            // The wider border takes its width from the inner margin, so that a node does not
+            // grow when a run marks it.
+            Some(color) => {
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    reason = "a border is a few points wide"
+                )]
+                let extra = (theme::STATUS_BORDER - default.stroke.width).round() as i8;
+                let m = default.inner_margin;
+                default
+                    .stroke(Stroke::new(theme::STATUS_BORDER, color))
+                    .inner_margin(egui::Margin {
+                        left: m.left - extra,
+                        right: m.right - extra,
+                        top: m.top - extra,
+                        bottom: m.bottom - extra,
+                    })
+            }
             None => default,
         }
     }
@@ -842,6 +880,8 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             .node(&canvas.doc.id)
             .and_then(super::run::NodeRun::state);
         let detailed = self.node_detailed(node);
+        // A detailed node says its state in the badge below its pins, so that nothing a run
+        // brings changes the node's width.
         ui.horizontal(|ui| {
             ui.label(RichText::new(canvas.display_name()).strong());
             if detailed && canvas.doc.label.is_none() {
@@ -851,14 +891,12 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 ui.label(RichText::new("pinned").color(theme::ACCENT).small())
                     .on_hover_text("Runs use this node's pinned outputs instead of running it");
             }
-            if let Some((text, color)) = state {
-                // Outputs reused from an earlier run (or pinned) rather than run again.
-                let text = if self.run.reused.contains(&canvas.doc.id) && text == "done" {
-                    "reused"
-                } else {
-                    text
-                };
-                ui.label(RichText::new(text).color(color).small());
+            if !detailed && let Some((text, color)) = state {
+                ui.label(
+                    RichText::new(self.state_word(&canvas.doc.id, text))
+                        .color(color)
+                        .small(),
+                );
             }
         });
     }
@@ -951,16 +989,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         info
     }
 
-    fn has_body(&mut self, node: &CanvasNode) -> bool {
+    fn has_footer(&mut self, node: &CanvasNode) -> bool {
         self.state.lod_of(node) == Lod::Full
             && (node.config_problem.is_some()
                 || self.problems.contains_key(&node.doc.id)
                 || self.run.node(&node.doc.id).is_some_and(|r| {
-                    !r.outputs.is_empty() || !r.partial.is_empty() || r.error.is_some()
+                    r.state().is_some()
+                        || !r.outputs.is_empty()
+                        || !r.partial.is_empty()
+                        || r.error.is_some()
                 }))
     }
 
-    fn show_body(
+    fn show_footer(
         &mut self,
         node: NodeId,
         _inputs: &[InPin],
@@ -974,22 +1015,39 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         let Some(canvas) = snarl.get_node(node) else {
             return;
         };
-        // A badge of fixed width and at most a few one-line rows: the full text is on hover
-        // and in the inspector, so a long value never grows the node over its neighbours.
-        ui.set_max_width(theme::NODE_BADGE_WIDTH);
+        // The badge below the pins: one-line rows cut to the width the node already has
+        // (from its title and pins), so a run never widens a node over its neighbours. The
+        // full text is on hover, in the inspector and in the run panel.
         ui.vertical(|ui| {
+            ui.set_max_width(ui.available_width());
             if let Some(run) = self.run.node(&canvas.doc.id) {
                 let shown = run.outputs.len().min(theme::NODE_BADGE_LINES);
-                for (port, value) in run.outputs.iter().take(shown) {
-                    badge_line(
-                        ui,
-                        RichText::new(format!("{port} = {}", value_preview(value)))
-                            .monospace()
-                            .small(),
-                    );
+                let mut values = run.outputs.iter().take(shown);
+                // The state word and the first value share a row: a finished node gets one
+                // row taller, not two.
+                let first = values.next();
+                let state = run.state();
+                if state.is_some() || first.is_some() {
+                    ui.horizontal(|ui| {
+                        if let Some((text, color)) = state {
+                            badge_line(
+                                ui,
+                                RichText::new(self.state_word(&canvas.doc.id, text))
+                                    .color(color)
+                                    .small(),
+                            );
+                        }
+                        if let Some((port, value)) = first {
+                            value_line(ui, port, value);
+                        }
+                    });
+                }
+                for (port, value) in values {
+                    value_line(ui, port, value);
                 }
                 if run.outputs.len() > shown {
-                    ui.label(
+                    badge_line(
+                        ui,
                         RichText::new(format!(
                             "+{} more in the inspector",
                             run.outputs.len() - shown
@@ -1003,7 +1061,8 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                     let last_line = text.lines().last().unwrap_or_default();
                     if let Some(step) = crate::cli::agent::parse_steps(last_line).first() {
                         let observation = step["observation"].as_str().unwrap_or_default();
-                        ui.label(
+                        badge_line(
+                            ui,
                             RichText::new(format!(
                                 "step {} · {} → {}",
                                 step["step"],

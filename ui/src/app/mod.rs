@@ -44,6 +44,7 @@ use egui_snarl::NodeId;
 use egui_snarl::ui::SnarlWidget;
 
 pub use document::{ConnectError, Document};
+pub use examples::EXAMPLES;
 pub use files::{load_graph, save_graph};
 
 use canvas::{CanvasState, Viewer};

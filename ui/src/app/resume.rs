@@ -58,7 +58,13 @@ impl App {
             .decide_approval(&run_id, node, decision)
             .map_err(|e| e.to_string())?;
         let seed = store.resume_seed(&run_id).map_err(|e| e.to_string())?;
-        let executor = self.executor.clone().with_workspace(self.run_workspace());
+        // Where the run started, as `agentloom approve` would resume it.
+        let workspace = store
+            .run_workspace(&run_id)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| self.run_workspace());
+        let executor = self.executor.clone().with_workspace(workspace);
         self.run.start_seeded(
             runtime,
             &executor,

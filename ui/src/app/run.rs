@@ -75,6 +75,8 @@ impl Approver for UiApprover {
 /// What is known of one node in the shown run.
 #[derive(Clone, Debug, Default)]
 pub struct NodeRun {
+    /// The block kind, as the run reported it (empty until it did).
+    pub block: String,
     pub status: Option<NodeStatus>,
     pub attempts: u32,
     pub inputs: ValueMap,
@@ -174,8 +176,14 @@ impl RunView {
             ctx: ctx.clone(),
         });
         let mut sinks = vec![ui_sink];
-        if let Some(recorder) = &recorder {
+        if let Some((recorder, store)) = recorder.as_ref().zip(store) {
             sinks.push(recorder.clone());
+            // After the recorder: it writes the run's row that the workspace refers to.
+            sinks.push(Arc::new(crate::cli::recording::WorkspaceSink {
+                recorder: recorder.clone(),
+                store: store.clone(),
+                workspace: executor.workspace().to_owned(),
+            }));
         }
         let sink = Arc::new(FanoutSink(sinks));
         // Every request is stored before the person is asked: closing the app or a crash
@@ -292,7 +300,11 @@ impl RunView {
     fn apply(&mut self, kind: &EventKind) {
         match kind {
             EventKind::RunStarted { run_id, .. } => self.run_id = Some(run_id.clone()),
-            EventKind::NodeQueued { node } => self.entry(node).status = Some(NodeStatus::Queued),
+            EventKind::NodeQueued { node, block } => {
+                let n = self.entry(node);
+                n.status = Some(NodeStatus::Queued);
+                block.clone_into(&mut n.block);
+            }
             EventKind::NodeStarted {
                 node,
                 attempt,
@@ -352,8 +364,13 @@ impl RunView {
                 n.duration_ms = Some(*duration_ms);
                 n.usage = *usage;
             }
-            EventKind::NodeSkipped { node, reason } => {
+            EventKind::NodeSkipped {
+                node,
+                reason,
+                block,
+            } => {
                 let n = self.entry(node);
+                block.clone_into(&mut n.block);
                 n.status = Some(NodeStatus::Skipped);
                 n.skip_reason = Some(reason.clone());
             }
@@ -417,6 +434,7 @@ impl RunView {
             view.nodes.insert(
                 row.node_id.clone(),
                 NodeRun {
+                    block: row.block.clone(),
                     status: Some(row.status),
                     attempts: row.attempts,
                     inputs: row.inputs.clone(),

@@ -48,6 +48,7 @@ pub fn child_runs_ui(ui: &mut Ui, run: &RunView, id: &str) {
         ui.horizontal(|ui| {
             // `render`, or `0/render` for a for-each item, `inner/render` one call deeper.
             ui.label(RichText::new(name).monospace());
+            ui.label(RichText::new(&state.block).color(theme::TEXT_WEAK).small());
             if let Some((text, color)) = state.state() {
                 ui.label(RichText::new(text).color(color).small());
             }

@@ -50,9 +50,8 @@ pub const MIN_TEXT_POINTS: f32 = 11.0;
 pub const READABLE_SCALE: f32 = 0.7;
 /// A graph of at most this many blocks is small (see [`READABLE_SCALE`]).
 pub const SMALL_GRAPH_NODES: usize = 12;
-/// The width of a node's value and message badge, in graph points: values never widen a
-/// node over its neighbours.
-pub const NODE_BADGE_WIDTH: f32 = 220.0;
+/// Longest value text shown when hovering a value in a node's badge.
+pub const NODE_HOVER_CHARS: usize = 2000;
 /// How many values and messages a node's badge lists; the rest are in the inspector.
 pub const NODE_BADGE_LINES: usize = 3;
 /// Below this zoom the canvas drops pin labels and node bodies, and draws straight wires.
@@ -80,8 +79,9 @@ pub const PIN_SIZE: f32 = 10.0;
 pub const WIRE_WIDTH: f32 = 2.0;
 /// Thinnest wire on screen when zoomed far out, in points.
 pub const MIN_WIRE_WIDTH_ON_SCREEN: f32 = 1.0;
-/// Node border width when the border shows a state (inspected, failed, run status).
-pub const STATUS_BORDER: f32 = 1.5;
+/// Node border width when the border shows a state (inspected, failed, run status): whole
+/// points wider than the plain border, taken from the node's inner margin.
+pub const STATUS_BORDER: f32 = 2.0;
 /// How strongly a plain box (zoomed far out) is filled with its state's colour.
 pub const BOX_STATE_FILL: f32 = 0.7;
 

@@ -18,7 +18,7 @@ pub mod credentials;
 mod interrupt;
 mod mcp;
 mod progress;
-mod recording;
+pub(crate) mod recording;
 mod serve;
 mod terminal_approver;
 
@@ -382,8 +382,9 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     }
     for node in &detail.nodes {
         out!(
-            "  {:<20} {:<10} attempts {}  {}",
+            "  {:<20} {:<16} {:<10} attempts {}  {}",
             node.node_id,
+            node.block,
             node.status.as_str(),
             node.attempts,
             node.error

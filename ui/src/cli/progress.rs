@@ -121,7 +121,7 @@ impl EventSink for ProgressSink {
                 };
                 self.line(&format!("✗ {node}: {error}{note}"));
             }
-            EventKind::NodeSkipped { node, reason } => {
+            EventKind::NodeSkipped { node, reason, .. } => {
                 self.line(&format!("- {node} skipped: {reason}"))
             }
             EventKind::NodeRetrying {

@@ -1,10 +1,11 @@
-//! Closing a command's run log entry: the last events written, and the workspace the run
-//! used recorded beside it (`agentloom approve` resumes a paused run there).
+//! Closing a run's log entry: the last events written, and the workspace the run used
+//! recorded beside it (`agentloom approve` resumes a paused run there), for the commands
+//! and the app alike.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentloom_engine::{RunRecorder, RunStore};
+use agentloom_engine::{EventKind, EventSink, RunEvent, RunRecorder, RunStore, StoreError};
 
 /// Finishes `recorder` and records `workspace` for run `run_id`; problems are warnings,
 /// since the run itself is done.
@@ -21,11 +22,44 @@ pub(crate) fn finish(
         eprintln!("warning: the run log may be incomplete: {err}");
         return;
     }
-    // Absolute, so that the run resumes in the same folder from any directory.
-    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
     if let Some(store) = store
-        && let Err(err) = store.record_workspace(run_id, &workspace)
+        && let Err(err) = record_workspace(store, run_id, workspace)
     {
         eprintln!("warning: the run's workspace is not recorded: {err}");
+    }
+}
+
+/// Records that run `run_id` (already in the log) works in `workspace`, made absolute so
+/// that the run resumes in the same folder from any directory.
+pub(crate) fn record_workspace(
+    store: &RunStore,
+    run_id: &str,
+    workspace: &Path,
+) -> Result<(), StoreError> {
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+    store.record_workspace(run_id, &workspace)
+}
+
+/// Records a run's workspace as soon as the log holds the run (after `recorder` wrote
+/// `run_started`), for runs that may wait for a decision while nobody watches them, as in
+/// the app: `agentloom approve` then resumes them in the same folder.
+pub(crate) struct WorkspaceSink {
+    pub recorder: Arc<RunRecorder>,
+    pub store: Arc<RunStore>,
+    pub workspace: PathBuf,
+}
+
+impl EventSink for WorkspaceSink {
+    fn emit(&self, event: &RunEvent) {
+        let EventKind::RunStarted { run_id, .. } = &event.kind else {
+            return;
+        };
+        let recorded = self
+            .recorder
+            .flush()
+            .and_then(|()| record_workspace(&self.store, run_id, &self.workspace));
+        if let Err(err) = recorded {
+            tracing::warn!(%err, run_id, "the run's workspace is not recorded");
+        }
     }
 }
