@@ -59,7 +59,18 @@ impl Approver for DurableApprover {
                 }),
             };
         };
-        let decision = ask.decide(run_id, node, request).await;
+        // Whoever was asked may go away undecided (the app closing): the request stays
+        // stored and the run waits, as a headless one does.
+        let Some(decision) = ask.decide_or_pause(run_id, node, request).await else {
+            return match stored {
+                Ok(()) => None,
+                Err(error) => Some(ApprovalDecision::Rejected {
+                    message: format!(
+                        "nobody decided and the request could not be stored to wait: {error}"
+                    ),
+                }),
+            };
+        };
         if stored.is_ok()
             && let Err(error) = self.store.clear_approval(run_id, node)
         {

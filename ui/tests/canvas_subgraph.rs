@@ -332,7 +332,11 @@ fn a_for_each_over_a_sub_graph_shows_each_items_nodes_in_the_run_panel() {
     h.state_mut()
         .send(AppCommand::InspectById("each".to_owned()));
     h.state_mut().send(AppCommand::StartRun);
-    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    // Commands are carried out on the next frame: wait for the run to be over, not yet to
+    // begin.
+    wait_until(&mut h, "the run", |h| {
+        h.state().run.run_id.is_some() && !h.state().run.is_running()
+    });
     assert_eq!(
         h.state().run.status,
         Some(agentloom_engine::RunStatus::Completed),

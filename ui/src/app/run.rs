@@ -51,24 +51,35 @@ struct UiApprover {
 impl Approver for UiApprover {
     async fn decide(
         &self,
-        _run_id: &str,
+        run_id: &str,
         node: &str,
         request: &ApprovalRequest,
     ) -> ApprovalDecision {
-        let denied = || ApprovalDecision::Rejected {
-            message: "the run was stopped in the app".to_owned(),
-        };
+        self.decide_or_pause(run_id, node, request)
+            .await
+            .unwrap_or_else(|| ApprovalDecision::Rejected {
+                message: "the run was stopped in the app".to_owned(),
+            })
+    }
+
+    /// `None` when the app goes away before anyone decides: the stored request keeps the
+    /// run waiting, to be decided from the history or with `agentloom approve`. (Stop
+    /// answers with a rejection instead.)
+    async fn decide_or_pause(
+        &self,
+        _run_id: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> Option<ApprovalDecision> {
         let (reply, answer) = oneshot::channel();
         let msg = RunMsg::Approval {
             node: node.to_owned(),
             request: request.clone(),
             reply,
         };
-        if self.tx.send(msg).is_err() {
-            return denied();
-        }
+        self.tx.send(msg).ok()?;
         self.ctx.request_repaint();
-        answer.await.unwrap_or_else(|_| denied())
+        answer.await.ok()
     }
 }
 
