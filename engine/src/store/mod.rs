@@ -176,10 +176,15 @@ impl RunStore {
         policy: LogPolicy,
     ) -> Result<RunRecorder, StoreError> {
         let conn = busy::retry(StoreError::is_busy, || connect(&self.path))?;
-        // Big batches of a large run touch many pages; spilling them mid-transaction and
-        // checkpointing every 1,000 pages cost more than the writes themselves.
+        // Big batches of a large run touch many pages: spilling them mid-transaction costs
+        // more than the writes themselves. Checkpoints stay at SQLite's default (every
+        // 1,000 pages): the WAL a process leaves behind is read whole by the next one that
+        // opens the log, so it must stay small.
         conn.pragma_update(None, "cache_size", -32_768)
-            .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 10_000))
+            // The writer inserts a run's row before any row that refers to it (in the same
+            // or an earlier transaction) and deletes no run: checking the reference costs a
+            // lookup per node row.
+            .and_then(|()| conn.pragma_update(None, "foreign_keys", "OFF"))
             // …and the WAL file is cut back to this size once a checkpoint has emptied it.
             .and_then(|()| {
                 conn.pragma_update_and_check(None, "journal_size_limit", 16 << 20, |row| {

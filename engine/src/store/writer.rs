@@ -504,6 +504,7 @@ impl Writer {
                     }
                     // Take everything already queued into this batch.
                     let mut taken = 1;
+                    let mut caught_up = false;
                     while !self.batch_full() {
                         match rx.try_recv() {
                             Ok(msg) => {
@@ -512,14 +513,18 @@ impl Writer {
                                     break 'outer;
                                 }
                             }
-                            Err(TryRecvError::Empty) => break,
+                            Err(TryRecvError::Empty) => {
+                                caught_up = true;
+                                break;
+                            }
                             Err(TryRecvError::Disconnected) => break 'outer,
                         }
                     }
                     self.tick(false);
-                    if taken >= GATHER_MIN_EVENTS {
-                        // Events come fast: let them queue for a moment. Waking this
-                        // thread costs the emitting one a system call per event.
+                    if caught_up && taken >= GATHER_MIN_EVENTS {
+                        // Events come fast and this thread keeps up: let them queue for a
+                        // moment, since waking it costs the emitting thread a system call
+                        // per event.
                         std::thread::sleep(GATHER_PAUSE);
                     }
                     continue;
