@@ -5,7 +5,9 @@
 //!   (`AGENTLOOM_BIN`, else target/release/agentloom), as (t(N) - t(10)) / (N - 10);
 //! - the wall time of a fan-out of 100 `control.delay` blocks of 100 ms, default settings;
 //! - memory per node of a chain of `text.template` nodes, against one minijinja
-//!   environment per node (how templates were kept before) measured in the same run;
+//!   environment per node (how templates were kept before) measured in the same run; each
+//!   figure is the RSS growth of a fresh process (this one run again), the median of three,
+//!   so memory freed by an earlier section cannot hide or inflate it;
 //! - the run log's size for a chain handing one large value down, against its distinct bytes;
 //! - peak RSS of `agentloom run` processes (with `/usr/bin/time`), when the binary is found.
 //!
@@ -25,6 +27,15 @@ use agentloom_blocks::testing::TestCtx;
 use agentloom_core::{BlockCatalog, EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate};
 use agentloom_engine::{Executor, NullSink, RunOptions, RunStatus, RunStore};
 use serde_json::json;
+
+// The allocator of the `agentloom` binary, so memory figures are the application's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Set in a child process that measures one memory figure and prints it.
+const MEMORY_PROBE: &str = "AGENTLOOM_BENCH_MEMORY_PROBE";
+/// Nodes of the template chain measured for memory.
+const MEMORY_NODES: usize = 10_000;
 
 fn chain(n: usize) -> GraphDoc {
     let mut doc = GraphDoc::new(&format!("chain of {n}"));
@@ -82,6 +93,10 @@ fn main() {
         .expect("runtime");
     let registry = Arc::new(Registry::builtin());
     let executor = Executor::new(registry.clone());
+    if let Ok(probe) = std::env::var(MEMORY_PROBE) {
+        memory_probe(&probe, &runtime, &executor, registry.as_ref());
+        return;
+    }
     let scratch = tempfile::tempdir().expect("temp dir");
 
     // Baseline: the block's own cost, called directly.
@@ -120,7 +135,7 @@ fn main() {
         fan_out_figures(&runtime, &executor, registry.as_ref());
     }
     if wanted("memory") {
-        memory_figures(&runtime, &executor, registry.as_ref());
+        memory_figures();
     }
     if wanted("log-size") {
         log_size_figures(&runtime, &executor, registry.as_ref(), scratch.path());
@@ -240,33 +255,34 @@ fn rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-#[allow(clippy::cast_precision_loss, reason = "figures to print")]
-fn memory_figures(
+/// Prints the RSS growth (KiB) of what `probe` names, measured in this fresh process:
+/// `environments` (one minijinja environment per node), `graph` (the chain validated, then
+/// run: two figures).
+fn memory_probe(
+    probe: &str,
     runtime: &tokio::runtime::Runtime,
     executor: &Executor,
     catalog: &dyn BlockCatalog,
 ) {
-    let n = 10_000;
+    let n = MEMORY_NODES;
     let doc = template_chain(n);
-    println!("\nmemory per node, chain of {n} text.template nodes (RSS growth / N):");
-    let Some(before) = rss_kib() else {
-        println!("  (no /proc/self/status here)");
-        return;
-    };
-    // Baseline: one minijinja environment per node, as templates were kept before.
-    let envs: Vec<minijinja::Environment<'static>> = (1..n)
-        .map(|i| {
-            let mut env = minijinja::Environment::new();
-            env.add_template_owned("t", format!("step {i}: {{{{ x | length }}}}"))
-                .expect("template compiles");
-            env
-        })
-        .collect();
-    let baseline = rss_kib().unwrap_or(before).saturating_sub(before);
-    drop(envs);
     let before = rss_kib().unwrap_or(0);
+    let grown = || rss_kib().unwrap_or(before).saturating_sub(before);
+    if probe == "environments" {
+        let envs: Vec<minijinja::Environment<'static>> = (1..n)
+            .map(|i| {
+                let mut env = minijinja::Environment::new();
+                env.add_template_owned("t", format!("step {i}: {{{{ x | length }}}}"))
+                    .expect("template compiles");
+                env
+            })
+            .collect();
+        println!("{}", grown());
+        drop(envs);
+        return;
+    }
     let valid = Arc::new(validate(&doc, catalog).expect("valid template chain"));
-    let validated = rss_kib().unwrap_or(before).saturating_sub(before);
+    let validated = grown();
     let report = runtime.block_on(executor.run(
         valid.clone(),
         ValueMap::new(),
@@ -274,7 +290,57 @@ fn memory_figures(
         Arc::new(NullSink),
     ));
     assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
-    let after_run = rss_kib().unwrap_or(before).saturating_sub(before);
+    println!("{validated} {}", grown());
+}
+
+/// Runs this benchmark again as a child measuring `probe`; the numbers it printed.
+fn run_memory_probe(probe: &str) -> Option<Vec<u64>> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe)
+        .env(MEMORY_PROBE, probe)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|field| field.parse().ok())
+        .collect()
+}
+
+#[allow(clippy::cast_precision_loss, reason = "figures to print")]
+fn memory_figures() {
+    let n = MEMORY_NODES;
+    println!(
+        "\nmemory per node, chain of {n} text.template nodes (RSS growth of a fresh process / N, median of 3):"
+    );
+    if rss_kib().is_none() {
+        println!("  (no /proc/self/status here)");
+        return;
+    }
+    // Each field's median over three processes.
+    let medians = |probe: &str| -> Option<Vec<u64>> {
+        let runs = (0..3)
+            .map(|_| run_memory_probe(probe))
+            .collect::<Option<Vec<Vec<u64>>>>()?;
+        let fields = runs.first()?.len();
+        (0..fields)
+            .map(|field| {
+                let mut samples: Vec<u64> =
+                    runs.iter().filter_map(|r| r.get(field)).copied().collect();
+                samples.sort_unstable();
+                samples.get(samples.len() / 2).copied()
+            })
+            .collect()
+    };
+    let baseline = medians("environments").and_then(|f| f.first().copied());
+    let graph = medians("graph");
+    let (Some(baseline), Some(&[validated, after_run])) = (baseline, graph.as_deref()) else {
+        println!("  (a measuring process failed)");
+        return;
+    };
     let per = |kib: u64| kib as f64 * 1024.0 / n as f64;
     println!(
         "  baseline (an environment per node): {:.0} B/node",

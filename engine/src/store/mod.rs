@@ -176,22 +176,21 @@ impl RunStore {
         policy: LogPolicy,
     ) -> Result<RunRecorder, StoreError> {
         let conn = busy::retry(StoreError::is_busy, || connect(&self.path))?;
-        // Big batches of a large run touch many pages; spilling them mid-transaction and
-        // checkpointing every 1,000 pages cost more than the writes themselves.
-        // Closing the last connection would copy the whole WAL into the file and sync it,
-        // on the path of every short CLI run; the next recorder's checkpoints do it instead.
+        // Big batches of a large run touch many pages: spilling them mid-transaction costs
+        // more than the writes themselves. Checkpoints stay at SQLite's default (every
+        // 1,000 pages): the WAL a process leaves behind is read whole by the next one that
+        // opens the log, so it must stay small.
         conn.pragma_update(None, "cache_size", -32_768)
-            .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 10_000))
+            // The writer inserts a run's row before any row that refers to it (in the same
+            // or an earlier transaction) and deletes no run: checking the reference costs a
+            // lookup per node row.
+            .and_then(|()| conn.pragma_update(None, "foreign_keys", "OFF"))
             // …and the WAL file is cut back to this size once a checkpoint has emptied it.
             .and_then(|()| {
                 conn.pragma_update_and_check(None, "journal_size_limit", 16 << 20, |row| {
                     row.get::<_, i64>(0)
                 })
                 .map(drop)
-            })
-            .and_then(|()| {
-                conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-                    .map(drop)
             })
             .map_err(|source| StoreError::open(&self.path, source))?;
         RunRecorder::start(self.path.clone(), conn, graph, policy)
@@ -324,8 +323,16 @@ fn connect(path: &Path) -> Result<Connection, StoreError> {
         // Some network file systems cannot do WAL; the log still works, only slower.
         tracing::warn!(db = %path.display(), mode = %mode, "the run log could not switch to WAL mode");
     }
+    // Closing the last connection would copy the whole WAL into the file, sync it and
+    // delete it, and the next process's first write would create and sync it again: ~10 ms
+    // on every short CLI run, more after a large one. The recorder's automatic checkpoints
+    // move the pages instead, and the WAL keeps its size limit.
     conn.pragma_update(None, "synchronous", "NORMAL")
         .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
+        .and_then(|()| {
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+                .map(drop)
+        })
         .map_err(|source| StoreError::open(path, source))?;
     Ok(conn)
 }

@@ -456,6 +456,72 @@ fn streamed_output_of_a_running_node_is_kept_in_its_row() {
 }
 
 #[test]
+fn a_running_run_shows_the_usage_of_its_nodes_so_far() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let recorder = store.recorder(&graph()).unwrap();
+    let run_id = "0193cccc000070008000000000000002";
+    let node = |n: &str| n.to_owned();
+    recorder.emit(&run_started(run_id));
+    let usage_of_run = |recorder: &RunRecorder| {
+        recorder.flush().unwrap();
+        store.get_run(run_id).unwrap().unwrap().run.usage
+    };
+    recorder.emit(&ev(
+        1,
+        1,
+        EventKind::NodeStarted {
+            node: node("summarize"),
+            attempt: 1,
+            inputs: ValueMap::new(),
+        },
+    ));
+    recorder.emit(&ev(
+        2,
+        2,
+        EventKind::NodeUsage {
+            node: node("summarize"),
+            usage: usage(10, 2, 0.5),
+        },
+    ));
+    // A sub-run's row is counted in its calling node, not again.
+    recorder.emit(&ev(
+        3,
+        3,
+        EventKind::NodeUsage {
+            node: node("summarize/inner"),
+            usage: usage(100, 100, 9.0),
+        },
+    ));
+    assert_eq!(usage_of_run(&recorder), usage(10, 2, 0.5));
+    recorder.emit(&ev(
+        4,
+        4,
+        EventKind::NodeFinished {
+            node: node("summarize"),
+            outputs: ValueMap::new(),
+            attempts: 1,
+            duration_ms: 3,
+            usage: usage(12, 4, 0.75),
+        },
+    ));
+    recorder.emit(&ev(
+        5,
+        5,
+        EventKind::NodeFailed {
+            node: node("fetch"),
+            error: "refused".to_owned(),
+            attempts: 1,
+            duration_ms: 1,
+            usage: usage(1, 0, 0.25),
+            caught: false,
+        },
+    ));
+    assert_eq!(usage_of_run(&recorder), usage(13, 4, 1.0));
+    recorder.finish().unwrap();
+}
+
+#[test]
 fn runs_are_listed_newest_first_and_found_by_unambiguous_prefix() {
     let (_dir, path) = temp_db();
     let store = RunStore::open(&path).unwrap();

@@ -106,10 +106,12 @@ impl ValueLog {
     }
 
     /// `map` with every large value replaced by a reference to its stored row.
-    pub fn shrink(&mut self, map: ValueMap) -> ValueMap {
-        map.into_iter()
-            .map(|(port, value)| (port, self.shrink_value(value)))
-            .collect()
+    pub fn shrink(&mut self, mut map: ValueMap) -> ValueMap {
+        // In place: most values stay as they are, and a new map costs an allocation.
+        for value in map.values_mut() {
+            *value = self.shrink_value(std::mem::replace(value, Value::Null));
+        }
+        map
     }
 
     fn shrink_value(&mut self, value: Value) -> Value {

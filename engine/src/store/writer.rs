@@ -5,10 +5,10 @@
 //! batch that failed (disk full, database locked for too long) is simply written again on
 //! the next try.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -23,10 +23,14 @@ use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
 
 /// Events wait at most this long before they are written.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
+/// After taking at least this many events at once, the writer pauses for `GATHER_PAUSE`.
+const GATHER_MIN_EVENTS: usize = 32;
+const GATHER_PAUSE: Duration = Duration::from_millis(1);
 /// Rows that changed only by streamed output are rewritten at most this often.
 const PARTIAL_INTERVAL: Duration = Duration::from_millis(500);
-/// A batch is written as soon as it holds this many events.
-const MAX_BATCH: usize = 10_000;
+/// A batch is written as soon as it holds this many changed rows and events: a long run's
+/// rows reach the file while it goes on, so that its end waits for one small batch only.
+const MAX_BATCH: usize = 2_000;
 /// After a failed write, wait this long before trying again.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 /// Events kept for a database that keeps failing; beyond this they are dropped (the run
@@ -200,11 +204,19 @@ impl Drop for RunRecorder {
     }
 }
 
+/// Whether a node's row waits to be written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Queued {
+    No,
+    /// In `dirty_nodes`: written with the next batch.
+    Row,
+    /// In `partial_nodes` only: changed by streamed output, written less often.
+    Partial,
+}
+
 /// The recorded state of one node.
 struct NodeState {
-    block: String,
-    /// A node of a sub-run (`call/render`): not in the graph the run started with.
-    nested: bool,
+    queued: Queued,
     status: NodeStatus,
     attempts: u32,
     started_at_ms: Option<u64>,
@@ -224,12 +236,9 @@ struct NodeState {
 }
 
 impl NodeState {
-    /// Node `id`'s state before any event about it; `blocks` are the run's graph's.
-    fn new(id: &str, blocks: &BTreeMap<String, String>) -> Self {
-        let block = blocks.get(id);
+    fn new() -> Self {
         Self {
-            nested: block.is_none(),
-            block: block.cloned().unwrap_or_default(),
+            queued: Queued::No,
             status: NodeStatus::Pending,
             attempts: 0,
             started_at_ms: None,
@@ -244,14 +253,6 @@ impl NodeState {
             usage: Usage::default(),
             started_seq: None,
             finished_seq: None,
-        }
-    }
-
-    /// Takes the block kind an event names, for a node the run's graph does not know (a
-    /// sub-run's).
-    fn learn_block(&mut self, block: &str) {
-        if self.block.is_empty() && !block.is_empty() {
-            block.clone_into(&mut self.block);
         }
     }
 }
@@ -275,11 +276,16 @@ struct RunState {
     final_usage: Option<Usage>,
     node_count: usize,
     heartbeat_at_ms: u64,
-    /// By id; hashed, since every event looks its node up.
-    nodes: rustc_hash::FxHashMap<String, NodeState>,
-    dirty_nodes: BTreeSet<String>,
-    /// Nodes changed only by streamed output (written less often).
-    partial_nodes: BTreeSet<String>,
+    /// By slot (see [`Slots`]); `None` for a node that has not started.
+    nodes: Vec<Option<NodeState>>,
+    /// Slots whose row changed (each once: see [`NodeState::queued`]).
+    dirty_nodes: Vec<usize>,
+    /// Slots changed only by streamed output (written less often); may hold slots that
+    /// have become dirty since, which are written with the dirty ones.
+    partial_nodes: Vec<usize>,
+    /// The sum of the nodes' usage, valid unless `usage_stale`.
+    node_usage: Usage,
+    usage_stale: bool,
     events: Vec<RunEvent>,
 }
 
@@ -288,35 +294,164 @@ impl RunState {
         !self.inserted || self.dirty || !self.dirty_nodes.is_empty() || !self.events.is_empty()
     }
 
-    fn usage(&self) -> Usage {
-        self.final_usage.unwrap_or_else(|| {
+    fn batch_full(&self) -> bool {
+        self.events.len() + self.dirty_nodes.len() >= MAX_BATCH
+    }
+
+    /// The run's usage: final once the run has finished, until then the sum of its nodes'
+    /// (summed again only after a node's usage changed).
+    fn usage(&mut self, slots: &Slots) -> Usage {
+        if let Some(usage) = self.final_usage {
+            return usage;
+        }
+        if self.usage_stale {
             let mut total = Usage::default();
-            // Rows of sub-run nodes (`call/render`) are already counted in their calling
-            // node.
-            for node in self.nodes.values().filter(|n| !n.nested) {
-                total += node.usage;
+            for (slot, node) in self.nodes.iter().enumerate() {
+                // Rows of sub-run nodes (`call/render`, not in the graph: no block) are
+                // already counted in their calling node.
+                if let Some(node) = node
+                    && slots.in_graph(slot)
+                {
+                    total += node.usage;
+                }
             }
-            total
-        })
+            self.node_usage = total;
+            self.usage_stale = false;
+        }
+        self.node_usage
     }
 
     fn at(&self, at_ms: u64) -> u64 {
         self.started_at_ms.saturating_add(at_ms)
     }
 
-    fn node(&mut self, id: &str, blocks: &BTreeMap<String, String>) -> &mut NodeState {
-        // Looked up before inserting: a node changes several times per batch, and an owned
-        // key costs an allocation each time.
-        if !self.dirty_nodes.contains(id) {
-            self.dirty_nodes.insert(id.to_owned());
-            self.partial_nodes.remove(id);
+    /// The node's state, created when it has none; its row is queued for the next batch.
+    fn node(&mut self, slot: usize) -> &mut NodeState {
+        if slot >= self.nodes.len() {
+            self.nodes.resize_with(slot + 1, || None);
         }
-        if !self.nodes.contains_key(id) {
-            self.nodes.insert(id.to_owned(), NodeState::new(id, blocks));
+        let state = self.nodes[slot].get_or_insert_with(NodeState::new);
+        if state.queued != Queued::Row {
+            state.queued = Queued::Row;
+            self.dirty_nodes.push(slot);
         }
-        self.nodes
-            .get_mut(id)
-            .unwrap_or_else(|| unreachable!("inserted above"))
+        state
+    }
+
+    /// The node's state for streamed output: queued with the partial rows unless its row
+    /// is queued already (a node without a row yet gets one at the next batch).
+    fn partial_node(&mut self, slot: usize) -> &mut NodeState {
+        if self.nodes.get(slot).is_none_or(Option::is_none) {
+            return self.node(slot);
+        }
+        let state = self.nodes[slot].get_or_insert_with(NodeState::new);
+        if state.queued == Queued::No {
+            state.queued = Queued::Partial;
+            self.partial_nodes.push(slot);
+        }
+        state
+    }
+
+    fn set_usage(&mut self, slot: usize, usage: Usage) {
+        let state = self.node(slot);
+        if state.usage != usage {
+            state.usage = usage;
+            self.usage_stale = true;
+        }
+    }
+
+    /// After a batch was written: nothing of what it held is queued any more.
+    fn written(&mut self, with_partials: bool) {
+        let nodes = &mut self.nodes;
+        let mut unqueue = |slot: usize, from: Queued| {
+            if let Some(Some(state)) = nodes.get_mut(slot)
+                && state.queued == from
+            {
+                state.queued = Queued::No;
+            }
+        };
+        for &slot in &self.dirty_nodes {
+            unqueue(slot, Queued::Row);
+        }
+        self.dirty_nodes.clear();
+        if with_partials {
+            for &slot in &self.partial_nodes {
+                unqueue(slot, Queued::Partial);
+            }
+            self.partial_nodes.clear();
+        } else {
+            // Slots written as dirty rows leave the list, so none is listed twice.
+            let nodes = &self.nodes;
+            self.partial_nodes.retain(|&slot| {
+                matches!(nodes.get(slot), Some(Some(state)) if state.queued == Queued::Partial)
+            });
+        }
+    }
+}
+
+/// Where each node's state is kept: the graph's nodes by position, then rows of sub-run
+/// nodes (`call/render`, not in the graph) as they appear. Events name their node by id;
+/// looking it up here allocates nothing.
+struct Slots {
+    by_id: rustc_hash::FxHashMap<String, usize>,
+    ids: Vec<String>,
+    /// Block kind by slot (shared: a graph has few kinds); empty for sub-run rows.
+    blocks: Vec<Arc<str>>,
+    in_graph: usize,
+}
+
+impl Slots {
+    fn new(graph: &GraphDoc) -> Self {
+        let mut kinds: rustc_hash::FxHashMap<&str, Arc<str>> = rustc_hash::FxHashMap::default();
+        let blocks = graph
+            .nodes
+            .iter()
+            .map(|n| {
+                kinds
+                    .entry(n.block.as_str())
+                    .or_insert_with(|| Arc::from(n.block.as_str()))
+                    .clone()
+            })
+            .collect();
+        let ids: Vec<String> = graph.nodes.iter().map(|n| n.id.clone()).collect();
+        let mut by_id = rustc_hash::FxHashMap::default();
+        by_id.reserve(ids.len());
+        for (slot, id) in ids.iter().enumerate() {
+            // A duplicate id (refused by validation) keeps its first slot.
+            by_id.entry(id.clone()).or_insert(slot);
+        }
+        Self {
+            by_id,
+            in_graph: ids.len(),
+            ids,
+            blocks,
+        }
+    }
+
+    fn slot(&mut self, id: &str) -> usize {
+        if let Some(&slot) = self.by_id.get(id) {
+            return slot;
+        }
+        let slot = self.ids.len();
+        self.by_id.insert(id.to_owned(), slot);
+        self.ids.push(id.to_owned());
+        self.blocks.push(Arc::from(""));
+        slot
+    }
+
+    /// Takes the block kind an event names for a sub-run's row (the graph knows the rest).
+    fn learn_block(&mut self, slot: usize, block: &str) {
+        if slot >= self.in_graph
+            && !block.is_empty()
+            && let Some(known) = self.blocks.get_mut(slot)
+            && known.is_empty()
+        {
+            *known = Arc::from(block);
+        }
+    }
+
+    fn in_graph(&self, slot: usize) -> bool {
+        slot < self.in_graph && self.blocks.get(slot).is_some_and(|b| !b.is_empty())
     }
 }
 
@@ -329,8 +464,8 @@ struct Writer {
     path: PathBuf,
     conn: Connection,
     graph_json: String,
-    /// Node id → block kind, from the graph as run.
-    blocks: BTreeMap<String, String>,
+    /// The nodes of the graph as run, and of its sub-runs.
+    slots: Slots,
     run: Option<RunState>,
     /// When the oldest unwritten change was made.
     first_pending: Option<Instant>,
@@ -355,11 +490,7 @@ impl Writer {
             // Compact and as given: the canonical form (a sorted copy, pretty-printed) costs
             // several times more for a large graph, and readers parse it either way.
             graph_json: serde_json::to_string(graph).unwrap_or_else(|_| "{}".to_owned()),
-            blocks: graph
-                .nodes
-                .iter()
-                .map(|n| (n.id.clone(), n.block.clone()))
-                .collect(),
+            slots: Slots::new(graph),
             run: None,
             first_pending: None,
             urgent: false,
@@ -383,17 +514,31 @@ impl Writer {
                         break 'outer;
                     }
                     // Take everything already queued into this batch.
+                    let mut taken = 1;
+                    let mut caught_up = false;
                     while !self.batch_full() {
                         match rx.try_recv() {
                             Ok(msg) => {
+                                taken += 1;
                                 if let Control::Stop = self.handle(msg) {
                                     break 'outer;
                                 }
                             }
-                            Err(TryRecvError::Empty) => break,
+                            Err(TryRecvError::Empty) => {
+                                caught_up = true;
+                                break;
+                            }
                             Err(TryRecvError::Disconnected) => break 'outer,
                         }
                     }
+                    self.tick(false);
+                    if caught_up && taken >= GATHER_MIN_EVENTS {
+                        // Events come fast and this thread keeps up: let them queue for a
+                        // moment, since waking it costs the emitting thread a system call
+                        // per event.
+                        std::thread::sleep(GATHER_PAUSE);
+                    }
+                    continue;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -425,9 +570,7 @@ impl Writer {
     }
 
     fn batch_full(&self) -> bool {
-        self.run
-            .as_ref()
-            .is_some_and(|run| run.events.len() >= MAX_BATCH)
+        self.run.as_ref().is_some_and(RunState::batch_full)
     }
 
     /// When the writer must wake up next, if at all.
@@ -525,9 +668,11 @@ impl Writer {
                 heartbeat_at_ms: now,
                 // Rows are kept and written as nodes change; a node that never started has
                 // none (the reader lists it as pending from the graph).
-                dirty_nodes: BTreeSet::new(),
-                nodes: rustc_hash::FxHashMap::default(),
-                partial_nodes: BTreeSet::new(),
+                dirty_nodes: Vec::new(),
+                nodes: Vec::new(),
+                partial_nodes: Vec::new(),
+                node_usage: Usage::default(),
+                usage_stale: false,
                 events: vec![event],
             });
             self.last_heartbeat = Instant::now();
@@ -535,7 +680,7 @@ impl Writer {
             self.mark_pending();
             return;
         }
-        let blocks = &self.blocks;
+        let slots = &mut self.slots;
         let Some(run) = self.run.as_mut() else {
             if !self.warned_without_start {
                 self.warned_without_start = true;
@@ -547,8 +692,9 @@ impl Writer {
         match &event.kind {
             EventKind::RunStarted { .. } => {}
             EventKind::NodeQueued { node, block } => {
-                let state = run.node(node, blocks);
-                state.learn_block(block);
+                let slot = slots.slot(node);
+                slots.learn_block(slot, block);
+                let state = run.node(slot);
                 if !state.status.is_final() {
                     state.status = NodeStatus::Queued;
                 }
@@ -562,7 +708,7 @@ impl Writer {
                 attempt,
                 inputs,
             } => {
-                let state = run.node(node, blocks);
+                let state = run.node(slots.slot(node));
                 state.status = NodeStatus::Running;
                 state.attempts = *attempt;
                 state.started_at_ms.get_or_insert(at);
@@ -575,22 +721,17 @@ impl Writer {
                 }
             }
             EventKind::NodePartial { node, port, chunk } => {
-                let entry = run.nodes.entry(node.clone()).or_insert_with(|| {
-                    run.dirty_nodes.insert(node.clone());
-                    NodeState::new(node, blocks)
-                });
-                let text = entry.partial.entry(port.clone()).or_default();
+                let state = run.partial_node(slots.slot(node));
+                let text = state.partial.entry(port.clone()).or_default();
                 if text.len() < MAX_PARTIAL_BYTES {
                     text.push_str(chunk);
-                    if !run.dirty_nodes.contains(node) {
-                        run.partial_nodes.insert(node.clone());
-                    }
                 }
                 // Not stored as an event: the node's outputs hold the final text.
                 return;
             }
             EventKind::NodeUsage { node, usage } => {
-                run.node(node, blocks).usage += *usage;
+                run.node(slots.slot(node)).usage += *usage;
+                run.usage_stale |= !usage.is_zero();
                 run.dirty = true;
             }
             EventKind::NodeRetrying {
@@ -599,12 +740,12 @@ impl Writer {
                 error,
                 ..
             } => {
-                let state = run.node(node, blocks);
+                let state = run.node(slots.slot(node));
                 state.attempts = *attempt;
                 state.error = Some(error.clone());
             }
             EventKind::NodeAwaitingApproval { node } => {
-                run.node(node, blocks).status = NodeStatus::AwaitingApproval;
+                run.node(slots.slot(node)).status = NodeStatus::AwaitingApproval;
             }
             EventKind::NodeFinished {
                 node,
@@ -613,16 +754,17 @@ impl Writer {
                 duration_ms,
                 usage,
             } => {
-                let state = run.node(node, blocks);
+                let slot = slots.slot(node);
+                let state = run.node(slot);
                 state.status = NodeStatus::Done;
                 state.attempts = *attempts;
                 state.finished_at_ms = Some(at);
                 state.duration_ms = Some(*duration_ms);
                 state.outputs_json = Some(json_text(outputs, "{}"));
                 state.error = None;
-                state.usage = *usage;
                 state.partial.clear();
                 state.finished_seq = Some(event.seq);
+                run.set_usage(slot, *usage);
                 run.dirty = true;
                 self.mark_pending();
                 return;
@@ -635,15 +777,16 @@ impl Writer {
                 usage,
                 caught,
             } => {
-                let state = run.node(node, blocks);
+                let slot = slots.slot(node);
+                let state = run.node(slot);
                 state.status = NodeStatus::Failed;
                 state.attempts = *attempts;
                 state.finished_at_ms = Some(at);
                 state.duration_ms = Some(*duration_ms);
                 state.error = Some(error.clone());
                 state.error_caught = *caught;
-                state.usage = *usage;
                 state.partial.clear();
+                run.set_usage(slot, *usage);
                 run.dirty = true;
             }
             EventKind::NodeSkipped {
@@ -651,8 +794,9 @@ impl Writer {
                 reason,
                 block,
             } => {
-                let state = run.node(node, blocks);
-                state.learn_block(block);
+                let slot = slots.slot(node);
+                slots.learn_block(slot, block);
+                let state = run.node(slot);
                 state.status = NodeStatus::Skipped;
                 state.finished_at_ms = Some(at);
                 state.skip_reason = Some(reason.clone());
@@ -699,7 +843,7 @@ impl Writer {
         let main_due = run.has_pending()
             && (force
                 || self.urgent
-                || run.events.len() >= MAX_BATCH
+                || run.batch_full()
                 || self
                     .first_pending
                     .is_some_and(|t| now.duration_since(t) >= FLUSH_INTERVAL));
@@ -713,16 +857,22 @@ impl Writer {
         let conn = &mut self.conn;
         let graph_json = &self.graph_json;
         let values = &self.values.pending;
-        match super::busy::retry(super::busy::is_busy, || {
-            write_batch(conn, graph_json, run, values, partial_due)
-        }) {
+        let usage = run.usage(&self.slots);
+        let batch = Batch {
+            graph_json,
+            run,
+            slots: &self.slots,
+            usage,
+            values,
+            with_partials: partial_due,
+        };
+        match super::busy::retry(super::busy::is_busy, || batch.write(conn)) {
             Ok(()) => {
                 self.values.pending.clear();
                 run.inserted = true;
                 run.dirty = false;
-                run.dirty_nodes.clear();
+                run.written(partial_due);
                 if partial_due {
-                    run.partial_nodes.clear();
                     self.last_partial_write = now;
                 }
                 run.events.clear();
@@ -745,20 +895,31 @@ impl Writer {
     }
 }
 
-/// One transaction: the run row, the changed node rows, the new events.
-fn write_batch(
-    conn: &mut Connection,
-    graph_json: &str,
-    run: &RunState,
-    values: &[StoredValue],
+/// What one transaction writes: the run row, the changed node rows, the new events.
+struct Batch<'a> {
+    graph_json: &'a str,
+    run: &'a RunState,
+    slots: &'a Slots,
+    usage: Usage,
+    values: &'a [StoredValue],
     with_partials: bool,
-) -> rusqlite::Result<()> {
-    // IMMEDIATE: take the write lock first (waiting for it), never upgrade a read.
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let usage = run.usage();
-    if run.inserted {
-        if run.dirty {
-            tx.prepare_cached(
+}
+
+impl Batch<'_> {
+    fn write(&self, conn: &mut Connection) -> rusqlite::Result<()> {
+        let Batch {
+            graph_json,
+            run,
+            slots,
+            usage,
+            values,
+            with_partials,
+        } = *self;
+        // IMMEDIATE: take the write lock first (waiting for it), never upgrade a read.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        if run.inserted {
+            if run.dirty {
+                tx.prepare_cached(
                 "UPDATE runs SET status = ?2, finished_at_ms = ?3, duration_ms = ?4, outputs_json = ?5,
                         error = ?6, input_tokens = ?7, output_tokens = ?8, cost_usd = ?9, heartbeat_at_ms = ?10
                  WHERE id = ?1",
@@ -775,12 +936,12 @@ fn write_batch(
                 usage.cost_usd,
                 to_i64(run.heartbeat_at_ms),
             ])?;
-        }
-    } else {
-        // A run id recorded before (a rerun under the same id) starts from a clean slate.
-        tx.execute("DELETE FROM events WHERE run_id = ?1", params![run.id])?;
-        tx.execute("DELETE FROM node_runs WHERE run_id = ?1", params![run.id])?;
-        tx.execute(
+            }
+        } else {
+            // A run id recorded before (a rerun under the same id) starts from a clean slate.
+            tx.execute("DELETE FROM events WHERE run_id = ?1", params![run.id])?;
+            tx.execute("DELETE FROM node_runs WHERE run_id = ?1", params![run.id])?;
+            tx.execute(
             "INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
                                inputs_json, outputs_json, error, input_tokens, output_tokens, cost_usd,
                                node_count, pid, owner, heartbeat_at_ms)
@@ -812,15 +973,15 @@ fn write_batch(
                 to_i64(run.heartbeat_at_ms),
             ],
         )?;
-        tx.execute(
-            "INSERT INTO run_graphs (run_id, graph_json) VALUES (?1, ?2)
+            tx.execute(
+                "INSERT INTO run_graphs (run_id, graph_json) VALUES (?1, ?2)
              ON CONFLICT (run_id) DO UPDATE SET graph_json = excluded.graph_json",
-            params![run.id, graph_json],
-        )?;
-    }
-    insert_values(&tx, &run.id, values)?;
-    {
-        let mut upsert = tx.prepare_cached(
+                params![run.id, graph_json],
+            )?;
+        }
+        insert_values(&tx, &run.id, values)?;
+        {
+            let mut upsert = tx.prepare_cached(
             "INSERT INTO node_runs (run_id, node_id, block, status, attempts, started_at_ms, finished_at_ms,
                                     duration_ms, inputs_json, outputs_json, error, error_caught, skip_reason,
                                     partial_json, input_tokens, output_tokens, cost_usd, started_seq,
@@ -837,62 +998,72 @@ fn write_batch(
                 output_tokens = excluded.output_tokens, cost_usd = excluded.cost_usd,
                 started_seq = excluded.started_seq, finished_seq = excluded.finished_seq",
         )?;
-        let partial_ids = if with_partials {
-            Some(&run.partial_nodes)
-        } else {
-            None
-        };
-        let ids = run
-            .dirty_nodes
-            .iter()
-            .chain(partial_ids.into_iter().flatten());
-        for id in ids {
-            let Some(node) = run.nodes.get(id) else {
-                continue;
+            let partials = if with_partials {
+                run.partial_nodes.as_slice()
+            } else {
+                &[]
             };
-            let partial = (!node.partial.is_empty()).then(|| json_text(&node.partial, "{}"));
-            upsert.execute(params![
-                run.id,
-                id,
-                node.block,
-                node.status.as_str(),
-                node.attempts,
-                node.started_at_ms.map(to_i64),
-                node.finished_at_ms.map(to_i64),
-                node.duration_ms.map(to_i64),
-                node.inputs_json,
-                node.outputs_json,
-                node.error,
-                node.error_caught,
-                node.skip_reason,
-                partial,
-                to_i64(node.usage.input_tokens),
-                to_i64(node.usage.output_tokens),
-                node.usage.cost_usd,
-                node.started_seq.map(to_i64),
-                node.finished_seq.map(to_i64),
-            ])?;
+            let rows = run
+                .dirty_nodes
+                .iter()
+                .map(|&slot| (slot, Queued::Row))
+                .chain(partials.iter().map(|&slot| (slot, Queued::Partial)));
+            for (slot, listed) in rows {
+                let (Some(Some(node)), Some(id), Some(block)) = (
+                    run.nodes.get(slot),
+                    slots.ids.get(slot),
+                    slots.blocks.get(slot),
+                ) else {
+                    continue;
+                };
+                // A partial row that became dirty since is written with the dirty ones.
+                if node.queued != listed {
+                    continue;
+                }
+                let partial = (!node.partial.is_empty()).then(|| json_text(&node.partial, "{}"));
+                upsert.execute(params![
+                    run.id,
+                    id,
+                    block.as_ref(),
+                    node.status.as_str(),
+                    node.attempts,
+                    node.started_at_ms.map(to_i64),
+                    node.finished_at_ms.map(to_i64),
+                    node.duration_ms.map(to_i64),
+                    node.inputs_json,
+                    node.outputs_json,
+                    node.error,
+                    node.error_caught,
+                    node.skip_reason,
+                    partial,
+                    to_i64(node.usage.input_tokens),
+                    to_i64(node.usage.output_tokens),
+                    node.usage.cost_usd,
+                    node.started_seq.map(to_i64),
+                    node.finished_seq.map(to_i64),
+                ])?;
+            }
         }
-    }
-    {
-        // Plain INSERT: a rerun under the same id deleted its old events, and a failed batch
-        // was rolled back whole.
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO events (run_id, seq, at_ms, kind, node_id, payload_json)
+        {
+            // Plain INSERT: a rerun under the same id deleted its old events, and a failed batch
+            // was rolled back whole.
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO events (run_id, seq, at_ms, kind, node_id, payload_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?;
-        for event in &run.events {
-            insert.execute(params![
-                run.id,
-                to_i64(event.seq),
-                to_i64(event.at_ms),
-                event.kind.name(),
-                event.kind.node(),
-                stored_payload(&event.kind),
-            ])?;
+            )?;
+            for event in &run.events {
+                insert.execute(params![
+                    run.id,
+                    to_i64(event.seq),
+                    to_i64(event.at_ms),
+                    event.kind.name(),
+                    event.kind.node(),
+                    stored_payload(&event.kind),
+                ])?;
+            }
         }
+        tx.commit()
     }
-    tx.commit()
 }
 
 /// The `payload_json` of an event. A retried node's inputs are in its row already, so
