@@ -396,6 +396,37 @@ fn without_a_native_file_dialog_save_and_open_ask_for_the_path_in_the_app() {
     assert_eq!(h.state().document.name, "Size check");
 }
 
+/// A graph opens fitted around its real blocks: centred in the canvas, none of it hidden
+/// under a side panel while the other side is empty.
+#[test]
+fn an_opened_graph_is_centred_in_the_canvas() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../assets/examples/branching.agentloom.json");
+    let doc = GraphDoc::from_json_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let h = harness(&doc, &paths(&dir));
+    let app = h.state();
+    let blocks = doc
+        .nodes
+        .iter()
+        .map(|n| app.node_screen_rect(&n.id).unwrap())
+        .reduce(|a, b| a.union(b))
+        .unwrap();
+    let canvas = app.canvas_screen_rect();
+    let (left, right) = (
+        blocks.left() - canvas.left(),
+        canvas.right() - blocks.right(),
+    );
+    let (top, bottom) = (
+        blocks.top() - canvas.top(),
+        canvas.bottom() - blocks.bottom(),
+    );
+    assert!(
+        (left - right).abs() < 2.0 && (top - bottom).abs() < 2.0,
+        "blocks {blocks:?} in canvas {canvas:?}: margins left {left}, right {right}, top {top}, bottom {bottom}"
+    );
+}
+
 #[test]
 fn blocks_added_by_a_click_do_not_cover_other_blocks() {
     let dir = tempfile::tempdir().unwrap();

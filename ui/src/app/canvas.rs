@@ -159,10 +159,13 @@ impl CanvasState {
     pub fn fit_transform(&self, snarl: &Snarl<CanvasNode>) -> TSTransform {
         let mut bb = Rect::NOTHING;
         for (id, pos, _) in snarl.nodes_pos_ids() {
-            let rect = self.node_rects.get(&id).map_or_else(
-                || Rect::from_min_size(pos, theme::NODE_SIZE_GUESS),
-                |r| Rect::from_min_size(pos, r.size()),
-            );
+            // The laid-out rect where there is one: a node's frame need not start at its
+            // position.
+            let rect = self
+                .node_rects
+                .get(&id)
+                .copied()
+                .unwrap_or_else(|| Rect::from_min_size(pos, theme::NODE_SIZE_GUESS));
             bb = bb.union(rect);
         }
         if !bb.is_finite() || self.screen_rect.width() <= 0.0 {

@@ -286,6 +286,9 @@ pub struct App {
     allow_close: bool,
     first_frame: Option<Instant>,
     pending_fit: bool,
+    /// Fits still to do once the nodes are laid out (the first fit of a graph guesses their
+    /// sizes, and their detail, hence size, follows the zoom the fit chose).
+    refits_after_layout: u8,
     last_selection: Vec<NodeId>,
     /// Bumped to clear the canvas selection (see [`App::canvas_id`]).
     selection_epoch: u64,
@@ -382,6 +385,7 @@ impl App {
             allow_close: false,
             first_frame: None,
             pending_fit: true,
+            refits_after_layout: 0,
             last_selection: Vec::new(),
             selection_epoch: 0,
             graph_info_editing: false,
@@ -516,6 +520,11 @@ impl App {
     }
 
     /// The screen rectangle of the node with this document id, as last drawn.
+    /// Where the canvas is on screen.
+    pub fn canvas_screen_rect(&self) -> egui::Rect {
+        self.canvas.screen_rect
+    }
+
     pub fn node_screen_rect(&self, id: &str) -> Option<egui::Rect> {
         let node = self.document.node_by_id(id)?;
         let rect = self.canvas.node_rects.get(&node)?;
@@ -1123,8 +1132,20 @@ impl App {
         let ctx = ui.ctx().clone();
         let rect = ui.available_rect_before_wrap();
         self.canvas.screen_rect = rect;
-        if self.pending_fit {
+        if self.pending_fit || self.refits_after_layout > 0 {
             self.canvas.set_transform = Some(self.canvas.fit_transform(&self.document.snarl));
+            // Before the first frame of a graph its nodes' sizes are guesses, which moves
+            // the fitted view off centre (a node cut by the side panel): fit again, measured.
+            let guessed = self
+                .document
+                .snarl
+                .node_ids()
+                .any(|(id, _)| !self.canvas.node_rects.contains_key(&id));
+            self.refits_after_layout = if self.pending_fit && guessed {
+                2
+            } else {
+                self.refits_after_layout.saturating_sub(1)
+            };
             self.pending_fit = false;
         }
         let pointer = ctx.input(|i| i.pointer.hover_pos());
