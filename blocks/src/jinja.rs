@@ -69,6 +69,11 @@ impl SharedTemplate {
         &self.variables
     }
 
+    /// Hands the variable names over (to become ports), leaving none behind.
+    pub(crate) fn take_variables(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.variables)
+    }
+
     /// Renders with `values`; a failure reads "`failure`: what went wrong (and where)".
     pub(crate) async fn render<T: Serialize + Send + 'static>(
         &self,

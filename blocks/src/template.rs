@@ -45,12 +45,13 @@ impl Block for TextTemplate {
             .str("template")?
             .filter(|s| !s.is_empty())
             .ok_or_else(|| ConfigError::new("template", "is required"))?;
-        let template =
+        let mut template =
             SharedTemplate::parse(source).map_err(|why| ConfigError::new("template", why))?;
+        // The names live on as the input ports, not twice.
         let inputs = template
-            .variables()
-            .iter()
-            .map(|name| PortSpec::new(name.clone(), ValueType::Any))
+            .take_variables()
+            .into_iter()
+            .map(|name| PortSpec::new(name, ValueType::Any))
             .collect();
         let ports = Ports::new(
             inputs,

@@ -42,7 +42,7 @@ pub use types::{
 };
 pub use validate::{
     BlockCatalog, InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode,
-    instantiate_node, validate,
+    instantiate_node, validate, validate_shared,
 };
 pub use value::{Value, ValueMap, clip_chars};
 

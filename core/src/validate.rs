@@ -1,7 +1,7 @@
 //! Turning a [`GraphDoc`] into a [`ValidGraph`] the executor can run, or into the full
 //! list of [`Problem`]s, each naming the node, the port and the JSON path.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,7 +96,8 @@ pub struct ValidNode {
 /// A graph the executor can run: every block known, every wire typed, no cycles.
 #[derive(Clone)]
 pub struct ValidGraph {
-    pub doc: GraphDoc,
+    /// The document as validated, shared with whoever handed it over.
+    pub doc: Arc<GraphDoc>,
     pub nodes: Vec<ValidNode>,
     /// Node indices in a topological order (ties broken by node id, so it is stable).
     pub topo_order: Vec<usize>,
@@ -150,6 +151,29 @@ pub fn instantiate_node(
 /// A node's block metadata (shared per kind) and its instance.
 type Instance = (Arc<BlockMeta>, Arc<dyn NodeImpl>);
 
+/// A resolved wire, seen from the node it comes from.
+struct Wire<'d> {
+    from: usize,
+    port: &'d str,
+    to: usize,
+    /// The wire's input slot on the `to` node.
+    slot: usize,
+}
+
+/// One node's output fanouts from its wires (sorted by port), each list at its final size.
+fn output_fanouts(wires: &[Wire<'_>]) -> Vec<OutputFanout> {
+    let mut outputs = Vec::with_capacity(wires.chunk_by(|a, b| a.port == b.port).count());
+    outputs.extend(wires.chunk_by(|a, b| a.port == b.port).map(|group| {
+        OutputFanout {
+            port: group
+                .first()
+                .map_or_else(String::new, |w| w.port.to_owned()),
+            targets: group.iter().map(|w| (w.to, w.slot)).collect(),
+        }
+    }));
+    outputs
+}
+
 fn instantiate<'c>(
     index: usize,
     node: &NodeDoc,
@@ -181,6 +205,27 @@ fn instantiate<'c>(
 
 /// Checks a whole graph and resolves it for running. Returns every problem found.
 pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph, Vec<Problem>> {
+    validate_shared(Arc::new(doc.clone()), catalog)
+}
+
+/// [`validate`] for a document the caller hands over: the graph keeps it rather than a copy.
+pub fn validate_shared(
+    doc: Arc<GraphDoc>,
+    catalog: &dyn BlockCatalog,
+) -> Result<ValidGraph, Vec<Problem>> {
+    let (nodes, topo_order, topo_rank) = resolve(&doc, catalog)?;
+    Ok(ValidGraph {
+        doc,
+        nodes,
+        topo_order,
+        topo_rank,
+    })
+}
+
+/// The nodes of a valid graph, and its topological order and ranks.
+type Resolved = (Vec<ValidNode>, Vec<usize>, Vec<usize>);
+
+fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<Problem>> {
     let mut problems = Vec::new();
 
     check_control_characters(doc, &mut problems);
@@ -221,9 +266,16 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
     check_interface_names(doc, &instances, &mut problems);
     check_pinned_ports(doc, &instances, &mut problems);
 
-    // Resolve wires. Slots are per input port of the target node.
-    let mut inputs: Vec<Vec<InputSlot>> = vec![Vec::new(); doc.nodes.len()];
-    let mut wired_from: Vec<Vec<(usize, String, usize)>> = vec![Vec::new(); doc.nodes.len()];
+    // Resolve wires. Slots are per input port of the target node. Each node's slots are
+    // allocated at their final size: a graph keeps them for as long as it runs.
+    let mut wires_in = vec![0usize; doc.nodes.len()];
+    for edge in &doc.edges {
+        if let Some(&to_index) = index_by_id.get(edge.to.0.as_str()) {
+            wires_in[to_index] += 1;
+        }
+    }
+    let mut inputs: Vec<Vec<InputSlot>> = wires_in.into_iter().map(Vec::with_capacity).collect();
+    let mut wired_from: Vec<Wire<'_>> = Vec::with_capacity(doc.edges.len());
     let mut wire_into: HashMap<(usize, &str), usize> = HashMap::new();
     for (e, edge) in doc.edges.iter().enumerate() {
         let (from_id, from_port) = (&edge.from.0, &edge.from.1);
@@ -317,17 +369,29 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
             compat,
             many: in_spec.many,
         });
-        wired_from[from_index].push((to_index, from_port.clone(), slot));
+        wired_from.push(Wire {
+            from: from_index,
+            port: from_port,
+            to: to_index,
+            slot,
+        });
     }
+    // Grouped by source node, then port; a stable sort keeps each port's targets in edge order.
+    wired_from.sort_by(|a, b| (a.from, a.port).cmp(&(b.from, b.port)));
+    let wires_of = |i: usize| {
+        let start = wired_from.partition_point(|w| w.from < i);
+        let end = wired_from.partition_point(|w| w.from <= i);
+        &wired_from[start..end]
+    };
 
     for (i, node) in doc.nodes.iter().enumerate() {
         let Some((meta, imp)) = &instances[i] else {
             continue;
         };
         // A node offered as a tool gets its unwired inputs from the caller's arguments.
-        let is_tool = wired_from[i]
+        let is_tool = wires_of(i)
             .iter()
-            .any(|(_, port, _)| port == crate::block::TOOL_PORT);
+            .any(|w| w.port == crate::block::TOOL_PORT);
         if is_tool {
             continue;
         }
@@ -382,39 +446,25 @@ pub fn validate(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<ValidGraph
     for (rank, &i) in topo_order.iter().enumerate() {
         topo_rank[i] = rank;
     }
-    let nodes = doc
-        .nodes
-        .iter()
-        .zip(instances)
-        .zip(inputs)
-        .zip(wired_from)
-        .filter_map(|(((doc_node, instance), inputs), wired)| {
-            let (meta, node) = instance?;
-            let mut by_port: BTreeMap<String, Vec<(usize, usize)>> = BTreeMap::new();
-            for (target, port, slot) in wired {
-                by_port.entry(port).or_default().push((target, slot));
-            }
-            Some(ValidNode {
-                id: doc_node.id.clone(),
-                meta,
-                node,
-                credential: doc_node.credential.clone(),
-                timeout: doc_node.timeout_ms.map(Duration::from_millis),
-                retry: doc_node.retry.clone().unwrap_or_default(),
-                inputs,
-                outputs: by_port
-                    .into_iter()
-                    .map(|(port, targets)| OutputFanout { port, targets })
-                    .collect(),
-            })
-        })
-        .collect();
-    Ok(ValidGraph {
-        doc: doc.clone(),
-        nodes,
-        topo_order,
-        topo_rank,
-    })
+    let mut nodes = Vec::with_capacity(doc.nodes.len());
+    for (i, ((doc_node, instance), inputs)) in
+        doc.nodes.iter().zip(instances).zip(inputs).enumerate()
+    {
+        let Some((meta, node)) = instance else {
+            continue;
+        };
+        nodes.push(ValidNode {
+            id: doc_node.id.clone(),
+            meta,
+            node,
+            credential: doc_node.credential.clone(),
+            timeout: doc_node.timeout_ms.map(Duration::from_millis),
+            retry: doc_node.retry.clone().unwrap_or_default(),
+            inputs,
+            outputs: output_fanouts(wires_of(i)),
+        });
+    }
+    Ok((nodes, topo_order, topo_rank))
 }
 
 /// Pinned outputs name outputs the node has: a pin for a port it lacks would feed nothing.
@@ -582,7 +632,11 @@ fn cycle_path(names: &[&str]) -> String {
 fn topological_order(doc: &GraphDoc, inputs: &[Vec<InputSlot>]) -> Result<Vec<usize>, Vec<usize>> {
     let n = doc.nodes.len();
     let mut indegree = vec![0usize; n];
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut wires_out = vec![0usize; n];
+    for slot in inputs.iter().flatten() {
+        wires_out[slot.source_node] += 1;
+    }
+    let mut dependents: Vec<Vec<usize>> = wires_out.into_iter().map(Vec::with_capacity).collect();
     for (target, slots) in inputs.iter().enumerate() {
         for slot in slots {
             indegree[target] += 1;

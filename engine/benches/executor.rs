@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use agentloom_blocks::Registry;
 use agentloom_blocks::testing::TestCtx;
-use agentloom_core::{BlockCatalog, EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate};
+use agentloom_core::{
+    BlockCatalog, EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate, validate_shared,
+};
 use agentloom_engine::{Executor, NullSink, RunOptions, RunStatus, RunStore};
 use serde_json::json;
 
@@ -281,7 +283,8 @@ fn memory_probe(
         drop(envs);
         return;
     }
-    let valid = Arc::new(validate(&doc, catalog).expect("valid template chain"));
+    // The document is handed over, as `agentloom run` does: the graph shares it.
+    let valid = Arc::new(validate_shared(Arc::new(doc), catalog).expect("valid template chain"));
     let validated = grown();
     let report = runtime.block_on(executor.run(
         valid.clone(),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
-use agentloom_core::{RunInput, SecretSource, ValidGraph, ValueMap, validate};
+use agentloom_core::{RunInput, SecretSource, ValidGraph, ValueMap, validate_shared};
 use agentloom_engine::{
     CollectSink, EventSink, Executor, FanoutSink, RunEvent, RunOptions, RunReport, RunStore,
 };
@@ -145,7 +145,7 @@ pub fn load_with_tools(
             .iter()
             .map(|p| crate::cli::format_problem(path, p))
             .collect();
-    match validate(&doc, &registry) {
+    match validate_shared(Arc::new(doc), &registry) {
         Ok(graph) if problems.is_empty() => Ok((Arc::new(registry), graph)),
         Ok(_) => Err(problems),
         Err(more) => {
