@@ -13,7 +13,7 @@ use agentloom_engine::{
 use serde_json::json;
 
 use super::terminal_approver::TerminalApprover;
-use super::{EXIT_FAILED, EXIT_INVALID, EXIT_WAITING, open_store};
+use super::{EXIT_FAILED, EXIT_INVALID, EXIT_WAITING};
 
 /// Every built-in tool of the agent block.
 const ALL_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
@@ -110,21 +110,14 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         steps: std::sync::Mutex::new(Vec::new()),
     });
     let mut sinks: Vec<Arc<dyn EventSink>> = vec![steps.clone()];
-    let mut store = None;
-    let recorder = match open_store(args.db.clone()).and_then(|opened| {
-        let recorder = Arc::new(opened.recorder(&graph.doc)?);
-        store = Some(Arc::new(opened));
-        Ok(recorder)
-    }) {
-        Ok(recorder) => {
-            sinks.push(recorder.clone());
-            Some(recorder)
-        }
-        Err(err) => {
-            eprintln!("warning: this run will not be logged: {err:#}");
-            None
-        }
-    };
+    let (store, recorder) = super::open_recorder(
+        args.db.clone(),
+        &graph.doc,
+        agentloom_engine::LogPolicy::default(),
+    );
+    if let Some(recorder) = &recorder {
+        sinks.push(recorder.clone());
+    }
     let mut executor = Executor::new(registry)
         .with_workspace(workspace.clone())
         .with_secrets(crate::headless::default_secrets());

@@ -320,6 +320,29 @@ fn open_store(db: Option<PathBuf>) -> anyhow::Result<RunStore> {
     Ok(RunStore::open(&path)?)
 }
 
+/// The run log and a recorder for one run of `graph`. A log that cannot be opened is a
+/// warning, not a failure: the run is worth more than its log entry.
+fn open_recorder(
+    db: Option<PathBuf>,
+    graph: &agentloom_core::GraphDoc,
+    policy: agentloom_engine::LogPolicy,
+) -> (
+    Option<Arc<RunStore>>,
+    Option<Arc<agentloom_engine::RunRecorder>>,
+) {
+    let opened = open_store(db).and_then(|store| {
+        let recorder = store.recorder_with(graph, policy)?;
+        Ok((Arc::new(store), Arc::new(recorder)))
+    });
+    match opened {
+        Ok((store, recorder)) => (Some(store), Some(recorder)),
+        Err(err) => {
+            eprintln!("warning: this run will not be logged: {err:#}");
+            (None, None)
+        }
+    }
+}
+
 fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result<i32> {
     let store = open_store(db)?;
     let runs = store.list_runs(limit)?;
@@ -551,31 +574,19 @@ fn execute(
     };
     phase("graph loaded and validated");
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
-    let mut store = None;
-    let recorder = if run.no_log {
-        None
+    let (store, recorder) = if run.no_log {
+        (None, None)
     } else {
-        match open_store(run.db.clone()).and_then(|opened| {
-            let policy = if run.full_log {
-                agentloom_engine::LogPolicy::full()
-            } else {
-                agentloom_engine::LogPolicy::default()
-            };
-            let recorder = Arc::new(opened.recorder_with(&graph.doc, policy)?);
-            store = Some(Arc::new(opened));
-            Ok(recorder)
-        }) {
-            Ok(recorder) => {
-                sinks.push(recorder.clone());
-                Some(recorder)
-            }
-            Err(err) => {
-                // The run is worth more than its log entry: warn and go on.
-                eprintln!("warning: this run will not be logged: {err:#}");
-                None
-            }
-        }
+        let policy = if run.full_log {
+            agentloom_engine::LogPolicy::full()
+        } else {
+            agentloom_engine::LogPolicy::default()
+        };
+        open_recorder(run.db.clone(), &graph.doc, policy)
     };
+    if let Some(recorder) = &recorder {
+        sinks.push(recorder.clone());
+    }
     let interactive = std::io::stderr().is_terminal();
     let progress = Arc::new(progress::ProgressSink::new(interactive, !run.json));
     sinks.push(progress.clone());
