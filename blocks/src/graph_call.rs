@@ -5,9 +5,16 @@
 //! node: the registry built for that file carries it ([`for_graph_file`]). The child file is
 //! read when the node is configured, so a missing file, a broken file or a reference cycle
 //! (a file that ends up calling itself) is a validation problem before anything runs.
+//!
+//! The files a registry's `graph.call` nodes read go through its [`GraphFiles`]: configuring
+//! a node reads and checks each file below it once however many nodes call it (a diamond of
+//! files calling the next twice stays linear), a text already parsed is not parsed again,
+//! nesting is capped at [`MAX_CALL_DEPTH`] files, and the text read is kept, so that a run
+//! is recorded with the exact graphs it called and resumes with them.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agentloom_core::{
     Block, BlockCatalog as _, BlockError, BlockMeta, Config, ConfigError, ConfigField,
@@ -23,24 +30,216 @@ pub const KIND: &str = "graph.call";
 /// The config field naming the graph file.
 pub const PATH: &str = "path";
 
+/// How many graph files deep `graph.call` may nest (the calling file counts).
+pub const MAX_CALL_DEPTH: usize = 32;
+
 pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(GraphCall::new(None)));
+    r.register(Box::new(GraphCall::new(None, Arc::new(GraphFiles::new()))));
 }
 
 /// Makes `registry`'s `graph.call` resolve relative paths against the directory of the
-/// graph file at `graph_file` (the file whose nodes the registry configures).
-pub fn for_graph_file(registry: &mut Registry, graph_file: Option<&Path>) {
-    registry.register(Box::new(GraphCall::new(graph_file.map(Path::to_path_buf))));
+/// graph file at `graph_file` (the file whose nodes the registry configures). Returns the
+/// files its nodes read, to record with a run.
+pub fn for_graph_file(registry: &mut Registry, graph_file: Option<&Path>) -> Arc<GraphFiles> {
+    let files = Arc::new(GraphFiles::new());
+    registry.register(Box::new(GraphCall::new(
+        graph_file.map(Path::to_path_buf),
+        Arc::clone(&files),
+    )));
+    registry.set_graph_files(Arc::clone(&files));
+    files
+}
+
+/// Makes `registry`'s `graph.call` read the called files from `files` (the content kept
+/// with a recorded run); paths must be absolute, as in a recorded graph.
+pub fn with_files(registry: &mut Registry, files: Arc<GraphFiles>) {
+    registry.register(Box::new(GraphCall::new(None, Arc::clone(&files))));
+    registry.set_graph_files(files);
+}
+
+/// The graph files read by the `graph.call` nodes of one registry.
+pub struct GraphFiles {
+    state: Mutex<FilesState>,
+}
+
+#[derive(Default)]
+struct FilesState {
+    /// By canonical path: the last content read (or the content kept with a run).
+    files: BTreeMap<PathBuf, Arc<CalledFile>>,
+    /// Kept content only: a file read once is not read again (a run in progress, a
+    /// resumed run).
+    frozen: bool,
+    /// How many times a file was parsed.
+    parses: usize,
+}
+
+/// One called graph file: its text and the document parsed from it.
+struct CalledFile {
+    text: String,
+    doc: Arc<GraphDoc>,
+}
+
+impl Default for GraphFiles {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GraphFiles {
+    /// Reads files as they are now, each again when it is called again; a file's
+    /// unchanged content is not parsed again.
+    pub fn new() -> Self {
+        Self {
+            state: Mutex::new(FilesState::default()),
+        }
+    }
+
+    /// The files kept with a recorded run, `(canonical path, JSON text)`; a path among
+    /// them is never read from the disk.
+    pub fn kept(files: impl IntoIterator<Item = (String, String)>) -> Result<Self, String> {
+        let mut state = FilesState {
+            frozen: true,
+            ..FilesState::default()
+        };
+        for (path, text) in files {
+            let doc = GraphDoc::from_json_str(&text)
+                .map_err(|e| format!("the kept copy of `{path}`: {e}"))?;
+            let file = CalledFile {
+                text,
+                doc: Arc::new(doc),
+            };
+            state.files.insert(PathBuf::from(path), Arc::new(file));
+        }
+        Ok(Self {
+            state: Mutex::new(state),
+        })
+    }
+
+    /// From now on, every file already read keeps the content read (a run starting: what
+    /// it runs is what was validated).
+    pub fn freeze(&self) {
+        self.lock().frozen = true;
+    }
+
+    /// The files read so far, `(canonical path, JSON text)`, by path.
+    pub fn contents(&self) -> Vec<(String, String)> {
+        self.lock()
+            .files
+            .iter()
+            .map(|(path, file)| (path.display().to_string(), file.text.clone()))
+            .collect()
+    }
+
+    /// How many times a file was parsed (each distinct content once).
+    pub fn parses(&self) -> usize {
+        self.lock().parses
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FilesState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The canonical path of `path` and its document: kept, or read now.
+    fn load(&self, path: &Path) -> Result<(PathBuf, Arc<GraphDoc>), String> {
+        {
+            let state = self.lock();
+            if state.frozen
+                && let Some(file) = state.files.get(path)
+            {
+                return Ok((path.to_path_buf(), Arc::clone(&file.doc)));
+            }
+        }
+        let canonical = std::fs::canonicalize(path)
+            .map_err(|e| format!("cannot read graph file `{}`: {e}", path.display()))?;
+        {
+            let state = self.lock();
+            if state.frozen
+                && let Some(file) = state.files.get(&canonical)
+            {
+                return Ok((canonical, Arc::clone(&file.doc)));
+            }
+        }
+        let text = agentloom_core::read_graph_text(&canonical, agentloom_core::max_graph_bytes())
+            .map_err(|e| format!("graph file `{}`: {e}", canonical.display()))?;
+        let mut state = self.lock();
+        if let Some(file) = state.files.get(&canonical)
+            && file.text == text
+        {
+            return Ok((canonical, Arc::clone(&file.doc)));
+        }
+        state.parses += 1;
+        drop(state);
+        let doc = GraphDoc::from_json_str(&text)
+            .map_err(|e| format!("graph file `{}`: {e}", canonical.display()))?;
+        let doc = Arc::new(with_absolute_paths(doc, Some(&canonical)));
+        let file = Arc::new(CalledFile {
+            text,
+            doc: Arc::clone(&doc),
+        });
+        self.lock().files.insert(canonical.clone(), file);
+        Ok((canonical, doc))
+    }
+
+    /// The graph file at `path` after checking it and every file it calls in turn: a
+    /// missing or broken file, a reference cycle and nesting deeper than
+    /// [`MAX_CALL_DEPTH`] fail. `chain` holds the files calling it (canonical paths);
+    /// `checked` the files already checked in this validation, each checked once.
+    fn load_checked(
+        &self,
+        path: &Path,
+        chain: &mut Vec<PathBuf>,
+        checked: &mut HashMap<PathBuf, Result<Arc<GraphDoc>, String>>,
+    ) -> Result<Arc<GraphDoc>, String> {
+        let (canonical, doc) = self.load(path)?;
+        if let Some(start) = chain.iter().position(|p| *p == canonical) {
+            let mut files: Vec<String> = chain[start..]
+                .iter()
+                .map(|p| format!("`{}`", p.display()))
+                .collect();
+            files.push(format!("`{}`", canonical.display()));
+            return Err(format!(
+                "reference cycle: {}; a graph cannot call itself",
+                files.join(" calls ")
+            ));
+        }
+        if let Some(done) = checked.get(&canonical) {
+            return done.clone();
+        }
+        if chain.len() >= MAX_CALL_DEPTH {
+            let first = chain.first().unwrap_or(&canonical);
+            return Err(format!(
+                "graph files nest more than {MAX_CALL_DEPTH} deep (`{}` calls on down to `{}`); call fewer levels of graphs",
+                first.display(),
+                canonical.display()
+            ));
+        }
+        chain.push(canonical.clone());
+        let result = doc
+            .nodes
+            .iter()
+            .filter(|node| node.block == KIND)
+            // A node without a path says so when it is configured.
+            .filter_map(|node| node.config.get(PATH)?.as_str())
+            .try_for_each(|target| {
+                self.load_checked(Path::new(target), chain, checked)
+                    .map(drop)
+            })
+            .map(|()| doc);
+        chain.pop();
+        checked.insert(canonical, result.clone());
+        result
+    }
 }
 
 struct GraphCall {
     meta: BlockMeta,
     /// The graph file holding the node, if it has been saved.
     parent_file: Option<PathBuf>,
+    files: Arc<GraphFiles>,
 }
 
 impl GraphCall {
-    fn new(parent_file: Option<PathBuf>) -> Self {
+    fn new(parent_file: Option<PathBuf>, files: Arc<GraphFiles>) -> Self {
         Self {
             meta: BlockMeta::new(
                 KIND,
@@ -52,6 +251,7 @@ impl GraphCall {
                 "The graph file to run, relative to this graph's file (or absolute). Double-click the node to open it.",
             )),
             parent_file,
+            files,
         }
     }
 }
@@ -61,7 +261,9 @@ impl GraphCall {
 pub(crate) fn graph_interface(doc: &GraphDoc) -> Result<(Vec<RunInput>, Vec<String>), String> {
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
-    for node in &doc.nodes {
+    // A `graph.call` node is no part of the interface, and configuring one here would
+    // read its files again outside this validation.
+    for node in doc.nodes.iter().filter(|node| node.block != KIND) {
         let Some(block) = shared_builtin().block(&node.block) else {
             continue;
         };
@@ -116,39 +318,6 @@ pub fn with_absolute_paths(mut doc: GraphDoc, graph_file: Option<&Path>) -> Grap
     doc
 }
 
-/// Reads the graph file at `path` and every file it calls in turn, failing on a missing or
-/// broken file and on a reference cycle. `chain` holds the files calling it (canonical
-/// paths). The returned document's own `graph.call` paths are made absolute, so it runs
-/// the same from anywhere.
-fn load_child(path: &Path, chain: &mut Vec<PathBuf>) -> Result<GraphDoc, String> {
-    let canonical = std::fs::canonicalize(path)
-        .map_err(|e| format!("cannot read graph file `{}`: {e}", path.display()))?;
-    if let Some(start) = chain.iter().position(|p| *p == canonical) {
-        let mut files: Vec<String> = chain[start..]
-            .iter()
-            .map(|p| format!("`{}`", p.display()))
-            .collect();
-        files.push(format!("`{}`", canonical.display()));
-        return Err(format!(
-            "reference cycle: {}; a graph cannot call itself",
-            files.join(" calls ")
-        ));
-    }
-    let doc = agentloom_core::read_graph_file(&canonical, agentloom_core::max_graph_bytes())
-        .map_err(|e| format!("graph file `{}`: {e}", canonical.display()))?;
-    let doc = with_absolute_paths(doc, Some(&canonical));
-    chain.push(canonical);
-    let result = doc
-        .nodes
-        .iter()
-        .filter(|node| node.block == KIND)
-        // A node without a path says so when it is configured.
-        .filter_map(|node| node.config.get(PATH)?.as_str())
-        .try_for_each(|target| load_child(Path::new(target), chain).map(drop));
-    chain.pop();
-    result.map(|()| doc)
-}
-
 impl Block for GraphCall {
     fn meta(&self) -> &BlockMeta {
         &self.meta
@@ -170,7 +339,10 @@ impl Block for GraphCall {
             .and_then(|p| std::fs::canonicalize(p).ok())
             .into_iter()
             .collect();
-        let child = load_child(&target, &mut chain).map_err(err)?;
+        let child = self
+            .files
+            .load_checked(&target, &mut chain, &mut HashMap::new())
+            .map_err(err)?;
         let (inputs, outputs) = graph_interface(&child)
             .map_err(|e| err(format!("graph file `{}`: {e}", target.display())))?;
         let ports = Ports::new(
@@ -192,15 +364,12 @@ impl Block for GraphCall {
                 })
                 .collect(),
         );
-        Ok(Arc::new(GraphCallNode {
-            child: Box::new(child),
-            ports,
-        }))
+        Ok(Arc::new(GraphCallNode { child, ports }))
     }
 }
 
 struct GraphCallNode {
-    child: Box<GraphDoc>,
+    child: Arc<GraphDoc>,
     ports: Ports,
 }
 
@@ -333,6 +502,78 @@ mod tests {
         let found = problems(&parent);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("broken.json"), "{}", found[0]);
+    }
+
+    /// level0.json … level{depth}.json, each calling the next twice.
+    fn diamond(dir: &Path, depth: usize) -> PathBuf {
+        for level in 0..depth {
+            let next = format!("level{}.json", level + 1);
+            let mut doc = calling(&next);
+            doc["nodes"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"id": "again", "block": "graph.call", "config": {"path": next}}));
+            write(dir, &format!("level{level}.json"), &doc);
+        }
+        write(
+            dir,
+            &format!("level{depth}.json"),
+            &json!({"format": "agentloom.graph", "version": 1, "name": "bottom",
+                    "nodes": [], "edges": []}),
+        );
+        dir.join("level0.json")
+    }
+
+    #[test]
+    fn each_called_file_is_parsed_once_however_often_it_is_called() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = diamond(dir.path(), 16);
+        let mut registry = Registry::builtin();
+        let files = for_graph_file(&mut registry, Some(&top));
+        let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&top).unwrap()).unwrap();
+        validate(&doc, &registry).unwrap();
+        // level1 … level16: 2^16 calls below the top file, 16 files.
+        assert_eq!(files.parses(), 16);
+        assert_eq!(files.contents().len(), 16);
+        // Validating again reads the files again but parses nothing unchanged.
+        validate(&doc, &registry).unwrap();
+        assert_eq!(files.parses(), 16);
+    }
+
+    #[test]
+    fn kept_files_are_used_instead_of_what_the_disk_holds_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let child = write(
+            dir.path(),
+            "child.json",
+            &json!({"format": "agentloom.graph", "version": 1, "name": "child",
+                    "nodes": [{"id": "out", "block": "graph.output", "config": {"name": "kept"}}],
+                    "edges": []}),
+        );
+        let parent = write(dir.path(), "parent.json", &calling("child.json"));
+        let mut registry = Registry::builtin();
+        let files = for_graph_file(&mut registry, Some(&parent));
+        let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&parent).unwrap()).unwrap();
+        let doc = with_absolute_paths(doc, Some(&parent));
+        validate(&doc, &registry).unwrap();
+        let kept = files.contents();
+        assert_eq!(kept.len(), 1);
+
+        std::fs::write(&child, "{ not a graph").unwrap();
+        let mut resumed = Registry::builtin();
+        with_files(&mut resumed, Arc::new(GraphFiles::kept(kept).unwrap()));
+        let valid = validate(&doc, &resumed).unwrap();
+        let outputs: Vec<&str> = valid.nodes[0]
+            .node
+            .ports()
+            .outputs
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(outputs, vec!["kept"]);
+        // Read from the disk, the broken file is a problem.
+        let found = problems(&parent);
+        assert!(found[0].contains("child.json"), "{found:?}");
     }
 
     #[test]

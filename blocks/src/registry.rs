@@ -1,14 +1,18 @@
 //! The catalog of blocks a graph may use.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use agentloom_core::{Block, BlockCatalog};
+
+use crate::graph_call::GraphFiles;
 
 /// A set of blocks keyed by kind id. Iterates in kind order.
 #[derive(Default)]
 pub struct Registry {
     blocks: BTreeMap<String, Box<dyn Block>>,
+    /// The files its `graph.call` reads, when made for a graph file or a recorded run.
+    graph_files: Option<Arc<GraphFiles>>,
 }
 
 impl Registry {
@@ -52,6 +56,15 @@ impl Registry {
     pub fn with(mut self, block: Box<dyn Block>) -> Self {
         self.register(block);
         self
+    }
+
+    /// The graph files its `graph.call` nodes read (see [`crate::graph_call::for_graph_file`]).
+    pub fn graph_files(&self) -> Option<&Arc<GraphFiles>> {
+        self.graph_files.as_ref()
+    }
+
+    pub(crate) fn set_graph_files(&mut self, files: Arc<GraphFiles>) {
+        self.graph_files = Some(files);
     }
 
     /// The kind ids, sorted.

@@ -2,7 +2,27 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::value::Value;
+use crate::block::BlockMeta;
+use crate::config::Config;
+use crate::value::{Value, ValueMap};
+
+/// What a node will do, for an approval prompt: the defaults of its block's config fields,
+/// its config over them, and its inputs over both (an input may replace a configured URL).
+pub fn resolved_details(meta: &BlockMeta, config: &Config, inputs: &ValueMap) -> Value {
+    let mut details = ValueMap::new();
+    for field in &meta.config {
+        if let Some(default) = &field.default {
+            details.insert(field.name.clone(), Value::from_json(default.clone()));
+        }
+    }
+    for (name, value) in config {
+        details.insert(name.clone(), Value::from_json(value.clone()));
+    }
+    for (name, value) in inputs {
+        details.insert(name.clone(), value.clone());
+    }
+    Value::Object(details)
+}
 
 /// A side effect waiting for a person's decision.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -16,6 +36,11 @@ pub struct ApprovalRequest {
     /// transcript so far). `None` for a node that simply runs again from its inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Value>,
+    /// What the node will do, for the person deciding: its configuration (defaults
+    /// filled in) with its inputs over it, so a configured URL, method, path or recipient
+    /// shows even when no input carries it. Not editable: `arguments` are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
 }
 
 impl ApprovalRequest {
@@ -24,7 +49,19 @@ impl ApprovalRequest {
             action: action.into(),
             arguments,
             checkpoint: None,
+            details: None,
         }
+    }
+
+    #[must_use]
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// What is shown for the request: `details` when known, else the arguments.
+    pub fn shown(&self) -> &Value {
+        self.details.as_ref().unwrap_or(&self.arguments)
     }
 
     #[must_use]

@@ -33,6 +33,8 @@ pub enum GraphFileError {
         "the file is {size} bytes, more than the {max} bytes graph files may have; set {MAX_GRAPH_BYTES_ENV} to allow larger files"
     )]
     TooLarge { size: u64, max: u64 },
+    #[error("it is {kind}, not a regular file; give the path of a graph file")]
+    NotAFile { kind: &'static str },
     #[error(transparent)]
     Load(#[from] LoadError),
 }
@@ -40,9 +42,28 @@ pub enum GraphFileError {
 /// Reads and parses the graph file at `path`, refusing files over `max_bytes` before
 /// reading them.
 pub fn read_graph_file(path: &Path, max_bytes: u64) -> Result<GraphDoc, GraphFileError> {
+    Ok(GraphDoc::from_json_str(&read_graph_text(path, max_bytes)?)?)
+}
+
+/// The text of the graph file at `path`, refusing what is not a regular file (a FIFO would
+/// block the read forever, a device never end) and files over `max_bytes`, before reading.
+pub fn read_graph_text(path: &Path, max_bytes: u64) -> Result<String, GraphFileError> {
     use std::io::Read as _;
+    let not_regular = |kind: std::fs::FileType| GraphFileError::NotAFile {
+        kind: file_kind(kind),
+    };
+    // Checked before opening: opening a FIFO for reading waits for a writer.
+    let kind = std::fs::metadata(path)?.file_type();
+    if !kind.is_file() {
+        return Err(not_regular(kind));
+    }
     let file = std::fs::File::open(path)?;
-    let size = file.metadata()?.len();
+    let metadata = file.metadata()?;
+    // Swapped for something else between the two looks.
+    if !metadata.file_type().is_file() {
+        return Err(not_regular(metadata.file_type()));
+    }
+    let size = metadata.len();
     if size > max_bytes {
         return Err(GraphFileError::TooLarge {
             size,
@@ -59,7 +80,28 @@ pub fn read_graph_file(path: &Path, max_bytes: u64) -> Result<GraphDoc, GraphFil
             max: max_bytes,
         });
     }
-    Ok(GraphDoc::from_json_str(&text)?)
+    Ok(text)
+}
+
+fn file_kind(kind: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if kind.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else {
+        "a special file"
+    }
 }
 
 /// Fails on the first object that has a key twice, naming the key and where it is.

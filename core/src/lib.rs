@@ -12,6 +12,7 @@
 mod approval;
 mod block;
 mod config;
+mod escape;
 mod graph;
 mod graph_file;
 mod json_schema;
@@ -20,19 +21,21 @@ mod types;
 mod validate;
 mod value;
 
-pub use approval::{ApprovalDecision, ApprovalRequest};
+pub use approval::{ApprovalDecision, ApprovalRequest, resolved_details};
 pub use block::{
     Block, BlockError, BlockMeta, CpuJob, ERROR_PORT, ErrorClass, GraphInterface, InputsExt,
     NodeImpl, PortSpec, Ports, RequestSlot, RunCtx, RunInput, Secret, SecretError, SecretSource,
     TOOL_PORT, Usage, error_chain, outputs, run_cpu_bound, secret_env_var,
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
+pub use escape::{Escaped, escape_control};
 pub use graph::{
     EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, GroupDoc, LoadError, McpServerDoc, NodeDoc,
     RetryPolicy, RunSettings,
 };
 pub use graph_file::{
     DEFAULT_MAX_GRAPH_BYTES, GraphFileError, MAX_GRAPH_BYTES_ENV, max_graph_bytes, read_graph_file,
+    read_graph_text,
 };
 pub use json_schema::{value_type_from_schema, value_type_schema};
 pub use tool::{tool_descriptor, tool_name, type_schema};

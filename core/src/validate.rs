@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::block::{Block, BlockMeta, GraphInterface, NodeImpl, RunInput};
+use crate::escape::{Escaped, escape_control};
 use crate::graph::{GraphDoc, NodeDoc, RetryPolicy};
 use crate::types::{Compat, ValueType, compatibility};
 
@@ -53,7 +54,8 @@ pub struct Problem {
 
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
+        // Messages quote ids, ports, paths and names from the file and from servers.
+        write!(f, "{}: {}", Escaped(&self.path), Escaped(&self.message))
     }
 }
 
@@ -524,12 +526,12 @@ fn check_control_characters(doc: &GraphDoc, problems: &mut Vec<Problem>) {
     let mut refuse = |node: Option<&str>, path: String, what: &str, text: &str| {
         problems.push(Problem {
             kind: ProblemKind::ControlCharacter,
-            node: node.map(|id| id.escape_debug().to_string()),
+            node: node.map(|id| escape_control(id).into_owned()),
             port: None,
             path,
             message: format!(
                 "{what} \"{}\" contains control characters (newlines, escapes…); use printable text",
-                text.escape_debug()
+                escape_control(text)
             ),
         });
     };

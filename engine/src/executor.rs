@@ -18,7 +18,7 @@ use agentloom_core::{
     ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, CpuJob,
     ErrorClass, GraphDoc, GraphInterface, NodeImpl, RequestSlot, RunCtx, Secret, SecretError,
     SecretSource, TOOL_PORT, Usage, ValidGraph, ValidNode, Value, ValueMap, coerce,
-    tool_descriptor, validate,
+    resolved_details, tool_descriptor, validate,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -1114,10 +1114,18 @@ impl Scheduler {
                     && shared.safe_mode
                     && node.node.side_effects().unwrap_or(node.meta.side_effects)
                 {
-                    let request = ApprovalRequest::new(
+                    let mut request = ApprovalRequest::new(
                         node.meta.title.clone(),
                         Value::Object(inputs.clone()),
                     );
+                    // The person sees where it goes: a configured URL, path or recipient.
+                    if let Some(doc) = graph.doc.nodes.iter().find(|doc| doc.id == node.id) {
+                        request = request.with_details(resolved_details(
+                            &node.meta,
+                            &doc.config,
+                            &inputs,
+                        ));
+                    }
                     match ask_approval(&shared, &node.id, &request).await {
                         Ok(ApprovalDecision::Approved {
                             arguments: Value::Object(edited),

@@ -31,6 +31,6 @@ pub use executor::{
 pub use redact::{REDACTED, redact_resolved_secrets};
 pub use seed::{RunSeed, downstream_of};
 pub use store::{
-    DEFAULT_MAX_VALUE_BYTES, LogPolicy, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail,
-    RunRecorder, RunRow, RunStore, StoreError,
+    Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, LogPolicy, NodeRow, PendingApproval,
+    RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError,
 };

@@ -15,7 +15,7 @@ use agentloom_core::{
     NodeDoc, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait, validate,
 };
 use agentloom_engine::{
-    DurableApprover, Executor, NodeStatus, RunOptions, RunReport, RunStatus, RunStore,
+    Claim, DurableApprover, Executor, NodeStatus, RunOptions, RunReport, RunStatus, RunStore,
 };
 use serde_json::json;
 
@@ -146,6 +146,22 @@ async fn a_paused_run_resumes_from_the_log_with_edited_arguments() {
             )
             .unwrap()
     );
+    // Decided once: a second decision reports the first and changes nothing.
+    let again = store
+        .claim_decision(
+            &paused.run_id,
+            "write",
+            &ApprovalDecision::Rejected {
+                message: "too late".into(),
+            },
+        )
+        .unwrap();
+    let Claim::AlreadyDecided(earlier) = again else {
+        panic!("decided twice: {again:?}");
+    };
+    assert!(earlier.approved);
+    assert_eq!(earlier.decided_by_pid, Some(std::process::id()));
+    assert!(earlier.decided_at_ms.is_some());
 
     let seed = store.resume_seed(&paused.run_id).unwrap();
     let options = RunOptions {

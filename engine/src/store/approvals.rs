@@ -3,9 +3,10 @@
 use std::collections::BTreeSet;
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest, Value};
-use rusqlite::params;
+use rusqlite::{OptionalExtension as _, TransactionBehavior, params};
 use serde::Serialize;
 
+use super::liveness::{Liveness, liveness, this_process_token};
 use super::{RunStore, StoreError, from_i64, now_ms, to_i64};
 use crate::events::NodeStatus;
 use crate::seed::RunSeed;
@@ -22,8 +23,49 @@ pub struct PendingApproval {
     pub decision: Option<ApprovalDecision>,
 }
 
-/// node, action, arguments, checkpoint, requested at, decision (JSON texts).
-type ApprovalRow = (String, String, String, Option<String>, i64, Option<String>);
+/// What deciding an approval came to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Claim {
+    /// This decision counts and this process resumes the run.
+    Won,
+    /// Someone decided first.
+    AlreadyDecided(EarlierDecision),
+    /// The run is not waiting (any more).
+    NotWaiting { status: String },
+    /// The run waits for no approval of that node.
+    NoRequest,
+}
+
+/// The decision that came first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EarlierDecision {
+    pub approved: bool,
+    /// Unix milliseconds (unknown for a decision recorded by an older build).
+    pub decided_at_ms: Option<u64>,
+    /// The process that decided, when known.
+    pub decided_by_pid: Option<u32>,
+}
+
+/// The pid in a process token (`linux:<boot>:<pid>:<start>`).
+fn token_pid(token: &str) -> Option<u32> {
+    token
+        .strip_prefix("linux:")?
+        .split(':')
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// node, action, arguments, checkpoint, requested at, decision, details (JSON texts).
+type ApprovalRow = (
+    String,
+    String,
+    String,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<String>,
+);
 
 impl RunStore {
     /// Records that node `node` of run `run_id` waits for a decision on `request`
@@ -37,12 +79,13 @@ impl RunStore {
         let conn = self.lock();
         conn.execute(
             "INSERT INTO pending_approvals (run_id, node_id, action, arguments_json, checkpoint_json,
-                                            requested_at_ms, decision_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)
+                                            requested_at_ms, decision_json, details_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7)
              ON CONFLICT (run_id, node_id) DO UPDATE SET
                 action = excluded.action, arguments_json = excluded.arguments_json,
                 checkpoint_json = excluded.checkpoint_json,
-                requested_at_ms = excluded.requested_at_ms, decision_json = NULL",
+                requested_at_ms = excluded.requested_at_ms, decision_json = NULL,
+                decided_by = NULL, decided_at_ms = NULL, details_json = excluded.details_json",
             params![
                 run_id,
                 node,
@@ -50,6 +93,7 @@ impl RunStore {
                 json(&request.arguments),
                 request.checkpoint.as_ref().map(json),
                 to_i64(now_ms()),
+                request.details.as_ref().map(json),
             ],
         )
         .map_err(|source| self.write_error(source))?;
@@ -66,7 +110,8 @@ impl RunStore {
         };
         let mut stmt = conn
             .prepare(
-                "SELECT node_id, action, arguments_json, checkpoint_json, requested_at_ms, decision_json
+                "SELECT node_id, action, arguments_json, checkpoint_json, requested_at_ms, decision_json,
+                        details_json
                  FROM pending_approvals WHERE run_id = ?1 ORDER BY requested_at_ms, node_id",
             )
             .map_err(read_error)?;
@@ -79,59 +124,186 @@ impl RunStore {
                     row.get(3)?,
                     row.get(4)?,
                     row.get(5)?,
+                    row.get(6)?,
                 ))
             })
             .and_then(Iterator::collect)
             .map_err(read_error)?;
         rows.into_iter()
-            .map(|(node, action, arguments, checkpoint, at, decision)| {
-                let damaged = |what: &str, err: serde_json::Error| StoreError::Damaged {
-                    path: self.path.clone(),
-                    message: format!(
-                        "the {what} of the approval of `{node}` in run {run_id}: {err}"
-                    ),
-                };
-                let arguments: Value =
-                    serde_json::from_str(&arguments).map_err(|e| damaged("arguments", e))?;
-                let checkpoint = checkpoint
-                    .map(|text| serde_json::from_str::<Value>(&text))
-                    .transpose()
-                    .map_err(|e| damaged("checkpoint", e))?;
-                let decision = decision
-                    .map(|text| serde_json::from_str::<ApprovalDecision>(&text))
-                    .transpose()
-                    .map_err(|e| damaged("decision", e))?;
-                Ok(PendingApproval {
-                    run_id: run_id.to_owned(),
-                    request: ApprovalRequest {
-                        action,
-                        arguments,
-                        checkpoint,
-                    },
-                    node,
-                    requested_at_ms: from_i64(at),
-                    decision,
-                })
-            })
+            .map(
+                |(node, action, arguments, checkpoint, at, decision, details)| {
+                    let damaged = |what: &str, err: serde_json::Error| StoreError::Damaged {
+                        path: self.path.clone(),
+                        message: format!(
+                            "the {what} of the approval of `{node}` in run {run_id}: {err}"
+                        ),
+                    };
+                    let arguments: Value =
+                        serde_json::from_str(&arguments).map_err(|e| damaged("arguments", e))?;
+                    let checkpoint = checkpoint
+                        .map(|text| serde_json::from_str::<Value>(&text))
+                        .transpose()
+                        .map_err(|e| damaged("checkpoint", e))?;
+                    let decision = decision
+                        .map(|text| serde_json::from_str::<ApprovalDecision>(&text))
+                        .transpose()
+                        .map_err(|e| damaged("decision", e))?;
+                    let details = details
+                        .map(|text| serde_json::from_str::<Value>(&text))
+                        .transpose()
+                        .map_err(|e| damaged("details", e))?;
+                    Ok(PendingApproval {
+                        run_id: run_id.to_owned(),
+                        request: ApprovalRequest {
+                            action,
+                            arguments,
+                            checkpoint,
+                            details,
+                        },
+                        node,
+                        requested_at_ms: from_i64(at),
+                        decision,
+                    })
+                },
+            )
             .collect()
     }
 
-    /// Records a person's decision on the request of `node` in run `run_id`. Returns
-    /// whether there was such a request.
+    /// Records a person's decision on the request of `node` in run `run_id` and claims the
+    /// run for resuming, in one transaction: only the first decision counts. A decision
+    /// made by a process that has since died (a resume that never finished) may be made
+    /// again.
+    pub fn claim_decision(
+        &self,
+        run_id: &str,
+        node: &str,
+        decision: &ApprovalDecision,
+    ) -> Result<Claim, StoreError> {
+        let mut conn = self.lock();
+        let write_error = |source| StoreError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        // IMMEDIATE: two deciders never both read "undecided".
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(write_error)?;
+        let status: Option<String> = tx
+            .query_row(
+                "SELECT status FROM runs WHERE id = ?1",
+                params![run_id],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(write_error)?;
+        let row: Option<(Option<String>, Option<String>, Option<i64>)> = tx
+            .query_row(
+                "SELECT decision_json, decided_by, decided_at_ms FROM pending_approvals
+                 WHERE run_id = ?1 AND node_id = ?2",
+                params![run_id, node],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()
+            .map_err(write_error)?;
+        let Some((earlier, decided_by, decided_at)) = row else {
+            return Ok(match status {
+                Some(status) if status != "waiting" => Claim::NotWaiting { status },
+                _ => Claim::NoRequest,
+            });
+        };
+        if let Some(earlier) = earlier {
+            let decider_alive = decided_by
+                .as_deref()
+                .is_some_and(|token| liveness(token) != Liveness::Dead);
+            if decider_alive || status.as_deref() != Some("waiting") {
+                return Ok(Claim::AlreadyDecided(EarlierDecision {
+                    approved: serde_json::from_str::<ApprovalDecision>(&earlier)
+                        .is_ok_and(|d| d.is_approved()),
+                    decided_at_ms: decided_at.map(from_i64),
+                    decided_by_pid: decided_by.as_deref().and_then(token_pid),
+                }));
+            }
+        }
+        if status.as_deref() != Some("waiting") {
+            return Ok(Claim::NotWaiting {
+                status: status.unwrap_or_else(|| "gone".to_owned()),
+            });
+        }
+        let now = to_i64(now_ms());
+        let token = this_process_token();
+        tx.execute(
+            "UPDATE pending_approvals SET decision_json = ?3, decided_by = ?4, decided_at_ms = ?5
+             WHERE run_id = ?1 AND node_id = ?2",
+            params![run_id, node, json(decision), token, now],
+        )
+        .map_err(write_error)?;
+        // The run is this process's now: another decider sees it taken.
+        tx.execute(
+            "UPDATE runs SET status = 'running', pid = ?2, owner = ?3, heartbeat_at_ms = ?4
+             WHERE id = ?1",
+            params![run_id, i64::from(std::process::id()), token, now],
+        )
+        .map_err(write_error)?;
+        tx.commit().map_err(write_error)?;
+        Ok(Claim::Won)
+    }
+
+    /// [`RunStore::claim_decision`]: whether this decision counts.
     pub fn decide_approval(
         &self,
         run_id: &str,
         node: &str,
         decision: &ApprovalDecision,
     ) -> Result<bool, StoreError> {
-        let conn = self.lock();
-        let changed = conn
-            .execute(
-                "UPDATE pending_approvals SET decision_json = ?3 WHERE run_id = ?1 AND node_id = ?2",
-                params![run_id, node, json(decision)],
-            )
+        Ok(self.claim_decision(run_id, node, decision)? == Claim::Won)
+    }
+
+    /// Keeps the content of the graph files run `run_id` calls (canonical path, JSON text),
+    /// so that resuming it runs what it started with, whatever the files hold by then.
+    pub fn record_graph_files(
+        &self,
+        run_id: &str,
+        files: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|source| self.write_error(source))?;
-        Ok(changed > 0)
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO run_graph_files (run_id, path, content) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (run_id, path) DO NOTHING",
+                )
+                .map_err(|source| self.write_error(source))?;
+            for (path, content) in files {
+                insert
+                    .execute(params![run_id, path, content])
+                    .map_err(|source| self.write_error(source))?;
+            }
+        }
+        tx.commit().map_err(|source| self.write_error(source))?;
+        Ok(())
+    }
+
+    /// The graph files kept for run `run_id`: (canonical path, JSON text), by path.
+    pub fn graph_files(&self, run_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let conn = self.lock();
+        let read_error = |source| StoreError::Read {
+            path: self.path.clone(),
+            source,
+        };
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT path, content FROM run_graph_files WHERE run_id = ?1 ORDER BY path",
+            )
+            .map_err(read_error)?;
+        stmt.query_map(params![run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(Iterator::collect)
+            .map_err(read_error)
     }
 
     /// Forgets the request of `node` (answered while the run was going).

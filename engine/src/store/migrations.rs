@@ -116,6 +116,21 @@ CREATE TABLE run_workspaces (
     workspace       TEXT NOT NULL
 ) STRICT;
 ",
+    // 6: an approval is decided once: who decided it (the owner token of the deciding
+    // process) and when, so a second `approve` reports the first instead of acting again;
+    // what the approved node will do (its configuration with its inputs), shown to the
+    // person; and the content of every graph file a run calls, which it resumes with.
+    r"
+ALTER TABLE pending_approvals ADD COLUMN decided_by TEXT;
+ALTER TABLE pending_approvals ADD COLUMN decided_at_ms INTEGER;
+ALTER TABLE pending_approvals ADD COLUMN details_json TEXT;
+CREATE TABLE run_graph_files (
+    run_id          TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    path            TEXT NOT NULL,
+    content         TEXT NOT NULL,
+    PRIMARY KEY (run_id, path)
+) STRICT;
+",
 ];
 
 /// The schema version this build writes.

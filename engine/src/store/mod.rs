@@ -29,7 +29,7 @@ use agentloom_core::GraphDoc;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 
-pub use approvals::PendingApproval;
+pub use approvals::{Claim, EarlierDecision, PendingApproval};
 pub use queries::{NodeRow, RunDetail, RunRow};
 pub use values::{DEFAULT_MAX_VALUE_BYTES, LogPolicy};
 pub use writer::RunRecorder;

@@ -43,10 +43,12 @@ pub fn load_graph(path: &Path) -> Result<GraphDoc, FileError> {
                 path: path.to_owned(),
                 source,
             },
-            too_large @ GraphFileError::TooLarge { .. } => FileError::Read {
-                path: path.to_owned(),
-                source: std::io::Error::other(too_large.to_string()),
-            },
+            refused @ (GraphFileError::TooLarge { .. } | GraphFileError::NotAFile { .. }) => {
+                FileError::Read {
+                    path: path.to_owned(),
+                    source: std::io::Error::other(refused.to_string()),
+                }
+            }
         },
     )
 }

@@ -44,7 +44,15 @@ impl App {
             ));
         }
         let doc = detail.graph_doc().map_err(|e| e.to_string())?;
-        let graph = validate(&doc, self.catalog.as_ref()).map_err(|problems| {
+        // The graph files the run calls as they were when it started.
+        let kept = store.graph_files(&run_id).map_err(|e| e.to_string())?;
+        let mut catalog = agentloom_blocks::Registry::builtin();
+        agentloom_blocks::graph_call::with_files(
+            &mut catalog,
+            std::sync::Arc::new(agentloom_blocks::graph_call::GraphFiles::kept(kept)?),
+        );
+        let catalog = std::sync::Arc::new(catalog);
+        let graph = validate(&doc, catalog.as_ref()).map_err(|problems| {
             format!(
                 "the recorded graph cannot run any more ({} problem(s))",
                 problems.len()
@@ -54,9 +62,12 @@ impl App {
             .runtime
             .as_ref()
             .ok_or("the run threads could not start")?;
-        store
-            .decide_approval(&run_id, node, decision)
+        let claim = store
+            .claim_decision(&run_id, node, decision)
             .map_err(|e| e.to_string())?;
+        if let Some(refusal) = crate::cli::approval::claim_refusal(&run_id, node, &claim) {
+            return Err(refusal);
+        }
         let seed = store.resume_seed(&run_id).map_err(|e| e.to_string())?;
         // Where the run started, as `agentloom approve` would resume it.
         let workspace = store
@@ -64,7 +75,11 @@ impl App {
             .ok()
             .flatten()
             .unwrap_or_else(|| self.run_workspace());
-        let executor = self.executor.clone().with_workspace(workspace);
+        let executor = self
+            .executor
+            .clone()
+            .with_workspace(workspace)
+            .with_catalog(catalog);
         self.run.start_seeded(
             runtime,
             &executor,

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
-use agentloom_core::{ApprovalDecision, ApprovalRequest, ValidGraph, Value, validate};
-use agentloom_engine::{PendingApproval, RunSeed, RunStatus};
+use agentloom_blocks::graph_call::{self, GraphFiles};
+use agentloom_core::{ApprovalDecision, ApprovalRequest, Escaped, ValidGraph, Value, validate};
+use agentloom_engine::{Claim, PendingApproval, RunSeed, RunStatus};
 
 use super::{EXIT_INVALID, Execution, execute, open_store, workspace_dir};
 
@@ -96,14 +97,18 @@ fn decide_and_resume(
     let store = open_store(args.db.clone())?;
     let Some(detail) = store.get_run(run_id)? else {
         eprintln!(
-            "no run `{run_id}` in {}; `agentloom runs` lists them",
+            "no run `{}` in {}; `agentloom runs` lists them",
+            Escaped(run_id),
             store.path().display()
         );
         return Ok(EXIT_INVALID);
     };
     let run_id = detail.run.id.clone();
     let pending = store.pending_approvals(&run_id)?;
-    if detail.run.status != RunStatus::Waiting || pending.is_empty() {
+    // A decided approval stays until its resumed run ends: deciding it again reports who
+    // decided first.
+    let decided = pending.iter().any(|p| p.decision.is_some());
+    if pending.is_empty() || (detail.run.status != RunStatus::Waiting && !decided) {
         eprintln!(
             "run {run_id} is {}, not waiting for an approval",
             detail.run.status.as_str()
@@ -113,30 +118,42 @@ fn decide_and_resume(
     let approval = match pick(&pending, args.node.as_deref()) {
         Ok(approval) => approval,
         Err(message) => {
-            eprintln!("run {run_id}: {message}");
+            eprintln!("run {run_id}: {}", Escaped(&message));
             return Ok(EXIT_INVALID);
         }
     };
     let decision = match decide(&approval.request) {
         Ok(decision) => decision,
         Err(message) => {
-            eprintln!("{message}");
+            eprintln!("{}", Escaped(&message));
             return Ok(EXIT_INVALID);
         }
     };
-    store.decide_approval(&run_id, &approval.node, &decision)?;
-    let registry = Arc::new(Registry::builtin());
-    let graph = match detail
-        .graph_doc()
-        .map_err(|e| e.to_string())
-        .and_then(|doc| validate_recorded(&doc, &registry))
-    {
+    // The graph files the run calls as they were when it started, not as they are now.
+    let kept = store.graph_files(&run_id)?;
+    let graph = match GraphFiles::kept(kept).and_then(|files| {
+        let mut registry = Registry::builtin();
+        graph_call::with_files(&mut registry, Arc::new(files));
+        let registry = Arc::new(registry);
+        let doc = detail.graph_doc().map_err(|e| e.to_string())?;
+        Ok((validate_recorded(&doc, &registry)?, registry))
+    }) {
         Ok(graph) => graph,
         Err(message) => {
-            eprintln!("run {run_id}: the recorded graph cannot run any more: {message}");
+            eprintln!(
+                "run {run_id}: the recorded graph cannot run any more: {}",
+                Escaped(&message)
+            );
             return Ok(EXIT_INVALID);
         }
     };
+    let (graph, registry) = graph;
+    // One decision counts: a second `approve`/`reject` finds it taken and changes nothing.
+    let claim = store.claim_decision(&run_id, &approval.node, &decision)?;
+    if let Some(refusal) = claim_refusal(&run_id, &approval.node, &claim) {
+        eprintln!("{refusal}");
+        return Ok(EXIT_INVALID);
+    }
     let seed = store.resume_seed(&run_id)?;
     // The run resumes where it started, wherever this is typed, unless told otherwise.
     let recorded = match args.workspace {
@@ -166,7 +183,8 @@ fn decide_and_resume(
         };
         eprintln!(
             "{verb} `{}` ({}); resuming run {run_id}",
-            approval.node, approval.request.action
+            Escaped(&approval.node),
+            Escaped(&approval.request.action)
         );
     }
     execute(
@@ -184,6 +202,44 @@ fn decide_and_resume(
             seed: Some(seed),
         },
     )
+}
+
+/// Why a decision on `node` of run `run_id` did not count, or `None` when it did.
+pub(crate) fn claim_refusal(run_id: &str, node: &str, claim: &Claim) -> Option<String> {
+    let node = Escaped(node);
+    match claim {
+        Claim::Won => None,
+        Claim::AlreadyDecided(earlier) => {
+            let verb = if earlier.approved {
+                "approved"
+            } else {
+                "rejected"
+            };
+            let by = earlier
+                .decided_by_pid
+                .map(|pid| format!(" by process {pid}"))
+                .unwrap_or_default();
+            let when = earlier
+                .decided_at_ms
+                .and_then(|ms| chrono::DateTime::from_timestamp_millis(i64::try_from(ms).ok()?))
+                .map(|at| {
+                    format!(
+                        " at {}",
+                        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    )
+                })
+                .unwrap_or_default();
+            Some(format!(
+                "run {run_id}: `{node}` was already {verb}{by}{when}; this decision changed nothing (`agentloom show {run_id}` shows how the run goes on)"
+            ))
+        }
+        Claim::NotWaiting { status } => Some(format!(
+            "run {run_id} is {status}, not waiting for an approval"
+        )),
+        Claim::NoRequest => Some(format!(
+            "run {run_id} does not wait for an approval of `{node}`"
+        )),
+    }
 }
 
 /// The undecided approval to decide: the one of `node`, or the only one.

@@ -13,7 +13,7 @@ macro_rules! out {
 }
 
 pub mod agent;
-mod approval;
+pub(crate) mod approval;
 pub mod credentials;
 mod interrupt;
 mod mcp;
@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use agentloom_blocks::Registry;
 use agentloom_core::{BlockCatalog, GraphDoc, Problem, ValidGraph, Value, ValueMap, validate};
+use agentloom_core::{Escaped, escape_control};
 use agentloom_engine::{
     DurableApprover, EventSink, Executor, FanoutSink, RunOptions, RunSeed, RunStatus, RunStore,
 };
@@ -245,11 +246,11 @@ fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
     if json {
         out!("{}", json!({"valid": ok, "problems": problems}));
     } else if ok {
-        eprintln!("{}: valid", path.display());
+        eprintln!("{}: valid", Escaped(&path.display().to_string()));
     } else if let Some(first) = problems.first()
         && first["kind"] == "load"
     {
-        eprintln!("{}", first["message"].as_str().unwrap_or_default());
+        eprintln!("{}", Escaped(first["message"].as_str().unwrap_or_default()));
     } else {
         eprintln!("{} problem(s) found", problems.len());
     }
@@ -360,8 +361,10 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
             run.status.as_str(),
             run.duration_ms
                 .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
-            run.graph_name,
-            run.error.map(|e| format!("  ({e})")).unwrap_or_default()
+            Escaped(&run.graph_name),
+            run.error
+                .map(|e| format!("  ({})", Escaped(&e)))
+                .unwrap_or_default()
         );
     }
     Ok(0)
@@ -386,7 +389,7 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     out!(
         "run {}  {}  {}",
         run.id,
-        run.graph_name,
+        Escaped(&run.graph_name),
         run.status.as_str()
     );
     if let Some(ms) = run.duration_ms {
@@ -401,31 +404,37 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         );
     }
     if let Some(error) = &run.error {
-        out!("error {error}");
+        out!("error {}", Escaped(error));
     }
     for node in &detail.nodes {
         out!(
             "  {:<20} {:<16} {:<10} attempts {}  {}",
-            node.node_id,
-            node.block,
+            escape_control(&node.node_id),
+            escape_control(&node.block),
             node.status.as_str(),
             node.attempts,
-            node.error
-                .clone()
-                .or_else(|| node.skip_reason.clone())
-                .unwrap_or_default()
+            Escaped(
+                node.error
+                    .as_deref()
+                    .or(node.skip_reason.as_deref())
+                    .unwrap_or_default()
+            )
         );
     }
     for (name, value) in &detail.outputs {
-        out!("output {name} = {}", value.preview(200));
+        out!(
+            "output {} = {}",
+            Escaped(name),
+            Escaped(&value.preview(200))
+        );
     }
     if run.status == RunStatus::Waiting {
         for pending in store.pending_approvals(&run.id)? {
             println!(
                 "waits for approval: `{}` {} {}",
-                pending.node,
-                pending.request.action,
-                pending.request.arguments.preview(400)
+                Escaped(&pending.node),
+                Escaped(&pending.request.action),
+                Escaped(&pending.request.shown().preview(400))
             );
         }
         println!(
@@ -496,7 +505,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         Ok(loaded) => loaded,
         Err(problems) => {
             for p in &problems {
-                eprintln!("{p}");
+                eprintln!("{}", Escaped(p));
             }
             return Ok(EXIT_INVALID);
         }
@@ -506,7 +515,10 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     {
         Ok(inputs) => inputs,
         Err(message) => {
-            eprintln!("{}: {message}", args.graph.display());
+            eprintln!(
+                "{}",
+                Escaped(&format!("{}: {message}", args.graph.display()))
+            );
             return Ok(EXIT_INVALID);
         }
     };
@@ -587,6 +599,17 @@ fn execute(
     if let Some(recorder) = &recorder {
         sinks.push(recorder.clone());
     }
+    // After the recorder: it writes the run's row the files refer to.
+    if let (Some(recorder), Some(store), Some(files)) = (&recorder, &store, registry.graph_files())
+    {
+        // What runs is what was validated, whatever happens to the files meanwhile.
+        files.freeze();
+        sinks.push(Arc::new(recording::GraphFilesSink {
+            recorder: recorder.clone(),
+            store: store.clone(),
+            files: files.clone(),
+        }));
+    }
     let interactive = std::io::stderr().is_terminal();
     let progress = Arc::new(progress::ProgressSink::new(interactive, !run.json));
     sinks.push(progress.clone());
@@ -647,13 +670,13 @@ fn execute(
             RunStatus::Waiting => format!(
                 "waits after {} ms: {}",
                 report.duration_ms,
-                report.error.clone().unwrap_or_default()
+                Escaped(report.error.as_deref().unwrap_or_default())
             ),
             other => format!(
                 "{} after {} ms: {}",
                 other.as_str(),
                 report.duration_ms,
-                report.error.clone().unwrap_or_default()
+                Escaped(report.error.as_deref().unwrap_or_default())
             ),
         };
         eprintln!("run {} {summary}", report.run_id);

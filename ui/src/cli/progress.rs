@@ -50,6 +50,9 @@ impl ProgressSink {
         if !self.print_lines {
             return;
         }
+        // Node ids and errors come from the graph file and from peers.
+        let text = agentloom_core::escape_control(text);
+        let text = text.as_ref();
         match &self.spinner {
             Some(bar) => bar.println(text),
             None => eprintln!("{text}"),

@@ -63,3 +63,31 @@ impl EventSink for WorkspaceSink {
         }
     }
 }
+
+/// Keeps the graph files a run calls (`graph.call`) with it as soon as the log holds the
+/// run, so that a run that pauses, even one killed while it waits, resumes with the content
+/// it started with rather than whatever the files hold by then.
+pub(crate) struct GraphFilesSink {
+    pub recorder: Arc<RunRecorder>,
+    pub store: Arc<RunStore>,
+    pub files: Arc<agentloom_blocks::graph_call::GraphFiles>,
+}
+
+impl EventSink for GraphFilesSink {
+    fn emit(&self, event: &RunEvent) {
+        let EventKind::RunStarted { run_id, .. } = &event.kind else {
+            return;
+        };
+        let files = self.files.contents();
+        if files.is_empty() {
+            return;
+        }
+        let recorded = self
+            .recorder
+            .flush()
+            .and_then(|()| self.store.record_graph_files(run_id, &files));
+        if let Err(err) = recorded {
+            tracing::warn!(%err, run_id, "the graph files the run calls are not kept with it");
+        }
+    }
+}

@@ -5,7 +5,7 @@
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
-use agentloom_core::{ApprovalDecision, ApprovalRequest, Value};
+use agentloom_core::{ApprovalDecision, ApprovalRequest, Escaped, Value};
 use agentloom_engine::Approver;
 
 use super::progress::ProgressSink;
@@ -73,9 +73,10 @@ pub(crate) fn ask(
     let mut arguments = request.arguments.clone();
     writeln!(
         out,
-        "`{node}` wants to: {}\n{}",
-        request.action,
-        pretty(&arguments)
+        "`{}` wants to: {}\n{}",
+        Escaped(node),
+        Escaped(&request.action),
+        pretty(request.shown())
     )?;
     loop {
         write!(
