@@ -117,6 +117,12 @@ fn prompt_ui(ui: &mut Ui, prompt: &mut ApprovalPrompt, commands: &mut Vec<Comman
         ))
         .color(theme::WARN),
     );
+    // Where it goes: the node's configuration with its inputs, which the arguments alone
+    // may not show (a configured URL).
+    if let Some(details) = &prompt.request.details {
+        let shown = serde_json::to_string(&details.to_json()).unwrap_or_default();
+        ui.label(RichText::new(format!("Will run with {shown}")).small());
+    }
     let label = ui.label(RichText::new("Arguments").small());
     ui.add(
         egui::TextEdit::multiline(&mut prompt.arguments_text)

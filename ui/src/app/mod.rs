@@ -2039,6 +2039,7 @@ impl App {
             return;
         };
         let executor = self.executor.clone().with_workspace(self.run_workspace());
+        self.run.graph_files = self.catalog.graph_files().cloned();
         match self
             .run
             .start(runtime, &executor, graph, inputs, self.store.as_ref(), ctx)

@@ -131,6 +131,8 @@ pub struct RunView {
     pub approvals: Vec<ApprovalPrompt>,
     /// Nodes whose outputs were reused (an earlier run, pinned) rather than run.
     pub reused: std::collections::BTreeSet<String>,
+    /// The graph files the next run calls, kept with it in the run log.
+    pub graph_files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
     /// Set while a run is going.
     live: Option<LiveRun>,
 }
@@ -194,6 +196,7 @@ impl RunView {
                 recorder: recorder.clone(),
                 store: store.clone(),
                 workspace: executor.workspace().to_owned(),
+                graph_files: self.graph_files.clone(),
             }));
         }
         let sink = Arc::new(FanoutSink(sinks));

@@ -47,6 +47,8 @@ pub(crate) struct WorkspaceSink {
     pub recorder: Arc<RunRecorder>,
     pub store: Arc<RunStore>,
     pub workspace: PathBuf,
+    /// The graph files the run calls, kept with it (see [`GraphFilesSink`]).
+    pub graph_files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
 }
 
 impl EventSink for WorkspaceSink {
@@ -54,12 +56,17 @@ impl EventSink for WorkspaceSink {
         let EventKind::RunStarted { run_id, .. } = &event.kind else {
             return;
         };
-        let recorded = self
-            .recorder
-            .flush()
-            .and_then(|()| record_workspace(&self.store, run_id, &self.workspace));
+        let files = self
+            .graph_files
+            .as_ref()
+            .map(|files| files.contents())
+            .unwrap_or_default();
+        let recorded = self.recorder.flush().and_then(|()| {
+            record_workspace(&self.store, run_id, &self.workspace)?;
+            self.store.record_graph_files(run_id, &files)
+        });
         if let Err(err) = recorded {
-            tracing::warn!(%err, run_id, "the run's workspace is not recorded");
+            tracing::warn!(%err, run_id, "the run's workspace or graph files are not recorded");
         }
     }
 }
