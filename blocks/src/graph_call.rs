@@ -33,10 +33,48 @@ pub fn for_graph_file(registry: &mut Registry, graph_file: Option<&Path>) {
     registry.register(Box::new(GraphCall::new(graph_file.map(Path::to_path_buf))));
 }
 
+/// [`for_graph_file`] for a file its user has not trusted: `graph.call` may only run graph
+/// files inside the folder of `graph_file` (and what they call, in turn); any other file is
+/// a problem whose message ends with `why` (how to trust the file).
+pub fn for_untrusted_graph_file(registry: &mut Registry, graph_file: &Path, why: String) {
+    let folder = std::fs::canonicalize(graph_file)
+        .ok()
+        .and_then(|file| file.parent().map(Path::to_path_buf));
+    let mut call = GraphCall::new(Some(graph_file.to_path_buf()));
+    call.confined = Some(Confinement {
+        // A file that cannot be resolved confines to nothing: every call is refused.
+        folder: folder.unwrap_or_default(),
+        why,
+    });
+    registry.register(Box::new(call));
+}
+
 struct GraphCall {
     meta: BlockMeta,
     /// The graph file holding the node, if it has been saved.
     parent_file: Option<PathBuf>,
+    /// Set for an untrusted file: the only folder its calls may reach.
+    confined: Option<Confinement>,
+}
+
+/// The folder an untrusted graph's calls are confined to, and how to lift that.
+struct Confinement {
+    folder: PathBuf,
+    why: String,
+}
+
+impl Confinement {
+    fn check(&self, canonical: &Path) -> Result<(), String> {
+        if !self.folder.as_os_str().is_empty() && canonical.starts_with(&self.folder) {
+            return Ok(());
+        }
+        Err(format!(
+            "`{}` is outside this graph's folder `{}`, and {}",
+            canonical.display(),
+            self.folder.display(),
+            self.why
+        ))
+    }
 }
 
 impl GraphCall {
@@ -52,6 +90,7 @@ impl GraphCall {
                 "The graph file to run, relative to this graph's file (or absolute). Double-click the node to open it.",
             )),
             parent_file,
+            confined: None,
         }
     }
 }
@@ -120,9 +159,16 @@ pub fn with_absolute_paths(mut doc: GraphDoc, graph_file: Option<&Path>) -> Grap
 /// broken file and on a reference cycle. `chain` holds the files calling it (canonical
 /// paths). The returned document's own `graph.call` paths are made absolute, so it runs
 /// the same from anywhere.
-fn load_child(path: &Path, chain: &mut Vec<PathBuf>) -> Result<GraphDoc, String> {
+fn load_child(
+    path: &Path,
+    chain: &mut Vec<PathBuf>,
+    confined: Option<&Confinement>,
+) -> Result<GraphDoc, String> {
     let canonical = std::fs::canonicalize(path)
         .map_err(|e| format!("cannot read graph file `{}`: {e}", path.display()))?;
+    if let Some(confinement) = confined {
+        confinement.check(&canonical)?;
+    }
     if let Some(start) = chain.iter().position(|p| *p == canonical) {
         let mut files: Vec<String> = chain[start..]
             .iter()
@@ -144,7 +190,7 @@ fn load_child(path: &Path, chain: &mut Vec<PathBuf>) -> Result<GraphDoc, String>
         .filter(|node| node.block == KIND)
         // A node without a path says so when it is configured.
         .filter_map(|node| node.config.get(PATH)?.as_str())
-        .try_for_each(|target| load_child(Path::new(target), chain).map(drop));
+        .try_for_each(|target| load_child(Path::new(target), chain, confined).map(drop));
     chain.pop();
     result.map(|()| doc)
 }
@@ -170,7 +216,7 @@ impl Block for GraphCall {
             .and_then(|p| std::fs::canonicalize(p).ok())
             .into_iter()
             .collect();
-        let child = load_child(&target, &mut chain).map_err(err)?;
+        let child = load_child(&target, &mut chain, self.confined.as_ref()).map_err(err)?;
         let (inputs, outputs) = graph_interface(&child)
             .map_err(|e| err(format!("graph file `{}`: {e}", target.display())))?;
         let ports = Ports::new(
@@ -333,6 +379,46 @@ mod tests {
         let found = problems(&parent);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("broken.json"), "{}", found[0]);
+    }
+
+    #[test]
+    fn an_untrusted_file_calls_only_files_in_its_own_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        let child = json!({
+            "format": "agentloom.graph", "version": 1, "name": "child",
+            "nodes": [{"id": "out", "block": "graph.output", "config": {"name": "x"}}],
+            "edges": []
+        });
+        write(dir.path(), "outside.json", &child);
+        write(&inner, "beside.json", &child);
+        // A file in the folder that calls out of it is refused too.
+        write(&inner, "hop.json", &calling("../outside.json"));
+        let problems_untrusted = |caller: &Path| {
+            let mut registry = Registry::builtin();
+            for_untrusted_graph_file(&mut registry, caller, "TRUST IT".to_owned());
+            let text = std::fs::read_to_string(caller).unwrap();
+            match validate(&GraphDoc::from_json_str(&text).unwrap(), &registry) {
+                Ok(_) => Vec::new(),
+                Err(problems) => problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }
+        };
+        let beside = write(&inner, "a.json", &calling("beside.json"));
+        assert!(problems_untrusted(&beside).is_empty());
+        for target in ["../outside.json", "hop.json"] {
+            let caller = write(&inner, "b.json", &calling(target));
+            let found = problems_untrusted(&caller);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(
+                found[0].contains("outside.json` is outside this graph's folder")
+                    && found[0].ends_with("TRUST IT"),
+                "{}",
+                found[0]
+            );
+            // Trusted, the same call is fine.
+            assert!(problems(&caller).is_empty());
+        }
     }
 
     #[test]
