@@ -189,8 +189,15 @@ impl GraphFiles {
         path: &Path,
         chain: &mut Vec<PathBuf>,
         checked: &mut HashMap<PathBuf, Result<Arc<GraphDoc>, String>>,
+        confined: Option<&Confinement>,
     ) -> Result<Arc<GraphDoc>, String> {
+        if let (Some(confinement), Ok(canonical)) = (confined, std::fs::canonicalize(path)) {
+            confinement.check(&canonical)?;
+        }
         let (canonical, doc) = self.load(path)?;
+        if let Some(confinement) = confined {
+            confinement.check(&canonical)?;
+        }
         if let Some(start) = chain.iter().position(|p| *p == canonical) {
             let mut files: Vec<String> = chain[start..]
                 .iter()
@@ -221,7 +228,7 @@ impl GraphFiles {
             // A node without a path says so when it is configured.
             .filter_map(|node| node.config.get(PATH)?.as_str())
             .try_for_each(|target| {
-                self.load_checked(Path::new(target), chain, checked)
+                self.load_checked(Path::new(target), chain, checked, confined)
                     .map(drop)
             })
             .map(|()| doc);
@@ -231,11 +238,56 @@ impl GraphFiles {
     }
 }
 
+/// [`for_graph_file`] for a file its user has not trusted: `graph.call` may only run graph
+/// files inside the folder of `graph_file` (and what they call, in turn); any other file is
+/// a problem whose message ends with `why` (how to trust the file).
+pub fn for_untrusted_graph_file(
+    registry: &mut Registry,
+    graph_file: &Path,
+    why: String,
+) -> Arc<GraphFiles> {
+    let files = Arc::new(GraphFiles::new());
+    let folder = std::fs::canonicalize(graph_file)
+        .ok()
+        .and_then(|file| file.parent().map(Path::to_path_buf));
+    let mut call = GraphCall::new(Some(graph_file.to_path_buf()), Arc::clone(&files));
+    call.confined = Some(Confinement {
+        // A file that cannot be resolved confines to nothing: every call is refused.
+        folder: folder.unwrap_or_default(),
+        why,
+    });
+    registry.register(Box::new(call));
+    registry.set_graph_files(Arc::clone(&files));
+    files
+}
+
 struct GraphCall {
     meta: BlockMeta,
     /// The graph file holding the node, if it has been saved.
     parent_file: Option<PathBuf>,
     files: Arc<GraphFiles>,
+    /// Set for an untrusted file: the only folder its calls may reach.
+    confined: Option<Confinement>,
+}
+
+/// The folder an untrusted graph's calls are confined to, and how to lift that.
+struct Confinement {
+    folder: PathBuf,
+    why: String,
+}
+
+impl Confinement {
+    fn check(&self, canonical: &Path) -> Result<(), String> {
+        if !self.folder.as_os_str().is_empty() && canonical.starts_with(&self.folder) {
+            return Ok(());
+        }
+        Err(format!(
+            "`{}` is outside this graph's folder `{}`, and {}",
+            canonical.display(),
+            self.folder.display(),
+            self.why
+        ))
+    }
 }
 
 impl GraphCall {
@@ -252,6 +304,7 @@ impl GraphCall {
             )),
             parent_file,
             files,
+            confined: None,
         }
     }
 }
@@ -341,7 +394,12 @@ impl Block for GraphCall {
             .collect();
         let child = self
             .files
-            .load_checked(&target, &mut chain, &mut HashMap::new())
+            .load_checked(
+                &target,
+                &mut chain,
+                &mut HashMap::new(),
+                self.confined.as_ref(),
+            )
             .map_err(err)?;
         let (inputs, outputs) = graph_interface(&child)
             .map_err(|e| err(format!("graph file `{}`: {e}", target.display())))?;
@@ -574,6 +632,46 @@ mod tests {
         // Read from the disk, the broken file is a problem.
         let found = problems(&parent);
         assert!(found[0].contains("child.json"), "{found:?}");
+    }
+
+    #[test]
+    fn an_untrusted_file_calls_only_files_in_its_own_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        let child = json!({
+            "format": "agentloom.graph", "version": 1, "name": "child",
+            "nodes": [{"id": "out", "block": "graph.output", "config": {"name": "x"}}],
+            "edges": []
+        });
+        write(dir.path(), "outside.json", &child);
+        write(&inner, "beside.json", &child);
+        // A file in the folder that calls out of it is refused too.
+        write(&inner, "hop.json", &calling("../outside.json"));
+        let problems_untrusted = |caller: &Path| {
+            let mut registry = Registry::builtin();
+            for_untrusted_graph_file(&mut registry, caller, "TRUST IT".to_owned());
+            let text = std::fs::read_to_string(caller).unwrap();
+            match validate(&GraphDoc::from_json_str(&text).unwrap(), &registry) {
+                Ok(_) => Vec::new(),
+                Err(problems) => problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }
+        };
+        let beside = write(&inner, "a.json", &calling("beside.json"));
+        assert!(problems_untrusted(&beside).is_empty());
+        for target in ["../outside.json", "hop.json"] {
+            let caller = write(&inner, "b.json", &calling(target));
+            let found = problems_untrusted(&caller);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(
+                found[0].contains("outside.json` is outside this graph's folder")
+                    && found[0].ends_with("TRUST IT"),
+                "{}",
+                found[0]
+            );
+            // Trusted, the same call is fine.
+            assert!(problems(&caller).is_empty());
+        }
     }
 
     #[test]

@@ -29,9 +29,23 @@ pub struct FinishedRun {
 impl GraphRunner {
     /// Loads and validates `path`; the error lists every problem, each naming the file.
     /// `store` is the run log every run is recorded in (`None`: not recorded).
-    pub fn load(path: &Path, store: Option<Arc<RunStore>>) -> Result<GraphRunner, Vec<String>> {
-        let secrets = default_secrets();
-        let (registry, graph) = load_with_tools(path, secrets.as_ref())?;
+    /// An untrusted file (not recorded as trusted, and not `trust_given` by `--trust`) that
+    /// needs trust is refused with what trusting would allow; one that needs none runs
+    /// offline in safe mode.
+    pub fn load(
+        path: &Path,
+        store: Option<Arc<RunStore>>,
+        trust_given: bool,
+    ) -> Result<GraphRunner, Vec<String>> {
+        let trusted = trust_given || crate::trust::is_trusted(path);
+        if !trusted && let Ok(doc) = crate::cli::load_graph(path) {
+            let needs = crate::trust::needs_of(&doc, Some(path));
+            if !needs.is_empty() {
+                return Err(crate::trust::refusal(path, &needs));
+            }
+        }
+        let secrets = secrets_for(path, trusted);
+        let (registry, graph) = load_with_tools(path, secrets.as_ref(), trusted)?;
         let executor = Executor::new(registry).with_secrets(secrets);
         Ok(GraphRunner {
             path: path.to_owned(),
@@ -128,27 +142,42 @@ pub fn default_secrets() -> Arc<dyn SecretSource> {
     }
 }
 
+/// The credentials a run of the graph file at `path` may use: none when it is untrusted.
+pub fn secrets_for(path: &Path, trusted: bool) -> Arc<dyn SecretSource> {
+    if trusted {
+        default_secrets()
+    } else {
+        Arc::new(crate::trust::UntrustedSecrets::new(path))
+    }
+}
+
 /// Loads and validates the graph at `path` with the built-in blocks and the tools of the
-/// MCP servers it names (connected now, kept for the registry's life). Every problem names
-/// the file.
+/// MCP servers it names (connected now, kept for the registry's life). Untrusted, no
+/// server is connected and the graph runs in safe mode (see [`crate::trust`]). Every
+/// problem names the file.
 pub fn load_with_tools(
     path: &Path,
     secrets: &dyn SecretSource,
+    trusted: bool,
 ) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
     let doc = crate::cli::load_graph(path).map_err(|e| vec![e])?;
     // Recorded with absolute `graph.call` paths: the run can be resumed from anywhere.
-    let doc = agentloom_blocks::graph_call::with_absolute_paths(doc, Some(path));
-    let mut registry = Registry::builtin();
-    agentloom_blocks::graph_call::for_graph_file(&mut registry, Some(path));
-    let mut problems: Vec<String> =
-        agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets)
-            .iter()
-            .map(|p| crate::cli::format_problem(path, p))
-            .collect();
-    match validate_shared(Arc::new(doc), &registry) {
+    let mut doc = agentloom_blocks::graph_call::with_absolute_paths(doc, Some(path));
+    // An untrusted graph always runs in safe mode: every side effect asks first.
+    doc.settings.safe_mode |= !trusted;
+    let (registry, problems) = crate::trust::catalog_for(&doc, Some(path), trusted, secrets);
+    let doc = Arc::new(doc);
+    let mut problems: Vec<String> = problems
+        .iter()
+        .map(|p| crate::cli::format_problem(path, p))
+        .collect();
+    match validate_shared(doc.clone(), &registry) {
         Ok(graph) if problems.is_empty() => Ok((Arc::new(registry), graph)),
         Ok(_) => Err(problems),
-        Err(more) => {
+        Err(mut more) => {
+            if !trusted {
+                crate::trust::drop_offline_tool_nodes(&mut more, &doc);
+            }
             problems.extend(more.iter().map(|p| crate::cli::format_problem(path, p)));
             Err(problems)
         }

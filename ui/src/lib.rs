@@ -5,3 +5,4 @@ pub mod cli;
 pub mod headless;
 pub mod logging;
 pub mod serve;
+pub mod trust;

@@ -529,6 +529,11 @@ fn file_blocks_of_a_saved_graph_work_in_the_graph_folder() {
     agentloom::app::save_graph(&doc, &file).unwrap();
     let mut paths = paths(&dir);
     paths.workspace = None;
+    // The user's own file, trusted (untrusted, its side effect would wait for approval).
+    let store = agentloom::trust::TrustStore::in_dir(paths.data_dir.as_ref().unwrap());
+    store
+        .trust(agentloom::trust::fingerprint(&file).unwrap())
+        .unwrap();
     let mut h = harness_for(App::new(&doc, Some(file), &paths));
 
     // The Run menu says where file blocks work.

@@ -113,7 +113,7 @@ fn a_paused_run_survives_sigkill_and_resumes_with_edited_arguments() {
     let graph = story_graph(dir.path(), &fake, true);
     // `slow` keeps the process going after `save` paused: it is killed while waiting.
     let mut child = bin()
-        .args(["run"])
+        .args(["run", "--trust"])
         .arg(&graph)
         .arg("--db")
         .arg(&db)
@@ -263,7 +263,7 @@ fn run_from_a_node_and_pinned_outputs_reuse_instead_of_calling_the_model() {
     let graph = story_graph(dir.path(), &fake, false);
     let run = |extra: &[&str]| {
         bin()
-            .args(["run", graph.to_str().unwrap(), "--json"])
+            .args(["run", graph.to_str().unwrap(), "--json", "--trust"])
             .args(extra)
             .arg("--db")
             .arg(&db)

@@ -138,6 +138,7 @@ fn a_token_echoed_in_service_errors_reaches_no_output_and_no_run_log_file() {
         let mut cmd = bin();
         cmd.arg("run")
             .arg(&graph)
+            .arg("--trust")
             .arg("--db")
             .arg(&db)
             .env("AGENTLOOM_SECRET_GH", CANARY)

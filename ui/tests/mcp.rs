@@ -16,13 +16,23 @@ use serde_json::{Value, json};
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloom"));
-    cmd.env_remove("AGENTLOOM_LOG");
+    cmd.env_remove("AGENTLOOM_LOG")
+        .env("XDG_DATA_HOME", data_dir());
     cmd
 }
 
+/// The data directory (with the trust store) of every command here.
+fn data_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+/// Writes the graph and trusts it (in `dir`'s data directory), as its author would.
 fn write_graph(dir: &Path, graph: &Value) -> PathBuf {
     let path = dir.join("graph.agentloom.json");
     std::fs::write(&path, serde_json::to_string_pretty(graph).unwrap()).unwrap();
+    let trusted = bin().arg("trust").arg(&path).output().unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
     path
 }
 
@@ -285,10 +295,13 @@ fn app_harness(
         workspace: Some(dir.to_owned()),
         credentials_dir: Some(dir.join("credentials")),
     };
-    let app = App::new(doc, None, &paths);
+    harness_of(App::new(doc, None, &paths))
+}
+
+fn harness_of(app: agentloom::app::App) -> egui_kittest::Harness<'static, agentloom::app::App> {
     let mut h = egui_kittest::Harness::builder()
         .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+        .build_ui_state(|ui, app: &mut agentloom::app::App| app.show(ui), app);
     h.run_steps(3);
     h
 }
@@ -599,4 +612,121 @@ fn the_mcp_inspector_lists_and_calls_graph_tools() {
     assert_eq!(called["content"][0]["text"], "Hello, Inspector!");
     assert_eq!(called["structuredContent"]["greeting"], "Hello, Inspector!");
     assert_eq!(called["isError"], false);
+}
+
+/// The app opened on the graph file `graph`, its trust kept in `data`.
+fn app_for(graph: &Path, data: &Path) -> egui_kittest::Harness<'static, agentloom::app::App> {
+    use agentloom::app::{App, AppPaths};
+    let paths = AppPaths {
+        run_log: None,
+        data_dir: Some(data.to_owned()),
+        workspace: graph.parent().map(Path::to_path_buf),
+        credentials_dir: None,
+    };
+    let doc = agentloom::app::load_graph(graph).unwrap();
+    harness_of(App::new(&doc, Some(graph.to_owned()), &paths))
+}
+
+/// A graph whose server is server-everything, started through `sh` so that it leaves
+/// `marker` behind.
+fn marked_everything_graph(path: &Path, launcher: &Path, marker: &Path) {
+    std::fs::write(
+        path,
+        json!({
+            "format": "agentloom.graph", "version": 1, "name": "shared",
+            "mcp_servers": {"everything": {
+                "command": "sh",
+                "args": ["-c", format!("touch '{}'; exec '{}' stdio", marker.display(), launcher.display())]
+            }},
+            "nodes": [{"id": "echo", "block": "mcp.everything.echo", "config": {}}],
+            "edges": []
+        })
+        .to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_app_opens_an_untrusted_file_offline_until_trust_and_connect_or_save() {
+    use egui::accesskit::Role;
+    use egui_kittest::kittest::Queryable as _;
+
+    let Some(launcher) = agentloom_tests::mcp::server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let marker = dir.path().join("marker");
+    let graph = dir.path().join("shared.json");
+    marked_everything_graph(&graph, &launcher, &marker);
+
+    let mut h = app_for(&graph, &data);
+    for _ in 0..10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        h.run_steps(1);
+    }
+    assert!(
+        !marker.exists(),
+        "opening an untrusted file started its MCP command"
+    );
+    assert!(!has_block(h.state(), "mcp.everything.echo"));
+    h.get_by_label_contains("shared.json is not trusted");
+    h.get_by_label_contains("start the command `sh -c");
+    let problems: Vec<String> = h
+        .state()
+        .problems()
+        .iter()
+        .map(|p| p.message.clone())
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("not connected: this file is not trusted")),
+        "{problems:?}"
+    );
+    assert!(
+        !problems.iter().any(|p| p.contains("unknown block")),
+        "{problems:?}"
+    );
+
+    h.get_by_role_and_label(Role::Button, "Trust and connect")
+        .click();
+    h.run_steps(2);
+    run_until(&mut h, "trusting connects", |app| {
+        has_block(app, "mcp.everything.echo")
+    });
+    assert!(marker.exists());
+    assert!(
+        h.query_by_label_contains("shared.json is not trusted")
+            .is_none()
+    );
+    drop(h);
+
+    // The trust was recorded: opened again, it connects at once.
+    std::fs::remove_file(&marker).unwrap();
+    let mut h = app_for(&graph, &data);
+    run_until(&mut h, "a trusted file connects on opening", |app| {
+        has_block(app, "mcp.everything.echo")
+    });
+    assert!(marker.exists());
+    drop(h);
+
+    // Changed on disk: offline again. Keep offline hides the banner; saving trusts.
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::write(&graph, std::fs::read_to_string(&graph).unwrap() + "\n").unwrap();
+    let mut h = app_for(&graph, &data);
+    h.get_by_role_and_label(Role::Button, "Keep offline")
+        .click();
+    h.run_steps(3);
+    assert!(
+        h.query_by_label_contains("shared.json is not trusted")
+            .is_none()
+    );
+    assert!(!marker.exists());
+    h.state_mut()
+        .apply(agentloom::app::Command::Save, &egui::Context::default());
+    run_until(&mut h, "saving trusts and connects", |app| {
+        has_block(app, "mcp.everything.echo")
+    });
+    assert!(marker.exists());
 }

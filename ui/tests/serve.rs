@@ -47,6 +47,7 @@ impl Server {
         let child = Command::new(env!("CARGO_BIN_EXE_agentloom"))
             .arg("serve")
             .arg(graph)
+            .arg("--trust")
             .args(["--port", &port.to_string(), "--db"])
             .arg(dir.join("runs.sqlite3"))
             .arg("--tasks-dir")

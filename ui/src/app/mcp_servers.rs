@@ -19,19 +19,19 @@ pub struct McpConnector {
     pending: Option<PendingConnection>,
 }
 
-/// What a catalog depends on: the MCP servers whose tools it holds and the graph file
-/// `graph.call` paths are relative to.
+/// What a catalog depends on: the MCP servers whose tools it holds, the graph file
+/// `graph.call` paths are relative to, and whether that file is trusted (an untrusted one
+/// connects to no server and calls no file outside its folder).
 #[derive(Clone, Debug, Default, PartialEq)]
 struct CatalogFor {
     servers: BTreeMap<String, McpServerDoc>,
     graph_file: Option<PathBuf>,
+    trusted: bool,
 }
 
 impl CatalogFor {
     fn builtin(&self) -> Registry {
-        let mut catalog = Registry::builtin();
-        agentloom_blocks::graph_call::for_graph_file(&mut catalog, self.graph_file.as_deref());
-        catalog
+        crate::trust::builtin_for(self.graph_file.as_deref(), self.trusted)
     }
 }
 
@@ -48,28 +48,32 @@ pub struct Connected {
 
 impl McpConnector {
     /// A connector whose catalog is the built-in blocks for a graph in `graph_file`.
-    pub fn for_graph_file(graph_file: Option<PathBuf>) -> Self {
+    pub fn for_graph_file(graph_file: Option<PathBuf>, trusted: bool) -> Self {
         Self {
             connected: CatalogFor {
                 servers: BTreeMap::new(),
                 graph_file,
+                trusted,
             },
             pending: None,
         }
     }
 
     /// Starts connecting to the servers `doc` names, unless the catalog has (or is getting)
-    /// exactly those for `graph_file`. Without servers there is nothing to wait for: the
+    /// exactly those for `graph_file`. Without servers, or for a file that is not
+    /// `trusted` (whose servers are never connected), there is nothing to wait for: the
     /// new catalog is returned at once.
     pub fn connect(
         &mut self,
         doc: &GraphDoc,
         graph_file: Option<&Path>,
+        trusted: bool,
         secrets: impl FnOnce() -> Arc<dyn SecretSource>,
     ) -> Option<Connected> {
         let wanted = CatalogFor {
             servers: doc.mcp_servers.clone(),
             graph_file: graph_file.map(Path::to_path_buf),
+            trusted,
         };
         if wanted == self.connected {
             // Back to what is connected (an undo while connecting): that connection is moot.
@@ -79,14 +83,15 @@ impl McpConnector {
         if self.pending.as_ref().is_some_and(|p| p.wanted == wanted) {
             return None;
         }
-        if wanted.servers.is_empty() {
+        if wanted.servers.is_empty() || !trusted {
             self.pending = None;
             let catalog = wanted.builtin();
+            let problems = match (&wanted.graph_file, trusted) {
+                (Some(file), false) => crate::trust::offline_server_problems(doc, file),
+                _ => Vec::new(),
+            };
             self.connected = wanted;
-            return Some(Connected {
-                catalog,
-                problems: Vec::new(),
-            });
+            return Some(Connected { catalog, problems });
         }
         let (sender, result) = mpsc::channel();
         let servers = doc.clone();

@@ -9,8 +9,8 @@ mod approval_panel;
 mod canvas;
 mod credentials;
 mod document;
-mod examples;
-mod files;
+pub(crate) mod examples;
+pub(crate) mod files;
 mod groups;
 mod history;
 mod inspector;
@@ -28,6 +28,7 @@ mod run;
 mod run_panel;
 mod subgraph;
 pub mod theme;
+mod trust_banner;
 mod wire_menu;
 mod wiring;
 
@@ -201,6 +202,10 @@ pub enum Command {
     OpenMcpServers,
     /// Add or remove one of the graph's MCP servers.
     EditMcpServers(mcp_servers::McpEdit),
+    /// Trust the open graph file as it is now, and connect its MCP servers.
+    TrustAndConnect,
+    /// Leave the open graph file untrusted and hide the trust banner.
+    KeepOffline,
     /// Close the window, through the prompt when there are unsaved changes.
     Quit,
     /// Show a message in the status bar.
@@ -257,6 +262,10 @@ pub struct App {
     credentials: credentials::Credentials,
     mcp_window: mcp_servers::McpServersWindow,
     mcp_connector: mcp_servers::McpConnector,
+    /// Where trust in graph files is recorded (`None`: trust lasts for this session).
+    trust_store: Option<crate::trust::TrustStore>,
+    /// The open graph's file when it is not trusted.
+    untrusted: Option<trust_banner::Untrusted>,
     /// The graph's MCP servers that could not be reached (shown with the problems).
     mcp_problems: Vec<Problem>,
     commands: Vec<Command>,
@@ -319,20 +328,23 @@ pub struct App {
 impl App {
     /// An app showing `doc` (from `path`, if it came from a file).
     pub fn new(doc: &GraphDoc, path: Option<PathBuf>, paths: &AppPaths) -> Self {
-        let mut registry = Registry::builtin();
-        agentloom_blocks::graph_call::for_graph_file(&mut registry, path.as_deref());
-        let catalog = Arc::new(registry);
+        let trust_store = paths
+            .data_dir
+            .as_deref()
+            .map(crate::trust::TrustStore::in_dir);
+        let untrusted = trust_banner::Untrusted::of(trust_store.as_ref(), doc, path.as_deref());
+        let catalog = Arc::new(crate::trust::builtin_for(
+            path.as_deref(),
+            untrusted.is_none(),
+        ));
         let palette = palette::entries(catalog.as_ref());
         let document = Document::from_doc(doc, catalog.as_ref(), path.clone());
         let mut executor = Executor::new(catalog.clone());
         if let Some(workspace) = &paths.workspace {
             executor = executor.with_workspace(workspace.clone());
         }
+        // Its credentials follow the graph's trust (`App::secrets_follow_trust`).
         let credentials = credentials::Credentials::new(paths.credentials_dir.as_deref());
-        if let Some(store) = credentials.store() {
-            executor =
-                executor.with_secrets(Arc::new(agentloom_engine::KeychainSecrets::new(store)));
-        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("agentloom-run")
@@ -360,7 +372,12 @@ impl App {
             inspector: InspectorState::default(),
             credentials,
             mcp_window: mcp_servers::McpServersWindow::default(),
-            mcp_connector: mcp_servers::McpConnector::for_graph_file(path.clone()),
+            mcp_connector: mcp_servers::McpConnector::for_graph_file(
+                path.clone(),
+                untrusted.is_none(),
+            ),
+            trust_store,
+            untrusted,
             mcp_problems: Vec::new(),
             graph_file: path,
             commands: Vec::new(),
@@ -400,6 +417,7 @@ impl App {
             wire_menu: None,
             group_title_editing: None,
         };
+        app.secrets_follow_trust();
         // The servers' tool nodes show their ports and wires once connected.
         app.connect_mcp(doc);
         app.refresh_history();
@@ -596,6 +614,11 @@ impl App {
             .resizable(true)
             .default_size(theme::SIDE_PANEL_WIDTH)
             .show(ui, |ui| self.side_ui(ui));
+        if let Some(untrusted) = self.untrusted.as_ref().filter(|u| u.asks()) {
+            egui::Panel::top("trust_banner").show(ui, |ui| {
+                trust_banner::banner_ui(ui, untrusted, &mut self.commands);
+            });
+        }
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
         examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
@@ -1305,10 +1328,13 @@ impl App {
     /// The document as a run records it: `graph.call` paths absolute, so that the run can
     /// be resumed or approved from anywhere.
     fn runnable_doc(&self) -> GraphDoc {
-        agentloom_blocks::graph_call::with_absolute_paths(
+        let mut doc = agentloom_blocks::graph_call::with_absolute_paths(
             self.document.to_doc(),
             self.graph_file.as_deref(),
-        )
+        );
+        // An untrusted graph always runs in safe mode: every side effect asks first.
+        doc.settings.safe_mode |= self.untrusted.is_some();
+        doc
     }
 
     /// The topmost node at graph position `at`.
@@ -1364,7 +1390,10 @@ impl App {
         self.problems_revision = self.document.revision;
         let doc = self.document.to_doc();
         self.problems = self.mcp_problems.clone();
-        if let Err(problems) = validate(&doc, self.catalog.as_ref()) {
+        if let Err(mut problems) = validate(&doc, self.catalog.as_ref()) {
+            if self.untrusted.is_some() {
+                crate::trust::drop_offline_tool_nodes(&mut problems, &doc);
+            }
             self.problems.extend(problems);
         }
         self.problems_by_node.clear();
@@ -1430,9 +1459,10 @@ impl App {
     /// the ones whose tools the catalog holds; without servers the catalog changes at once.
     fn connect_mcp(&mut self, doc: &GraphDoc) {
         let store = self.credentials.store();
+        let trusted = self.untrusted.is_none();
         let ready = self
             .mcp_connector
-            .connect(doc, self.graph_file.as_deref(), || match store {
+            .connect(doc, self.graph_file.as_deref(), trusted, || match store {
                 Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
                 None => Arc::new(agentloom_engine::EnvSecrets),
             });
@@ -1473,11 +1503,55 @@ impl App {
                 doc.mcp_servers.remove(&name);
             }
         }
+        // Still untrusted, the banner asks again with what trusting now allows.
+        if let Some(untrusted) = &mut self.untrusted {
+            untrusted.needs = crate::trust::needs_of(&doc, Some(&untrusted.file));
+            untrusted.offline = false;
+        }
         self.connect_mcp(&doc);
         // One undo step.
         let catalog = self.catalog.clone();
         self.document.replace(&doc, catalog.as_ref());
         self.document.touch();
+    }
+
+    /// Records trust in the graph file at `path` as it is now (for this session only when
+    /// there is no data directory); returns whether the open graph was untrusted.
+    fn trust_file(&mut self, path: &Path) -> bool {
+        if let Some(store) = &self.trust_store
+            && let Err(err) = crate::trust::fingerprint(path).and_then(|print| store.trust(print))
+        {
+            self.notice = Some(format!("Trusted for this session only: {err}"));
+        }
+        let was_untrusted = self.untrusted.take().is_some();
+        self.secrets_follow_trust();
+        was_untrusted
+    }
+
+    /// Trust and connect: the open file is trusted, its servers connected, its calls free.
+    fn trust_and_connect(&mut self) {
+        let Some(file) = self.untrusted.as_ref().map(|u| u.file.clone()) else {
+            return;
+        };
+        self.trust_file(&file);
+        let doc = self.document.to_doc();
+        self.connect_mcp(&doc);
+        // `graph.call` nodes may reach outside the folder now.
+        let catalog = self.catalog.clone();
+        self.document.reload(&doc, catalog.as_ref());
+    }
+
+    /// Runs get the stored credentials only when the open graph is trusted.
+    fn secrets_follow_trust(&mut self) {
+        let secrets: Arc<dyn agentloom_core::SecretSource> =
+            match (&self.untrusted, self.credentials.store()) {
+                (Some(untrusted), _) => {
+                    Arc::new(crate::trust::UntrustedSecrets::new(&untrusted.file))
+                }
+                (None, Some(store)) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
+                (None, None) => Arc::new(agentloom_engine::EnvSecrets),
+            };
+        self.executor = self.executor.clone().with_secrets(secrets);
     }
 
     /// Makes the catalog resolve `graph.call` paths against `path`, the file of `doc`.
@@ -1508,6 +1582,8 @@ impl App {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
         self.graph_file = graph_file.map(Path::to_path_buf);
+        self.untrusted = trust_banner::Untrusted::of(self.trust_store.as_ref(), doc, graph_file);
+        self.secrets_follow_trust();
         self.connect_mcp(doc);
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
         self.drag_snapshot = None;
@@ -1528,8 +1604,14 @@ impl App {
         match save_graph(&doc, path) {
             Ok(()) => {
                 self.document.mark_saved(path.to_owned());
+                // Saved by its user: trusted as it is now.
+                let was_untrusted = self.trust_file(path);
+                let moved = self.follow_graph_file(&doc, Some(path));
+                if was_untrusted && !moved {
+                    self.connect_mcp(&doc);
+                }
                 // `graph.call` paths are relative to the file now: their ports follow it.
-                if self.follow_graph_file(&doc, Some(path)) {
+                if moved || was_untrusted {
                     let catalog = self.catalog.clone();
                     for node in self.document.snarl.nodes_mut() {
                         node.refresh_ports(catalog.as_ref());
@@ -1834,6 +1916,12 @@ impl App {
             Command::OpenCredentials => self.credentials.show_window(),
             Command::OpenMcpServers => self.mcp_window.open = true,
             Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
+            Command::TrustAndConnect => self.trust_and_connect(),
+            Command::KeepOffline => {
+                if let Some(untrusted) = &mut self.untrusted {
+                    untrusted.offline = true;
+                }
+            }
             // The same close request as the window's close button: the prompt catches it.
             Command::Quit => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
             Command::Notify(text) => self.notice = Some(text),

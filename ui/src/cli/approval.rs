@@ -200,6 +200,7 @@ fn decide_and_resume(
             concurrency: None,
             run_id: Some(run_id),
             seed: Some(seed),
+            secrets: crate::headless::default_secrets(),
         },
     )
 }

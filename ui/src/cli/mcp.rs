@@ -31,6 +31,9 @@ pub struct McpArgs {
     /// The run log database (default: the per-user data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
+    /// Trust the graph files without asking (see `agentloom trust`).
+    #[arg(long)]
+    pub trust: bool,
 }
 
 pub fn mcp_command(args: McpArgs) -> anyhow::Result<i32> {
@@ -38,7 +41,7 @@ pub fn mcp_command(args: McpArgs) -> anyhow::Result<i32> {
     let mut tools = Vec::new();
     let mut invalid = false;
     for path in &args.graphs {
-        match GraphRunner::load(path, Some(store.clone())) {
+        match GraphRunner::load(path, Some(store.clone()), args.trust) {
             Ok(runner) => tools.push(Arc::new(runner)),
             Err(problems) => {
                 invalid = true;

@@ -21,6 +21,7 @@ mod progress;
 pub(crate) mod recording;
 mod serve;
 mod terminal_approver;
+mod trust;
 
 /// Writing to stdout failed. When the reader went away (a closed pipe), the process ends
 /// quietly, as other Unix tools do.
@@ -129,6 +130,9 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Serve graphs as MCP tools over stdio (one tool per graph file).
     Mcp(mcp::McpArgs),
+    /// Trust a graph file as it is now: let it start its MCP servers, use credentials and
+    /// call graph files outside its folder. Any change to it (or to a file it calls) undoes it.
+    Trust(trust::TrustArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,6 +172,9 @@ pub struct RunArgs {
         conflicts_with = "no_log"
     )]
     pub reuse: Option<String>,
+    /// Trust the graph file for this run without asking (see `agentloom trust`).
+    #[arg(long)]
+    pub trust: bool,
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -196,6 +203,7 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Agent(args) => agent::agent_command(args),
         Command::Serve(args) => serve::serve_command(args),
         Command::Mcp(args) => mcp::mcp_command(args),
+        Command::Trust(args) => trust::trust_command(args),
         Command::Schema => {
             out!(
                 "{}",
@@ -217,16 +225,19 @@ pub(crate) fn format_problem(path: &Path, problem: &Problem) -> String {
 }
 
 fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
-    let mut registry = Registry::builtin();
     let (ok, problems): (bool, Vec<serde_json::Value>) = match load_graph(path) {
         Err(message) => (false, vec![json!({"kind": "load", "message": message})]),
         Ok(doc) => {
-            // MCP servers are started to learn their tools; one that cannot start is a problem.
-            let secrets = crate::headless::default_secrets();
-            agentloom_blocks::graph_call::for_graph_file(&mut registry, Some(path));
-            let mut problems =
-                agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets.as_ref());
-            if let Err(more) = validate(&doc, &registry) {
+            // MCP servers of a trusted file are started to learn their tools; one that
+            // cannot start is a problem. An untrusted file's are not started at all.
+            let trusted = crate::trust::is_trusted(path);
+            let secrets = crate::headless::secrets_for(path, trusted);
+            let (registry, mut problems) =
+                crate::trust::catalog_for(&doc, Some(path), trusted, secrets.as_ref());
+            if let Err(mut more) = validate(&doc, &registry) {
+                if !trusted {
+                    crate::trust::drop_offline_tool_nodes(&mut more, &doc);
+                }
                 problems.extend(more);
             }
             if !json {
@@ -267,8 +278,11 @@ fn blocks_command(json: bool, graph: Option<&Path>) -> anyhow::Result<i32> {
                 return Ok(EXIT_INVALID);
             }
         };
-        let secrets = crate::headless::default_secrets();
-        let problems = agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets.as_ref());
+        let trusted = crate::trust::is_trusted(path);
+        let secrets = crate::headless::secrets_for(path, trusted);
+        let problems;
+        (registry, problems) =
+            crate::trust::catalog_for(&doc, Some(path), trusted, secrets.as_ref());
         if !problems.is_empty() {
             for p in &problems {
                 eprintln!("{}", format_problem(path, p));
@@ -500,16 +514,20 @@ pub(crate) fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), 
 }
 
 fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
-    let secrets = crate::headless::default_secrets();
-    let (registry, graph) = match crate::headless::load_with_tools(&args.graph, secrets.as_ref()) {
-        Ok(loaded) => loaded,
-        Err(problems) => {
-            for p in &problems {
-                eprintln!("{}", Escaped(p));
-            }
-            return Ok(EXIT_INVALID);
-        }
+    let Some(trusted) = trust::trust_for_run(&args.graph, args.trust) else {
+        return Ok(EXIT_INVALID);
     };
+    let secrets = crate::headless::secrets_for(&args.graph, trusted);
+    let (registry, graph) =
+        match crate::headless::load_with_tools(&args.graph, secrets.as_ref(), trusted) {
+            Ok(loaded) => loaded,
+            Err(problems) => {
+                for p in &problems {
+                    eprintln!("{}", Escaped(p));
+                }
+                return Ok(EXIT_INVALID);
+            }
+        };
     let inputs = match parse_inputs(&args.inputs)
         .and_then(|inputs| check_inputs(&graph, &inputs).map(|()| inputs))
     {
@@ -550,6 +568,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             concurrency: args.concurrency,
             run_id: None,
             seed,
+            secrets,
         },
     )
 }
@@ -566,6 +585,8 @@ struct Execution {
     /// Set when resuming a recorded run under its own id.
     run_id: Option<String>,
     seed: Option<RunSeed>,
+    /// The credentials the run may use (none for an untrusted file).
+    secrets: Arc<dyn agentloom_core::SecretSource>,
 }
 
 /// Runs a validated graph headless: recorded, with progress on stderr and the result on
@@ -617,7 +638,7 @@ fn execute(
     let runtime = async_runtime()?;
     let mut executor = Executor::new(registry)
         .with_workspace(run.workspace.clone())
-        .with_secrets(crate::headless::default_secrets());
+        .with_secrets(run.secrets.clone());
     // A person at a terminal is asked; otherwise the run pauses, stored in the run log.
     let ask = (std::io::stdin().is_terminal() && interactive && !run.json).then(|| {
         Arc::new(terminal_approver::TerminalApprover::new(Some(

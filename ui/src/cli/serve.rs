@@ -34,6 +34,9 @@ pub struct ServeArgs {
     /// The run log database (default: the per-user data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
+    /// Trust the graph file without asking (see `agentloom trust`).
+    #[arg(long)]
+    pub trust: bool,
 }
 
 pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
@@ -54,7 +57,7 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
         other => other.map(str::to_owned),
     };
     let store = open_run_log(args.db)?;
-    let runner = match GraphRunner::load(&args.graph, Some(store)) {
+    let runner = match GraphRunner::load(&args.graph, Some(store), args.trust) {
         Ok(runner) => Arc::new(runner),
         Err(problems) => {
             for problem in problems {

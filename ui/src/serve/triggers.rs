@@ -223,7 +223,7 @@ mod tests {
 
     fn schedule_with_ticks(ms: u64) -> (Ticks, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let runner = GraphRunner::load(&slow_graph(dir.path(), ms), None).unwrap();
+        let runner = GraphRunner::load(&slow_graph(dir.path(), ms), None, true).unwrap();
         let shutdown = CancellationToken::new();
         let state = Arc::new(TriggerState {
             runner: Arc::new(runner),
