@@ -2,15 +2,12 @@
 
 use std::sync::Arc;
 
+use crate::Registry;
+use crate::confined::{self, OverCap};
 use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
     NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
-use tokio::io::AsyncWriteExt as _;
-
-use crate::Registry;
-use crate::workspace_open::{self, Access};
-use crate::workspace_path::{self, WorkspacePath, io_reason};
 
 const READ_MODES: [&str; 3] = ["text", "bytes", "json"];
 /// file.read refuses larger files unless `max_bytes` says otherwise.
@@ -142,85 +139,34 @@ impl NodeImpl for FileReadNode {
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let relative = take_path(self.path.as_ref(), &mut inputs)?;
         let workspace = ctx.workspace();
-        let target = workspace_path::for_read(workspace, &relative)?;
-        let (checked, max_bytes) = (target.clone(), self.max_bytes);
-        let read = tokio::task::spawn_blocking(move || read_capped(&checked, max_bytes));
-        let bytes = match read.await {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(ReadFailure::Refused(err))) => return Err(err),
-            Ok(Err(ReadFailure::Io(e))) => {
-                return Err(BlockError::permanent(format!(
-                    "cannot read `{}`: {} (workspace: {})",
-                    target.relative,
-                    io_reason(&e),
-                    workspace.display()
-                )));
-            }
-            Err(join) => {
-                return Err(BlockError::permanent(format!(
-                    "reading `{}` failed: {join}",
-                    target.relative
-                )));
-            }
-        };
+        let max_bytes = self.max_bytes;
+        let read = confined::read(workspace, &relative, max_bytes, OverCap::Refuse)
+            .await
+            .map_err(|e| {
+                BlockError::permanent(e.describe(
+                    workspace,
+                    &format!(
+                        "file.read's max_bytes of {max_bytes}; raise max_bytes if this is expected"
+                    ),
+                ))
+            })?;
+        let (shown, bytes) = (read.relative, read.bytes);
         let content = match self.mode {
             Mode::Bytes => Value::Bytes(bytes),
             Mode::Text => Value::Text(String::from_utf8(bytes).map_err(|_| {
                 BlockError::permanent(format!(
-                    "`{}` is not UTF-8 text; read it in bytes mode instead",
-                    target.relative
+                    "`{shown}` is not UTF-8 text; read it in bytes mode instead"
                 ))
             })?),
             Mode::Json => {
                 let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-                    BlockError::permanent(format!("`{}` is not valid JSON: {e}", target.relative))
+                    BlockError::permanent(format!("`{shown}` is not valid JSON: {e}"))
                 })?;
                 Value::from_json(json)
             }
         };
         Ok(agentloom_core::outputs([("content", content)]))
     }
-}
-
-enum ReadFailure {
-    Refused(BlockError),
-    Io(std::io::Error),
-}
-
-impl From<std::io::Error> for ReadFailure {
-    fn from(err: std::io::Error) -> Self {
-        ReadFailure::Io(err)
-    }
-}
-
-/// Reads a regular file of at most `max_bytes`. Opening does not block (a FIFO with no
-/// writer would wait forever), and anything but a regular file is refused before reading.
-fn read_capped(target: &WorkspacePath, max_bytes: u64) -> Result<Vec<u8>, ReadFailure> {
-    use std::io::Read as _;
-    let shown = &target.relative;
-    let file = workspace_open::open(target, Access::Read)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(ReadFailure::Refused(BlockError::permanent(format!(
-            "cannot read `{shown}`: it is not a regular file (a pipe, socket or device); file.read reads regular files only"
-        ))));
-    }
-    let too_big = |size: u64| {
-        ReadFailure::Refused(BlockError::permanent(format!(
-            "cannot read `{shown}`: it is {size} bytes, more than file.read's max_bytes of {max_bytes}; raise max_bytes if this is expected"
-        )))
-    };
-    if meta.len() > max_bytes {
-        return Err(too_big(meta.len()));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    // The file may grow while it is read: never read past the cap.
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(too_big(bytes.len() as u64));
-    }
-    Ok(bytes)
 }
 
 struct FileWrite {
@@ -322,31 +268,8 @@ impl NodeImpl for FileWriteNode {
         let relative = take_path(self.path.as_ref(), &mut inputs)?;
         let content = inputs.take_value("content")?;
         let bytes = self.encode(content)?;
-        let workspace = ctx.workspace();
-        let target = workspace_path::for_write(workspace, &relative)?;
-        let fail = |e: std::io::Error| {
-            BlockError::permanent(format!(
-                "cannot write `{}`: {} (workspace: {})",
-                target.relative,
-                io_reason(&e),
-                workspace.display()
-            ))
-        };
-        let checked = target.clone();
-        let access = Access::Write {
-            append: self.append,
-        };
-        let file = tokio::task::spawn_blocking(move || workspace_open::open(&checked, access))
-            .await
-            .map_err(|join| fail(std::io::Error::other(join.to_string())))?
-            .map_err(fail)?;
-        let mut file = tokio::fs::File::from_std(file);
-        file.write_all(&bytes).await.map_err(fail)?;
-        file.flush().await.map_err(fail)?;
-        Ok(agentloom_core::outputs([(
-            "path",
-            Value::Text(target.relative.clone()),
-        )]))
+        let written = confined::write(ctx.workspace(), &relative, bytes, self.append).await?;
+        Ok(agentloom_core::outputs([("path", Value::Text(written))]))
     }
 }
 
@@ -385,37 +308,15 @@ mod tests {
         assert_eq!(out["content"].to_text().len(), 2000);
     }
 
-    /// Swaps `ws/sub` between a real directory and a link to `outside` (an atomic exchange,
-    /// so `sub` always exists), until stopped.
-    #[cfg(target_os = "linux")]
-    fn flipper(
-        ws: &std::path::Path,
-        outside: &std::path::Path,
-    ) -> (
-        Arc<std::sync::atomic::AtomicBool>,
-        std::thread::JoinHandle<()>,
-    ) {
-        use rustix::fs::{CWD, RenameFlags, renameat_with};
-        std::fs::create_dir(ws.join("sub")).unwrap();
-        std::fs::write(ws.join("sub/f.txt"), "inside").unwrap();
-        std::os::unix::fs::symlink(outside, ws.join("parked")).unwrap();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (sub, parked, flag) = (ws.join("sub"), ws.join("parked"), stop.clone());
-        let handle = std::thread::spawn(move || {
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                renameat_with(CWD, &sub, CWD, &parked, RenameFlags::EXCHANGE).unwrap();
-            }
-        });
-        (stop, handle)
-    }
-
     #[cfg(target_os = "linux")]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_directory_swapped_for_a_link_mid_read_or_write_never_leads_outside() {
         let ws = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("f.txt"), "SECRET").unwrap();
-        let (stop, handle) = flipper(ws.path(), outside.path());
+        std::fs::create_dir(ws.path().join("sub")).unwrap();
+        std::fs::write(ws.path().join("sub/f.txt"), "inside").unwrap();
+        let flipper = crate::testing::Flipper::start(&ws.path().join("sub"), outside.path());
         let ctx = TestCtx::new().with_workspace(ws.path());
         let (mut reads, mut writes) = (0, 0);
         for i in 0..1500 {
@@ -443,8 +344,7 @@ mod tests {
             }
             assert!(!outside.path().join("w.txt").exists(), "write {i} escaped");
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        handle.join().unwrap();
+        drop(flipper);
         // The race was really run: some attempts got through while `sub` was the real one.
         assert!(reads > 0 && writes > 0, "reads {reads}, writes {writes}");
     }

@@ -76,6 +76,11 @@ impl HttpRequest {
                 ConfigField::integer("max_response_bytes", "Max response size (bytes)", Some(1), None)
                     .default_value(serde_json::json!(DEFAULT_MAX_RESPONSE_BYTES))
                     .help("Fail when the response body is larger than this."),
+            )
+            .field(
+                ConfigField::boolean("allow_private_network", "Allow private network")
+                    .default_value(serde_json::json!(false))
+                    .help("Let the request reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it."),
             ),
         }
     }
@@ -109,6 +114,7 @@ impl Block for HttpRequest {
         if max_response_bytes == 0 {
             return Err(ConfigError::new("max_response_bytes", "must be at least 1"));
         }
+        let reach = net::Reach::allowing_private(reader.bool_or("allow_private_network", false)?);
         let mut inputs = Vec::new();
         if url.is_none() {
             inputs.push(PortSpec::new("url", ValueType::Text).describe("The URL to request."));
@@ -137,6 +143,7 @@ impl Block for HttpRequest {
             query,
             timeout: Duration::from_millis(timeout_ms),
             max_response_bytes,
+            reach,
             ports,
         }))
     }
@@ -342,6 +349,8 @@ struct HttpNode {
     query: Vec<(String, String)>,
     timeout: Duration,
     max_response_bytes: u64,
+    /// Whether local addresses may be reached.
+    reach: net::Reach,
     ports: Ports,
 }
 
@@ -361,7 +370,7 @@ impl HttpNode {
         secret: Option<&Secret>,
     ) -> Result<Response, BlockError> {
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
-        let mut request = net::client()?
+        let mut request = net::client_for(self.reach)?
             .request(self.method.clone(), url)
             .headers(self.headers.clone())
             .timeout(self.timeout);
@@ -395,7 +404,8 @@ impl HttpNode {
         }
         tracing::debug!(method = %self.method, "sending HTTP request");
         // Holds the host's request slot until the body is read.
-        let mut sent = net::send(ctx, request, |e| self.request_error(&shown, e)).await?;
+        let mut sent =
+            net::send_within(ctx, self.reach, request, |e| self.request_error(&shown, e)).await?;
         let response = &mut sent.response;
         let cap = self.max_response_bytes;
         let too_big = || {
@@ -432,6 +442,9 @@ impl HttpNode {
                 "{shown} timed out after {} ms",
                 self.timeout.as_millis()
             ));
+        }
+        if let Some(refused) = net::local_address_refused(&err) {
+            return BlockError::permanent(format!("{shown} was refused: {refused}"));
         }
         let err = err.without_url();
         if err.is_builder() {
@@ -627,7 +640,7 @@ mod tests {
             ),
         ];
         for (style, (authorization, api_key, query)) in cases {
-            let mut config = json!({"url": format!("{base}/inspect"), "credential": "svc"});
+            let mut config = json!({"allow_private_network": true, "url": format!("{base}/inspect"), "credential": "svc"});
             config
                 .as_object_mut()
                 .unwrap()
@@ -643,7 +656,7 @@ mod tests {
         // A missing credential names the environment variable to set.
         let err = run_block(
             "http.request",
-            json!({"url": format!("{base}/inspect"), "credential": "svc"}),
+            json!({"allow_private_network": true, "url": format!("{base}/inspect"), "credential": "svc"}),
             ValueMap::new(),
         )
         .await
@@ -664,11 +677,87 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn local_addresses_are_refused_unless_the_graph_allows_them() {
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = Router::new().route(
+            "/admin",
+            any(move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { "admin page" }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        // The same loopback server under other spellings: a short IPv4 form, an IPv4-mapped
+        // IPv6 address, a name that resolves to it.
+        for (url, shown) in [
+            (format!("http://127.1:{port}/admin"), "127.0.0.1"),
+            (
+                format!("http://[::ffff:127.0.0.1]:{port}/admin"),
+                "127.0.0.1",
+            ),
+            (
+                format!("http://localhost:{port}/admin"),
+                "is a loopback address",
+            ),
+        ] {
+            let err = run_block(
+                "http.request",
+                json!({"url": url, "method": "POST"}),
+                ValueMap::new(),
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(err.class, ErrorClass::Permanent, "{url}: {}", err.message);
+            assert!(
+                err.message.contains(shown)
+                    && err.message.contains("is a loopback address")
+                    && err.message.contains("allow_private_network: true"),
+                "{url}: {}",
+                err.message
+            );
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let out = run_block(
+            "http.request",
+            json!({"url": format!("http://localhost:{port}/admin"), "allow_private_network": true}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.get("body"), Some(&Value::from("admin page")));
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn local_address_kinds() {
+        for (ip, kind) in [
+            ("127.0.0.1", Some("a loopback")),
+            ("::1", Some("a loopback")),
+            ("::ffff:127.0.0.1", Some("a loopback")),
+            ("10.1.2.3", Some("a private")),
+            ("172.16.0.1", Some("a private")),
+            ("192.168.1.1", Some("a private")),
+            ("169.254.169.254", Some("a link-local")),
+            ("fe80::1", Some("a link-local")),
+            ("fd00::1", Some("a private (unique local)")),
+            ("0.0.0.0", Some("an unspecified")),
+            ("100.64.0.1", Some("a shared (carrier-grade NAT)")),
+            ("93.184.216.34", None),
+            ("2606:4700::1111", None),
+        ] {
+            assert_eq!(net::local_kind(ip.parse().unwrap()), kind, "{ip}");
+        }
+    }
+
+    #[tokio::test]
     async fn get_json() {
         let base = server().await;
         let out = run_block(
             "http.request",
-            json!({"url": format!("{base}/json")}),
+            json!({"allow_private_network": true, "url": format!("{base}/json")}),
             ValueMap::new(),
         )
         .await
@@ -690,7 +779,7 @@ mod tests {
         // A body that is not JSON gives null.
         let out = run_block(
             "http.request",
-            json!({"url": format!("{base}/text")}),
+            json!({"allow_private_network": true, "url": format!("{base}/text")}),
             ValueMap::new(),
         )
         .await
@@ -702,7 +791,8 @@ mod tests {
     #[tokio::test]
     async fn post_sends_text_as_is_and_other_values_as_json() {
         let base = server().await;
-        let config = json!({"method": "POST", "url": format!("{base}/echo")});
+        let config =
+            json!({"method": "POST", "allow_private_network": true, "url": format!("{base}/echo")});
         let out = run_block(
             "http.request",
             config.clone(),
@@ -744,7 +834,7 @@ mod tests {
         assert_eq!(names, vec!["url", "body"]);
         let out = run_block(
             "http.request",
-            json!({"method": "PUT"}),
+            json!({"method": "PUT", "allow_private_network": true}),
             inputs([("url", Value::from(format!("{base}/echo")))]),
         )
         .await
@@ -774,7 +864,7 @@ mod tests {
         let out = run_block(
             "http.request",
             json!({
-                "url": format!("{base}/inspect?fixed=1"),
+                "allow_private_network": true, "url": format!("{base}/inspect?fixed=1"),
                 "query": {"q": "rust lang", "tag": ["a", "b"], "n": 3},
                 "headers": {"X-Test": "yes"}
             }),
@@ -807,7 +897,7 @@ mod tests {
         let base = server().await;
         let err = run_block(
             "http.request",
-            json!({"url": format!("{base}/status/404?token=abc")}),
+            json!({"allow_private_network": true, "url": format!("{base}/status/404?token=abc")}),
             ValueMap::new(),
         )
         .await
@@ -829,7 +919,7 @@ mod tests {
         let base = server().await;
         let err = run_block(
             "http.request",
-            json!({"url": format!("{base}/status/503")}),
+            json!({"allow_private_network": true, "url": format!("{base}/status/503")}),
             ValueMap::new(),
         )
         .await
@@ -843,7 +933,7 @@ mod tests {
         );
         let err = run_block(
             "http.request",
-            json!({"url": format!("{base}/status/429")}),
+            json!({"allow_private_network": true, "url": format!("{base}/status/429")}),
             ValueMap::new(),
         )
         .await
@@ -859,7 +949,7 @@ mod tests {
         for path in ["big", "streamed"] {
             let err = run_block(
                 "http.request",
-                json!({"url": format!("{base}/{path}"), "max_response_bytes": 1000}),
+                json!({"allow_private_network": true, "url": format!("{base}/{path}"), "max_response_bytes": 1000}),
                 ValueMap::new(),
             )
             .await
@@ -874,7 +964,7 @@ mod tests {
         }
         let out = run_block(
             "http.request",
-            json!({"url": format!("{base}/streamed"), "max_response_bytes": 5000}),
+            json!({"allow_private_network": true, "url": format!("{base}/streamed"), "max_response_bytes": 5000}),
             ValueMap::new(),
         )
         .await
@@ -891,7 +981,7 @@ mod tests {
         let started = std::time::Instant::now();
         let err = run_block(
             "http.request",
-            json!({"url": format!("{base}/slow"), "timeout_ms": 200}),
+            json!({"allow_private_network": true, "url": format!("{base}/slow"), "timeout_ms": 200}),
             ValueMap::new(),
         )
         .await
@@ -916,7 +1006,7 @@ mod tests {
         let err = run_block_with(
             &ctx,
             "http.request",
-            json!({"url": format!("{base}/slow")}),
+            json!({"allow_private_network": true, "url": format!("{base}/slow")}),
             ValueMap::new(),
         )
         .await

@@ -29,6 +29,7 @@
 
 mod agent;
 mod branch;
+pub mod confined;
 mod constant;
 mod delay;
 mod file;

@@ -3,6 +3,12 @@
 //! per-host request slots, and how long to wait before trying a request again.
 //!
 //! Blocks set timeouts per request: the client only bounds connecting.
+//!
+//! URLs that data chooses (`http.request`, the agent's `http_get`) go through the public
+//! client ([`Reach::Public`]): it refuses a connection whose peer is a loopback, private,
+//! link-local or otherwise local address, checked on the address actually connected (after
+//! DNS, on every redirect hop), unless the graph allows the private network. Configured
+//! endpoints (LLM providers, MCP servers, services) may be local and use the open client.
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,16 +37,182 @@ fn shared(
     cell: &'static OnceLock<Result<reqwest::Client, String>>,
     redirects: reqwest::redirect::Policy,
 ) -> Result<&'static reqwest::Client, BlockError> {
-    cell.get_or_init(|| {
+    built(cell, || {
         reqwest::Client::builder()
             .user_agent(USER_AGENT)
             .connect_timeout(CONNECT_TIMEOUT)
             .redirect(redirects)
-            .build()
-            .map_err(|e| error_chain(&e))
     })
-    .as_ref()
-    .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
+}
+
+fn built(
+    cell: &'static OnceLock<Result<reqwest::Client, String>>,
+    builder: impl FnOnce() -> reqwest::ClientBuilder,
+) -> Result<&'static reqwest::Client, BlockError> {
+    cell.get_or_init(|| builder().build().map_err(|e| error_chain(&e)))
+        .as_ref()
+        .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
+}
+
+/// Which addresses a request may connect to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Public addresses only.
+    Public,
+    /// Any address, the machine's own and the local network's included.
+    Any,
+}
+
+impl Reach {
+    /// `Any` when the graph allows the private network, else `Public`.
+    pub(crate) fn allowing_private(allow_private_network: bool) -> Reach {
+        if allow_private_network {
+            Reach::Any
+        } else {
+            Reach::Public
+        }
+    }
+}
+
+/// The shared client for `reach`: the open one, or the same set-up that refuses to connect
+/// to a local address.
+pub(crate) fn client_for(reach: Reach) -> Result<&'static reqwest::Client, BlockError> {
+    static PUBLIC: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    match reach {
+        Reach::Any => client(),
+        Reach::Public => built(&PUBLIC, || {
+            reqwest::Client::builder()
+                .user_agent(USER_AGENT)
+                .connect_timeout(CONNECT_TIMEOUT)
+                .connector_layer(PublicOnlyLayer)
+        }),
+    }
+}
+
+/// Why a connection was refused: its peer is a local address.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{address} is {kind} address, which a graph may reach only with allow_private_network: true"
+)]
+pub(crate) struct LocalAddressRefused {
+    pub address: std::net::IpAddr,
+    pub kind: &'static str,
+}
+
+/// The refusal in `err`'s causes, if a local address was why it failed.
+pub(crate) fn local_address_refused<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a LocalAddressRefused> {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if let Some(refused) = err.downcast_ref::<LocalAddressRefused>() {
+            return Some(refused);
+        }
+        cause = err.source();
+    }
+    None
+}
+
+/// What kind of local address `ip` is, or `None` for a public one.
+pub(crate) fn local_kind(ip: std::net::IpAddr) -> Option<&'static str> {
+    use std::net::IpAddr;
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            if v4.is_loopback() {
+                Some("a loopback")
+            } else if v4.is_private() {
+                Some("a private")
+            } else if v4.is_link_local() {
+                Some("a link-local")
+            } else if v4.is_unspecified() || a == 0 {
+                Some("an unspecified")
+            } else if a == 100 && (64..128).contains(&b) {
+                Some("a shared (carrier-grade NAT)")
+            } else if v4.is_broadcast() || v4.is_multicast() {
+                Some("a broadcast or multicast")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            if v6.is_loopback() {
+                Some("a loopback")
+            } else if v6.is_unspecified() {
+                Some("an unspecified")
+            } else if first & 0xfe00 == 0xfc00 {
+                Some("a private (unique local)")
+            } else if first & 0xffc0 == 0xfe80 {
+                Some("a link-local")
+            } else if v6.is_multicast() {
+                Some("a multicast")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Wraps the client's connector: a connection whose peer is a local address is closed and
+/// the request fails with [`LocalAddressRefused`] before anything is sent on it.
+#[derive(Clone, Copy)]
+struct PublicOnlyLayer;
+
+impl<S> tower_layer::Layer<S> for PublicOnlyLayer {
+    type Service = PublicOnly<S>;
+
+    fn layer(&self, inner: S) -> PublicOnly<S> {
+        PublicOnly(inner)
+    }
+}
+
+#[derive(Clone)]
+struct PublicOnly<S>(S);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<S, Request> tower_service::Service<Request> for PublicOnly<S>
+where
+    S: tower_service::Service<Request, Error = BoxError>,
+    S::Response: hyper_util::client::legacy::connect::Connection,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let connecting = self.0.call(request);
+        Box::pin(async move {
+            use hyper_util::client::legacy::connect::Connection as _;
+            let connection = connecting.await?;
+            let mut extras = http::Extensions::new();
+            connection.connected().get_extras(&mut extras);
+            let Some(info) = extras.get::<hyper_util::client::legacy::connect::HttpInfo>() else {
+                return Err(
+                    "the address connected to is not known, so it cannot be checked".into(),
+                );
+            };
+            let address = info.remote_addr().ip();
+            match local_kind(address) {
+                Some(kind) => Err(Box::new(LocalAddressRefused { address, kind }) as BoxError),
+                None => Ok(connection),
+            }
+        })
+    }
 }
 
 /// Waits for a slot to send a request to `url`'s host: the run's `requests_per_host`
@@ -65,6 +237,16 @@ pub(crate) async fn send(
     request: reqwest::RequestBuilder,
     failed: impl FnOnce(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
+    send_within(ctx, Reach::Any, request, failed).await
+}
+
+/// [`send`] on the client for `reach`.
+pub(crate) async fn send_within(
+    ctx: &dyn RunCtx,
+    reach: Reach,
+    request: reqwest::RequestBuilder,
+    failed: impl FnOnce(reqwest::Error) -> BlockError,
+) -> Result<Sent, BlockError> {
     let request = match request.build() {
         Ok(request) => request,
         Err(err) => return Err(failed(err)),
@@ -72,7 +254,7 @@ pub(crate) async fn send(
     let slot = request_slot(ctx, request.url().as_str()).await?;
     let response = tokio::select! {
         () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-        response = client()?.execute(request) => response.map_err(failed)?,
+        response = client_for(reach)?.execute(request) => response.map_err(failed)?,
     };
     Ok(Sent {
         response,

@@ -383,6 +383,62 @@ pub fn inputs<const N: usize>(pairs: [(&str, Value); N]) -> ValueMap {
     agentloom_core::outputs(pairs)
 }
 
+/// Swaps a directory with a symbolic link to a directory outside, over and over (an atomic
+/// exchange, so the name always exists), until dropped: races a confined file operation
+/// against a directory turned into a link between its check and its open.
+#[cfg(target_os = "linux")]
+pub struct Flipper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Flipper {
+    /// Starts swapping `dir` (an existing directory) with a link to `outside`; the link is
+    /// parked next to `dir` as `{dir}.parked` while `dir` is the real one.
+    ///
+    /// # Panics
+    /// When the link cannot be made.
+    #[allow(clippy::missing_panics_doc, reason = "a test helper")]
+    pub fn start(dir: &Path, outside: &Path) -> Flipper {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        let mut parked = dir.as_os_str().to_owned();
+        parked.push(".parked");
+        let parked = PathBuf::from(parked);
+        #[allow(clippy::unwrap_used, reason = "a test helper")]
+        std::os::unix::fs::symlink(outside, &parked).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (dir, flag) = (dir.to_owned(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if renameat_with(CWD, &dir, CWD, &parked, RenameFlags::EXCHANGE).is_ok() {
+                    swaps += 1;
+                }
+                // A pause while the directory is the real one, so that some operations get
+                // through however busy the machine is and the race is really run.
+                if swaps.is_multiple_of(16) {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            }
+        });
+        Flipper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Flipper {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,9 @@
 //! of leading outside the workspace.
 
 use std::fs::File;
+use std::path::Path;
 
+use crate::confined::{Entry, EntryKind};
 use crate::workspace_path::WorkspacePath;
 
 /// How a file block opens its file.
@@ -48,26 +50,139 @@ pub(crate) fn open(target: &WorkspacePath, access: Access) -> std::io::Result<Fi
     options.open(&target.full)
 }
 
+/// The entries of a checked folder, read from the folder opened as [`open`] does; an entry's
+/// kind is its own (a link is never followed).
+pub(crate) fn list_dir(target: &WorkspacePath) -> std::io::Result<Vec<Entry>> {
+    #[cfg(target_os = "linux")]
+    {
+        match beneath::list_dir(target) {
+            Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => {}
+            result => return result,
+        }
+    }
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(&target.full)? {
+        let entry = entry?;
+        let kind = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => EntryKind::Dir,
+            Ok(kind) if kind.is_file() => EntryKind::File,
+            _ => EntryKind::Other,
+        };
+        entries.push(Entry {
+            name: entry.file_name().to_string_lossy().into_owned(),
+            kind,
+        });
+    }
+    Ok(entries)
+}
+
+/// Makes folder `name` in the checked folder `parent` (the workspace root when `parent` is
+/// the root), reaching `parent` as [`open`] does: a link swapped in for it fails the call
+/// instead of making the folder elsewhere.
+pub(crate) fn create_dir(root: &Path, parent: &Path, name: &str) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        match beneath::create_dir(root, parent, name) {
+            Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => {}
+            result => return result,
+        }
+    }
+    let _ = root;
+    std::fs::create_dir(parent.join(name))
+}
+
 #[cfg(target_os = "linux")]
 mod beneath {
     use std::fs::File;
 
+    use std::os::fd::OwnedFd;
+    use std::path::Path;
+
     use rustix::fs::{Mode, OFlags, ResolveFlags};
 
-    use super::{Access, WorkspacePath};
+    use super::{Access, Entry, EntryKind, WorkspacePath};
 
-    pub(super) fn open(target: &WorkspacePath, access: Access) -> std::io::Result<File> {
-        let inside = target.full.strip_prefix(&target.root).map_err(|_| {
+    const NO_LINKS: ResolveFlags = ResolveFlags::BENEATH
+        .union(ResolveFlags::NO_SYMLINKS)
+        .union(ResolveFlags::NO_MAGICLINKS);
+
+    /// `full` relative to `root`, which it must lie in.
+    fn inside<'a>(root: &Path, full: &'a Path) -> std::io::Result<&'a Path> {
+        full.strip_prefix(root).map_err(|_| {
             std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 "the path is not inside the workspace",
             )
-        })?;
-        let root = rustix::fs::open(
-            &target.root,
+        })
+    }
+
+    fn open_root(root: &Path) -> std::io::Result<OwnedFd> {
+        Ok(rustix::fs::open(
+            root,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
-        )?;
+        )?)
+    }
+
+    /// The folder `full` inside `root`, opened with no link followed.
+    fn open_dir(root: &Path, full: &Path) -> std::io::Result<OwnedFd> {
+        let inside = inside(root, full)?;
+        let root = open_root(root)?;
+        let path = if inside.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            inside
+        };
+        Ok(rustix::fs::openat2(
+            &root,
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            NO_LINKS,
+        )?)
+    }
+
+    pub(super) fn list_dir(target: &WorkspacePath) -> std::io::Result<Vec<Entry>> {
+        let dir = open_dir(&target.root, &target.full)?;
+        let mut entries = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == "." || name == ".." {
+                continue;
+            }
+            let mut kind = entry.file_type();
+            if kind == rustix::fs::FileType::Unknown {
+                // Some file systems leave the type out of the listing: ask without following.
+                kind = rustix::fs::statat(
+                    &dir,
+                    entry.file_name(),
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .map(|stat| rustix::fs::FileType::from_raw_mode(stat.st_mode))?;
+            }
+            let kind = match kind {
+                rustix::fs::FileType::Directory => EntryKind::Dir,
+                rustix::fs::FileType::RegularFile => EntryKind::File,
+                _ => EntryKind::Other,
+            };
+            entries.push(Entry { name, kind });
+        }
+        Ok(entries)
+    }
+
+    pub(super) fn create_dir(root: &Path, parent: &Path, name: &str) -> std::io::Result<()> {
+        let parent = open_dir(root, parent)?;
+        Ok(rustix::fs::mkdirat(
+            &parent,
+            name,
+            Mode::from_raw_mode(0o777),
+        )?)
+    }
+
+    pub(super) fn open(target: &WorkspacePath, access: Access) -> std::io::Result<File> {
+        let inside = inside(&target.root, &target.full)?;
+        let root = open_root(&target.root)?;
         let flags = OFlags::CLOEXEC
             | match access {
                 Access::Read => OFlags::RDONLY | OFlags::NONBLOCK,
@@ -83,7 +198,7 @@ mod beneath {
                 Access::Read => Mode::empty(),
                 Access::Write { .. } => Mode::from_raw_mode(0o666),
             },
-            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            NO_LINKS,
         )?;
         Ok(File::from(fd))
     }

@@ -69,7 +69,7 @@ pub(crate) fn for_write(workspace: &Path, relative: &str) -> Result<WorkspacePat
                 dir = resolved;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir(&next).map_err(|e| {
+                crate::workspace_open::create_dir(&root, &dir, part).map_err(|e| {
                     BlockError::permanent(format!(
                         "cannot create directory `{part}` for `{relative}`: {} (workspace: {})",
                         io_reason(&e),

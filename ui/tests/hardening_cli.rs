@@ -123,7 +123,7 @@ fn a_token_echoed_in_service_errors_reaches_no_output_and_no_run_log_file() {
                 {"id": "issues", "block": "github.list_issues",
                  "config": {"base_url": base, "credential": "gh", "repo": "acme/api"}},
                 {"id": "call", "block": "http.request",
-                 "config": {"url": format!("{base}/x"), "credential": "gh"}},
+                 "config": {"url": format!("{base}/x"), "credential": "gh", "allow_private_network": true}},
                 {"id": "caught", "block": "graph.output", "config": {"name": "caught"}},
                 {"id": "caught_issues", "block": "graph.output", "config": {"name": "caught_issues"}}
             ],

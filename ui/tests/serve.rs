@@ -528,3 +528,271 @@ fn find_report(reports: &Path) -> Option<Value> {
     let text = std::fs::read_to_string(found.last()?).ok()?;
     serde_json::from_str(&text).ok()
 }
+
+/// Sends `request` as it is on a new connection to 127.0.0.1:`port`; the status and body.
+fn raw_request(port: u16, request: &str) -> (u16, String) {
+    use std::io::Write as _;
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn serve_answers_only_requests_addressed_to_it_from_its_own_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
+    let mut server = Server::start(&graph, dir.path(), &["--webhook", "/hooks/hello"]);
+    let port = server.port;
+    let own = format!("127.0.0.1:{port}");
+    let post = |target: &str, headers: &str, body: &str| {
+        raw_request(
+            port,
+            &format!(
+                "POST {target} HTTP/1.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+    let input = r#"{"name": "Ada"}"#;
+
+    // A page of another site, after DNS rebinding: its Host is its own name.
+    let (status, body) = post(
+        "/ap/v1/agent/tasks",
+        "Host: rebind.evil.example\r\nContent-Type: application/json\r\n",
+        "{}",
+    );
+    assert_eq!(status, 421, "{body}");
+    assert!(body.contains(&own), "{body}");
+    // A browser's "simple request" from another site's page: text/plain, foreign Origin.
+    let (status, body) = post(
+        "/hooks/hello",
+        &format!("Host: {own}\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n"),
+        input,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("Origin"), "{body}");
+    // A proxy-style absolute target, and no Host at all.
+    let (status, body) = post(
+        "http://evil.example/ap/v1/agent/tasks",
+        &format!("Host: {own}\r\n"),
+        "{}",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("absolute-form"), "{body}");
+    let (status, _) = raw_request(
+        port,
+        "POST /ap/v1/agent/tasks HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}",
+    );
+    assert_eq!(status, 400);
+    assert!(
+        runs_in_log(dir.path()).is_empty(),
+        "a refused request ran the graph"
+    );
+    std::fs::create_dir_all(dir.path().join("tasks")).unwrap();
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tasks")).unwrap().count(),
+        0,
+        "a refused request created a task"
+    );
+
+    // Its own pages and clients without an Origin are answered, under each loopback name.
+    let (status, body) = post(
+        "/hooks/hello",
+        &format!("Host: {own}\r\nOrigin: http://{own}\r\nContent-Type: text/plain\r\n"),
+        input,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Hello, Ada!"), "{body}");
+    for host in [format!("localhost:{port}"), format!("[::1]:{port}")] {
+        let (status, body) = raw_request(
+            port,
+            &format!(
+                "GET /ap/v1/agent/tasks HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(status, 200, "{host}: {body}");
+    }
+    assert_eq!(server.interrupt(), 0, "{}", server.log());
+}
+
+#[tokio::test]
+async fn serve_with_a_token_answers_only_requests_that_carry_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
+    // Beyond loopback without a token: refused before listening.
+    let refused = Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .arg("serve")
+        .arg(&graph)
+        .args(["--host", "0.0.0.0", "--port", "0", "--db"])
+        .arg(dir.path().join("runs.sqlite3"))
+        .env_remove("AGENTLOOM_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--host 0.0.0.0") && stderr.contains("--token"),
+        "{stderr}"
+    );
+
+    let token = "serve-token-4d1f";
+    let server = Server::start(
+        &graph,
+        dir.path(),
+        &["--webhook", "/hooks/hello", "--token", token],
+    );
+    let http = reqwest::Client::new();
+    let tasks = server.url("/ap/v1/agent/tasks");
+    for (route, authorization) in [
+        (&tasks, None),
+        (&tasks, Some("Bearer wrong-token")),
+        (&tasks, Some(token)),
+    ] {
+        let mut request = http.get(route.as_str());
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        let answer = json_of(request.send().await.unwrap(), 401).await;
+        assert!(
+            error_of(&answer).contains("Authorization: Bearer"),
+            "{answer}"
+        );
+    }
+    let hook = json_of(
+        http.post(server.url("/hooks/hello"))
+            .json(&json!({"name": "Ada"}))
+            .send()
+            .await
+            .unwrap(),
+        401,
+    )
+    .await;
+    assert!(!hook.to_string().contains(token), "{hook}");
+    assert!(!server.log().contains(token), "{}", server.log());
+    let listed = json_of(
+        http.get(&tasks).bearer_auth(token).send().await.unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(listed["tasks"], json!([]));
+    let answer = json_of(
+        http.post(server.url("/hooks/hello"))
+            .bearer_auth(token)
+            .json(&json!({"name": "Ada"}))
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(answer, json!({"greeting": "Hello, Ada!"}));
+}
+
+/// Uploads `content` as `folder/name` to a task; the answer's status and JSON.
+async fn upload(
+    http: &reqwest::Client,
+    artifacts: &str,
+    folder: &str,
+    name: &str,
+    content: &str,
+) -> (u16, Value) {
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(content.as_bytes().to_vec()).file_name(name.to_owned()),
+        )
+        .text("relative_path", folder.to_owned());
+    let answer = http.post(artifacts).multipart(form).send().await.unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap_or(Value::Null))
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_never_go_through_a_link_in_the_task_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("f.txt"), "SECRET").unwrap();
+    let graph =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
+    let server = Server::start(&graph, dir.path(), &[]);
+    let http = reqwest::Client::new();
+    let task = json_of(
+        http.post(server.url("/ap/v1/agent/tasks"))
+            .json(&json!({"input": "Ada"}))
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let task_id = task["task_id"].as_str().unwrap();
+    let task_dir = dir.path().join("tasks").join(task_id);
+    let artifacts = server.url(&format!("/ap/v1/agent/tasks/{task_id}/artifacts"));
+
+    // A folder that is a link out of the task directory: no upload lands outside.
+    std::os::unix::fs::symlink(outside.path(), task_dir.join("link")).unwrap();
+    let (status, answer) = upload(&http, &artifacts, "link", "new.txt", "x").await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(error_of(&answer).contains("outside"), "{answer}");
+    assert!(!outside.path().join("new.txt").exists());
+    // A file swapped for a link after its upload is not downloaded.
+    let (status, uploaded) = upload(&http, &artifacts, "", "g.txt", "mine").await;
+    assert_eq!(status, 200, "{uploaded}");
+    std::fs::remove_file(task_dir.join("g.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("f.txt"), task_dir.join("g.txt")).unwrap();
+    let download = http
+        .get(format!(
+            "{artifacts}/{}",
+            uploaded["artifact_id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(download.status().as_u16(), 404);
+    assert!(!download.text().await.unwrap().contains("SECRET"));
+
+    // A folder flipping between itself and a link while artifacts go up and down.
+    let (status, uploaded) = upload(&http, &artifacts, "sub", "f.txt", "inside").await;
+    assert_eq!(status, 200, "{uploaded}");
+    let download = format!("{artifacts}/{}", uploaded["artifact_id"].as_str().unwrap());
+    let flipper = agentloom_blocks::testing::Flipper::start(&task_dir.join("sub"), outside.path());
+    let (mut downloads, mut uploads) = (0, 0);
+    for i in 0..300 {
+        let answer = http.get(&download).send().await.unwrap();
+        if answer.status().is_success() {
+            assert_eq!(
+                answer.text().await.unwrap(),
+                "inside",
+                "download {i} escaped"
+            );
+            downloads += 1;
+        }
+        if upload(&http, &artifacts, "sub", "w.txt", "x").await.0 == 200 {
+            uploads += 1;
+        }
+        assert!(!outside.path().join("w.txt").exists(), "upload {i} escaped");
+    }
+    drop(flipper);
+    assert!(
+        downloads > 0 && uploads > 0,
+        "downloads {downloads}, uploads {uploads}"
+    );
+}

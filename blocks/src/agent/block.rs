@@ -12,10 +12,10 @@ use agentloom_core::{
 
 use super::run_loop::{Agent, AgentState, Limits};
 use super::schema::{Builtin, Toolbox, wired_tools};
-use super::tools::find_program;
-use crate::Registry;
+use super::tools::{DEFAULT_HTTP_MAX_BYTES, HttpGetSettings, find_program};
 use crate::llm::common::{LlmSettings, Meter, connection_fields, tuning_fields};
 use crate::web_search::{SearchSettings, search_fields};
+use crate::{Registry, net};
 
 pub(crate) const DEFAULT_MAX_STEPS: u64 = 20;
 /// Tokens of transcript kept before old steps are summarised.
@@ -68,6 +68,16 @@ impl AgentBlock {
                 ConfigField::integer("context_budget", "Context budget (tokens)", Some(500), None)
                     .default_value(serde_json::json!(DEFAULT_CONTEXT_BUDGET))
                     .help("When the transcript sent to the model grows past this (estimated), the oldest steps are replaced by a short summary."),
+            )
+            .field(
+                ConfigField::boolean("allow_private_network", "http_get: allow private network")
+                    .default_value(serde_json::json!(false))
+                    .help("Let http_get reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it."),
+            )
+            .field(
+                ConfigField::integer("http_max_bytes", "http_get: max body (bytes)", Some(1), None)
+                    .default_value(serde_json::json!(DEFAULT_HTTP_MAX_BYTES))
+                    .help("http_get reads at most this much of a response body (10 MiB by default) and says when it cut the rest."),
             );
         let meta = search_fields(meta, "search_");
         let mut meta = tuning_fields(meta, false);
@@ -122,6 +132,12 @@ impl Block for AgentBlock {
                 .u64_or("context_budget", DEFAULT_CONTEXT_BUDGET)?
                 .max(500),
         };
+        let http_get = HttpGetSettings {
+            reach: net::Reach::allowing_private(reader.bool_or("allow_private_network", false)?),
+            max_bytes: reader
+                .u64_or("http_max_bytes", DEFAULT_HTTP_MAX_BYTES)?
+                .max(1),
+        };
         let mut inputs = vec![
             PortSpec::new("goal", ValueType::Text).describe("What the agent should achieve."),
             PortSpec::new("context", ValueType::Any)
@@ -158,6 +174,7 @@ impl Block for AgentBlock {
             search,
             limits,
             bwrap: find_program("bwrap"),
+            http_get,
             ports,
         }))
     }
@@ -170,6 +187,7 @@ struct AgentNode {
     search: Option<SearchSettings>,
     limits: Limits,
     bwrap: Option<PathBuf>,
+    http_get: HttpGetSettings,
     ports: Ports,
 }
 
@@ -212,6 +230,7 @@ impl NodeImpl for AgentNode {
             limits: self.limits,
             search: self.search.as_ref(),
             bwrap: self.bwrap.as_deref(),
+            http_get: self.http_get,
         };
         agent.run(state).await
     }

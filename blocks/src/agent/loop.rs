@@ -12,7 +12,7 @@ use agentloom_core::{
 use serde::{Deserialize, Serialize};
 
 use super::schema::{Builtin, ToolKind, Toolbox};
-use super::tools::{ToolEnv, run_builtin};
+use super::tools::{HttpGetSettings, ToolEnv, run_builtin};
 use crate::llm::common::{LlmSettings, Meter};
 use crate::llm::provider::{Endpoint, complete};
 use crate::llm::types::{ChatRequest, Message, Role, ToolCall};
@@ -123,6 +123,7 @@ pub(crate) struct Agent<'a> {
     pub limits: Limits,
     pub search: Option<&'a SearchSettings>,
     pub bwrap: Option<&'a Path>,
+    pub http_get: HttpGetSettings,
 }
 
 /// How a step ended.
@@ -396,6 +397,7 @@ impl Agent<'_> {
                     ctx: self.ctx,
                     search: self.search,
                     bwrap: self.bwrap,
+                    http_get: self.http_get,
                 };
                 match run_builtin(*builtin, arguments, &env).await {
                     Ok(done) => {

@@ -11,12 +11,15 @@ use agentloom_core::{BlockError, RunCtx, clip_chars};
 use tokio::io::AsyncWriteExt as _;
 
 use super::schema::Builtin;
+use crate::confined::{self, EntryKind, OverCap};
 use crate::net;
 use crate::web_search::{SearchSettings, search};
 use crate::workspace_path;
 
 /// The longest file or body text returned to the model, in characters.
 const MAX_TEXT_CHARS: usize = 20_000;
+/// The most of a file read_file reads (more than [`MAX_TEXT_CHARS`] in any encoding).
+const MAX_READ_BYTES: u64 = 256 * 1024;
 const RUN_CODE_TIMEOUT: Duration = Duration::from_secs(30);
 const RUN_CODE_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
 const RUN_CODE_CPU_SECONDS: u64 = 20;
@@ -29,6 +32,17 @@ pub(crate) struct ToolEnv<'a> {
     pub search: Option<&'a SearchSettings>,
     /// `bwrap`, when installed: run_code runs without network inside it.
     pub bwrap: Option<&'a Path>,
+    pub http_get: HttpGetSettings,
+}
+
+/// http_get reads at most this much of a body unless the agent's `http_max_bytes` says.
+pub(crate) const DEFAULT_HTTP_MAX_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Where http_get may connect and how much of a body it reads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HttpGetSettings {
+    pub reach: net::Reach,
+    pub max_bytes: u64,
 }
 
 /// A tool's result: the observation, and the workspace-relative path it wrote, if any.
@@ -61,41 +75,25 @@ pub(crate) async fn run_builtin(
     };
     let workspace = env.ctx.workspace();
     match tool {
-        Builtin::ReadFile => {
-            let path = workspace_path::for_read(workspace, &text("path")).map_err(|e| e.message)?;
-            let content = tokio::fs::read(&path.full).await.map_err(|e| {
-                format!(
-                    "cannot read `{}`: {}",
-                    path.relative,
-                    workspace_path::io_reason(&e)
-                )
-            })?;
-            let content = String::from_utf8_lossy(&content);
-            Ok(Done::said(clip_chars(&content, MAX_TEXT_CHARS)))
-        }
+        Builtin::ReadFile => read_file(workspace, &text("path")).await,
         Builtin::WriteFile => {
-            let path =
-                workspace_path::for_write(workspace, &text("path")).map_err(|e| e.message)?;
             let content = text("content");
-            tokio::fs::write(&path.full, content.as_bytes())
+            let size = content.len();
+            let written = confined::write(workspace, &text("path"), content.into_bytes(), false)
                 .await
-                .map_err(|e| {
-                    format!(
-                        "cannot write `{}`: {}",
-                        path.relative,
-                        workspace_path::io_reason(&e)
-                    )
-                })?;
+                .map_err(|e| e.message)?;
             Ok(Done {
-                observation: format!("wrote {} bytes to {}", content.len(), path.relative),
-                wrote: Some(path.relative),
+                observation: format!("wrote {size} bytes to {written}"),
+                wrote: Some(written),
             })
         }
         Builtin::ListFiles => list_files(workspace, &text("path")).await,
         Builtin::RunCode => run_code(&text("code"), workspace, env.bwrap)
             .await
             .map(Done::said),
-        Builtin::HttpGet => http_get(env.ctx, &text("url")).await.map(Done::said),
+        Builtin::HttpGet => http_get(env.ctx, env.http_get, &text("url"))
+            .await
+            .map(Done::said),
         Builtin::WebSearch => {
             let Some(settings) = env.search else {
                 return Err(
@@ -119,44 +117,43 @@ pub(crate) async fn run_builtin(
     }
 }
 
+/// Reads a file of the workspace, its first [`MAX_READ_BYTES`] when it is larger (the
+/// observation says so).
+async fn read_file(workspace: &Path, relative: &str) -> Result<Done, String> {
+    let read = confined::read(workspace, relative, MAX_READ_BYTES, OverCap::Cut)
+        .await
+        .map_err(|e| e.describe(workspace, &format!("{MAX_READ_BYTES} bytes")))?;
+    let mut observation = clip_chars(&String::from_utf8_lossy(&read.bytes), MAX_TEXT_CHARS);
+    if read.was_cut() {
+        observation.push_str(&format!(
+            "\n[cut: `{}` is {} bytes; only the start was read]",
+            read.relative, read.size
+        ));
+    }
+    Ok(Done::said(observation))
+}
+
 async fn list_files(workspace: &Path, relative: &str) -> Result<Done, String> {
-    let relative = relative.trim().trim_matches('/');
-    let dir = if relative.is_empty() || relative == "." {
-        workspace.to_path_buf()
-    } else {
-        workspace_path::for_read(workspace, relative)
-            .map_err(|e| e.message)?
-            .full
-    };
-    let mut entries = tokio::fs::read_dir(&dir).await.map_err(|e| {
-        format!(
-            "cannot list `{relative}`: {}",
-            workspace_path::io_reason(&e)
-        )
-    })?;
-    let mut names = Vec::new();
-    while let Some(entry) = entries.next_entry().await.map_err(|e| {
-        format!(
-            "cannot list `{relative}`: {}",
-            workspace_path::io_reason(&e)
-        )
-    })? {
-        let mut name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
-            name.push('/');
-        }
-        names.push(name);
-    }
-    names.sort();
-    let total = names.len();
-    names.truncate(MAX_LISTED);
-    let mut listing = names.join("\n");
+    let entries = confined::list(workspace, relative)
+        .await
+        .map_err(|e| e.message)?;
+    let total = entries.len();
+    let mut names: Vec<String> = entries
+        .into_iter()
+        .take(MAX_LISTED)
+        .map(|entry| match entry.kind {
+            EntryKind::Dir => format!("{}/", entry.name),
+            EntryKind::File | EntryKind::Other => entry.name,
+        })
+        .collect();
     if total > MAX_LISTED {
-        listing.push_str(&format!("\n… and {} more", total - MAX_LISTED));
+        names.push(format!("… and {} more", total - MAX_LISTED));
     }
-    if listing.is_empty() {
-        listing = "(empty)".to_owned();
-    }
+    let listing = if names.is_empty() {
+        "(empty)".to_owned()
+    } else {
+        names.join("\n")
+    };
     Ok(Done::said(listing))
 }
 
@@ -255,33 +252,64 @@ async fn run_code(code: &str, workspace: &Path, bwrap: Option<&Path>) -> Result<
     ))
 }
 
-async fn http_get(ctx: &dyn RunCtx, url: &str) -> Result<String, String> {
+async fn http_get(
+    ctx: &dyn RunCtx,
+    settings: HttpGetSettings,
+    url: &str,
+) -> Result<String, String> {
     let parsed =
         reqwest::Url::parse(url.trim()).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("`{url}`: only http and https URLs can be fetched"));
     }
-    let request = net::client()
+    let request = net::client_for(settings.reach)
         .map_err(|e| e.message)?
         .get(parsed)
         .timeout(HTTP_TIMEOUT);
-    let sent = net::send(ctx, request, |e| {
-        BlockError::transient(format!("GET {url} failed: {e}"))
-    })
-    .await
-    .map_err(|e| e.message)?;
-    let status = sent.response.status();
-    // The host's request slot is held until the body is read.
-    let body = sent
-        .response
-        .text()
+    let mut sent =
+        net::send_within(
+            ctx,
+            settings.reach,
+            request,
+            |e| match net::local_address_refused(&e) {
+                Some(refused) => BlockError::permanent(format!("GET {url} was refused: {refused}")),
+                None => BlockError::transient(format!("GET {url} failed: {e}")),
+            },
+        )
         .await
-        .map_err(|e| format!("GET {url}: the body could not be read: {e}"))?;
-    Ok(format!(
+        .map_err(|e| e.message)?;
+    let status = sent.response.status();
+    // The host's request slot is held until the body is read; no more than the cap is kept.
+    let mut body = Vec::new();
+    let mut cut = false;
+    while let Some(chunk) = sent
+        .response
+        .chunk()
+        .await
+        .map_err(|e| format!("GET {url}: the body could not be read: {e}"))?
+    {
+        let room = usize::try_from(settings.max_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            cut = true;
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let mut observation = format!(
         "HTTP {}\n{}",
         status.as_u16(),
-        clip_chars(&body, MAX_TEXT_CHARS)
-    ))
+        clip_chars(&String::from_utf8_lossy(&body), MAX_TEXT_CHARS)
+    );
+    if cut {
+        observation.push_str(&format!(
+            "\n[cut: the body is larger than {} bytes (http_max_bytes); only the start was read]",
+            settings.max_bytes
+        ));
+    }
+    Ok(observation)
 }
 
 #[cfg(test)]
@@ -296,6 +324,10 @@ mod tests {
             ctx,
             search: None,
             bwrap,
+            http_get: HttpGetSettings {
+                reach: net::Reach::Public,
+                max_bytes: DEFAULT_HTTP_MAX_BYTES,
+            },
         }
     }
 
@@ -332,6 +364,172 @@ mod tests {
         .err()
         .unwrap();
         assert!(escape.contains(".."), "{escape}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn file_tools_never_leave_the_workspace_while_a_folder_flips_to_a_link() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("f.txt"), "SECRET").unwrap();
+        std::fs::write(outside.path().join("only-outside.txt"), "x").unwrap();
+        std::fs::create_dir(ws.path().join("sub")).unwrap();
+        std::fs::write(ws.path().join("sub/f.txt"), "inside").unwrap();
+        let ctx = TestCtx::new().with_workspace(ws.path());
+        let flipper = crate::testing::Flipper::start(&ws.path().join("sub"), outside.path());
+        let (mut reads, mut writes, mut lists) = (0, 0, 0);
+        for i in 0..2500 {
+            let env = env(&ctx, None);
+            if let Ok(read) = run_builtin(
+                Builtin::ReadFile,
+                &serde_json::json!({"path": "sub/f.txt"}),
+                &env,
+            )
+            .await
+            {
+                assert_eq!(read.observation, "inside", "read {i} escaped");
+                reads += 1;
+            }
+            let write = serde_json::json!({"path": "sub/deep/w.txt", "content": "x"});
+            if run_builtin(Builtin::WriteFile, &write, &env).await.is_ok() {
+                writes += 1;
+            }
+            assert!(
+                !outside.path().join("deep").exists(),
+                "write {i} made a folder outside"
+            );
+            if let Ok(listed) = run_builtin(
+                Builtin::ListFiles,
+                &serde_json::json!({"path": "sub"}),
+                &env,
+            )
+            .await
+            {
+                assert!(
+                    !listed.observation.contains("only-outside"),
+                    "list {i} escaped: {}",
+                    listed.observation
+                );
+                lists += 1;
+            }
+        }
+        drop(flipper);
+        // The race was really run: some calls got through while `sub` was the real one.
+        assert!(
+            reads > 0 && writes > 0 && lists > 0,
+            "reads {reads}, writes {writes}, lists {lists}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn read_file_refuses_pipes_and_devices_and_cuts_big_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = TestCtx::new().with_workspace(dir.path());
+        let status = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mut specials = vec!["pipe"];
+        // A character device that never ends (as /dev/zero); making one needs privileges.
+        if std::process::Command::new("mknod")
+            .arg(dir.path().join("zero"))
+            .args(["c", "1", "5"])
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            specials.push("zero");
+        }
+        let tools = env(&ctx, None);
+        for name in specials {
+            let arguments = serde_json::json!({"path": name});
+            let read = run_builtin(Builtin::ReadFile, &arguments, &tools);
+            let err = tokio::time::timeout(std::time::Duration::from_secs(5), read)
+                .await
+                .unwrap_or_else(|_| panic!("reading `{name}` must not block"))
+                .err()
+                .unwrap();
+            assert!(err.contains("not a regular file"), "{name}: {err}");
+        }
+        let big = vec![b'a'; 3 * 1024 * 1024];
+        std::fs::write(dir.path().join("big.txt"), &big).unwrap();
+        let read = run_builtin(
+            Builtin::ReadFile,
+            &serde_json::json!({"path": "big.txt"}),
+            &env(&ctx, None),
+        )
+        .await
+        .unwrap();
+        assert!(
+            read.observation
+                .ends_with("[cut: `big.txt` is 3145728 bytes; only the start was read]"),
+            "{}",
+            &read.observation[read.observation.len() - 100..]
+        );
+    }
+
+    #[tokio::test]
+    async fn http_get_refuses_local_addresses_and_cuts_big_bodies() {
+        use axum::routing::get;
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = axum::Router::new()
+            .route(
+                "/admin",
+                get(move || {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    async { "admin page" }
+                }),
+            )
+            .route("/big", get(|| async { "b".repeat(3 * 1024 * 1024) }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let ctx = TestCtx::new();
+        let public = env(&ctx, None);
+        for host in ["127.1", "[::ffff:127.0.0.1]", "localhost"] {
+            let err = run_builtin(
+                Builtin::HttpGet,
+                &serde_json::json!({"url": format!("http://{host}:{port}/admin")}),
+                &public,
+            )
+            .await
+            .err()
+            .unwrap();
+            assert!(
+                err.contains("is a loopback address") && err.contains("allow_private_network"),
+                "{host}: {err}"
+            );
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let mut allowed = env(&ctx, None);
+        allowed.http_get = HttpGetSettings {
+            reach: net::Reach::Any,
+            max_bytes: 1024 * 1024,
+        };
+        let admin = run_builtin(
+            Builtin::HttpGet,
+            &serde_json::json!({"url": format!("http://localhost:{port}/admin")}),
+            &allowed,
+        )
+        .await
+        .unwrap();
+        assert_eq!(admin.observation, "HTTP 200\nadmin page");
+        let big = run_builtin(
+            Builtin::HttpGet,
+            &serde_json::json!({"url": format!("http://127.0.0.1:{port}/big")}),
+            &allowed,
+        )
+        .await
+        .unwrap();
+        assert!(
+            big.observation.ends_with(
+                "[cut: the body is larger than 1048576 bytes (http_max_bytes); only the start was read]"
+            ),
+            "{}",
+            &big.observation[big.observation.len() - 120..]
+        );
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 
 use super::EXIT_INVALID;
 use crate::headless::{GraphRunner, open_run_log};
-use crate::serve::{ServeConfig, serve, triggers::parse_schedule};
+use crate::serve::{ServeConfig, guard, serve, triggers::parse_schedule};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -16,9 +16,18 @@ pub struct ServeArgs {
     /// The port to listen on (0: any free port, printed at start).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
-    /// The address to listen on. Anything but loopback exposes the graph to the network.
+    /// The address to listen on. Anything but loopback exposes the graph to the network,
+    /// and needs --token.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
+    /// Require `Authorization: Bearer TOKEN` on every request.
+    #[arg(
+        long,
+        env = "AGENTLOOM_SERVE_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
     /// The folder Agent Protocol tasks get their directories in (default: ./agentloom-tasks).
     #[arg(long)]
     pub tasks_dir: Option<PathBuf>,
@@ -56,6 +65,14 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
         }
         other => other.map(str::to_owned),
     };
+    let token = args.token.clone().filter(|t| !t.trim().is_empty());
+    if token.is_none() && !guard::is_loopback_host(&args.host) {
+        eprintln!(
+            "--host {}: listening beyond loopback lets anyone on the network run this graph; give --token TOKEN (or set AGENTLOOM_SERVE_TOKEN) so that only requests with `Authorization: Bearer TOKEN` are answered",
+            args.host
+        );
+        return Ok(EXIT_INVALID);
+    }
     let store = open_run_log(args.db)?;
     let runner = match GraphRunner::load(&args.graph, Some(store), args.trust) {
         Ok(runner) => Arc::new(runner),
@@ -110,6 +127,7 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
             workspace,
             webhook,
             schedule,
+            guard: Arc::new(guard::Guard::new(&args.host, address.port(), token)),
         };
         serve(config, listener, shutdown).await?;
         eprintln!("stopped");

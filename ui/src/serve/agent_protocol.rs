@@ -22,6 +22,8 @@ use serde::Serialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use agentloom_blocks::confined;
+
 use crate::headless::{GraphRunner, outputs_as_json, outputs_as_text};
 
 /// The routes under `/ap/v1`.
@@ -105,8 +107,13 @@ struct Artifact {
 }
 
 impl Artifact {
-    fn path_in(&self, workspace: &Path) -> PathBuf {
-        workspace.join(&self.relative_path).join(&self.file_name)
+    /// The file's path relative to the task's directory.
+    fn relative_file(&self) -> String {
+        if self.relative_path.is_empty() {
+            self.file_name.clone()
+        } else {
+            format!("{}/{}", self.relative_path, self.file_name)
+        }
     }
 }
 
@@ -458,7 +465,7 @@ async fn execute_step(
             }
         }
         state.pending.reverse();
-        refresh_artifacts(&mut state);
+        refresh_artifacts(&mut state).await;
     }
     let mut step = state
         .pending
@@ -502,10 +509,13 @@ fn reported_steps(events: &[agentloom_engine::RunEvent]) -> Vec<serde_json::Valu
         .collect()
 }
 
-/// Lists every file in the task's directory that is not an artifact yet as agent-created.
-fn refresh_artifacts(state: &mut TaskState) {
-    let mut found = Vec::new();
-    collect_files(&state.workspace, Path::new(""), &mut found);
+/// The most files of a task's directory listed as artifacts.
+const MAX_ARTIFACTS: usize = 10_000;
+
+/// Lists every file in the task's directory that is not an artifact yet as agent-created
+/// (regular files only: a link is neither listed nor followed).
+async fn refresh_artifacts(state: &mut TaskState) {
+    let found = confined::files_under(&state.workspace, MAX_ARTIFACTS).await;
     for relative in found {
         let folder = relative
             .parent()
@@ -530,22 +540,6 @@ fn refresh_artifacts(state: &mut TaskState) {
                 created_at: created.clone(),
                 modified_at: created,
             });
-        }
-    }
-}
-
-fn collect_files(root: &Path, relative: &Path, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(root.join(relative)) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for entry in entries {
-        let path = relative.join(entry.file_name());
-        match entry.file_type() {
-            Ok(kind) if kind.is_dir() => collect_files(root, &path, found),
-            Ok(kind) if kind.is_file() => found.push(path),
-            _ => {}
         }
     }
 }
@@ -634,13 +628,15 @@ async fn upload_artifact(
         created_at: created.clone(),
         modified_at: created,
     };
-    let target = artifact.path_in(&state.workspace);
-    if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", parent.display())))?;
-    }
-    std::fs::write(&target, &bytes)
-        .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", target.display())))?;
+    // Never through a link: the file and its folders stay inside the task's directory.
+    confined::write(
+        &state.workspace,
+        &artifact.relative_file(),
+        bytes.to_vec(),
+        false,
+    )
+    .await
+    .map_err(|e| ApiError::bad_request(format!("file: {}", e.message)))?;
     // A new upload of the same path replaces the earlier artifact.
     state.task.artifacts.retain(|a| {
         !(a.relative_path == artifact.relative_path && a.file_name == artifact.file_name)
@@ -664,13 +660,17 @@ async fn download_artifact(
         .ok_or_else(|| {
             ApiError::not_found(format!("task `{task_id}` has no artifact `{artifact_id}`"))
         })?;
-    let path = artifact.path_in(&state.workspace);
-    let bytes = tokio::fs::read(&path).await.map_err(|e| {
-        ApiError::not_found(format!(
-            "artifact `{artifact_id}` ({}) cannot be read: {e}",
-            path.display()
-        ))
-    })?;
+    let (file, size) = confined::open_for_read(&state.workspace, &artifact.relative_file())
+        .await
+        .map_err(|e| {
+            ApiError::not_found(format!(
+                "artifact `{artifact_id}` cannot be read: {}",
+                e.describe(&state.workspace, "")
+            ))
+        })?;
+    let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(
+        tokio::fs::File::from_std(file),
+    ));
     let disposition = format!(
         "attachment; filename=\"{}\"",
         artifact.file_name.replace('"', "")
@@ -679,8 +679,9 @@ async fn download_artifact(
         [
             (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
             (header::CONTENT_DISPOSITION, disposition),
+            (header::CONTENT_LENGTH, size.to_string()),
         ],
-        bytes,
+        body,
     )
         .into_response())
 }

@@ -1,7 +1,9 @@
 //! `agentloom serve`: one graph behind HTTP on loopback. The Agent Protocol routes are always
-//! there; a webhook route and a cron schedule are optional.
+//! there; a webhook route and a cron schedule are optional. Every route is behind
+//! [`guard::Guard`].
 
 pub mod agent_protocol;
+pub mod guard;
 pub mod triggers;
 
 use std::path::PathBuf;
@@ -25,6 +27,8 @@ pub struct ServeConfig {
     /// The webhook route, e.g. `/hooks/build`.
     pub webhook: Option<String>,
     pub schedule: Option<croner::Cron>,
+    /// Who is answered: the server's own Host and Origin, and the token if one was set.
+    pub guard: Arc<guard::Guard>,
 }
 
 /// The whole HTTP interface for `config`.
@@ -43,13 +47,18 @@ pub fn router(config: &ServeConfig, shutdown: &CancellationToken) -> Router {
         });
         router = router.merge(triggers::webhook_router(path, state));
     }
-    router.fallback(|uri: axum::http::Uri| async move {
-        (
-            StatusCode::NOT_FOUND,
-            axum::Json(json!({"error": format!("no route {uri}")})),
-        )
-            .into_response()
-    })
+    router
+        .fallback(|uri: axum::http::Uri| async move {
+            (
+                StatusCode::NOT_FOUND,
+                axum::Json(json!({"error": format!("no route {uri}")})),
+            )
+                .into_response()
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            config.guard.clone(),
+            guard::check,
+        ))
 }
 
 /// Serves until `shutdown` is cancelled, then stops the runs in progress and returns.
