@@ -1,7 +1,6 @@
 //! `ai.agent`: given a goal, a model chooses tool calls until it finishes or a limit stops it.
 //! Config, ports and the node; the loop itself is in `loop.rs`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,8 +10,8 @@ use agentloom_core::{
 };
 
 use super::run_loop::{Agent, AgentState, Limits};
+use super::sandbox::Sandbox;
 use super::schema::{Builtin, Toolbox, wired_tools};
-use super::tools::{DEFAULT_HTTP_MAX_BYTES, HttpGetSettings, find_program};
 use crate::llm::common::{LlmSettings, Meter, connection_fields, tuning_fields};
 use crate::web_search::{SearchSettings, search_fields};
 use crate::{Registry, net};
@@ -20,6 +19,8 @@ use crate::{Registry, net};
 pub(crate) const DEFAULT_MAX_STEPS: u64 = 20;
 /// Tokens of transcript kept before old steps are summarised.
 pub(crate) const DEFAULT_CONTEXT_BUDGET: u64 = 24_000;
+/// The agent's setting that lets run_code run without a sandbox.
+pub const UNSANDBOXED_FIELD: &str = "run_code_unsandboxed";
 const DEFAULT_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
 
 pub(crate) fn register(r: &mut Registry) {
@@ -50,6 +51,11 @@ impl AgentBlock {
                 ConfigField::text("builtin_tools", "Built-in tools")
                     .default_value(serde_json::json!(DEFAULT_TOOLS))
                     .help("Comma-separated: read_file, write_file, list_files, run_code, http_get, web_search, finish (always on). write_file and run_code ask first in safe mode."),
+            )
+            .field(
+                ConfigField::boolean(UNSANDBOXED_FIELD, "Run code unsandboxed")
+                    .default_value(serde_json::json!(false))
+                    .help("run_code runs programs in a sandbox (bubblewrap, or Landlock and seccomp), and refuses where there is none. On: without it, with your access to files, network and processes. Only for graphs you wrote."),
             )
             .field(
                 ConfigField::integer("max_steps", "Max steps", Some(1), Some(1000))
@@ -173,8 +179,8 @@ impl Block for AgentBlock {
             builtins,
             search,
             limits,
-            bwrap: find_program("bwrap"),
             http_get,
+            run_code_unsandboxed: reader.bool_or(UNSANDBOXED_FIELD, false)?,
             ports,
         }))
     }
@@ -186,8 +192,8 @@ struct AgentNode {
     builtins: Vec<Builtin>,
     search: Option<SearchSettings>,
     limits: Limits,
-    bwrap: Option<PathBuf>,
     http_get: HttpGetSettings,
+    run_code_unsandboxed: bool,
     ports: Ports,
 }
 
@@ -204,7 +210,8 @@ impl NodeImpl for AgentNode {
             Some(value) => wired_tools(&value)?,
             None => Vec::new(),
         };
-        let toolbox = Toolbox::new(&self.builtins, self.bwrap.is_some(), wired)?;
+        let sandbox = Sandbox::for_agent(self.run_code_unsandboxed).await;
+        let toolbox = Toolbox::new(&self.builtins, sandbox.note(), wired)?;
         let state = match ctx.resume_checkpoint() {
             Some(checkpoint) => AgentState::from_checkpoint(&checkpoint)?,
             None => {
@@ -229,8 +236,8 @@ impl NodeImpl for AgentNode {
             toolbox,
             limits: self.limits,
             search: self.search.as_ref(),
-            bwrap: self.bwrap.as_deref(),
             http_get: self.http_get,
+            sandbox,
         };
         agent.run(state).await
     }

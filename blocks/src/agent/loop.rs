@@ -3,7 +3,6 @@
 //! and a resumed run carries on from there without asking the model again.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentloom_core::{
@@ -11,6 +10,7 @@ use agentloom_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::sandbox::Sandbox;
 use super::schema::{Builtin, ToolKind, Toolbox};
 use super::tools::{HttpGetSettings, ToolEnv, run_builtin};
 use crate::llm::common::{LlmSettings, Meter};
@@ -122,8 +122,8 @@ pub(crate) struct Agent<'a> {
     pub toolbox: Toolbox,
     pub limits: Limits,
     pub search: Option<&'a SearchSettings>,
-    pub bwrap: Option<&'a Path>,
     pub http_get: HttpGetSettings,
+    pub sandbox: Sandbox<'a>,
 }
 
 /// How a step ended.
@@ -396,8 +396,8 @@ impl Agent<'_> {
                 let env = ToolEnv {
                     ctx: self.ctx,
                     search: self.search,
-                    bwrap: self.bwrap,
                     http_get: self.http_get,
+                    sandbox: self.sandbox,
                 };
                 match run_builtin(*builtin, arguments, &env).await {
                     Ok(done) => {

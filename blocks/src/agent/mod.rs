@@ -5,11 +5,13 @@
 //! | `block.rs`  | config, ports, the node                                     |
 //! | `loop.rs`   | the decide → check → act loop, limits, checkpoints          |
 //! | `tools.rs`  | the built-in tools (files, Python, HTTP GET, web search)    |
+//! | `sandbox.rs`| where run_code's program runs: bubblewrap or Landlock       |
 //! | `schema.rs` | tool definitions and the check of each decision             |
 
 mod block;
 #[path = "loop.rs"]
 mod run_loop;
+mod sandbox;
 mod schema;
 mod tools;
 

@@ -51,8 +51,8 @@ impl Builtin {
         matches!(self, Builtin::WriteFile | Builtin::RunCode)
     }
 
-    /// The definition sent to the model; `sandboxed` says whether run_code has no network.
-    pub(crate) fn definition(self, sandboxed: bool) -> ToolDef {
+    /// The definition sent to the model; `run_code_note` says where run_code's program runs.
+    pub(crate) fn definition(self, run_code_note: &str) -> ToolDef {
         let (description, parameters) = match self {
             Builtin::ReadFile => (
                 "Reads a text file of the workspace. `path` is relative to the workspace.".to_owned(),
@@ -68,12 +68,7 @@ impl Builtin {
             ),
             Builtin::RunCode => (
                 format!(
-                    "Runs a Python 3 program in the workspace folder and returns its exit code, stdout and stderr. Time, memory and CPU are limited; the environment holds no secrets. {}",
-                    if sandboxed {
-                        "The program has no network access."
-                    } else {
-                        "Network access is NOT blocked on this machine (bubblewrap is not installed)."
-                    }
+                    "Runs a Python 3 program in the workspace folder and returns its exit code, stdout and stderr. Time, memory, CPU, file size and processes are limited; the environment holds no secrets. {run_code_note}"
                 ),
                 json!({"type": "object", "properties": {"code": {"type": "string", "description": "The Python 3 source to run."}}, "required": ["code"], "additionalProperties": false}),
             ),
@@ -139,13 +134,13 @@ impl Toolbox {
     /// take a built-in tool's name.
     pub(crate) fn new(
         builtins: &[Builtin],
-        sandboxed: bool,
+        run_code_note: &str,
         wired: Vec<AgentTool>,
     ) -> Result<Toolbox, BlockError> {
         let mut tools = Vec::new();
         for &builtin in builtins {
             let tool = AgentTool::new(
-                builtin.definition(sandboxed),
+                builtin.definition(run_code_note),
                 ToolKind::Builtin(builtin),
                 builtin.side_effects(),
             )
@@ -155,7 +150,7 @@ impl Toolbox {
         if !builtins.contains(&Builtin::Finish) {
             tools.push(
                 AgentTool::new(
-                    Builtin::Finish.definition(sandboxed),
+                    Builtin::Finish.definition(run_code_note),
                     ToolKind::Builtin(Builtin::Finish),
                     false,
                 )
@@ -265,7 +260,7 @@ mod tests {
 
     #[test]
     fn decisions_are_checked_against_the_tool_schema() {
-        let toolbox = Toolbox::new(&Builtin::ALL, true, Vec::new()).unwrap();
+        let toolbox = Toolbox::new(&Builtin::ALL, "", Vec::new()).unwrap();
         assert!(
             toolbox
                 .check(&call(
@@ -302,9 +297,7 @@ mod tests {
             "parameters": {"type": "object"}, "side_effects": false
         }])))
         .unwrap();
-        let err = Toolbox::new(&[Builtin::ReadFile], true, wired)
-            .err()
-            .unwrap();
+        let err = Toolbox::new(&[Builtin::ReadFile], "", wired).err().unwrap();
         assert!(err.message.contains("two tools are called `finish`"));
     }
 }

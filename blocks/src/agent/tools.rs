@@ -1,15 +1,13 @@
-//! The built-in tools: files confined to the workspace, Python in a sandboxed subprocess,
+//! The built-in tools: files confined to the workspace, Python in a sandbox (sandbox.rs),
 //! HTTP GET and web search. Each returns the observation shown to the model, or an error
 //! text that is shown instead.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::Duration;
 
 use agentloom_core::{BlockError, RunCtx, clip_chars};
-use tokio::io::AsyncWriteExt as _;
 
+use super::sandbox::{Sandbox, run_python};
 use super::schema::Builtin;
 use crate::confined::{self, EntryKind, OverCap};
 use crate::net;
@@ -20,9 +18,6 @@ use crate::workspace_path;
 const MAX_TEXT_CHARS: usize = 20_000;
 /// The most of a file read_file reads (more than [`MAX_TEXT_CHARS`] in any encoding).
 const MAX_READ_BYTES: u64 = 256 * 1024;
-const RUN_CODE_TIMEOUT: Duration = Duration::from_secs(30);
-const RUN_CODE_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
-const RUN_CODE_CPU_SECONDS: u64 = 20;
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_LISTED: usize = 500;
 
@@ -30,9 +25,9 @@ const MAX_LISTED: usize = 500;
 pub(crate) struct ToolEnv<'a> {
     pub ctx: &'a dyn RunCtx,
     pub search: Option<&'a SearchSettings>,
-    /// `bwrap`, when installed: run_code runs without network inside it.
-    pub bwrap: Option<&'a Path>,
     pub http_get: HttpGetSettings,
+    /// Where run_code's program runs.
+    pub sandbox: Sandbox<'a>,
 }
 
 /// http_get reads at most this much of a body unless the agent's `http_max_bytes` says.
@@ -88,7 +83,7 @@ pub(crate) async fn run_builtin(
             })
         }
         Builtin::ListFiles => list_files(workspace, &text("path")).await,
-        Builtin::RunCode => run_code(&text("code"), workspace, env.bwrap)
+        Builtin::RunCode => run_code(&text("code"), workspace, env.sandbox)
             .await
             .map(Done::said),
         Builtin::HttpGet => http_get(env.ctx, env.http_get, &text("url"))
@@ -157,90 +152,8 @@ async fn list_files(workspace: &Path, relative: &str) -> Result<Done, String> {
     Ok(Done::said(listing))
 }
 
-/// Sets the resource limits from inside Python, then runs the program read from stdin, so
-/// that no unsafe `pre_exec` hook is needed.
-const PYTHON_LAUNCHER: &str = "import resource, sys\n\
-mem, cpu = int(sys.argv[1]), int(sys.argv[2])\n\
-resource.setrlimit(resource.RLIMIT_AS, (mem, mem))\n\
-resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))\n\
-source = sys.stdin.read()\n\
-sys.argv = ['program.py']\n\
-exec(compile(source, 'program.py', 'exec'), {'__name__': '__main__'})\n";
-
-/// `python3` on PATH, found once (the child's environment has no PATH of its own).
-fn python() -> Option<&'static Path> {
-    static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PYTHON.get_or_init(|| find_program("python3")).as_deref()
-}
-
-/// Finds `name` on PATH.
-pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-async fn run_code(code: &str, workspace: &Path, bwrap: Option<&Path>) -> Result<String, String> {
-    let python = python().ok_or("python3 is not installed on this machine")?;
-    let workspace = workspace.canonicalize().map_err(|e| {
-        format!(
-            "the workspace cannot be opened: {}",
-            workspace_path::io_reason(&e)
-        )
-    })?;
-    let limits = [
-        RUN_CODE_MEMORY_BYTES.to_string(),
-        RUN_CODE_CPU_SECONDS.to_string(),
-    ];
-    let mut command = match bwrap {
-        Some(bwrap) => {
-            let mut command = tokio::process::Command::new(bwrap);
-            command
-                .args(["--unshare-net", "--die-with-parent", "--ro-bind", "/", "/"])
-                .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
-                // After the fresh /tmp, so that a workspace under /tmp stays visible.
-                .arg("--bind")
-                .arg(&workspace)
-                .arg(&workspace)
-                .arg("--chdir")
-                .arg(&workspace)
-                .arg(python);
-            command
-        }
-        None => tokio::process::Command::new(python),
-    };
-    command
-        .args(["-c", PYTHON_LAUNCHER])
-        .args(&limits)
-        .current_dir(&workspace)
-        // A clean environment: no credential reaches the program.
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &workspace)
-        .env("LANG", "C.UTF-8")
-        .env("PYTHONIOENCODING", "utf-8")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("python3 could not be started: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(code.as_bytes())
-            .await
-            .map_err(|e| format!("the program could not be handed to python3: {e}"))?;
-    }
-    let output = match tokio::time::timeout(RUN_CODE_TIMEOUT, child.wait_with_output()).await {
-        Ok(output) => output.map_err(|e| format!("python3 failed: {e}"))?,
-        Err(_) => {
-            return Err(format!(
-                "the program ran longer than {} s and was stopped",
-                RUN_CODE_TIMEOUT.as_secs()
-            ));
-        }
-    };
+async fn run_code(code: &str, workspace: &Path, sandbox: Sandbox<'_>) -> Result<String, String> {
+    let output = run_python(code, workspace, sandbox).await?;
     let code = output
         .status
         .code()
@@ -319,15 +232,15 @@ mod tests {
     use super::*;
     use crate::testing::TestCtx;
 
-    fn env<'a>(ctx: &'a TestCtx, bwrap: Option<&'a Path>) -> ToolEnv<'a> {
+    fn env<'a>(ctx: &'a TestCtx, sandbox: Option<Sandbox<'static>>) -> ToolEnv<'a> {
         ToolEnv {
             ctx,
             search: None,
-            bwrap,
             http_get: HttpGetSettings {
                 reach: net::Reach::Public,
                 max_bytes: DEFAULT_HTTP_MAX_BYTES,
             },
+            sandbox: sandbox.unwrap_or(Sandbox::Unsandboxed),
         }
     }
 
@@ -533,11 +446,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn run_code_has_no_secrets_and_no_network_under_bubblewrap() {
-        let Some(bwrap) = find_program("bwrap") else {
-            eprintln!("skipping: bubblewrap is not installed");
-            return;
-        };
+    async fn run_code_has_no_secrets_and_no_network_in_its_sandbox() {
+        let sandbox = Some(Sandbox::Isolated(super::super::sandbox::isolation().await));
         let dir = tempfile::tempdir().unwrap();
         let ctx = TestCtx::new().with_workspace(dir.path());
         // The test process has CARGO_* variables; the program must see none of them.
@@ -545,7 +455,7 @@ mod tests {
         let out = run_builtin(
             Builtin::RunCode,
             &serde_json::json!({"code": code}),
-            &env(&ctx, Some(&bwrap)),
+            &env(&ctx, sandbox),
         )
         .await
         .unwrap();
@@ -561,7 +471,7 @@ mod tests {
         let failing = run_builtin(
             Builtin::RunCode,
             &serde_json::json!({"code": "raise SystemExit(3)"}),
-            &env(&ctx, Some(&bwrap)),
+            &env(&ctx, sandbox),
         )
         .await
         .unwrap();
