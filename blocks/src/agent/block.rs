@@ -12,6 +12,7 @@ use agentloom_core::{
 use super::run_loop::{Agent, AgentState, Limits};
 use super::sandbox::Sandbox;
 use super::schema::{Builtin, Toolbox, wired_tools};
+use super::tools::{DEFAULT_HTTP_MAX_BYTES, HttpGetSettings};
 use crate::llm::common::{LlmSettings, Meter, connection_fields, tuning_fields};
 use crate::web_search::{SearchSettings, search_fields};
 use crate::{Registry, net};

@@ -12,7 +12,6 @@ use super::schema::Builtin;
 use crate::confined::{self, EntryKind, OverCap};
 use crate::net;
 use crate::web_search::{SearchSettings, search};
-use crate::workspace_path;
 
 /// The longest file or body text returned to the model, in characters.
 const MAX_TEXT_CHARS: usize = 20_000;
