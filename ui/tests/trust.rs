@@ -203,6 +203,11 @@ fn an_untrusted_graph_runs_in_safe_mode_and_trust_lifts_it() {
     // Nothing needs trust: it runs, but its side effect waits for an approval.
     let (code, stderr) = run(&[]);
     assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("is not trusted, so it runs in safe mode")
+            && stderr.contains(&format!("agentloom trust {}", graph.display())),
+        "{stderr}"
+    );
     assert!(!dir.path().join("note.txt").exists());
     // --trust for this run only.
     let (code, stderr) = run(&["--trust"]);
