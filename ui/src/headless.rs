@@ -18,6 +18,7 @@ pub struct GraphRunner {
     graph: Arc<ValidGraph>,
     executor: Executor,
     store: Option<Arc<RunStore>>,
+    trusted: bool,
 }
 
 /// A finished run with every event it emitted (for callers that read node outputs).
@@ -52,7 +53,16 @@ impl GraphRunner {
             graph: Arc::new(graph),
             executor,
             store,
+            trusted,
         })
+    }
+
+    /// Why side effects will need approval, when the file is not trusted.
+    pub fn safe_mode_note(&self) -> Option<String> {
+        if self.trusted {
+            return None;
+        }
+        crate::trust::safe_mode_note(&self.path, &self.graph)
     }
 
     pub fn path(&self) -> &Path {

@@ -503,6 +503,22 @@ pub fn refusal(path: &Path, needs: &TrustNeeds) -> Vec<String> {
     lines
 }
 
+/// What to tell whoever runs the untrusted graph file at `path` when that is why its side
+/// effects will ask for approval (nothing when it has none).
+pub fn safe_mode_note(path: &Path, graph: &agentloom_core::ValidGraph) -> Option<String> {
+    graph
+        .nodes
+        .iter()
+        .any(|node| node.meta.side_effects)
+        .then(|| {
+            format!(
+                "note: {} is not trusted, so it runs in safe mode: its side effects need approval (if you trust it: agentloom trust {})",
+                path.display(),
+                path.display()
+            )
+        })
+}
+
 /// Credentials for an untrusted graph: none, each refusal saying how to trust the file.
 pub struct UntrustedSecrets {
     file: PathBuf,

@@ -203,6 +203,11 @@ fn an_untrusted_graph_runs_in_safe_mode_and_trust_lifts_it() {
     // Nothing needs trust: it runs, but its side effect waits for an approval.
     let (code, stderr) = run(&[]);
     assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("is not trusted, so it runs in safe mode")
+            && stderr.contains(&format!("agentloom trust {}", graph.display())),
+        "{stderr}"
+    );
     assert!(!dir.path().join("note.txt").exists());
     // --trust for this run only.
     let (code, stderr) = run(&["--trust"]);
@@ -282,31 +287,44 @@ fn serve_refuses_an_untrusted_graph_that_needs_trust_and_says_how() {
     assert!(!marker.exists());
 }
 
+/// `agentloom run GRAPH` in `dir` on a real terminal where `typed` is typed; its exit
+/// code and what the terminal showed.
+fn run_at_a_terminal(
+    data: &Path,
+    graph: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+    typed: &str,
+) -> (Option<i32>, String) {
+    let data_dir = data.display().to_string();
+    let args: Vec<std::ffi::OsString> = vec![
+        "run".into(),
+        graph.into(),
+        "--no-log".into(),
+        "--workspace".into(),
+        dir.into(),
+    ];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsString::as_os_str).collect();
+    let mut envs = vec![
+        ("XDG_DATA_HOME", data_dir.as_str()),
+        ("HOME", data_dir.as_str()),
+    ];
+    envs.extend_from_slice(env);
+    agentloom_tests::at_a_terminal(
+        Path::new(env!("CARGO_BIN_EXE_agentloom")),
+        &args,
+        &envs,
+        typed,
+    )
+}
+
 #[test]
 fn at_a_terminal_run_asks_and_no_keeps_it_offline() {
     let dir = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let marker = dir.path().join("marker");
     let graph = marker_graph(dir.path(), &marker);
-    let data_dir = data.path().display().to_string();
-    let args: Vec<std::ffi::OsString> = vec![
-        "run".into(),
-        graph.clone().into(),
-        "--no-log".into(),
-        "--workspace".into(),
-        dir.path().into(),
-    ];
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsString::as_os_str).collect();
-    let envs = [
-        ("XDG_DATA_HOME", data_dir.as_str()),
-        ("HOME", data_dir.as_str()),
-    ];
-    let (code, screen) = agentloom_tests::at_a_terminal(
-        Path::new(env!("CARGO_BIN_EXE_agentloom")),
-        &args,
-        &envs,
-        "n\n",
-    );
+    let (code, screen) = run_at_a_terminal(data.path(), &graph, dir.path(), &[], "n\n");
     assert!(
         screen.contains("start the command")
             && screen.contains("Trust this file and connect? [y/N]"),
@@ -320,12 +338,7 @@ fn at_a_terminal_run_asks_and_no_keeps_it_offline() {
     );
     assert!(!marker.exists());
 
-    let (_, screen) = agentloom_tests::at_a_terminal(
-        Path::new(env!("CARGO_BIN_EXE_agentloom")),
-        &args,
-        &envs,
-        "y\n",
-    );
+    let (_, screen) = run_at_a_terminal(data.path(), &graph, dir.path(), &[], "y\n");
     assert!(screen.contains("trusted"), "{screen}");
     assert!(marker.exists(), "yes connects: {screen}");
     // And the answer was recorded.
@@ -334,4 +347,65 @@ fn at_a_terminal_run_asks_and_no_keeps_it_offline() {
         String::from_utf8_lossy(&out.stdout).contains("shared.json"),
         "{out:?}"
     );
+}
+
+#[test]
+fn kept_offline_a_run_sends_no_credential_and_says_how_to_trust() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    // A server that records every request it gets.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            use std::io::{Read as _, Write as _};
+            let mut stream = stream.unwrap();
+            let mut buf = [0u8; 4096];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            log.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+        }
+    });
+    let graph = dir.path().join("fetch.json");
+    write(
+        &graph,
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "fetch",
+            "nodes": [{"id": "fetch", "block": "http.request",
+                       "config": {"url": format!("http://127.0.0.1:{port}/"), "credential": "api"}}],
+            "edges": []
+        }),
+    );
+    let secret = [("AGENTLOOM_SECRET_API", "sk-canary-offline")];
+    let (code, screen) = run_at_a_terminal(data.path(), &graph, dir.path(), &secret, "n\n");
+    assert!(
+        screen.contains("send credential `api` to node `fetch`"),
+        "{screen}"
+    );
+    assert_eq!(code, Some(1), "{screen}");
+    assert!(
+        screen.contains(&format!(
+            "graph file {} is not trusted: run `agentloom trust {}`",
+            graph.display(),
+            graph.display()
+        )),
+        "{screen}"
+    );
+    assert!(!seen.lock().unwrap().contains("sk-canary-offline"));
+
+    // With --trust the same run sends it.
+    let (code, stderr) = output(
+        bin(data.path())
+            .arg("run")
+            .arg(&graph)
+            .args(["--trust", "--no-log", "--workspace"])
+            .arg(dir.path())
+            .env("AGENTLOOM_SECRET_API", "sk-canary-offline"),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(seen.lock().unwrap().contains("sk-canary-offline"));
 }

@@ -1582,7 +1582,16 @@ impl App {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
         self.graph_file = graph_file.map(Path::to_path_buf);
-        self.untrusted = trust_banner::Untrusted::of(self.trust_store.as_ref(), doc, graph_file);
+        // Untitled but resolving against a file (an example's copy, a recorded run): it has
+        // that file's trust only when it is that file's graph.
+        let is_the_file = path.is_some()
+            || graph_file
+                .and_then(|file| load_graph(file).ok())
+                .is_some_and(|on_disk| on_disk == *doc);
+        self.untrusted = match graph_file {
+            Some(file) if !is_the_file => Some(trust_banner::Untrusted::new(doc, file)),
+            _ => trust_banner::Untrusted::of(self.trust_store.as_ref(), doc, graph_file),
+        };
         self.secrets_follow_trust();
         self.connect_mcp(doc);
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);

@@ -26,11 +26,16 @@ impl Untrusted {
         if crate::trust::is_trusted_in(store, file) {
             return None;
         }
-        Some(Self {
+        Some(Self::new(doc, file))
+    }
+
+    /// `doc`, resolving against `file`, untrusted whatever the file's trust.
+    pub fn new(doc: &GraphDoc, file: &Path) -> Self {
+        Self {
             file: file.to_owned(),
             needs: crate::trust::needs_of(doc, Some(file)),
             offline: false,
-        })
+        }
     }
 
     /// Whether the banner shows: something to ask about, and no answer yet.

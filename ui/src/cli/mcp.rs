@@ -42,7 +42,12 @@ pub fn mcp_command(args: McpArgs) -> anyhow::Result<i32> {
     let mut invalid = false;
     for path in &args.graphs {
         match GraphRunner::load(path, Some(store.clone()), args.trust) {
-            Ok(runner) => tools.push(Arc::new(runner)),
+            Ok(runner) => {
+                if let Some(note) = runner.safe_mode_note() {
+                    eprintln!("{note}");
+                }
+                tools.push(Arc::new(runner));
+            }
             Err(problems) => {
                 invalid = true;
                 for problem in problems {

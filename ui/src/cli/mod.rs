@@ -528,6 +528,12 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
                 return Ok(EXIT_INVALID);
             }
         };
+    if let Some(note) = (!trusted)
+        .then(|| crate::trust::safe_mode_note(&args.graph, &graph))
+        .flatten()
+    {
+        eprintln!("{note}");
+    }
     let inputs = match parse_inputs(&args.inputs)
         .and_then(|inputs| check_inputs(&graph, &inputs).map(|()| inputs))
     {

@@ -75,7 +75,12 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
     }
     let store = open_run_log(args.db)?;
     let runner = match GraphRunner::load(&args.graph, Some(store), args.trust) {
-        Ok(runner) => Arc::new(runner),
+        Ok(runner) => {
+            if let Some(note) = runner.safe_mode_note() {
+                eprintln!("{note}");
+            }
+            Arc::new(runner)
+        }
         Err(problems) => {
             for problem in problems {
                 eprintln!("{problem}");
