@@ -56,28 +56,23 @@ impl Guard {
         method: &Method,
         uri: &axum::http::Uri,
         headers: &HeaderMap,
-    ) -> Result<(), Response> {
+    ) -> Result<(), Refusal> {
         if uri.scheme().is_some() || uri.authority().is_some() {
-            return Err(refuse(
+            return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
                 "absolute-form request targets are not served: send the path only (e.g. `POST /ap/v1/agent/tasks`) with a Host header",
             ));
         }
         let Some(host) = headers.get(header::HOST) else {
-            return Err(refuse(
+            return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
                 "the request has no Host header; send `Host: 127.0.0.1:PORT` (or the --host this server listens on)",
             ));
         };
-        let host = host
-            .to_str()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
-        if !self.hosts.contains(&host) {
-            return Err(refuse(
+        if !self.hosts.contains(&lower_text(host)) {
+            return Err(Refusal::new(
                 StatusCode::MISDIRECTED_REQUEST,
-                &format!(
+                format!(
                     "this server answers only requests addressed to {}; the Host header names another",
                     self.hosts.join(", ")
                 ),
@@ -90,30 +85,21 @@ impl Guard {
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .map(str::trim);
             if !given.is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())) {
-                let mut answer = refuse(
+                return Err(Refusal::new(
                     StatusCode::UNAUTHORIZED,
                     "this server needs `Authorization: Bearer TOKEN` with the token given to --token (or AGENTLOOM_SERVE_TOKEN)",
-                );
-                answer.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    header::HeaderValue::from_static("Bearer"),
-                );
-                return Err(answer);
+                ));
             }
         }
         let changes_state = !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
-        if changes_state && let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin
-                .to_str()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase();
-            if !self.origins.contains(&origin) {
-                return Err(refuse(
-                    StatusCode::FORBIDDEN,
-                    "requests from another site's page may not change anything here (the Origin header is not this server's)",
-                ));
-            }
+        if changes_state
+            && let Some(origin) = headers.get(header::ORIGIN)
+            && !self.origins.contains(&lower_text(origin))
+        {
+            return Err(Refusal::new(
+                StatusCode::FORBIDDEN,
+                "requests from another site's page may not change anything here (the Origin header is not this server's)",
+            ));
         }
         Ok(())
     }
@@ -150,8 +136,41 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
             == 0
 }
 
-fn refuse(status: StatusCode, message: &str) -> Response {
-    (status, Json(json!({"error": message}))).into_response()
+/// A header's value trimmed and in lower case (empty when it is not text).
+fn lower_text(value: &header::HeaderValue) -> String {
+    value
+        .to_str()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Why a request is not served: its status and the message answered as `{"error": …}`.
+struct Refusal {
+    status: StatusCode,
+    message: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let mut answer = (self.status, Json(json!({"error": self.message}))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            answer.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        answer
+    }
 }
 
 /// The middleware: refuses what [`Guard`] does not let through, before any route runs.
@@ -163,9 +182,9 @@ pub async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next
                 "refused {} {}: {}",
                 request.method(),
                 request.uri().path(),
-                refused.status()
+                refused.status
             );
-            refused
+            refused.into_response()
         }
     }
 }
