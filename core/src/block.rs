@@ -258,6 +258,9 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
+/// What a secret is replaced with in output.
+pub const REDACTED: &str = "[redacted]";
+
 /// A secret value. Its `Debug` and `Display` never show it.
 #[derive(Clone)]
 pub struct Secret(String);
@@ -366,6 +369,12 @@ pub trait RunCtx: Send + Sync {
     fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
         let _ = (name, refused);
         Ok(None)
+    }
+    /// Keeps `secret` out of everything the run emits, as [`RunCtx::secret`] does for the
+    /// secrets it resolves: for a secret a block was handed before the run (the token of an
+    /// MCP server, given when the server was connected).
+    fn redact_secret(&self, secret: &Secret) {
+        let _ = secret;
     }
     /// The directory file blocks are confined to.
     fn workspace(&self) -> &Path;

@@ -24,8 +24,8 @@ mod value;
 pub use approval::{ApprovalDecision, ApprovalRequest, resolved_details};
 pub use block::{
     Block, BlockError, BlockMeta, CpuJob, ERROR_PORT, ErrorClass, GraphInterface, InputsExt,
-    NodeImpl, PortSpec, Ports, RequestSlot, RunCtx, RunInput, Secret, SecretError, SecretSource,
-    TOOL_PORT, Usage, error_chain, outputs, run_cpu_bound, secret_env_var,
+    NodeImpl, PortSpec, Ports, REDACTED, RequestSlot, RunCtx, RunInput, Secret, SecretError,
+    SecretSource, TOOL_PORT, Usage, error_chain, outputs, run_cpu_bound, secret_env_var,
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use escape::{Escaped, escape_control};

@@ -559,6 +559,10 @@ impl RunCtx for NodeCtx {
         Ok(fresh)
     }
 
+    fn redact_secret(&self, secret: &Secret) {
+        self.shared.redactor.remember(secret);
+    }
+
     fn workspace(&self) -> &std::path::Path {
         &self.shared.executor.workspace
     }

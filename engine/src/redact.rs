@@ -16,8 +16,7 @@ use base64::Engine as _;
 
 use crate::events::EventKind;
 
-/// What a secret is replaced with.
-pub const REDACTED: &str = "[redacted]";
+pub use agentloom_core::REDACTED;
 
 /// Shorter secrets are not redacted: replacing every `ab` would garble all output, and a
 /// secret that short protects nothing.

@@ -162,6 +162,19 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Sends SIGINT to process `pid`, as Ctrl-C in its terminal would.
+///
+/// # Panics
+/// When the signal cannot be sent.
+#[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+pub fn interrupt(pid: u32) {
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "cannot send SIGINT to {pid}");
+}
+
 /// The first `name` on PATH.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)

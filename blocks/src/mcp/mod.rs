@@ -2,6 +2,11 @@
 //! graph file) becomes an ordinary block of kind `mcp.<server>.<tool>`, its inputs from the
 //! tool's input schema. Connections live on a runtime of their own, so blocks work from any
 //! runtime (the CLI's, the app's) and validation can connect from plain threads.
+//!
+//! What a server says about its tools is untrusted: its own token is redacted from the
+//! tools' names, descriptions and schemas before anything prints, logs or sends them to a
+//! model, and a tool whose name is not 1 to 128 letters, digits, `_`, `-` or `.` (the
+//! names the MCP specification allows) is left out rather than made a block kind.
 
 mod connection;
 mod http_client;
@@ -9,9 +14,10 @@ mod tool_block;
 
 use std::sync::{Arc, OnceLock};
 
-use agentloom_core::{GraphDoc, Problem, ProblemKind, SecretSource};
+use agentloom_core::{GraphDoc, Problem, ProblemKind, REDACTED, Secret, SecretSource};
+use rmcp::model::Tool;
 
-pub use connection::McpConnection;
+pub use connection::{CallFailure, MAX_MESSAGE_BYTES, McpConnection};
 pub use tool_block::McpToolBlock;
 
 use crate::Registry;
@@ -54,6 +60,19 @@ pub fn add_mcp_tools(
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (name, server) in &doc.mcp_servers {
+        if let Err(why) = check_name(name) {
+            problems.push(Problem {
+                kind: ProblemKind::McpServer,
+                node: None,
+                port: None,
+                path: "$.mcp_servers".to_owned(),
+                message: format!(
+                    "MCP server name \"{}\" {why}: rename it",
+                    name.escape_debug()
+                ),
+            });
+            continue;
+        }
         let token = match server.credential.as_deref().map(|c| secrets.secret(c)) {
             None => None,
             Some(Ok(secret)) => Some(secret),
@@ -70,6 +89,14 @@ pub fn add_mcp_tools(
             Ok((connection, tools)) => {
                 let connection = Arc::new(connection);
                 for tool in tools {
+                    let tool = without_token(tool, connection.token());
+                    if let Err(why) = check_name(&tool.name) {
+                        tracing::warn!(
+                            "MCP server `{name}`: the tool named \"{}\" is left out: its name {why}",
+                            tool.name.escape_debug()
+                        );
+                        continue;
+                    }
                     registry.register(Box::new(McpToolBlock::new(connection.clone(), &tool)));
                 }
             }
@@ -77,6 +104,64 @@ pub fn add_mcp_tools(
         }
     }
     problems
+}
+
+/// Whether `name` can be part of a block kind: 1 to 128 letters, digits, `_`, `-` or `.`
+/// (what the MCP specification allows for tool names), so no control character, space or
+/// `/` reaches a kind, a message or a path.
+fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() || name.len() > 128 {
+        return Err("must be 1 to 128 characters long");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return Err("may hold only letters, digits, `_`, `-` and `.`");
+    }
+    Ok(())
+}
+
+/// `tool` with the server's `token` redacted from every text it carries (name, title,
+/// description, schemas, annotations).
+fn without_token(tool: Tool, token: Option<&Secret>) -> Tool {
+    let Some(token) = token.map(Secret::expose).filter(|t| t.len() >= 4) else {
+        return tool;
+    };
+    // A tool that does not come back whole keeps only its redacted name.
+    let bare = |tool: &Tool| {
+        Tool::new(
+            tool.name.replace(token, REDACTED),
+            "",
+            Arc::new(serde_json::Map::new()),
+        )
+    };
+    let Ok(mut json) = serde_json::to_value(&tool) else {
+        return bare(&tool);
+    };
+    redact_json(&mut json, token);
+    serde_json::from_value(json).unwrap_or_else(|_| bare(&tool))
+}
+
+fn redact_json(value: &mut serde_json::Value, token: &str) {
+    match value {
+        serde_json::Value::String(text) => {
+            if text.contains(token) {
+                *text = text.replace(token, REDACTED);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| redact_json(v, token)),
+        serde_json::Value::Object(map) => {
+            *map = std::mem::take(map)
+                .into_iter()
+                .map(|(key, mut v)| {
+                    redact_json(&mut v, token);
+                    (key.replace(token, REDACTED), v)
+                })
+                .collect();
+        }
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {}
+    }
 }
 
 fn server_problem(name: &str, message: &str) -> Problem {
@@ -106,6 +191,49 @@ mod tests {
             assert_eq!(name, "mcp-token");
             Ok(Secret::new("tok-s3cret".to_owned()))
         }
+    }
+
+    #[test]
+    fn tool_and_server_names_are_what_the_mcp_specification_allows() {
+        for good in ["echo", "get-sum", "files.read_v2", &"x".repeat(128)] {
+            assert_eq!(check_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "esc\x1b[31m",
+            "two\nlines",
+            "../up",
+            "a b",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_servers_token_is_redacted_from_everything_a_tool_says() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"tok-s3cret": {"type": "string", "description": "uses tok-s3cret"}}
+        });
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        let mut tool = Tool::new("call_tok-s3cret", "Sends tok-s3cret along", schema);
+        tool.title = Some("tok-s3cret".to_owned());
+        let token = Secret::new("tok-s3cret");
+        let clean = without_token(tool.clone(), Some(&token));
+        let text = serde_json::to_string(&clean).unwrap();
+        assert!(!text.contains("tok-s3cret"), "{text}");
+        assert_eq!(clean.name, "call_[redacted]");
+        assert_eq!(clean.description.as_deref(), Some("Sends [redacted] along"));
+        assert_eq!(
+            clean.input_schema["properties"]["[redacted]"]["description"],
+            "uses [redacted]"
+        );
+        // Without a token, nothing changes.
+        assert_eq!(without_token(tool.clone(), None), tool);
     }
 
     #[tokio::test]

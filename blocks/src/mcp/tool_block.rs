@@ -1,17 +1,22 @@
 //! `mcp.<server>.<tool>`: calls one tool of an MCP server. Inputs are the tool's parameters
 //! (from its input schema); `result` is the structured result (or the text when there is
-//! none) and `text` the text content. A tool error or a broken connection is the node's
-//! error, with the tool's own message.
+//! none) and `text` the text content. A tool error, a broken connection or a call that
+//! takes longer than the node's `timeout_ms` is the node's error, with the tool's own
+//! message. The server's token joins the run's redaction.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, NodeImpl, PortSpec, Ports, RunCtx, Value,
-    ValueMap, ValueType, async_trait, value_type_from_schema,
+    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, NodeImpl,
+    PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait, value_type_from_schema,
 };
 use rmcp::model::{CallToolResult, Tool};
 
-use super::connection::McpConnection;
+use super::connection::{CallFailure, McpConnection};
+
+/// How long a call may take unless the node says otherwise.
+const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 
 pub struct McpToolBlock {
     meta: BlockMeta,
@@ -37,6 +42,11 @@ impl McpToolBlock {
                 tool.name
             )
             .trim_start(),
+        )
+        .field(
+            ConfigField::integer("timeout_ms", "Timeout (ms)", Some(1), None)
+                .default_value(serde_json::json!(DEFAULT_TIMEOUT_MS))
+                .help("Fail the call when the tool has not answered within this; a server started with stdio is then stopped, and starts again on the next call."),
         );
         // Only a tool that says it changes nothing runs without asking in safe mode.
         let read_only = tool
@@ -98,8 +108,13 @@ impl Block for McpToolBlock {
         &self.meta
     }
 
-    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        let timeout_ms = ConfigReader(config).u64_or("timeout_ms", DEFAULT_TIMEOUT_MS)?;
+        if timeout_ms == 0 {
+            return Err(ConfigError::new("timeout_ms", "must be at least 1"));
+        }
         Ok(Arc::new(McpToolNode {
+            timeout: Duration::from_millis(timeout_ms),
             tool: self.tool.clone(),
             connection: self.connection.clone(),
             ports: self.ports.clone(),
@@ -108,6 +123,7 @@ impl Block for McpToolBlock {
 }
 
 struct McpToolNode {
+    timeout: Duration,
     tool: String,
     connection: Arc<McpConnection>,
     ports: Ports,
@@ -134,17 +150,17 @@ impl NodeImpl for McpToolNode {
             .filter(|(_, value)| *value != Value::Null)
             .map(|(name, value)| (name, value.to_json()))
             .collect();
-        let call = {
-            let connection = self.connection.clone();
-            let tool = self.tool.clone();
-            super::runtime().spawn(async move { connection.call(&tool, arguments).await })
-        };
-        let result = tokio::select! {
-            joined = call => joined
-                .map_err(|e| BlockError::permanent(format!("the MCP call stopped: {e}")))?
-                .map_err(BlockError::permanent)?,
-            () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-        };
+        if let Some(token) = self.connection.token() {
+            ctx.redact_secret(token);
+        }
+        let result = self
+            .connection
+            .call(&self.tool, arguments, self.timeout, ctx.cancel_token())
+            .await
+            .map_err(|failure| match failure {
+                CallFailure::Cancelled => BlockError::cancelled(),
+                CallFailure::Failed(message) => BlockError::permanent(message),
+            })?;
         let text = text_of(&result);
         if result.is_error == Some(true) {
             return Err(BlockError::permanent(format!(
