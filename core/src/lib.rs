@@ -14,6 +14,7 @@ mod block;
 mod config;
 mod graph;
 mod graph_file;
+mod hosts;
 mod json_schema;
 mod tool;
 mod types;
@@ -24,7 +25,7 @@ pub use approval::{ApprovalDecision, ApprovalRequest};
 pub use block::{
     Block, BlockError, BlockMeta, CpuJob, ERROR_PORT, ErrorClass, GraphInterface, InputsExt,
     NodeImpl, PortSpec, Ports, RequestSlot, RunCtx, RunInput, Secret, SecretError, SecretSource,
-    TOOL_PORT, Usage, error_chain, outputs, run_cpu_bound, secret_env_var,
+    TOOL_PORT, Usage, env_secret, error_chain, outputs, run_cpu_bound, secret_env_var,
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use graph::{
@@ -34,6 +35,7 @@ pub use graph::{
 pub use graph_file::{
     DEFAULT_MAX_GRAPH_BYTES, GraphFileError, MAX_GRAPH_BYTES_ENV, max_graph_bytes, read_graph_file,
 };
+pub use hosts::{BoundHosts, host_of, preset_hosts, refused_message};
 pub use json_schema::{value_type_from_schema, value_type_schema};
 pub use tool::{tool_descriptor, tool_name, type_schema};
 pub use types::{
