@@ -2,6 +2,14 @@
 //! TLS setup, built on first use, so a run that sends nothing never builds it), the run's
 //! per-host request slots, and how long to wait before trying a request again.
 //!
+//! Credentials leave only for their hosts: before every request, and again before every
+//! redirect it follows, [`execute`] asks the run ([`RunCtx::check_egress`]) whether the URL,
+//! a header or the body carries a secret the run resolved for other hosts, and refuses to
+//! send it. The client follows redirects itself (the reqwest client follows none) so that
+//! no hop escapes the check: on a hop to another scheme, host or port it drops
+//! `Authorization`, cookies, and every header and query parameter that carries a secret
+//! not bound to the new host, sends no `Referer`, and fails when the body still carries one.
+//!
 //! Blocks set timeouts per request: the client only bounds connecting.
 //!
 //! URLs that data chooses (`http.request`, the agent's `http_get`) go through the public
@@ -13,36 +21,39 @@
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentloom_core::{BlockError, RequestSlot, RunCtx, error_chain};
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use agentloom_core::{BlockError, RequestSlot, RunCtx, error_chain, host_of};
+use reqwest::header::{
+    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HeaderMap, LOCATION,
+    PROXY_AUTHORIZATION, REFERER, RETRY_AFTER, TRANSFER_ENCODING,
+};
+use reqwest::{Method, Request, Response, StatusCode, Url};
 
 pub(crate) const USER_AGENT: &str = concat!("agentloom/", env!("CARGO_PKG_VERSION"));
 /// A host that has not accepted the connection by then is not going to.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Redirects followed for one request, as browsers and reqwest do.
+const MAX_REDIRECTS: usize = 10;
 
-/// The client every block shares.
+/// The client every block shares. It follows no redirect: [`execute`] does.
 pub(crate) fn client() -> Result<&'static reqwest::Client, BlockError> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    shared(&CLIENT, reqwest::redirect::Policy::default())
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .user_agent(USER_AGENT)
+                .connect_timeout(CONNECT_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| error_chain(&e))
+        })
+        .as_ref()
+        .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
 }
 
-/// The shared set-up without following redirects, for connections that carry a session or
-/// a token a redirect to another origin would replay there (MCP over HTTP).
+/// The shared client, for connections that must not follow redirects at all (MCP over
+/// HTTP, whose session and token a redirect would replay elsewhere).
 pub(crate) fn client_without_redirects() -> Result<&'static reqwest::Client, BlockError> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    shared(&CLIENT, reqwest::redirect::Policy::none())
-}
-
-fn shared(
-    cell: &'static OnceLock<Result<reqwest::Client, String>>,
-    redirects: reqwest::redirect::Policy,
-) -> Result<&'static reqwest::Client, BlockError> {
-    built(cell, || {
-        reqwest::Client::builder()
-            .user_agent(USER_AGENT)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(redirects)
-    })
+    client()
 }
 
 fn built(
@@ -84,6 +95,7 @@ pub(crate) fn client_for(reach: Reach) -> Result<&'static reqwest::Client, Block
             reqwest::Client::builder()
                 .user_agent(USER_AGENT)
                 .connect_timeout(CONNECT_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
                 .connector_layer(PublicOnlyLayer)
         }),
     }
@@ -215,6 +227,142 @@ where
     }
 }
 
+/// Sends `request` on the shared client and follows its redirects (at most
+/// [`MAX_REDIRECTS`]), each request checked against the run's secrets before it leaves
+/// (see the module header). `failed` words a request that could not be sent.
+pub(crate) async fn execute(
+    ctx: &dyn RunCtx,
+    request: Request,
+    failed: impl Fn(reqwest::Error) -> BlockError,
+) -> Result<Response, BlockError> {
+    execute_within(ctx, Reach::Any, request, failed).await
+}
+
+/// [`execute`] on the client for `reach`.
+pub(crate) async fn execute_within(
+    ctx: &dyn RunCtx,
+    reach: Reach,
+    mut request: Request,
+    failed: impl Fn(reqwest::Error) -> BlockError,
+) -> Result<Response, BlockError> {
+    let client = client_for(reach)?;
+    let mut from: Option<Url> = None;
+    for _ in 0..=MAX_REDIRECTS {
+        if let Err(refused) = check_egress(ctx, &request) {
+            return Err(match &from {
+                Some(from) => BlockError::permanent(format!(
+                    "the redirect from {} to {} was not followed: {}",
+                    host_of(from),
+                    host_of(request.url()),
+                    refused.message
+                )),
+                None => refused,
+            });
+        }
+        // Kept to send again on a 307/308; a streamed body cannot be, so that redirect is
+        // handed back as the answer.
+        let again = request.try_clone();
+        let url = request.url().clone();
+        let response = client.execute(request).await.map_err(&failed)?;
+        let Some(next) = again.and_then(|again| redirected(ctx, again, &response)) else {
+            return Ok(response);
+        };
+        tracing::debug!(from = %host_of(&url), to = %host_of(next.url()), status = %response.status(), "following a redirect");
+        from = Some(url);
+        request = next;
+    }
+    Err(BlockError::permanent(format!(
+        "more than {MAX_REDIRECTS} redirects from {}; check the URL",
+        from.as_ref().map_or_else(String::new, host_of)
+    )))
+}
+
+/// Fails when `request` carries a secret of the run to a host it is not bound to.
+fn check_egress(ctx: &dyn RunCtx, request: &Request) -> Result<(), BlockError> {
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(request.headers().len() + 1);
+    parts.extend(
+        request
+            .headers()
+            .values()
+            .map(reqwest::header::HeaderValue::as_bytes),
+    );
+    if let Some(body) = request.body().and_then(reqwest::Body::as_bytes) {
+        parts.push(body);
+    }
+    ctx.check_egress(request.url(), &parts)
+}
+
+/// The request a redirect `response` to `previous` asks for, or `None` when it is not a
+/// redirect that can be followed (then it is the answer).
+fn redirected(ctx: &dyn RunCtx, mut previous: Request, response: &Response) -> Option<Request> {
+    let status = response.status();
+    if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let location = response.headers().get(LOCATION)?.to_str().ok()?;
+    let mut next_url = previous.url().join(location).ok()?;
+    if !matches!(next_url.scheme(), "http" | "https") {
+        return None;
+    }
+    next_url.set_fragment(None);
+    let same_origin = {
+        let old = previous.url();
+        old.scheme() == next_url.scheme()
+            && old.host_str() == next_url.host_str()
+            && old.port_or_known_default() == next_url.port_or_known_default()
+    };
+    // 303, and 301/302 after a POST, become a GET without the body, as browsers do.
+    let becomes_get = status == StatusCode::SEE_OTHER && previous.method() != Method::HEAD
+        || matches!(status.as_u16(), 301 | 302) && previous.method() == Method::POST;
+    if becomes_get {
+        *previous.method_mut() = Method::GET;
+        *previous.body_mut() = None;
+        for header in [
+            CONTENT_TYPE,
+            CONTENT_LENGTH,
+            CONTENT_ENCODING,
+            TRANSFER_ENCODING,
+        ] {
+            previous.headers_mut().remove(header);
+        }
+    }
+    previous.headers_mut().remove(REFERER);
+    if !same_origin {
+        for header in [AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION] {
+            previous.headers_mut().remove(header);
+        }
+        without_foreign_secrets(ctx, previous.headers_mut(), &mut next_url);
+    }
+    *previous.url_mut() = next_url;
+    Some(previous)
+}
+
+/// Drops the headers and query parameters that carry a secret not bound to `url`'s host.
+fn without_foreign_secrets(ctx: &dyn RunCtx, headers: &mut HeaderMap, url: &mut Url) {
+    let mut bare = url.clone();
+    bare.set_query(None);
+    let foreign = |part: &[u8]| ctx.check_egress(&bare, &[part]).is_err();
+    let carrying: Vec<_> = headers
+        .iter()
+        .filter(|(_, value)| foreign(value.as_bytes()))
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in carrying {
+        headers.remove(name);
+    }
+    if url.query().is_some() {
+        let kept: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(key, value)| !foreign(key.as_bytes()) && !foreign(value.as_bytes()))
+            .map(|(key, value)| (key.into_owned(), value.into_owned()))
+            .collect();
+        url.set_query(None);
+        if !kept.is_empty() {
+            url.query_pairs_mut().extend_pairs(kept);
+        }
+    }
+}
+
 /// Waits for a slot to send a request to `url`'s host: the run's `requests_per_host`
 /// (shared with its sub-runs) bounds the requests in flight per host. Hold the slot until
 /// the answer is read. Fails as cancelled when the node is stopped while waiting.
@@ -229,13 +377,13 @@ pub(crate) struct Sent {
     _slot: RequestSlot,
 }
 
-/// Waits for a request slot for the request's host, then sends it on the shared client.
+/// Waits for a request slot for the request's host, then sends it with [`execute`].
 /// Fails as cancelled when the node is stopped first; `failed` words a request that could
 /// not be built or sent (unreachable host, timeout…).
 pub(crate) async fn send(
     ctx: &dyn RunCtx,
     request: reqwest::RequestBuilder,
-    failed: impl FnOnce(reqwest::Error) -> BlockError,
+    failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
     send_within(ctx, Reach::Any, request, failed).await
 }
@@ -245,16 +393,13 @@ pub(crate) async fn send_within(
     ctx: &dyn RunCtx,
     reach: Reach,
     request: reqwest::RequestBuilder,
-    failed: impl FnOnce(reqwest::Error) -> BlockError,
+    failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
-    let request = match request.build() {
-        Ok(request) => request,
-        Err(err) => return Err(failed(err)),
-    };
+    let request = request.build().map_err(&failed)?;
     let slot = request_slot(ctx, request.url().as_str()).await?;
     let response = tokio::select! {
         () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-        response = client_for(reach)?.execute(request) => response.map_err(failed)?,
+        response = execute_within(ctx, reach, request, failed) => response?,
     };
     Ok(Sent {
         response,

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::{ApprovalDecision, ApprovalRequest};
 use crate::config::{Config, ConfigError, ConfigField};
 use crate::graph::GraphDoc;
+use crate::hosts::{BoundHosts, preset_hosts};
 use crate::types::ValueType;
 use crate::value::{Value, ValueMap};
 
@@ -261,18 +262,37 @@ impl std::ops::AddAssign for Usage {
 /// What a secret is replaced with in output.
 pub const REDACTED: &str = "[redacted]";
 
-/// A secret value. Its `Debug` and `Display` never show it.
+/// A secret value and the hosts it may be sent to. Its `Debug` and `Display` never show it.
 #[derive(Clone)]
-pub struct Secret(String);
+pub struct Secret {
+    value: String,
+    hosts: BoundHosts,
+}
 
 impl Secret {
+    /// A secret bound to no host: a run refuses to send it anywhere until it is
+    /// [`Secret::bound_to`] some.
     pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
+        Self {
+            value: value.into(),
+            hosts: BoundHosts::none(),
+        }
+    }
+
+    #[must_use]
+    pub fn bound_to(mut self, hosts: BoundHosts) -> Self {
+        self.hosts = hosts;
+        self
     }
 
     /// The secret itself: pass it to the wire, never to a log or an error.
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.value
+    }
+
+    /// The hosts it may be sent to.
+    pub fn hosts(&self) -> &BoundHosts {
+        &self.hosts
     }
 }
 
@@ -316,6 +336,25 @@ pub trait SecretSource: Send + Sync {
         let _ = (name, refused);
         Ok(None)
     }
+}
+
+/// Credential `name` from the environment (`AGENTLOOM_SECRET_<NAME>`), if set, bound to the
+/// hosts in `AGENTLOOM_SECRET_<NAME>_HOSTS` (comma-separated; `*` for any host), else to
+/// the API hosts of the provider of that name ([`preset_hosts`]), else to none.
+pub fn env_secret(name: &str) -> Result<Option<Secret>, SecretError> {
+    let env_var = secret_env_var(name);
+    let Some(value) = std::env::var(&env_var).ok().filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let hosts_var = format!("{env_var}_HOSTS");
+    let hosts = match std::env::var(&hosts_var) {
+        Ok(list) => BoundHosts::parse_list(&list).map_err(|problem| SecretError::Unusable {
+            name: name.to_owned(),
+            message: format!("{hosts_var}: {problem}"),
+        })?,
+        Err(_) => BoundHosts::parse(preset_hosts(name)).unwrap_or_default(),
+    };
+    Ok(Some(Secret::new(value).bound_to(hosts)))
 }
 
 /// The environment variable that carries credential `name` for headless runs:
@@ -447,6 +486,14 @@ pub trait RunCtx: Send + Sync {
     async fn request_slot(&self, url: &str) -> Result<RequestSlot, BlockError> {
         let _ = url;
         Ok(RequestSlot::unlimited())
+    }
+    /// Before a request to `url` leaves: fails, naming the credential and the host, when
+    /// the URL or any of `parts` (header values, the body) carries a secret this run
+    /// resolved (plain, URL-encoded or Base64) that is not bound to `url`'s host. The
+    /// shared HTTP client calls it before every send and every redirect it follows.
+    fn check_egress(&self, url: &url::Url, parts: &[&[u8]]) -> Result<(), BlockError> {
+        let _ = (url, parts);
+        Ok(())
     }
 }
 

@@ -15,6 +15,7 @@ mod config;
 mod escape;
 mod graph;
 mod graph_file;
+mod hosts;
 mod json_schema;
 mod tool;
 mod types;
@@ -25,7 +26,8 @@ pub use approval::{ApprovalDecision, ApprovalRequest, resolved_details};
 pub use block::{
     Block, BlockError, BlockMeta, CpuJob, ERROR_PORT, ErrorClass, GraphInterface, InputsExt,
     NodeImpl, PortSpec, Ports, REDACTED, RequestSlot, RunCtx, RunInput, Secret, SecretError,
-    SecretSource, TOOL_PORT, Usage, error_chain, outputs, run_cpu_bound, secret_env_var,
+    SecretSource, TOOL_PORT, Usage, env_secret, error_chain, outputs, run_cpu_bound,
+    secret_env_var,
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use escape::{Escaped, escape_control};
@@ -37,6 +39,7 @@ pub use graph_file::{
     DEFAULT_MAX_GRAPH_BYTES, GraphFileError, MAX_GRAPH_BYTES_ENV, max_graph_bytes, read_graph_file,
     read_graph_text,
 };
+pub use hosts::{BoundHosts, host_of, preset_hosts, refused_message};
 pub use json_schema::{value_type_from_schema, value_type_schema};
 pub use tool::{tool_descriptor, tool_name, type_schema};
 pub use types::{

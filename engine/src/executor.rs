@@ -106,14 +106,10 @@ pub struct EnvSecrets;
 
 impl SecretSource for EnvSecrets {
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
-        let env_var = agentloom_core::secret_env_var(name);
-        match std::env::var(&env_var) {
-            Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
-            _ => Err(SecretError::Missing {
-                name: name.to_owned(),
-                env_var,
-            }),
-        }
+        agentloom_core::env_secret(name)?.ok_or_else(|| SecretError::Missing {
+            name: name.to_owned(),
+            env_var: agentloom_core::secret_env_var(name),
+        })
     }
 }
 
@@ -547,20 +543,27 @@ impl RunCtx for NodeCtx {
 
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
         let secret = self.shared.executor.secrets.secret(name)?;
-        self.shared.redactor.remember(&secret);
+        self.shared.redactor.remember(name, &secret);
         Ok(secret)
     }
 
     fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
         let fresh = self.shared.executor.secrets.refresh_secret(name, refused)?;
         if let Some(secret) = &fresh {
-            self.shared.redactor.remember(secret);
+            self.shared.redactor.remember(name, secret);
         }
         Ok(fresh)
     }
 
     fn redact_secret(&self, secret: &Secret) {
         self.shared.redactor.remember(secret);
+    }
+
+    fn check_egress(&self, url: &url::Url, parts: &[&[u8]]) -> Result<(), BlockError> {
+        self.shared
+            .redactor
+            .check_egress(url, parts)
+            .map_err(BlockError::permanent)
     }
 
     fn workspace(&self) -> &std::path::Path {

@@ -11,7 +11,7 @@
 
 use std::sync::RwLock;
 
-use agentloom_core::{Secret, Value, ValueMap};
+use agentloom_core::{BoundHosts, Secret, Value, ValueMap};
 use base64::Engine as _;
 
 use crate::events::EventKind;
@@ -26,11 +26,21 @@ const MIN_SECRET_LEN: usize = 4;
 #[derive(Default)]
 pub(crate) struct Redactor {
     needles: RwLock<Vec<String>>,
+    /// Each resolved secret with its credential and hosts, for [`Redactor::check_egress`].
+    bound: RwLock<Vec<Bound>>,
+}
+
+/// A secret a run resolved: where it may go, and the forms it travels in.
+struct Bound {
+    credential: String,
+    hosts: BoundHosts,
+    forms: Vec<String>,
 }
 
 /// Every secret any run in this process resolved.
 static RESOLVED_IN_PROCESS: Redactor = Redactor {
     needles: RwLock::new(Vec::new()),
+    bound: RwLock::new(Vec::new()),
 };
 
 /// `text` with every secret any run in this process resolved replaced by [`REDACTED`]:
@@ -46,11 +56,56 @@ pub(crate) fn remember_process_wide(secret: &str) {
 }
 
 impl Redactor {
-    /// Remembers `secret` and its encodings, here and for the whole process.
-    pub(crate) fn remember(&self, secret: &Secret) {
+    /// Remembers `secret` of credential `credential` and its encodings, here and for the
+    /// whole process, with the hosts it may be sent to.
+    pub(crate) fn remember(&self, credential: &str, secret: &Secret) {
         let forms = forms(secret);
         self.add(&forms);
         RESOLVED_IN_PROCESS.add(&forms);
+        if forms.is_empty() {
+            return;
+        }
+        if let Ok(mut bound) = self.bound.write() {
+            let known = bound.iter().any(|b| {
+                b.credential == credential && b.forms == forms && b.hosts == *secret.hosts()
+            });
+            if !known {
+                bound.push(Bound {
+                    credential: credential.to_owned(),
+                    hosts: secret.hosts().clone(),
+                    forms,
+                });
+            }
+        }
+    }
+
+    /// Refuses a request to `url` whose URL or `parts` (header values, body) carry a
+    /// secret in any of its forms that is bound to other hosts: the message names the
+    /// credential and the host, never the value. A value stored under several credentials
+    /// may go where any of them may.
+    pub(crate) fn check_egress(&self, url: &url::Url, parts: &[&[u8]]) -> Result<(), String> {
+        let Ok(bound) = self.bound.read() else {
+            return Err("the run's secrets could not be read; the request was not sent".to_owned());
+        };
+        let carried = |b: &Bound| {
+            b.forms.iter().any(|form| {
+                url.as_str().contains(form.as_str())
+                    || parts.iter().any(|part| contains(part, form.as_bytes()))
+            })
+        };
+        for refused in bound.iter().filter(|b| !b.hosts.allows(url)) {
+            let allowed_elsewhere = bound
+                .iter()
+                .any(|b| b.forms[0] == refused.forms[0] && b.hosts.allows(url));
+            if !allowed_elsewhere && carried(refused) {
+                return Err(agentloom_core::refused_message(
+                    &refused.credential,
+                    url,
+                    &refused.hosts,
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn add(&self, forms: &[String]) {
@@ -143,6 +198,13 @@ impl Redactor {
     }
 }
 
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty()
+        && haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
+}
+
 /// `secret` as it may appear in output: plain, Base64 (basic authentication),
 /// percent-encoded (a query string), the password of `user:password`, and escaped as in a
 /// log line's quoted field.
@@ -175,7 +237,7 @@ mod tests {
     #[test]
     fn secrets_and_their_encodings_are_replaced_everywhere() {
         let redactor = Redactor::default();
-        redactor.remember(&Secret::new("alice:s3cret/pw"));
+        redactor.remember("basic", &Secret::new("alice:s3cret/pw"));
         let b64 = base64::engine::general_purpose::STANDARD.encode("alice:s3cret/pw");
         let mut text =
             format!("got alice:s3cret/pw, Basic {b64}, q=alice%3As3cret%2Fpw and s3cret/pw");
@@ -195,7 +257,7 @@ mod tests {
     #[test]
     fn secrets_any_run_resolved_are_redacted_process_wide() {
         let one_run = Redactor::default();
-        one_run.remember(&Secret::new("pw\"with-quote"));
+        one_run.remember("quoted", &Secret::new("pw\"with-quote"));
         let mut line = r#"DEBUG call failed body="pw\"with-quote" key=pw"with-quote"#.to_owned();
         redact_resolved_secrets(&mut line);
         assert_eq!(
@@ -205,9 +267,45 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_leaves_only_for_its_hosts_in_every_form() {
+        let redactor = Redactor::default();
+        let bound = BoundHosts::parse(&["api.github.com", "127.0.0.1:4000"]).unwrap();
+        redactor.remember("github", &Secret::new("gh-t0ken/x").bound_to(bound));
+        let url = |u: &str| url::Url::parse(u).unwrap();
+        let home = url("http://127.0.0.1:4000/echo");
+        let away = url("http://127.0.0.1:4001/echo");
+        assert!(
+            redactor
+                .check_egress(&home, &[b"Bearer gh-t0ken/x"])
+                .is_ok()
+        );
+        assert!(redactor.check_egress(&away, &[b"nothing secret"]).is_ok());
+        let b64 = base64::engine::general_purpose::STANDARD.encode("gh-t0ken/x");
+        for part in [
+            "Bearer gh-t0ken/x".to_owned(),
+            format!("{{\"t\":\"{b64}\"}}"),
+        ] {
+            let err = redactor
+                .check_egress(&away, &[b"x", part.as_bytes()])
+                .unwrap_err();
+            assert!(
+                err.starts_with("credential `github` may not be sent to 127.0.0.1:4001 (it is bound to api.github.com, 127.0.0.1:4000)"),
+                "{err}"
+            );
+            assert!(!err.contains("t0ken"), "{err}");
+        }
+        let in_query = url("http://127.0.0.1:4001/?key=gh-t0ken%2Fx");
+        assert!(redactor.check_egress(&in_query, &[]).is_err());
+        // The same value under a credential that may go there.
+        let open = BoundHosts::parse(&["127.0.0.1:4001"]).unwrap();
+        redactor.remember("copy", &Secret::new("gh-t0ken/x").bound_to(open));
+        assert!(redactor.check_egress(&in_query, &[]).is_ok());
+    }
+
+    #[test]
     fn very_short_secrets_are_not_redacted() {
         let redactor = Redactor::default();
-        redactor.remember(&Secret::new("ab"));
+        redactor.remember("short", &Secret::new("ab"));
         let mut text = "about".to_owned();
         redactor.text(&mut text);
         assert_eq!(text, "about");

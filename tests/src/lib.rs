@@ -149,6 +149,42 @@ impl Drop for FakeLlm {
     }
 }
 
+/// Whether the real Secret Service can be used: tests that need it run inside a private
+/// D-Bus session (`scripts/test-all.sh`); elsewhere they fail, unless
+/// `AGENTLOOM_SKIP_PEERS=1` says to skip them.
+///
+/// # Panics
+/// Without a D-Bus session, unless peers are skipped.
+pub fn keychain_available() -> bool {
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var("AGENTLOOM_SKIP_PEERS").is_ok_and(|v| v == "1"),
+        "no D-Bus session: run the tests with scripts/test-all.sh (gnome-keyring in dbus-run-session), or set AGENTLOOM_SKIP_PEERS=1"
+    );
+    false
+}
+
+/// Runs `command` with `stdin` written to its standard input, and collects its output.
+///
+/// # Panics
+/// When the program cannot be started.
+#[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+pub fn output_with_stdin(command: &mut std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A program that exits without reading its input closes the pipe: not a failure here.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
 /// A port of 127.0.0.1 that was free a moment ago.
 ///
 /// # Panics

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use agentloom_blocks::Registry;
 use agentloom_core::{
-    EdgeDoc, GraphDoc, NodeDoc, RetryPolicy, Secret, SecretError, SecretSource, Value, ValueMap,
-    secret_env_var, validate,
+    BoundHosts, EdgeDoc, GraphDoc, NodeDoc, RetryPolicy, Secret, SecretError, SecretSource, Value,
+    ValueMap, secret_env_var, validate,
 };
 use agentloom_engine::{
     CollectSink, EventKind, Executor, NodeStatus, RunEvent, RunOptions, RunReport, RunStatus,
@@ -31,7 +31,8 @@ impl SecretSource for Secrets {
         self.0
             .iter()
             .find(|(n, _)| n == name)
-            .map(|(_, v)| Secret::new(v.clone()))
+            // Any host: these tests are about the providers, not where keys may go.
+            .map(|(_, v)| Secret::new(v.clone()).bound_to(BoundHosts::parse(&["*"]).unwrap()))
             .ok_or_else(|| SecretError::Missing {
                 name: name.to_owned(),
                 env_var: secret_env_var(name),
@@ -670,7 +671,8 @@ struct RefreshingSecrets {
 impl SecretSource for RefreshingSecrets {
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
         match name {
-            "oauth" => Ok(Secret::new(self.current.lock().unwrap().clone())),
+            "oauth" => Ok(Secret::new(self.current.lock().unwrap().clone())
+                .bound_to(BoundHosts::parse(&["*"]).unwrap())),
             _ => Err(SecretError::Missing {
                 name: name.to_owned(),
                 env_var: secret_env_var(name),
@@ -685,7 +687,9 @@ impl SecretSource for RefreshingSecrets {
             *self.refreshes.lock().unwrap() += 1;
             current.clone_from(&self.fresh);
         }
-        Ok(Some(Secret::new(current.clone())))
+        Ok(Some(
+            Secret::new(current.clone()).bound_to(BoundHosts::parse(&["*"]).unwrap()),
+        ))
     }
 }
 

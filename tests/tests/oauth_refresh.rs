@@ -239,6 +239,12 @@ fn stored(tokens: &OAuthTokens, service: &str) -> StoredSecret {
     StoredSecret::OAuth(tokens)
 }
 
+/// The credential bound to the service's host, where the blocks send it.
+fn hosts_of(service: &str) -> agentloom_core::BoundHosts {
+    let url = reqwest::Url::parse(service).unwrap();
+    agentloom_core::BoundHosts::parse(&[agentloom_core::host_of(&url)]).unwrap()
+}
+
 fn oauth_tokens(store: &CredentialStore, name: &str) -> OAuthTokens {
     match store.get(name).unwrap() {
         StoredSecret::OAuth(tokens) => tokens,
@@ -285,7 +291,9 @@ async fn an_expired_token_is_refreshed_once_on_a_401_and_the_rotated_refresh_tok
     let (service, seen) = start_service(&oidc.issuer).await;
     let signed_in = sign_in(&oidc).await;
     let first_refresh = signed_in.refresh_token.clone().unwrap();
-    store.put(&name, &stored(&signed_in, &service)).unwrap();
+    store
+        .put_with_hosts(&name, &stored(&signed_in, &service), &hosts_of(&service))
+        .unwrap();
     wait_until_expired(&oidc.issuer, &signed_in.access_token).await;
 
     // GitHub: the expired token is refused, refreshed once, and the request repeated.
@@ -357,7 +365,9 @@ async fn a_refused_refresh_names_the_credential_and_how_to_sign_in_again() {
     // Refreshed elsewhere (another machine, a copied keychain): the stored refresh token is
     // spent.
     oauth::refresh(&signed_in).await.unwrap();
-    store.put(&name, &stored(&signed_in, &service)).unwrap();
+    store
+        .put_with_hosts(&name, &stored(&signed_in, &service), &hosts_of(&service))
+        .unwrap();
     wait_until_expired(&oidc.issuer, &signed_in.access_token).await;
 
     let report = run_node(

@@ -91,13 +91,16 @@ async fn a_stored_secret_never_reaches_the_export_the_run_log_or_the_logs() {
     }
     let canary = token.expect("myworld gave a GitHub token");
     let name = format!("canary-{}", std::process::id());
+    // Bound to the peer, where the block sends it.
+    let peer = agentloom_core::host_of(&reqwest::Url::parse(&base).unwrap());
     store
-        .put(
+        .put_with_hosts(
             &name,
             &StoredSecret::ApiKey {
                 provider: "github".into(),
                 key: canary.clone(),
             },
+            &agentloom_core::BoundHosts::parse(&[peer]).unwrap(),
         )
         .unwrap();
     let store = Arc::new(store);

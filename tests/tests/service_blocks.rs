@@ -360,7 +360,11 @@ async fn gmail_refreshes_a_stale_google_sign_in_on_a_401_and_finds_the_mail() {
         },
     };
     let store = Arc::new(store);
-    store.put(&name, &StoredSecret::OAuth(stale)).unwrap();
+    let gmail_host = agentloom_core::host_of(&reqwest::Url::parse(&gmail).unwrap());
+    let hosts = agentloom_core::BoundHosts::parse(&[gmail_host]).unwrap();
+    store
+        .put_with_hosts(&name, &StoredSecret::OAuth(stale), &hosts)
+        .unwrap();
 
     let mut doc = GraphDoc::new("gmail refresh");
     doc.nodes.push(

@@ -525,43 +525,19 @@ fn a_value_too_big_for_the_log_is_kept_as_size_hash_and_preview() {
     assert!(text.len() < 2000, "{} bytes kept", text.len());
 }
 
-/// The real Secret Service is needed; the test script provides one in a private D-Bus session.
-fn keychain_available() -> bool {
-    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var("AGENTLOOM_SKIP_PEERS").is_ok_and(|v| v == "1"),
-        "no D-Bus session: run the tests with scripts/test-all.sh (gnome-keyring in dbus-run-session), or set AGENTLOOM_SKIP_PEERS=1"
-    );
-    false
-}
-
 #[test]
 fn credentials_add_list_remove_through_the_keychain() {
-    if !keychain_available() {
+    if !agentloom_tests::keychain_available() {
         return;
     }
     let data = tempfile::tempdir().unwrap();
     let name = format!("cli-test-{}", std::process::id());
     let secret = "sk-canary-3c1d9e0f";
     let cli = |args: &[&str], stdin: &str| -> Output {
-        let mut child = bin()
-            .args(args)
-            .env("XDG_DATA_HOME", data.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        agentloom_tests::output_with_stdin(
+            bin().args(args).env("XDG_DATA_HOME", data.path()),
+            stdin,
+        )
     };
     let added = cli(
         &["credentials", "add", &name, "--provider", "openai"],

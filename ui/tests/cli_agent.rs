@@ -12,6 +12,10 @@ fn agent(fake: &FakeLlm, goal: &str, dir: &std::path::Path, extra: &[&str]) -> O
         .env_remove("AGENTLOOM_LOG")
         // The peer takes any key; the environment keeps the keychain out of it.
         .env("AGENTLOOM_SECRET_OPENAI", "sk-local-test")
+        .env(
+            "AGENTLOOM_SECRET_OPENAI_HOSTS",
+            format!("127.0.0.1:{}", fake.port()),
+        )
         .args(["agent", goal, "--model", "test-model", "--base-url"])
         .arg(format!("{}/v1", fake.base()))
         .arg("--workspace")
@@ -99,6 +103,10 @@ fn without_yes_and_without_a_terminal_the_agent_waits_and_resumes_on_approve() {
         Command::new(env!("CARGO_BIN_EXE_agentloom"))
             .env_remove("AGENTLOOM_LOG")
             .env("AGENTLOOM_SECRET_OPENAI", "sk-local-test")
+            .env(
+                "AGENTLOOM_SECRET_OPENAI_HOSTS",
+                format!("127.0.0.1:{}", fake.port()),
+            )
             .args(["approve", &run_id, "--db"])
             .arg(dir.path().join("runs.sqlite3"))
             .arg("--workspace")
@@ -129,6 +137,7 @@ fn at_a_terminal_each_side_effect_is_asked_and_arguments_can_be_edited() {
     };
     let dir = tempfile::tempdir().unwrap();
     let base_url = format!("{}/v1", fake.base());
+    let model_host = format!("127.0.0.1:{}", fake.port());
     let (code, shown) = agentloom_tests::at_a_terminal(
         std::path::Path::new(env!("CARGO_BIN_EXE_agentloom")),
         &[
@@ -143,7 +152,10 @@ fn at_a_terminal_each_side_effect_is_asked_and_arguments_can_be_edited() {
             "--db".as_ref(),
             dir.path().join("runs.sqlite3").as_os_str(),
         ],
-        &[("AGENTLOOM_SECRET_OPENAI", "sk-local-test")],
+        &[
+            ("AGENTLOOM_SECRET_OPENAI", "sk-local-test"),
+            ("AGENTLOOM_SECRET_OPENAI_HOSTS", &model_host),
+        ],
         "y\ne\n{\"path\": \"out/answer.txt\", \"content\": \"43\"}\ny\n",
     );
     assert_eq!(code, Some(0), "{shown}");

@@ -171,6 +171,56 @@ fn an_api_key_added_in_the_window_is_stored_in_the_keychain_listed_and_removed_a
 }
 
 #[test]
+fn hosts_are_given_when_adding_listed_and_edited_in_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(dir.path());
+    let store = store(&paths);
+    let name = unique("ui-hosts");
+    let mut h = harness(&GraphDoc::new("Empty"), &paths);
+    open_credentials_from_the_menu(&mut h);
+    type_into(&mut h, Role::TextInput, "Name", &name);
+    type_into(&mut h, Role::TextInput, "Provider", "openai");
+    type_into(&mut h, Role::TextInput, "Hosts", "127.0.0.1:8080");
+    type_into(&mut h, Role::PasswordInput, "Secret", "sk-SECRET-hosts");
+    click(&mut h, Role::Button, "Add");
+    let stored = format!("Stored `{name}` in the keychain.");
+    wait_until(&mut h, "the key to be stored", |h| {
+        h.query_by_label(&stored).is_some()
+    });
+    h.get_by_label("127.0.0.1:8080");
+    let hosts = |store: &CredentialStore| store.info(&name).unwrap().unwrap().hosts;
+    assert_eq!(hosts(&store), ["127.0.0.1:8080"]);
+
+    // Edited: one more host.
+    click(&mut h, Role::Button, &format!("Edit hosts of {name}"));
+    let editor = format!("Hosts of {name}");
+    assert_eq!(
+        h.get_by_role_and_label(Role::TextInput, &editor).value(),
+        Some("127.0.0.1:8080".to_owned())
+    );
+    type_into(&mut h, Role::TextInput, &editor, ", API.openai.com");
+    click(&mut h, Role::Button, "Save hosts");
+    h.get_by_label(&format!(
+        "`{name}` may be sent to 127.0.0.1:8080, api.openai.com."
+    ));
+    h.get_by_label("127.0.0.1:8080, api.openai.com");
+    assert_eq!(hosts(&store), ["127.0.0.1:8080", "api.openai.com"]);
+
+    // A mistake is named and changes nothing.
+    click(&mut h, Role::Button, &format!("Edit hosts of {name}"));
+    type_into(&mut h, Role::TextInput, &editor, "/v1");
+    click(&mut h, Role::Button, "Save hosts");
+    h.get_by_label_contains("Hosts: `api.openai.com/v1` is not a host");
+    click(&mut h, Role::Button, "Cancel editing hosts");
+    assert!(
+        h.query_by_role_and_label(Role::TextInput, &editor)
+            .is_none()
+    );
+    assert_eq!(hosts(&store), ["127.0.0.1:8080", "api.openai.com"]);
+    store.delete(&name).unwrap();
+}
+
+#[test]
 fn a_bad_name_or_a_missing_secret_is_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let paths = paths(dir.path());
@@ -398,16 +448,19 @@ fn runs_started_in_the_app_read_the_key_from_the_keychain() {
     let store = store(&paths);
     let name = unique("ui-run");
     let secret = format!("sk-SECRET-{}", unique("run"));
+    let (base, seen) = serve_json(COMPLETION);
+    // Bound to the local server the block calls.
+    let local = agentloom_core::host_of(&reqwest::Url::parse(&base).unwrap());
     store
-        .put(
+        .put_with_hosts(
             &name,
             &StoredSecret::ApiKey {
                 provider: "openai".into(),
                 key: secret.clone(),
             },
+            &agentloom_core::BoundHosts::parse(&[local]).unwrap(),
         )
         .unwrap();
-    let (base, seen) = serve_json(COMPLETION);
     let doc = llm_graph(serde_json::json!({
         "provider": "openai", "base_url": base, "model": "m", "prompt": "hi",
         "stream": false, "credential": name,

@@ -142,6 +142,11 @@ fn a_token_echoed_in_service_errors_reaches_no_output_and_no_run_log_file() {
             .arg("--db")
             .arg(&db)
             .env("AGENTLOOM_SECRET_GH", CANARY)
+            // Bound to the careless service, so that it gets the token and echoes it.
+            .env(
+                "AGENTLOOM_SECRET_GH_HOSTS",
+                base.trim_start_matches("http://"),
+            )
             .env("AGENTLOOM_LOG", "trace");
         if json {
             cmd.arg("--json");

@@ -41,10 +41,18 @@ struct Server {
 }
 
 impl Server {
-    fn start(graph: &Path, dir: &Path, extra: &[&str]) -> Server {
+    /// `agentloom serve GRAPH EXTRA…`, its `fakellm` credential bound to `model`'s host.
+    fn start(graph: &Path, dir: &Path, extra: &[&str], model: Option<&FakeLlm>) -> Server {
         let port = free_port();
         let stderr = dir.join("serve.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentloom"));
+        if let Some(model) = model {
+            command.env(
+                "AGENTLOOM_SECRET_FAKELLM_HOSTS",
+                format!("127.0.0.1:{}", model.port()),
+            );
+        }
+        let child = command
             .arg("serve")
             .arg(graph)
             .arg("--trust")
@@ -156,7 +164,7 @@ async fn agent_protocol_routes_over_http() {
     let Some(fake) = start_fakellm() else { return };
     let dir = tempfile::tempdir().unwrap();
     let graph = file_agent_graph(dir.path(), &fake);
-    let mut server = Server::start(&graph, dir.path(), &[]);
+    let mut server = Server::start(&graph, dir.path(), &[], Some(&fake));
     let http = reqwest::Client::new();
     let tasks = server.url("/ap/v1/agent/tasks");
 
@@ -375,7 +383,7 @@ async fn webhook_posts_inputs_and_answers_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let graph =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
-    let mut server = Server::start(&graph, dir.path(), &["--webhook", "/hooks/hello"]);
+    let mut server = Server::start(&graph, dir.path(), &["--webhook", "/hooks/hello"], None);
     let http = reqwest::Client::new();
     let hook = server.url("/hooks/hello");
     let answer = json_of(
@@ -444,7 +452,7 @@ fn schedule_runs_the_graph_and_skips_overlaps() {
 
     // (Exact counts are checked on paused time in the schedule's unit test; here, real
     // processes on a busy machine: at least one run, none overlapping, every one logged.)
-    let mut server = Server::start(&graph, dir.path(), &["--schedule", "* * * * * *"]);
+    let mut server = Server::start(&graph, dir.path(), &["--schedule", "* * * * * *"], None);
     std::thread::sleep(Duration::from_millis(4500));
     assert_eq!(server.interrupt(), 0, "{}", server.log());
     let runs = runs_in_log(dir.path());
@@ -486,7 +494,7 @@ fn autogpt_benchmark_interface_challenges_pass() {
     let Some(fake) = start_fakellm() else { return };
     let dir = tempfile::tempdir().unwrap();
     let graph = file_agent_graph(dir.path(), &fake);
-    let server = Server::start(&graph, dir.path(), &[]);
+    let server = Server::start(&graph, dir.path(), &[], Some(&fake));
     let bench = dir.path().join("bench");
     std::fs::create_dir_all(bench.join("agbenchmark_config")).unwrap();
     std::fs::write(

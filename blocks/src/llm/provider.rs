@@ -387,10 +387,12 @@ async fn send_once(
         .await
         .map_err(Failure::fatal)?;
     let http = net::client().map_err(Failure::fatal)?;
-    let builder = http
+    let call = http
         .post(endpoint.url())
         .headers(headers(endpoint, key).map_err(Failure::fatal)?)
-        .json(&body(endpoint, request));
+        .json(&body(endpoint, request))
+        .build()
+        .map_err(|e| Failure::fatal(send_error(endpoint, e)))?;
     tracing::debug!(provider = ?endpoint.kind, model = %request.model, stream = request.stream, "calling the model");
     let timed_out = || {
         Failure::fatal(BlockError::transient(format!(
@@ -398,10 +400,11 @@ async fn send_once(
             options.timeout.as_millis()
         )))
     };
-    let response = tokio::time::timeout(options.timeout, builder.send())
+    let sending = net::execute(ctx, call, |e| send_error(endpoint, e));
+    let response = tokio::time::timeout(options.timeout, sending)
         .await
         .map_err(|_| timed_out())?
-        .map_err(|e| Failure::fatal(send_error(endpoint, e)))?;
+        .map_err(Failure::fatal)?;
     let status = response.status();
     if !status.is_success() {
         let headers = response.headers().clone();

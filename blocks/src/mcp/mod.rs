@@ -81,6 +81,12 @@ pub fn add_mcp_tools(
                 continue;
             }
         };
+        if let (Some(token), Some(credential)) = (&token, &server.credential)
+            && let Some(refused) = token_refused(credential, token, server.url.as_deref())
+        {
+            problems.push(server_problem(name, &refused));
+            continue;
+        }
         let connecting = {
             let (name, server) = (name.clone(), server.clone());
             on_mcp_runtime(async move { McpConnection::connect(&name, &server, token).await })
@@ -164,6 +170,14 @@ fn redact_json(value: &mut serde_json::Value, token: &str) {
     }
 }
 
+/// Why the token of `credential` may not be sent to the server at `url` (over HTTP): it is
+/// bound to other hosts. A stdio server gets it in its environment, sent nowhere.
+fn token_refused(credential: &str, token: &Secret, url: Option<&str>) -> Option<String> {
+    let url = reqwest::Url::parse(url?).ok()?;
+    (!token.hosts().allows(&url))
+        .then(|| agentloom_core::refused_message(credential, &url, token.hosts()))
+}
+
 fn server_problem(name: &str, message: &str) -> Problem {
     Problem {
         kind: ProblemKind::McpServer,
@@ -180,16 +194,18 @@ mod tests {
 
     use std::sync::Mutex;
 
-    use agentloom_core::{McpServerDoc, Secret, SecretError};
+    use agentloom_core::{BoundHosts, McpServerDoc, SecretError};
 
     use super::*;
 
-    struct OneToken;
+    /// The token, bound to the given hosts.
+    struct OneToken(String);
 
     impl SecretSource for OneToken {
         fn secret(&self, name: &str) -> Result<Secret, SecretError> {
             assert_eq!(name, "mcp-token");
-            Ok(Secret::new("tok-s3cret".to_owned()))
+            let hosts = BoundHosts::parse(&[self.0.as_str()]).unwrap();
+            Ok(Secret::new("tok-s3cret".to_owned()).bound_to(hosts))
         }
     }
 
@@ -267,8 +283,30 @@ mod tests {
                 ..McpServerDoc::default()
             },
         );
+        // Bound to another host: never sent, and the problem says how to allow it.
+        let elsewhere = doc.clone();
         let problems = tokio::task::spawn_blocking(move || {
-            add_mcp_tools(&mut Registry::new(), &doc, &OneToken)
+            add_mcp_tools(
+                &mut Registry::new(),
+                &elsewhere,
+                &OneToken("mcp.example.com".into()),
+            )
+        })
+        .await
+        .unwrap();
+        assert!(seen.lock().unwrap().is_empty());
+        let message = &problems[0].message;
+        assert!(
+            message.contains(&format!(
+                "credential `mcp-token` may not be sent to {addr} (it is bound to mcp.example.com)"
+            )) && message.contains(&format!(
+                "agentloom credentials hosts mcp-token --add {addr}"
+            )),
+            "{message}"
+        );
+
+        let problems = tokio::task::spawn_blocking(move || {
+            add_mcp_tools(&mut Registry::new(), &doc, &OneToken(addr.to_string()))
         })
         .await
         .unwrap();

@@ -61,6 +61,11 @@ pub struct CredentialInfo {
     /// Whether a refresh token is stored (so that expiry is not the end).
     #[serde(default)]
     pub refreshable: bool,
+    /// The hosts it may be sent to (`host`, `host:port`, or `*` for any): see
+    /// [`agentloom_core::BoundHosts`]. Empty in an index written before hosts existed: the
+    /// provider's hosts ([`default_hosts`]) then apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     /// Last written, in seconds since the Unix epoch.
     pub updated_at: u64,
 }
@@ -159,8 +164,25 @@ impl StoredSecret {
             expires_at,
             scopes,
             refreshable,
+            hosts: default_hosts(self.provider()),
             updated_at: unix_now(),
         }
+    }
+}
+
+/// The hosts a credential of `provider` is bound to unless told otherwise: the API hosts of
+/// a known provider ([`agentloom_core::preset_hosts`]), the host of an OpenID issuer URL,
+/// else none.
+pub fn default_hosts(provider: &str) -> Vec<String> {
+    let preset = agentloom_core::preset_hosts(provider);
+    if !preset.is_empty() {
+        return preset.iter().map(|h| (*h).to_owned()).collect();
+    }
+    match url::Url::parse(provider) {
+        Ok(issuer) if matches!(issuer.scheme(), "http" | "https") => {
+            vec![agentloom_core::host_of(&issuer)]
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -243,6 +265,8 @@ pub enum CredentialError {
     },
     #[error("{0}")]
     OAuth(String),
+    #[error("credential `{name}`: {problem}")]
+    Hosts { name: String, problem: String },
 }
 
 impl CredentialError {

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentloom_core::{Secret, SecretError, SecretSource, secret_env_var};
+use agentloom_core::{Secret, SecretError, SecretSource};
 
 use super::{CredentialError, CredentialStore, OAuthTokens, StoredSecret, oauth, unix_now};
 
@@ -67,12 +67,26 @@ impl KeychainSecrets {
         })?;
         self.store.put(name, &StoredSecret::OAuth(fresh.clone()))?;
         tracing::info!(credential = name, "OAuth token refreshed");
-        Ok(Secret::new(fresh.access_token))
+        let hosts = self.store.hosts(name, &fresh.provider)?;
+        Ok(Secret::new(fresh.access_token).bound_to(hosts))
     }
 
     fn keychain_secret(&self, name: &str) -> Result<Secret, SecretError> {
         let fail = |e: CredentialError| e.into_secret_error(name);
-        match self.store.get(name).map_err(fail)? {
+        let stored = self.store.get(name).map_err(fail)?;
+        let hosts = self.store.hosts(name, stored.provider()).map_err(fail)?;
+        self.unbound_keychain_secret(name, stored)
+            .map(|secret| secret.bound_to(hosts))
+    }
+
+    /// The value of `stored`, refreshed first when it is an OAuth token about to expire.
+    fn unbound_keychain_secret(
+        &self,
+        name: &str,
+        stored: StoredSecret,
+    ) -> Result<Secret, SecretError> {
+        let fail = |e: CredentialError| e.into_secret_error(name);
+        match stored {
             StoredSecret::ApiKey { key, .. } => Ok(Secret::new(key)),
             StoredSecret::OAuth(tokens) => {
                 if !tokens.needs_refresh(unix_now()) {
@@ -108,7 +122,7 @@ impl KeychainSecrets {
 
 impl SecretSource for KeychainSecrets {
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
-        if let Some(value) = self.env_secret(name) {
+        if let Some(value) = self.env_secret(name)? {
             return Ok(value);
         }
         self.keychain_secret(name)
@@ -118,7 +132,7 @@ impl SecretSource for KeychainSecrets {
     /// stored access token is no longer `refused`). API keys and environment variables
     /// cannot be refreshed (`Ok(None)`).
     fn refresh_secret(&self, name: &str, refused: &Secret) -> Result<Option<Secret>, SecretError> {
-        if self.env_secret(name).is_some() {
+        if self.env_secret(name)?.is_some() {
             return Ok(None);
         }
         let _guard = self
@@ -132,7 +146,8 @@ impl SecretSource for KeychainSecrets {
         };
         if tokens.access_token != refused.expose() {
             tracing::debug!(credential = name, "OAuth token already refreshed");
-            return Ok(Some(Secret::new(tokens.access_token)));
+            let hosts = self.store.hosts(name, &tokens.provider).map_err(fail)?;
+            return Ok(Some(Secret::new(tokens.access_token).bound_to(hosts)));
         }
         if tokens.refresh_token.is_none() {
             return Err(SecretError::Unusable {
@@ -150,14 +165,11 @@ impl SecretSource for KeychainSecrets {
 }
 
 impl KeychainSecrets {
-    fn env_secret(&self, name: &str) -> Option<Secret> {
+    fn env_secret(&self, name: &str) -> Result<Option<Secret>, SecretError> {
         if !self.read_env {
-            return None;
+            return Ok(None);
         }
-        std::env::var(secret_env_var(name))
-            .ok()
-            .filter(|value| !value.is_empty())
-            .map(Secret::new)
+        agentloom_core::env_secret(name)
     }
 }
 

@@ -1,9 +1,9 @@
 //! The keychain-backed credential store and its non-secret index file.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use agentloom_core::error_chain;
+use agentloom_core::{BoundHosts, error_chain};
 use serde::{Deserialize, Serialize};
 
 use super::{CredentialError, CredentialInfo, StoredSecret, check_name};
@@ -15,7 +15,9 @@ pub const INDEX_FILE: &str = "credentials.json";
 
 /// Credentials in the OS keychain, listed through an index file that holds no secret.
 pub struct CredentialStore {
-    backend: Result<Arc<keyring_core::CredentialStore>, CredentialError>,
+    /// Connected on first use, so a process that resolves no credential never asks the
+    /// keychain.
+    backend: OnceLock<Result<Arc<keyring_core::CredentialStore>, CredentialError>>,
     index_path: PathBuf,
     /// Serializes read-modify-write of the index within this process.
     lock: Mutex<()>,
@@ -25,7 +27,7 @@ impl std::fmt::Debug for CredentialStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CredentialStore")
             .field("index_path", &self.index_path)
-            .field("keychain", &self.backend.is_ok())
+            .field("keychain", &self.backend.get().map(Result::is_ok))
             .finish()
     }
 }
@@ -33,14 +35,9 @@ impl std::fmt::Debug for CredentialStore {
 impl Drop for CredentialStore {
     fn drop(&mut self) {
         // Dropping the Secret Service client blocks on its own runtime too.
-        let backend = std::mem::replace(
-            &mut self.backend,
-            Err(CredentialError::Unavailable {
-                detail: "closed".to_owned(),
-                hint: String::new(),
-            }),
-        );
-        off_runtime(move || drop(backend));
+        if let Some(backend) = self.backend.take() {
+            off_runtime(move || drop(backend));
+        }
     }
 }
 
@@ -51,12 +48,13 @@ struct IndexFile {
 }
 
 impl CredentialStore {
-    /// Connects to the platform keychain (Secret Service on Linux) with the index in
-    /// `data_dir`. Never fails: when the keychain cannot be reached, listing still works
-    /// and every secret operation returns [`CredentialError::Unavailable`].
+    /// The platform keychain (Secret Service on Linux, connected when a secret is first
+    /// read or written) with the index in `data_dir`. Never fails: when the keychain cannot
+    /// be reached, listing still works and every secret operation returns
+    /// [`CredentialError::Unavailable`].
     pub fn open(data_dir: &Path) -> Self {
         Self {
-            backend: off_runtime(platform_backend),
+            backend: OnceLock::new(),
             index_path: data_dir.join(INDEX_FILE),
             lock: Mutex::new(()),
         }
@@ -70,10 +68,14 @@ impl CredentialStore {
     /// A store over a given keychain backend (e.g. `keyring_core::mock::Store` in tests).
     pub fn with_backend(backend: Arc<keyring_core::CredentialStore>, data_dir: &Path) -> Self {
         Self {
-            backend: Ok(backend),
+            backend: OnceLock::from(Ok(backend)),
             index_path: data_dir.join(INDEX_FILE),
             lock: Mutex::new(()),
         }
+    }
+
+    fn backend(&self) -> &Result<Arc<keyring_core::CredentialStore>, CredentialError> {
+        self.backend.get_or_init(|| off_runtime(platform_backend))
     }
 
     pub fn index_path(&self) -> &Path {
@@ -82,7 +84,7 @@ impl CredentialStore {
 
     /// Ok when the keychain can be used; else why not and what to do.
     pub fn check_available(&self) -> Result<(), CredentialError> {
-        self.backend.as_ref().map(|_| ()).map_err(Clone::clone)
+        self.backend().as_ref().map(|_| ()).map_err(Clone::clone)
     }
 
     /// Every credential in the index, sorted by name. Needs no keychain.
@@ -97,19 +99,77 @@ impl CredentialStore {
         Ok(self.list()?.into_iter().find(|c| c.name == name))
     }
 
-    /// Stores `secret` as credential `name` (replacing any) and updates the index.
+    /// Stores `secret` as credential `name` (replacing any) and updates the index. The
+    /// hosts it was bound to stay (a refresh, a new sign-in); a new credential gets its
+    /// provider's ([`super::default_hosts`]).
     pub fn put(
         &self,
         name: &str,
         secret: &StoredSecret,
     ) -> Result<CredentialInfo, CredentialError> {
-        off_runtime(|| self.put_here(name, secret))
+        off_runtime(|| self.put_here(name, secret, None))
+    }
+
+    /// [`CredentialStore::put`], bound to `hosts` (the provider's when empty).
+    pub fn put_with_hosts(
+        &self,
+        name: &str,
+        secret: &StoredSecret,
+        hosts: &BoundHosts,
+    ) -> Result<CredentialInfo, CredentialError> {
+        off_runtime(|| self.put_here(name, secret, Some(hosts)))
+    }
+
+    /// Binds credential `name` to `hosts` (its provider's when empty). Needs no keychain.
+    pub fn set_hosts(
+        &self,
+        name: &str,
+        hosts: &BoundHosts,
+    ) -> Result<CredentialInfo, CredentialError> {
+        check_name(name)?;
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut index = self.read_index()?;
+        let info = index
+            .credentials
+            .iter_mut()
+            .find(|c| c.name == name)
+            .ok_or_else(|| CredentialError::NotFound {
+                name: name.to_owned(),
+            })?;
+        info.hosts = if hosts.is_empty() {
+            super::default_hosts(&info.provider)
+        } else {
+            hosts.to_strings()
+        };
+        let info = info.clone();
+        self.write_index(index)?;
+        tracing::info!(credential = name, hosts = %info.hosts.join(", "), "credential hosts set");
+        Ok(info)
+    }
+
+    /// The hosts credential `name` may be sent to: those in the index, else the defaults
+    /// of `provider` (the stored secret's).
+    pub fn hosts(&self, name: &str, provider: &str) -> Result<BoundHosts, CredentialError> {
+        let listed = self.info(name)?.map(|info| info.hosts).unwrap_or_default();
+        let hosts = if listed.is_empty() {
+            super::default_hosts(provider)
+        } else {
+            listed
+        };
+        BoundHosts::parse(&hosts).map_err(|problem| CredentialError::Hosts {
+            name: name.to_owned(),
+            problem: format!(
+                "{problem} (in {}); fix it with `agentloom credentials hosts {name} --set HOST`",
+                self.index_path.display()
+            ),
+        })
     }
 
     fn put_here(
         &self,
         name: &str,
         secret: &StoredSecret,
+        hosts: Option<&BoundHosts>,
     ) -> Result<CredentialInfo, CredentialError> {
         check_name(name)?;
         secret.redact_from_logs();
@@ -121,9 +181,19 @@ impl CredentialStore {
         entry
             .set_password(&json)
             .map_err(|e| keychain_error(name, &e))?;
-        let info = secret.info(name);
+        let mut info = secret.info(name);
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let mut index = self.read_index()?;
+        match hosts {
+            Some(hosts) if !hosts.is_empty() => info.hosts = hosts.to_strings(),
+            Some(_) => {}
+            None => {
+                let kept = index.credentials.iter().find(|c| c.name == name);
+                if let Some(kept) = kept.filter(|c| !c.hosts.is_empty()) {
+                    info.hosts.clone_from(&kept.hosts);
+                }
+            }
+        }
         index.credentials.retain(|c| c.name != name);
         index.credentials.push(info.clone());
         self.write_index(index)?;
@@ -188,7 +258,7 @@ impl CredentialStore {
     }
 
     fn entry(&self, name: &str) -> Result<keyring_core::Entry, CredentialError> {
-        let backend = self.backend.as_ref().map_err(Clone::clone)?;
+        let backend = self.backend().as_ref().map_err(Clone::clone)?;
         backend
             .build(KEYCHAIN_SERVICE, name, None)
             .map_err(|e| keychain_error(name, &e))

@@ -1,5 +1,5 @@
-//! The credentials manager window: stored credentials with kind, provider, status, expiry
-//! and scopes; add an API key; sign in with a provider (browser or device flow);
+//! The credentials manager window: stored credentials with kind, provider, status, expiry,
+//! hosts and scopes; add an API key; edit the hosts a credential may be sent to; sign in with a provider (browser or device flow);
 //! re-authorize; remove (revoking OAuth tokens where the provider allows it).
 //!
 //! Everything that talks to the keychain or the network runs as a [`Job`] on a thread of its
@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc;
 
+use agentloom_core::BoundHosts;
 use agentloom_engine::credentials::oauth::{self, BrowserOpener, DeviceCode, Provider};
 use agentloom_engine::credentials::{
     CredentialInfo, CredentialKind, CredentialStore, OAuthTokens, StoredSecret, unix_now,
@@ -141,7 +142,11 @@ pub struct Credentials {
     list_error: Option<String>,
     add_name: String,
     add_provider: String,
+    /// Comma-separated; empty: the provider's hosts.
+    add_hosts: String,
     add_secret: String,
+    /// The credential whose hosts are being edited, and the text being edited.
+    edit_hosts: Option<(String, String)>,
     sign_in: SignInForm,
     job: Option<Job>,
     confirm_remove: Option<String>,
@@ -165,7 +170,9 @@ impl Credentials {
             list_error: None,
             add_name: String::new(),
             add_provider: String::new(),
+            add_hosts: String::new(),
             add_secret: String::new(),
+            edit_hosts: None,
             sign_in: SignInForm::default(),
             job: None,
             confirm_remove: None,
@@ -314,16 +321,27 @@ impl Credentials {
             "" => "generic".to_owned(),
             p => p.to_owned(),
         };
+        let hosts = match BoundHosts::parse_list(&self.add_hosts) {
+            Ok(hosts) => hosts,
+            Err(problem) => {
+                self.notice = Some(Notice {
+                    text: format!("Hosts: {problem}"),
+                    error: true,
+                });
+                return;
+            }
+        };
         // The secret leaves the window's state now; it is never shown again.
         let key = std::mem::take(&mut self.add_secret);
         self.add_name.clear();
+        self.add_hosts.clear();
         self.spawn(
             ctx,
             format!("Storing `{name}` in the keychain"),
             false,
             move |_, _| {
                 store
-                    .put(&name, &StoredSecret::ApiKey { provider, key })
+                    .put_with_hosts(&name, &StoredSecret::ApiKey { provider, key }, &hosts)
                     .map(|_| format!("Stored `{name}` in the keychain."))
                     .map_err(|e| e.to_string())
             },
@@ -565,13 +583,14 @@ impl Credentials {
         let idle = self.job.is_none();
         let mut remove = None;
         let mut reauthorize = None;
+        let mut edit_hosts = None;
         egui::Grid::new("credentials_list")
-            .num_columns(7)
+            .num_columns(8)
             .striped(true)
             .spacing([12.0, 4.0])
             .show(ui, |ui| {
                 for title in [
-                    "Name", "Kind", "Provider", "Status", "Expires", "Scopes", "",
+                    "Name", "Kind", "Provider", "Status", "Expires", "Hosts", "Scopes", "",
                 ] {
                     ui.label(RichText::new(title).strong());
                 }
@@ -590,8 +609,15 @@ impl Credentials {
                     };
                     ui.label(RichText::new(status).color(color));
                     ui.label(expiry_text(c.expires_at, now));
+                    ui.label(RichText::new(hosts_text(&c.hosts)).monospace())
+                        .on_hover_text("The only hosts this credential is ever sent to");
                     ui.label(RichText::new(c.scopes.join(" ")).small());
                     ui.horizontal(|ui| {
+                        if named_button(ui, "Hosts…", &format!("Edit hosts of {}", c.name))
+                            .clicked()
+                        {
+                            edit_hosts = Some((c.name.clone(), c.hosts.join(", ")));
+                        }
                         ui.add_enabled_ui(idle && keychain_ok, |ui| {
                             if c.kind == CredentialKind::OAuth
                                 && named_button(
@@ -616,6 +642,10 @@ impl Credentials {
         if let Some(name) = remove {
             self.confirm_remove = Some(name);
         }
+        if edit_hosts.is_some() {
+            self.edit_hosts = edit_hosts;
+        }
+        self.edit_hosts_ui(ui);
         if let Some(name) = reauthorize {
             self.start_sign_in(ctx, Some(name));
         }
@@ -645,6 +675,59 @@ impl Credentials {
         }
     }
 
+    /// The hosts editor of one credential, under the list. Saving needs no keychain.
+    fn edit_hosts_ui(&mut self, ui: &mut Ui) {
+        let Some((name, text)) = &mut self.edit_hosts else {
+            return;
+        };
+        let mut answer = None;
+        ui.group(|ui| {
+            ui.label(format!(
+                "Hosts `{name}` may be sent to, comma-separated: `host` or `host:port` (`*`: any host). Empty: its provider's."
+            ));
+            let field = ui
+                .add(egui::TextEdit::singleline(text).desired_width(320.0))
+                .on_hover_text("e.g. api.example.com, 127.0.0.1:8080");
+            field.widget_info(|| {
+                egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, format!("Hosts of {name}"))
+            });
+            if field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
+                answer = Some(true);
+            }
+            ui.horizontal(|ui| {
+                if named_button(ui, "Save hosts", "Save hosts").clicked() {
+                    answer = Some(true);
+                }
+                if named_button(ui, "Cancel", "Cancel editing hosts").clicked() {
+                    answer = Some(false);
+                }
+            });
+        });
+        match answer {
+            Some(true) => {
+                let name = name.clone();
+                let saved = BoundHosts::parse_list(text).map_err(|p| format!("Hosts: {p}"));
+                let saved = saved.and_then(|hosts| match &self.store {
+                    Ok(store) => store.set_hosts(&name, &hosts).map_err(|e| e.to_string()),
+                    Err(err) => Err(err.clone()),
+                });
+                match saved {
+                    Ok(info) => {
+                        self.notice = Some(Notice {
+                            text: format!("`{name}` may be sent to {}.", hosts_text(&info.hosts)),
+                            error: false,
+                        });
+                        self.edit_hosts = None;
+                        self.list_loaded = false;
+                    }
+                    Err(text) => self.notice = Some(Notice { text, error: true }),
+                }
+            }
+            Some(false) => self.edit_hosts = None,
+            None => {}
+        }
+    }
+
     fn add_ui(&mut self, ui: &mut Ui, ctx: &egui::Context) {
         let mut submit = false;
         egui::Grid::new("add_api_key")
@@ -664,6 +747,14 @@ impl Credentials {
                 ui.add(
                     egui::TextEdit::singleline(&mut self.add_provider)
                         .hint_text("openai, anthropic, github… (empty: generic)")
+                        .desired_width(240.0),
+                )
+                .labelled_by(label.id);
+                ui.end_row();
+                let label = ui.label("Hosts");
+                ui.add(
+                    egui::TextEdit::singleline(&mut self.add_hosts)
+                        .hint_text("api.example.com, 127.0.0.1:8080 (empty: the provider's)")
                         .desired_width(240.0),
                 )
                 .labelled_by(label.id);
@@ -774,6 +865,15 @@ impl Credentials {
 }
 
 /// A button whose accessible name differs from its text (e.g. says which row it acts on).
+/// A credential's hosts for the list: `a, b`, or `none` (then it is sent nowhere).
+fn hosts_text(hosts: &[String]) -> String {
+    if hosts.is_empty() {
+        "none".to_owned()
+    } else {
+        hosts.join(", ")
+    }
+}
+
 fn named_button(ui: &mut Ui, text: &str, name: &str) -> egui::Response {
     let response = ui.button(text);
     let enabled = ui.is_enabled();

@@ -6,8 +6,10 @@ use std::io::{IsTerminal as _, Read as _};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentloom_core::BoundHosts;
 use agentloom_engine::credentials::oauth::{self, Provider, SystemBrowser};
 use agentloom_engine::credentials::unix_now;
+use agentloom_engine::credentials::{self, CredentialError};
 use agentloom_engine::{CredentialStore, StoredSecret};
 use anyhow::Context as _;
 use clap::Subcommand;
@@ -25,6 +27,23 @@ pub enum CredentialsCmd {
         /// The provider it is for (`github`, `google`, `openai`…).
         #[arg(long, default_value = "generic")]
         provider: String,
+        /// A host it may be sent to: `host` or `host:port` (`*`: any). Repeatable. Default:
+        /// the provider's API hosts (github, google, openai, anthropic, brave, tavily).
+        #[arg(long = "host", value_name = "HOST")]
+        hosts: Vec<String>,
+    },
+    /// Show or change the hosts a credential may be sent to.
+    Hosts {
+        name: String,
+        /// Allow one more host (`host` or `host:port`). Repeatable.
+        #[arg(long, value_name = "HOST")]
+        add: Vec<String>,
+        /// Stop allowing a host. Repeatable.
+        #[arg(long, value_name = "HOST")]
+        remove: Vec<String>,
+        /// Replace the hosts with these. Repeatable.
+        #[arg(long, value_name = "HOST", conflicts_with_all = ["add", "remove"])]
+        set: Vec<String>,
     },
     /// Sign in with OAuth: `github`, `google`, or `oidc` with --issuer.
     Login {
@@ -41,6 +60,11 @@ pub enum CredentialsCmd {
         /// Use the device flow (a code typed on another device) instead of the browser.
         #[arg(long)]
         device: bool,
+        /// A host the token may be sent to (repeatable). Default: the provider's API hosts
+        /// (GitHub: api.github.com, or the --issuer host; Google: the Gmail API hosts; an
+        /// OpenID provider: its issuer's host).
+        #[arg(long = "host", value_name = "HOST")]
+        hosts: Vec<String>,
     },
     /// Remove a credential (OAuth tokens are revoked at the provider where possible).
     Remove { name: String },
@@ -70,13 +94,19 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
                             }
                         },
                     );
+                    let hosts = if c.hosts.is_empty() {
+                        "(no host)".to_owned()
+                    } else {
+                        c.hosts.join(",")
+                    };
                     out!(
-                        "{:<24} {:<7} {:<12} {:<18} {:<12} {}",
+                        "{:<24} {:<7} {:<12} {:<18} {:<12} {:<28} {}",
                         c.name,
                         c.kind.to_string(),
                         c.provider,
                         c.status(now),
                         expiry,
+                        hosts,
                         c.scopes.join(" ")
                     );
                 }
@@ -86,17 +116,57 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        CredentialsCmd::Add { name, provider } => {
+        CredentialsCmd::Add {
+            name,
+            provider,
+            hosts,
+        } => {
+            let hosts = BoundHosts::parse(&hosts).map_err(|e| anyhow::anyhow!("--host: {e}"))?;
             store.check_available()?;
             let secret = read_secret(&name)?;
-            store.put(
+            let info = store.put_with_hosts(
                 &name,
                 &StoredSecret::ApiKey {
                     provider,
                     key: secret,
                 },
+                &hosts,
             )?;
-            out!("Stored credential `{name}` in the keychain.");
+            out!(
+                "Stored credential `{name}` in the keychain; it may be sent to {}.",
+                shown_hosts(&info.hosts)
+            );
+            Ok(0)
+        }
+        CredentialsCmd::Hosts {
+            name,
+            add,
+            remove,
+            set,
+        } => {
+            let info = store
+                .info(&name)?
+                .ok_or_else(|| CredentialError::NotFound { name: name.clone() })?;
+            let info = if !set.is_empty() {
+                store.set_hosts(&name, &parse_hosts("--set", &set)?)?
+            } else if add.is_empty() && remove.is_empty() {
+                info
+            } else {
+                let added = parse_hosts("--add", &add)?.to_strings();
+                let removed = parse_hosts("--remove", &remove)?.to_strings();
+                let mut hosts = info.hosts;
+                hosts.retain(|h| !removed.contains(h));
+                hosts.extend(added);
+                anyhow::ensure!(
+                    !hosts.is_empty(),
+                    "credential `{name}` would be bound to no host; use --set to replace its hosts"
+                );
+                store.set_hosts(&name, &parse_hosts("the stored hosts", &hosts)?)?
+            };
+            out!(
+                "Credential `{name}` may be sent to {}.",
+                shown_hosts(&info.hosts)
+            );
             Ok(0)
         }
         CredentialsCmd::Login {
@@ -105,7 +175,13 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
             client_id,
             issuer,
             device,
+            hosts,
         } => {
+            let mut hosts = parse_hosts("--host", &hosts)?;
+            if let (true, "github", Some(base)) = (hosts.is_empty(), provider.as_str(), &issuer) {
+                // GitHub Enterprise Server serves its API on its own host.
+                hosts = parse_hosts("--issuer", &credentials::default_hosts(base))?;
+            }
             store.check_available()?;
             let client_id = client_id.context("--client-id is required: create an OAuth app and pass its client id (see docs/credentials.md)")?;
             let runtime = tokio::runtime::Runtime::new()?;
@@ -149,8 +225,16 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
                 Ok(tokens)
             })?;
             let name = name.unwrap_or_else(|| provider.clone());
-            store.put(&name, &StoredSecret::OAuth(tokens))?;
-            out!("Signed in; stored as credential `{name}`.");
+            let stored = StoredSecret::OAuth(tokens);
+            let info = if hosts.is_empty() {
+                store.put(&name, &stored)?
+            } else {
+                store.put_with_hosts(&name, &stored, &hosts)?
+            };
+            out!(
+                "Signed in; stored as credential `{name}`; it may be sent to {}.",
+                shown_hosts(&info.hosts)
+            );
             Ok(0)
         }
         CredentialsCmd::Remove { name } => {
@@ -166,6 +250,19 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
+    }
+}
+
+fn parse_hosts(flag: &str, hosts: &[String]) -> anyhow::Result<BoundHosts> {
+    BoundHosts::parse(hosts).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+}
+
+/// `a, b`, or `no host` (then it is sent nowhere).
+fn shown_hosts(hosts: &[String]) -> String {
+    if hosts.is_empty() {
+        "no host (add one with `agentloom credentials hosts NAME --add HOST`)".to_owned()
+    } else {
+        hosts.join(", ")
     }
 }
 
