@@ -556,7 +556,8 @@ impl RunCtx for NodeCtx {
     }
 
     fn redact_secret(&self, secret: &Secret) {
-        self.shared.redactor.remember(secret);
+        // The token of an MCP server, resolved when the server was connected.
+        self.shared.redactor.remember("MCP server token", secret);
     }
 
     fn check_egress(&self, url: &url::Url, parts: &[&[u8]]) -> Result<(), BlockError> {

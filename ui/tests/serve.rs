@@ -565,7 +565,7 @@ fn serve_answers_only_requests_addressed_to_it_from_its_own_pages() {
     let dir = tempfile::tempdir().unwrap();
     let graph =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
-    let mut server = Server::start(&graph, dir.path(), &["--webhook", "/hooks/hello"]);
+    let mut server = Server::start(&graph, dir.path(), &["--webhook", "/hooks/hello"], None);
     let port = server.port;
     let own = format!("127.0.0.1:{port}");
     let post = |target: &str, headers: &str, body: &str| {
@@ -665,6 +665,7 @@ async fn serve_with_a_token_answers_only_requests_that_carry_it() {
         &graph,
         dir.path(),
         &["--webhook", "/hooks/hello", "--token", token],
+        None,
     );
     let http = reqwest::Client::new();
     let tasks = server.url("/ap/v1/agent/tasks");
@@ -740,7 +741,7 @@ async fn artifacts_never_go_through_a_link_in_the_task_directory() {
     std::fs::write(outside.path().join("f.txt"), "SECRET").unwrap();
     let graph =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
-    let server = Server::start(&graph, dir.path(), &[]);
+    let server = Server::start(&graph, dir.path(), &[], None);
     let http = reqwest::Client::new();
     let task = json_of(
         http.post(server.url("/ap/v1/agent/tasks"))
