@@ -79,12 +79,20 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Reads at most the graph size limit (and one byte more, so an oversized file still
 /// hashes differently from its first part).
+/// Only a regular file is read: opening a FIFO would wait for a writer, a device never end.
 fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+    let not_a_file = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(not_a_file());
+    }
     let cap = agentloom_core::max_graph_bytes();
     let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(cap.saturating_add(1))
-        .read_to_end(&mut bytes)?;
+    let file = std::fs::File::open(path)?;
+    // Swapped for something else between the two looks.
+    if !file.metadata()?.is_file() {
+        return Err(not_a_file());
+    }
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -346,7 +354,11 @@ impl TrustNeeds {
                 .iter()
                 .map(|f| format!("call the graph file {} (outside its folder)", f.display())),
         );
+        // Names, commands and URLs come from the file: never a raw control character.
         lines
+            .into_iter()
+            .map(|line| agentloom_core::escape_control(&line).into_owned())
+            .collect()
     }
 }
 
@@ -493,12 +505,12 @@ pub fn is_trusted_in(store: Option<&TrustStore>, path: &Path) -> bool {
 pub fn refusal(path: &Path, needs: &TrustNeeds) -> Vec<String> {
     let mut lines = vec![format!(
         "{}: this file is not trusted; trusting it lets it:",
-        path.display()
+        agentloom_core::Escaped(&path.display().to_string())
     )];
     lines.extend(needs.lines().iter().map(|line| format!("  - {line}")));
     lines.push(format!(
         "if you trust it, run `agentloom trust {}` (or pass --trust), then try again",
-        path.display()
+        agentloom_core::Escaped(&path.display().to_string())
     ));
     lines
 }
