@@ -108,7 +108,10 @@ impl SecretSource for EnvSecrets {
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
         let env_var = agentloom_core::secret_env_var(name);
         match std::env::var(&env_var) {
-            Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
+            Ok(value) if !value.is_empty() => {
+                crate::redact::remember_process_wide(&value);
+                Ok(Secret::new(value))
+            }
             _ => Err(SecretError::Missing {
                 name: name.to_owned(),
                 env_var,

@@ -259,10 +259,11 @@ fn ctrl_c_of_a_run_stops_the_servers_whole_process_group() {
     }
 }
 
-/// `agentloom blocks --graph GRAPH` (with `--json` when `json`): its stdout and stderr.
+/// `agentloom blocks --graph GRAPH` (with `--json` when `json`, and every log line on
+/// stderr): its stdout and stderr.
 fn list_blocks(graph: &Path, json: bool) -> (String, String) {
     let mut cmd = bin();
-    cmd.arg("blocks");
+    cmd.env("AGENTLOOM_LOG", "trace").arg("blocks");
     if json {
         cmd.arg("--json");
     }

@@ -154,10 +154,13 @@ impl KeychainSecrets {
         if !self.read_env {
             return None;
         }
-        std::env::var(secret_env_var(name))
+        let value = std::env::var(secret_env_var(name))
             .ok()
-            .filter(|value| !value.is_empty())
-            .map(Secret::new)
+            .filter(|value| !value.is_empty())?;
+        // Also used outside runs (an MCP server's token when it is connected): no log line
+        // may show it either.
+        crate::redact::remember_process_wide(&value);
+        Some(Secret::new(value))
     }
 }
 
