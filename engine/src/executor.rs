@@ -106,10 +106,12 @@ pub struct EnvSecrets;
 
 impl SecretSource for EnvSecrets {
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
-        agentloom_core::env_secret(name)?.ok_or_else(|| SecretError::Missing {
+        let secret = agentloom_core::env_secret(name)?.ok_or_else(|| SecretError::Missing {
             name: name.to_owned(),
             env_var: agentloom_core::secret_env_var(name),
-        })
+        })?;
+        crate::redact::remember_process_wide(secret.expose());
+        Ok(secret)
     }
 }
 

@@ -230,7 +230,13 @@ async fn an_agent_calls_an_mcp_tool_and_finishes_with_its_result() {
 
 /// A gate in front of `upstream` that passes on only requests with `Bearer {token}` (others
 /// get 401), streaming the answers back; returns its URL and the `Authorization` headers seen.
-async fn bearer_gate(upstream: String, token: String) -> (String, Arc<Mutex<Vec<String>>>) {
+/// With `quote_in_tool_errors` it answers every tool call itself, with an error quoting the
+/// `Authorization` header, as a careless server would.
+async fn bearer_gate(
+    upstream: String,
+    token: String,
+    quote_in_tool_errors: bool,
+) -> (String, Arc<Mutex<Vec<String>>>) {
     use axum::body::Body;
     use axum::http::{Request, Response, StatusCode};
 
@@ -257,6 +263,17 @@ async fn bearer_gate(upstream: String, token: String) -> (String, Arc<Mutex<Vec<
                     .unwrap();
             }
             let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let message: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            if quote_in_tool_errors && message["method"] == "tools/call" {
+                let answer = json!({"jsonrpc": "2.0", "id": message["id"], "result": {
+                    "content": [{"type": "text", "text": format!("refused: {auth}")}],
+                    "isError": true
+                }});
+                return Response::builder()
+                    .header("content-type", "application/json")
+                    .body(Body::from(answer.to_string()))
+                    .unwrap();
+            }
             let mut forward = http.request(parts.method, &upstream).body(body);
             for (name, value) in &parts.headers {
                 if name != "host" && name != "authorization" && name != "content-length" {
@@ -295,7 +312,7 @@ async fn a_token_from_the_keychain_is_the_bearer_of_an_http_server() {
         return;
     };
     let token = format!("mcp-token-{}", std::process::id());
-    let (url, seen) = bearer_gate(server.url(), token.clone()).await;
+    let (url, seen) = bearer_gate(server.url(), token.clone(), false).await;
     let name = format!("mcp-gate-{}", std::process::id());
     store
         .put(
@@ -352,4 +369,47 @@ async fn a_token_from_the_keychain_is_the_bearer_of_an_http_server() {
         "{problems:#?}"
     );
     CredentialStore::open(dir.path()).delete(&name).ok();
+}
+
+/// The one token of [`an_http_servers_token_quoted_in_a_tool_error_never_leaves_the_run`].
+struct GateToken(String);
+
+impl agentloom_core::SecretSource for GateToken {
+    fn secret(&self, _name: &str) -> Result<agentloom_core::Secret, agentloom_core::SecretError> {
+        Ok(agentloom_core::Secret::new(self.0.clone()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_servers_token_quoted_in_a_tool_error_never_leaves_the_run() {
+    let Some(server) = EverythingHttp::start() else {
+        return;
+    };
+    let token = format!("mcp-quoted-{}", std::process::id());
+    let (url, _) = bearer_gate(server.url(), token.clone(), true).await;
+    let doc = echo_and_sum_graph(McpServerDoc {
+        credential: Some("gate".to_owned()),
+        ..http_server(&url)
+    });
+    let registry = {
+        let (doc, secrets) = (doc.clone(), GateToken(token.clone()));
+        tokio::task::spawn_blocking(move || {
+            let mut registry = Registry::builtin();
+            let problems = add_mcp_tools(&mut registry, &doc, &secrets);
+            assert!(problems.is_empty(), "{problems:#?}");
+            registry
+        })
+        .await
+        .unwrap()
+    };
+    let (report, sink) = run(registry, &doc).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let error = report.error.clone().unwrap();
+    assert!(error.contains("refused: Bearer [redacted]"), "{error}");
+    let everything = format!(
+        "{}\n{}",
+        serde_json::to_string(&report).unwrap(),
+        serde_json::to_string(&sink.events()).unwrap()
+    );
+    assert!(!everything.contains(&token), "{everything}");
 }

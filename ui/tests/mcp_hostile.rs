@@ -175,6 +175,31 @@ fn a_tool_that_never_answers_times_out_as_the_node_says() {
         error.contains("MCP tool `silent` of server `hostile` did not answer within 700 ms"),
         "{error}"
     );
+
+    // The stopped server starts again for the next call: here a node handed the error.
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        &json!([
+            {"id": "silent", "block": "mcp.hostile.silent", "config": {"timeout_ms": 700}},
+            {"id": "call", "block": "mcp.hostile.echo"},
+            {"id": "out", "block": "graph.output", "config": {"name": "out"}}
+        ]),
+        &json!([
+            {"from": ["silent", "error"], "to": ["call", "message"]},
+            {"from": ["call", "text"], "to": ["out", "value"]}
+        ]),
+    );
+    let output = output_within(run_command(&graph, dir.path()), Duration::from_secs(60));
+    let report = report(&output);
+    assert_eq!(report["status"], "completed", "{report}");
+    let echoed = report["outputs"]["out"].as_str().unwrap();
+    assert!(
+        echoed.starts_with("Echo: ")
+            && echoed.contains("did not answer within 700 ms")
+            && echoed.contains("the server was stopped and starts again on the next call"),
+        "{echoed}"
+    );
 }
 
 #[test]
@@ -234,10 +259,11 @@ fn ctrl_c_of_a_run_stops_the_servers_whole_process_group() {
     }
 }
 
-/// `agentloom blocks --graph GRAPH` (with `--json` when `json`): its stdout and stderr.
+/// `agentloom blocks --graph GRAPH` (with `--json` when `json`, and every log line on
+/// stderr): its stdout and stderr.
 fn list_blocks(graph: &Path, json: bool) -> (String, String) {
     let mut cmd = bin();
-    cmd.arg("blocks");
+    cmd.env("AGENTLOOM_LOG", "trace").arg("blocks");
     if json {
         cmd.arg("--json");
     }

@@ -169,7 +169,13 @@ impl KeychainSecrets {
         if !self.read_env {
             return Ok(None);
         }
-        agentloom_core::env_secret(name)
+        let secret = agentloom_core::env_secret(name)?;
+        // Also used outside runs (an MCP server's token when it is connected): no log line
+        // may show it either.
+        if let Some(secret) = &secret {
+            crate::redact::remember_process_wide(secret.expose());
+        }
+        Ok(secret)
     }
 }
 
