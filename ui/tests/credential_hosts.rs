@@ -356,9 +356,14 @@ fn provider_keys_in_their_own_headers_stay_with_the_provider() {
     let away = Peer::start();
     let nodes = json!([
         {"id": "claude", "block": "llm.chat", "config": {
-            "provider": "anthropic", "base_url": away.base, "model": "m", "prompt": "hi"}},
+            "provider": "anthropic", "base_url": away.base, "model": "m", "prompt": "hi",
+            "credential": "anthropic"}},
         {"id": "search", "block": "web.search", "config": {
             "provider": "brave", "url": away.base, "credential": "brave"}},
+        {"id": "local", "block": "llm.chat", "config": {
+            "provider": "openai", "base_url": format!("{}/v1", away.base), "model": "m",
+            "prompt": "hi", "stream": false}},
+        {"id": "local_error", "block": "graph.output", "config": {"name": "local_error"}},
         {"id": "query", "block": "data.constant", "config": {"value": "rust"}},
         {"id": "claude_error", "block": "graph.output", "config": {"name": "claude_error"}},
         {"id": "search_error", "block": "graph.output", "config": {"name": "search_error"}}
@@ -366,7 +371,8 @@ fn provider_keys_in_their_own_headers_stay_with_the_provider() {
     let edges = json!([
         {"from": ["query", "value"], "to": ["search", "query"]},
         {"from": ["claude", "error"], "to": ["claude_error", "value"]},
-        {"from": ["search", "error"], "to": ["search_error", "value"]}
+        {"from": ["search", "error"], "to": ["search_error", "value"]},
+        {"from": ["local", "error"], "to": ["local_error", "value"]}
     ]);
     let graph = write_graph(dir.path(), &nodes, &edges);
     // Environment credentials named after their provider get its hosts.
@@ -376,6 +382,7 @@ fn provider_keys_in_their_own_headers_stay_with_the_provider() {
         &[
             ("AGENTLOOM_SECRET_ANTHROPIC", format!("{TOKEN}-anthropic")),
             ("AGENTLOOM_SECRET_BRAVE", format!("{TOKEN}-brave")),
+            ("AGENTLOOM_SECRET_OPENAI", format!("{TOKEN}-openai")),
         ],
     );
     assert!(
@@ -398,7 +405,15 @@ fn provider_keys_in_their_own_headers_stay_with_the_provider() {
         )),
         "{search}\n{report}"
     );
-    assert_eq!(away.received(), "");
+    // The OpenAI key the block was not told to use is not sent to a self-hosted server: it
+    // gets the request without it.
+    let received = away.received();
+    assert!(received.contains("POST /v1/chat/completions"), "{received}");
+    assert_never_saw_the_token(&away);
+    assert!(
+        !received.to_ascii_lowercase().contains("authorization"),
+        "{received}"
+    );
 }
 
 #[test]
