@@ -306,16 +306,34 @@ fn a_credential_reaches_only_its_hosts_directly_and_through_redirects() {
 fn an_echoed_token_forwarded_to_another_host_is_refused_and_never_shown() {
     let dir = tempfile::tempdir().unwrap();
     let (home, away) = (Peer::start(), Peer::start());
-    // `forward` has no credential: it sends whatever arrives, here the echoed token.
-    let nodes = json!([
+    // `forward` and `bounce` have no credential: they send whatever arrives, here the
+    // echoed token; `bounce` to the bound host, which redirects it (308: body again) away.
+    let mut nodes = vec![
         request("fetch", &format!("{}/echo", home.base), &json!({})),
-        {"id": "forward", "block": "http.request",
-         "config": {"url": format!("{}/collect", away.base), "method": "POST"}}
-    ]);
-    let edges = json!([{"from": ["fetch", "body"], "to": ["forward", "body"]}]);
-    let graph = write_graph(dir.path(), &nodes, &edges);
+        json!({"id": "forward", "block": "http.request",
+         "config": {"url": format!("{}/collect", away.base), "method": "POST"}}),
+        json!({"id": "bounce", "block": "http.request",
+         "config": {"url": format!("{}/308/127.0.0.1:{}/bounced", home.base, away.port), "method": "POST"}}),
+    ];
+    let mut edges = vec![
+        json!({"from": ["fetch", "body"], "to": ["forward", "body"]}),
+        json!({"from": ["fetch", "body"], "to": ["bounce", "body"]}),
+    ];
+    let (outputs, wires) = caught(&["forward", "bounce"]);
+    nodes.extend(outputs);
+    edges.extend(wires);
+    let graph = write_graph(dir.path(), &Value::Array(nodes), &Value::Array(edges));
     let (output, report) = run(dir.path(), &graph, &svc_bound_to(&home));
-    assert!(!output.status.success(), "{report}");
+    assert!(output.status.success(), "{report}");
+    let bounced = node_error(&report, "bounce");
+    assert!(
+        bounced.contains(&format!(
+            "the redirect from 127.0.0.1:{home_port} to 127.0.0.1:{away_port} was not followed: credential `svc` may not be sent to 127.0.0.1:{away_port}",
+            home_port = home.port,
+            away_port = away.port
+        )),
+        "{bounced}"
+    );
     assert!(
         home.received().contains(TOKEN),
         "the echo never got the token"
