@@ -312,8 +312,8 @@ fn redirected(ctx: &dyn RunCtx, mut previous: Request, response: &Response) -> O
             && old.port_or_known_default() == next_url.port_or_known_default()
     };
     // 303, and 301/302 after a POST, become a GET without the body, as browsers do.
-    let becomes_get = status == StatusCode::SEE_OTHER && previous.method() != Method::HEAD
-        || matches!(status.as_u16(), 301 | 302) && previous.method() == Method::POST;
+    let becomes_get = (status == StatusCode::SEE_OTHER && previous.method() != Method::HEAD)
+        || (matches!(status.as_u16(), 301 | 302) && previous.method() == Method::POST);
     if becomes_get {
         *previous.method_mut() = Method::GET;
         *previous.body_mut() = None;

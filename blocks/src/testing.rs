@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agentloom_core::{
-    ApprovalDecision, ApprovalRequest, BlockCatalog as _, BlockError, CancellationToken, Config,
-    GraphDoc, NodeImpl, RunCtx, Secret, SecretError, Usage, Value, ValueMap, async_trait,
-    secret_env_var,
+    ApprovalDecision, ApprovalRequest, BlockCatalog as _, BlockError, BoundHosts,
+    CancellationToken, Config, GraphDoc, NodeImpl, RunCtx, Secret, SecretError, Usage, Value,
+    ValueMap, async_trait, secret_env_var,
 };
 
 /// A [`RunCtx`] for tests: run inputs and secrets from memory, and a record of partial
@@ -190,6 +190,11 @@ impl TestCtx {
     }
 }
 
+/// A test secret, bound to every host: block tests send to local servers on any port.
+fn any_host(value: &str) -> Secret {
+    Secret::new(value).bound_to(BoundHosts::parse(&["*"]).unwrap_or_default())
+}
+
 #[async_trait]
 impl RunCtx for TestCtx {
     fn run_id(&self) -> &str {
@@ -228,7 +233,7 @@ impl RunCtx for TestCtx {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
-            .map(|s| Secret::new(s.clone()))
+            .map(|s| any_host(s))
             .ok_or_else(|| {
                 if self.no_keychain {
                     SecretError::Unavailable {
@@ -255,7 +260,7 @@ impl RunCtx for TestCtx {
         if let Some(current) = secrets.get(name)
             && current != refused.expose()
         {
-            return Ok(Some(Secret::new(current.clone())));
+            return Ok(Some(any_host(current)));
         }
         self.refreshes
             .lock()
@@ -264,7 +269,7 @@ impl RunCtx for TestCtx {
         match plan {
             Ok(fresh) => {
                 secrets.insert(name.to_owned(), fresh.clone());
-                Ok(Some(Secret::new(fresh.clone())))
+                Ok(Some(any_host(fresh)))
             }
             Err(message) => Err(SecretError::Unusable {
                 name: name.to_owned(),

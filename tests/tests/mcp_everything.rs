@@ -314,13 +314,16 @@ async fn a_token_from_the_keychain_is_the_bearer_of_an_http_server() {
     let token = format!("mcp-token-{}", std::process::id());
     let (url, seen) = bearer_gate(server.url(), token.clone(), false).await;
     let name = format!("mcp-gate-{}", std::process::id());
+    // Bound to the server's host: a token goes nowhere else.
+    let gate = agentloom_core::host_of(&reqwest::Url::parse(&url).unwrap());
     store
-        .put(
+        .put_with_hosts(
             &name,
             &StoredSecret::ApiKey {
                 provider: "mcp".into(),
                 key: token.clone(),
             },
+            &agentloom_core::BoundHosts::parse(&[gate]).unwrap(),
         )
         .unwrap();
     let secrets = KeychainSecrets::new(Arc::new(store)).keychain_only();

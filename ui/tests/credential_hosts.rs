@@ -306,16 +306,34 @@ fn a_credential_reaches_only_its_hosts_directly_and_through_redirects() {
 fn an_echoed_token_forwarded_to_another_host_is_refused_and_never_shown() {
     let dir = tempfile::tempdir().unwrap();
     let (home, away) = (Peer::start(), Peer::start());
-    // `forward` has no credential: it sends whatever arrives, here the echoed token.
-    let nodes = json!([
+    // `forward` and `bounce` have no credential: they send whatever arrives, here the
+    // echoed token; `bounce` to the bound host, which redirects it (308: body again) away.
+    let mut nodes = vec![
         request("fetch", &format!("{}/echo", home.base), &json!({})),
-        {"id": "forward", "block": "http.request",
-         "config": {"url": format!("{}/collect", away.base), "method": "POST"}}
-    ]);
-    let edges = json!([{"from": ["fetch", "body"], "to": ["forward", "body"]}]);
-    let graph = write_graph(dir.path(), &nodes, &edges);
+        json!({"id": "forward", "block": "http.request",
+         "config": {"url": format!("{}/collect", away.base), "method": "POST"}}),
+        json!({"id": "bounce", "block": "http.request",
+         "config": {"url": format!("{}/308/127.0.0.1:{}/bounced", home.base, away.port), "method": "POST"}}),
+    ];
+    let mut edges = vec![
+        json!({"from": ["fetch", "body"], "to": ["forward", "body"]}),
+        json!({"from": ["fetch", "body"], "to": ["bounce", "body"]}),
+    ];
+    let (outputs, wires) = caught(&["forward", "bounce"]);
+    nodes.extend(outputs);
+    edges.extend(wires);
+    let graph = write_graph(dir.path(), &Value::Array(nodes), &Value::Array(edges));
     let (output, report) = run(dir.path(), &graph, &svc_bound_to(&home));
-    assert!(!output.status.success(), "{report}");
+    assert!(output.status.success(), "{report}");
+    let bounced = node_error(&report, "bounce");
+    assert!(
+        bounced.contains(&format!(
+            "the redirect from 127.0.0.1:{home_port} to 127.0.0.1:{away_port} was not followed: credential `svc` may not be sent to 127.0.0.1:{away_port}",
+            home_port = home.port,
+            away_port = away.port
+        )),
+        "{bounced}"
+    );
     assert!(
         home.received().contains(TOKEN),
         "the echo never got the token"
@@ -356,9 +374,14 @@ fn provider_keys_in_their_own_headers_stay_with_the_provider() {
     let away = Peer::start();
     let nodes = json!([
         {"id": "claude", "block": "llm.chat", "config": {
-            "provider": "anthropic", "base_url": away.base, "model": "m", "prompt": "hi"}},
+            "provider": "anthropic", "base_url": away.base, "model": "m", "prompt": "hi",
+            "credential": "anthropic"}},
         {"id": "search", "block": "web.search", "config": {
             "provider": "brave", "url": away.base, "credential": "brave"}},
+        {"id": "local", "block": "llm.chat", "config": {
+            "provider": "openai", "base_url": format!("{}/v1", away.base), "model": "m",
+            "prompt": "hi", "stream": false}},
+        {"id": "local_error", "block": "graph.output", "config": {"name": "local_error"}},
         {"id": "query", "block": "data.constant", "config": {"value": "rust"}},
         {"id": "claude_error", "block": "graph.output", "config": {"name": "claude_error"}},
         {"id": "search_error", "block": "graph.output", "config": {"name": "search_error"}}
@@ -366,7 +389,8 @@ fn provider_keys_in_their_own_headers_stay_with_the_provider() {
     let edges = json!([
         {"from": ["query", "value"], "to": ["search", "query"]},
         {"from": ["claude", "error"], "to": ["claude_error", "value"]},
-        {"from": ["search", "error"], "to": ["search_error", "value"]}
+        {"from": ["search", "error"], "to": ["search_error", "value"]},
+        {"from": ["local", "error"], "to": ["local_error", "value"]}
     ]);
     let graph = write_graph(dir.path(), &nodes, &edges);
     // Environment credentials named after their provider get its hosts.
@@ -376,6 +400,7 @@ fn provider_keys_in_their_own_headers_stay_with_the_provider() {
         &[
             ("AGENTLOOM_SECRET_ANTHROPIC", format!("{TOKEN}-anthropic")),
             ("AGENTLOOM_SECRET_BRAVE", format!("{TOKEN}-brave")),
+            ("AGENTLOOM_SECRET_OPENAI", format!("{TOKEN}-openai")),
         ],
     );
     assert!(
@@ -398,7 +423,15 @@ fn provider_keys_in_their_own_headers_stay_with_the_provider() {
         )),
         "{search}\n{report}"
     );
-    assert_eq!(away.received(), "");
+    // The OpenAI key the block was not told to use is not sent to a self-hosted server: it
+    // gets the request without it.
+    let received = away.received();
+    assert!(received.contains("POST /v1/chat/completions"), "{received}");
+    assert_never_saw_the_token(&away);
+    assert!(
+        !received.to_ascii_lowercase().contains("authorization"),
+        "{received}"
+    );
 }
 
 #[test]

@@ -146,6 +146,9 @@ impl Endpoint {
             return Ok(None);
         };
         match ctx.secret(name) {
+            // The provider's own credential, not named in config, is sent to a self-hosted
+            // server only when it is bound there: a local model gets no OpenAI key.
+            Ok(secret) if !self.credential_required && !self.bound_here(&secret) => Ok(None),
             Ok(secret) if !secret.expose().is_empty() => Ok(Some(secret)),
             // A self-hosted server that needs no key: no credential set, or no keychain at
             // all (a headless machine), means no `Authorization` header.
@@ -168,6 +171,11 @@ impl Endpoint {
 }
 
 impl Endpoint {
+    /// Whether `secret` may be sent to this endpoint's host.
+    fn bound_here(&self, secret: &Secret) -> bool {
+        reqwest::Url::parse(&self.base_url).is_ok_and(|url| secret.hosts().allows(&url))
+    }
+
     /// A new key after `refused` got a 401: the refreshed OAuth token, or `error` when the
     /// credential cannot be refreshed.
     fn refreshed_key(

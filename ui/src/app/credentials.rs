@@ -685,12 +685,11 @@ impl Credentials {
             ui.label(format!(
                 "Hosts `{name}` may be sent to, comma-separated: `host` or `host:port` (`*`: any host). Empty: its provider's."
             ));
+            let label = ui.label(format!("Hosts of {name}"));
             let field = ui
                 .add(egui::TextEdit::singleline(text).desired_width(320.0))
-                .on_hover_text("e.g. api.example.com, 127.0.0.1:8080");
-            field.widget_info(|| {
-                egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, format!("Hosts of {name}"))
-            });
+                .on_hover_text("e.g. api.example.com, 127.0.0.1:8080")
+                .labelled_by(label.id);
             if field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
                 answer = Some(true);
             }
