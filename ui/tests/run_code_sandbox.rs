@@ -10,6 +10,7 @@
 use std::os::unix::net::UnixListener;
 use std::process::{Command, Stdio};
 
+use agentloom_blocks::testing::processes_with;
 use agentloom_tests::FakeLlm;
 
 /// A credential the run never resolves, so no redaction would hide it if it leaked.
@@ -81,19 +82,6 @@ except Exception as e:
     print(f'survivor refused ({type(e).__name__})')
 print('probed')
 "#;
-
-/// The pids of this machine's processes whose command line holds `marker`.
-fn processes_with(marker: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
-        .collect()
-}
 
 fn probe_with(bwrap: Option<&str>) {
     // A listener where the session bus would be ($XDG_RUNTIME_DIR/bus); agentloom itself is
