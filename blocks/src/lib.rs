@@ -58,6 +58,7 @@ mod workspace_path;
 #[doc(hidden)]
 pub mod testing;
 
+pub use agent::{BWRAP_ENV, UNSANDBOXED_FIELD, unsandboxed_code_nodes};
 pub use llm::ollama::{
     DEFAULT_URL as OLLAMA_DEFAULT_URL, ListModelsError, list_models as list_local_ollama_models,
 };

@@ -442,6 +442,22 @@ impl Drop for Flipper {
             let _ = thread.join();
         }
     }
+    }
+}
+
+/// The pids of this machine's processes whose command line holds `marker`: how a test finds
+/// a process that outlived what started it.
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, GraphDoc,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
 };
 
 use super::run_loop::{Agent, AgentState, Limits};
@@ -22,6 +22,22 @@ pub(crate) const DEFAULT_MAX_STEPS: u64 = 20;
 pub(crate) const DEFAULT_CONTEXT_BUDGET: u64 = 24_000;
 /// The agent's setting that lets run_code run without a sandbox.
 pub const UNSANDBOXED_FIELD: &str = "run_code_unsandboxed";
+/// The ids of the agent nodes of `doc` that run code without a sandbox: what trusting a
+/// shared graph would allow, for its trust prompt.
+pub fn unsandboxed_code_nodes(doc: &GraphDoc) -> Vec<String> {
+    doc.nodes
+        .iter()
+        .filter(|n| n.block == "ai.agent")
+        .filter(|n| {
+            matches!(
+                ConfigReader(&n.config).bool_or(UNSANDBOXED_FIELD, false),
+                Ok(true)
+            )
+        })
+        .map(|n| n.id.clone())
+        .collect()
+}
+
 const DEFAULT_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
 
 pub(crate) fn register(r: &mut Registry) {
@@ -241,5 +257,25 @@ impl NodeImpl for AgentNode {
             sandbox,
         };
         agent.run(state).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use super::*;
+
+    #[test]
+    fn a_graph_names_its_agents_that_run_code_unsandboxed() {
+        let doc = GraphDoc::from_json_str(
+            r#"{"format":"agentloom.graph","version":1,"name":"g","nodes":[
+            {"id":"open","block":"ai.agent","position":[0,0],"config":{"run_code_unsandboxed":true}},
+            {"id":"boxed","block":"ai.agent","position":[0,0],"config":{}},
+            {"id":"other","block":"text.template","position":[0,0],"config":{"run_code_unsandboxed":true}}],
+            "edges":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(unsandboxed_code_nodes(&doc), vec!["open".to_owned()]);
     }
 }

@@ -16,3 +16,5 @@ mod schema;
 mod tools;
 
 pub(crate) use block::register;
+pub use block::{UNSANDBOXED_FIELD, unsandboxed_code_nodes};
+pub use sandbox::BWRAP_ENV;

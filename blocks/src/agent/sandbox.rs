@@ -730,6 +730,7 @@ mod tests {
     use std::os::unix::net::UnixListener;
 
     use super::*;
+    use crate::testing::processes_with;
 
     /// Tries, from inside the sandbox, everything a program must not reach; prints one JSON
     /// object: probe → "blocked: why" or "OPEN: what it got".
@@ -843,19 +844,6 @@ print(json.dumps(result))
         }
     }
 
-    /// Pids of this machine's processes whose command line holds `marker`.
-    fn processes_with(marker: &str) -> Vec<String> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                std::fs::read(e.path().join("cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-            })
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()
-    }
-
     async fn probe_in(isolation: &Isolation) -> serde_json::Value {
         let host = host();
         let workspace = tempfile::tempdir().unwrap();
@@ -891,7 +879,7 @@ print(json.dumps(result))
         assert!(big <= FILE_SIZE_BYTES, "{big}");
         assert!(!host.outside.path().join("planted").exists());
         // Nothing the program started outlives the call.
-        assert_eq!(processes_with(&host.marker), Vec::<String>::new());
+        assert_eq!(processes_with(&host.marker), Vec::<i32>::new());
         result
     }
 
