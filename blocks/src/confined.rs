@@ -100,12 +100,7 @@ fn read_checked(
         relative: target.relative.clone(),
         err,
     };
-    let (file, size) = open_regular(target).map_err(|e| match e {
-        OpenError::NotRegular => ReadError::NotRegular {
-            relative: target.relative.clone(),
-        },
-        OpenError::Io(err) => io(err),
-    })?;
+    let (file, size) = open_regular(target)?;
     let too_big = |size| ReadError::TooBig {
         relative: target.relative.clone(),
         size,
@@ -132,17 +127,18 @@ fn read_checked(
     })
 }
 
-enum OpenError {
-    NotRegular,
-    Io(std::io::Error),
-}
-
 /// Opens a checked path for reading without blocking, a regular file only; with its size.
-fn open_regular(target: &WorkspacePath) -> Result<(File, u64), OpenError> {
-    let file = workspace_open::open(target, Access::Read).map_err(OpenError::Io)?;
-    let meta = file.metadata().map_err(OpenError::Io)?;
+fn open_regular(target: &WorkspacePath) -> Result<(File, u64), ReadError> {
+    let io = |err| ReadError::Io {
+        relative: target.relative.clone(),
+        err,
+    };
+    let file = workspace_open::open(target, Access::Read).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
-        return Err(OpenError::NotRegular);
+        return Err(ReadError::NotRegular {
+            relative: target.relative.clone(),
+        });
     }
     Ok((file, meta.len()))
 }
@@ -154,18 +150,7 @@ pub async fn open_for_read(
     relative: &str,
 ) -> Result<(std::fs::File, u64), ReadError> {
     let target = workspace_path::for_read(workspace, relative).map_err(ReadError::Path)?;
-    blocking(move || {
-        open_regular(&target).map_err(|e| match e {
-            OpenError::NotRegular => ReadError::NotRegular {
-                relative: target.relative.clone(),
-            },
-            OpenError::Io(err) => ReadError::Io {
-                relative: target.relative.clone(),
-                err,
-            },
-        })
-    })
-    .await
+    blocking(move || open_regular(&target)).await
 }
 
 /// Writes `bytes` to `relative` inside `workspace` (appending or replacing), creating its

@@ -80,7 +80,7 @@ impl HttpRequest {
             .field(
                 ConfigField::boolean("allow_private_network", "Allow private network")
                     .default_value(serde_json::json!(false))
-                    .help("Let the request reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it."),
+                    .help("Let the request reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it; in safe mode a person is asked."),
             ),
         }
     }
@@ -365,12 +365,13 @@ impl HttpNode {
     async fn send(
         &self,
         ctx: &dyn RunCtx,
+        reach: net::Reach,
         url: Url,
         body: Option<Value>,
         secret: Option<&Secret>,
     ) -> Result<Response, BlockError> {
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
-        let mut request = net::client_for(self.reach)?
+        let mut request = net::client_for(reach)?
             .request(self.method.clone(), url)
             .headers(self.headers.clone())
             .timeout(self.timeout);
@@ -405,7 +406,7 @@ impl HttpNode {
         tracing::debug!(method = %self.method, "sending HTTP request");
         // Holds the host's request slot until the body is read.
         let mut sent =
-            net::send_within(ctx, self.reach, request, |e| self.request_error(&shown, e)).await?;
+            net::send_within(ctx, reach, request, |e| self.request_error(&shown, e)).await?;
         let response = &mut sent.response;
         let cap = self.max_response_bytes;
         let too_big = || {
@@ -444,7 +445,12 @@ impl HttpNode {
             ));
         }
         if let Some(refused) = net::local_address_refused(&err) {
-            return BlockError::permanent(format!("{shown} was refused: {refused}"));
+            return BlockError::permanent(format!("{shown} was refused: {refused}")).with_data(
+                Value::Object(BTreeMap::from([(
+                    LOCAL_ADDRESS.to_owned(),
+                    Value::Text(refused.address.to_string()),
+                )])),
+            );
         }
         let err = err.without_url();
         if err.is_builder() {
@@ -463,6 +469,50 @@ impl HttpNode {
             "{shown} failed: {}",
             agentloom_core::error_chain(&err)
         ))
+    }
+}
+
+/// The key of a refused local address in a refusal's data.
+const LOCAL_ADDRESS: &str = "local_address";
+
+impl HttpNode {
+    /// Sends the request; in safe mode, a local address refused by the graph's settings is
+    /// put to a person, and the request is sent again if they approve.
+    async fn send_or_ask(
+        &self,
+        ctx: &dyn RunCtx,
+        url: Url,
+        body: Option<Value>,
+        secret: Option<&Secret>,
+    ) -> Result<Response, BlockError> {
+        let err = match self
+            .send(ctx, self.reach, url.clone(), body.clone(), secret)
+            .await
+        {
+            Err(err) if self.reach == net::Reach::Public && ctx.safe_mode() => err,
+            done => return done,
+        };
+        let Some(address) = err
+            .data
+            .as_ref()
+            .and_then(Value::as_object)
+            .and_then(|data| data.get(LOCAL_ADDRESS))
+            .map(Value::to_text)
+        else {
+            return Err(err);
+        };
+        let request = agentloom_core::ApprovalRequest::new(
+            "reach a local address",
+            Value::Object(BTreeMap::from([
+                ("url".to_owned(), Value::Text(without_query(url.as_str()))),
+                ("address".to_owned(), Value::Text(address)),
+            ])),
+        );
+        if ctx.request_approval(request).await?.is_approved() {
+            self.send(ctx, net::Reach::Any, url, body, secret).await
+        } else {
+            Err(err)
+        }
     }
 }
 
@@ -503,7 +553,7 @@ impl NodeImpl for HttpNode {
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
         let response = tokio::select! {
             () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-            response = self.send(ctx, url, body, secret.as_ref()) => response?,
+            response = self.send_or_ask(ctx, url, body, secret.as_ref()) => response?,
         };
         let status = response.status;
         let headers = headers_value(&response.headers);
@@ -545,7 +595,7 @@ impl NodeImpl for HttpNode {
 mod tests {
     use super::*;
     use crate::testing::{TestCtx, config_error, inputs, instantiate, run_block, run_block_with};
-    use agentloom_core::ErrorClass;
+    use agentloom_core::{ApprovalDecision, ErrorClass};
     use axum::Router;
     use axum::extract::{Path, Query};
     use axum::http::{HeaderMap as AxumHeaders, StatusCode as AxumStatus};
@@ -729,6 +779,37 @@ mod tests {
         .unwrap();
         assert_eq!(out.get("body"), Some(&Value::from("admin page")));
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn in_safe_mode_a_person_may_let_a_request_reach_a_local_address() {
+        let base = server().await.replace("127.0.0.1", "localhost");
+        let config = json!({"url": format!("{base}/json")});
+        let rejected = TestCtx::new().with_safe_mode(vec![ApprovalDecision::Rejected {
+            message: "no".to_owned(),
+        }]);
+        let err = run_block_with(&rejected, "http.request", config.clone(), ValueMap::new())
+            .await
+            .unwrap_err();
+        assert!(
+            err.message.contains("is a loopback address"),
+            "{}",
+            err.message
+        );
+        let asked = rejected.approval_requests();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].action, "reach a local address");
+        assert_eq!(
+            asked[0].arguments.as_object().unwrap()["url"],
+            Value::from(format!("{base}/json"))
+        );
+        let approved = TestCtx::new().with_safe_mode(vec![ApprovalDecision::Approved {
+            arguments: Value::Null,
+        }]);
+        let out = run_block_with(&approved, "http.request", config, ValueMap::new())
+            .await
+            .unwrap();
+        assert_eq!(out.get("status"), Some(&Value::Integer(200)));
     }
 
     #[test]

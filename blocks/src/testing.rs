@@ -442,7 +442,6 @@ impl Drop for Flipper {
             let _ = thread.join();
         }
     }
-    }
 }
 
 /// The pids of this machine's processes whose command line holds `marker`: how a test finds
