@@ -95,7 +95,7 @@ fn posting_graph(dir: &Path, url: &str) -> PathBuf {
             "format": "agentloom.graph", "version": 1, "name": "post",
             "settings": {"safe_mode": true},
             "nodes": [{"id": "post", "block": "http.request",
-                       "config": {"method": "POST", "url": url}}],
+                       "config": {"method": "POST", "url": url, "allow_private_network": true}}],
             "edges": []
         }),
     );
@@ -272,7 +272,7 @@ fn an_approved_run_resumes_the_called_graph_it_started_with_not_a_swapped_one() 
         &json!({
             "format": "agentloom.graph", "version": 1, "name": "child",
             "nodes": [{"id": "save", "block": "http.request",
-                       "config": {"method": "POST", "url": server.url()}}],
+                       "config": {"method": "POST", "url": server.url(), "allow_private_network": true}}],
             "edges": []
         }),
     );

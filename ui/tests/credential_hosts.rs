@@ -118,6 +118,7 @@ fn run(dir: &Path, graph: &Path, env: &[(&str, String)]) -> (Output, Value) {
         .arg("run")
         .arg(graph)
         .arg("--json")
+        .arg("--trust")
         .arg("--db")
         .arg(dir.join("runs.sqlite3"))
         .stdin(Stdio::null());
@@ -154,7 +155,8 @@ fn svc_bound_to(peer: &Peer) -> [(&'static str, String); 2] {
 }
 
 fn request(id: &str, url: &str, extra: &Value) -> Value {
-    let mut config = json!({"url": url, "credential": "svc"});
+    // The peers listen on loopback, which a graph reaches only when it says so.
+    let mut config = json!({"url": url, "credential": "svc", "allow_private_network": true});
     config
         .as_object_mut()
         .unwrap()
@@ -311,9 +313,9 @@ fn an_echoed_token_forwarded_to_another_host_is_refused_and_never_shown() {
     let mut nodes = vec![
         request("fetch", &format!("{}/echo", home.base), &json!({})),
         json!({"id": "forward", "block": "http.request",
-         "config": {"url": format!("{}/collect", away.base), "method": "POST"}}),
+         "config": {"url": format!("{}/collect", away.base), "method": "POST", "allow_private_network": true}}),
         json!({"id": "bounce", "block": "http.request",
-         "config": {"url": format!("{}/308/127.0.0.1:{}/bounced", home.base, away.port), "method": "POST"}}),
+         "config": {"url": format!("{}/308/127.0.0.1:{}/bounced", home.base, away.port), "method": "POST", "allow_private_network": true}}),
     ];
     let mut edges = vec![
         json!({"from": ["fetch", "body"], "to": ["forward", "body"]}),
@@ -499,8 +501,8 @@ fn stored_credentials_carry_their_hosts_from_the_cli_to_a_run() {
 
     // A run with the stored credential: the bound host gets it, the other is refused.
     let nodes = json!([
-        {"id": "home", "block": "http.request", "config": {"url": format!("{}/ok", home.base), "credential": name}},
-        {"id": "away", "block": "http.request", "config": {"url": format!("{}/ok", away.base), "credential": name}},
+        {"id": "home", "block": "http.request", "config": {"url": format!("{}/ok", home.base), "credential": name, "allow_private_network": true}},
+        {"id": "away", "block": "http.request", "config": {"url": format!("{}/ok", away.base), "credential": name, "allow_private_network": true}},
         {"id": "away_error", "block": "graph.output", "config": {"name": "away_error"}}
     ]);
     let edges = json!([{"from": ["away", "error"], "to": ["away_error", "value"]}]);

@@ -43,12 +43,29 @@ fn write_graph(dir: &Path, nodes: &Value, edges: &Value) -> PathBuf {
     });
     let path = dir.join("graph.agentloom.json");
     std::fs::write(&path, serde_json::to_string_pretty(&graph).unwrap()).unwrap();
+    // The user trusts the graph they are testing, so its server is started.
+    let trusted = in_data_dir(bin(), &path)
+        .arg("trust")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        trusted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
     path
+}
+
+/// `cmd` with the trust store of the test that wrote `graph` (beside it).
+fn in_data_dir(mut cmd: Command, graph: &Path) -> Command {
+    cmd.env("XDG_DATA_HOME", graph.parent().unwrap().join("data"));
+    cmd
 }
 
 /// `agentloom run GRAPH --json` with its run log and workspace in `dir`.
 fn run_command(graph: &Path, dir: &Path) -> Command {
-    let mut cmd = bin();
+    let mut cmd = in_data_dir(bin(), graph);
     cmd.arg("run")
         .arg(graph)
         .arg("--json")
@@ -262,7 +279,7 @@ fn ctrl_c_of_a_run_stops_the_servers_whole_process_group() {
 /// `agentloom blocks --graph GRAPH` (with `--json` when `json`, and every log line on
 /// stderr): its stdout and stderr.
 fn list_blocks(graph: &Path, json: bool) -> (String, String) {
-    let mut cmd = bin();
+    let mut cmd = in_data_dir(bin(), graph);
     cmd.env("AGENTLOOM_LOG", "trace").arg("blocks");
     if json {
         cmd.arg("--json");

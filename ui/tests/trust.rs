@@ -376,11 +376,16 @@ fn kept_offline_a_run_sends_no_credential_and_says_how_to_trust() {
         &json!({
             "format": "agentloom.graph", "version": 1, "name": "fetch",
             "nodes": [{"id": "fetch", "block": "http.request",
-                       "config": {"url": format!("http://127.0.0.1:{port}/"), "credential": "api"}}],
+                       "config": {"url": format!("http://127.0.0.1:{port}/"), "credential": "api",
+                                  "allow_private_network": true}}],
             "edges": []
         }),
     );
-    let secret = [("AGENTLOOM_SECRET_API", "sk-canary-offline")];
+    let hosts = format!("127.0.0.1:{port}");
+    let secret = [
+        ("AGENTLOOM_SECRET_API", "sk-canary-offline"),
+        ("AGENTLOOM_SECRET_API_HOSTS", hosts.as_str()),
+    ];
     let (code, screen) = run_at_a_terminal(data.path(), &graph, dir.path(), &secret, "n\n");
     assert!(
         screen.contains("send credential `api` to node `fetch`"),
@@ -404,7 +409,8 @@ fn kept_offline_a_run_sends_no_credential_and_says_how_to_trust() {
             .arg(&graph)
             .args(["--trust", "--no-log", "--workspace"])
             .arg(dir.path())
-            .env("AGENTLOOM_SECRET_API", "sk-canary-offline"),
+            .env("AGENTLOOM_SECRET_API", "sk-canary-offline")
+            .env("AGENTLOOM_SECRET_API_HOSTS", &hosts),
     );
     assert_eq!(code, Some(0), "{stderr}");
     assert!(seen.lock().unwrap().contains("sk-canary-offline"));
