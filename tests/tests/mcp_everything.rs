@@ -375,11 +375,12 @@ async fn a_token_from_the_keychain_is_the_bearer_of_an_http_server() {
 }
 
 /// The one token of [`an_http_servers_token_quoted_in_a_tool_error_never_leaves_the_run`].
-struct GateToken(String);
+/// The gate's token, bound to the gate's host as a user would bind it.
+struct GateToken(String, agentloom_core::BoundHosts);
 
 impl agentloom_core::SecretSource for GateToken {
     fn secret(&self, _name: &str) -> Result<agentloom_core::Secret, agentloom_core::SecretError> {
-        Ok(agentloom_core::Secret::new(self.0.clone()))
+        Ok(agentloom_core::Secret::new(self.0.clone()).bound_to(self.1.clone()))
     }
 }
 
@@ -395,7 +396,9 @@ async fn an_http_servers_token_quoted_in_a_tool_error_never_leaves_the_run() {
         ..http_server(&url)
     });
     let registry = {
-        let (doc, secrets) = (doc.clone(), GateToken(token.clone()));
+        let gate = agentloom_core::host_of(&reqwest::Url::parse(&url).unwrap());
+        let hosts = agentloom_core::BoundHosts::parse(&[gate]).unwrap();
+        let (doc, secrets) = (doc.clone(), GateToken(token.clone(), hosts));
         tokio::task::spawn_blocking(move || {
             let mut registry = Registry::builtin();
             let problems = add_mcp_tools(&mut registry, &doc, &secrets);

@@ -329,6 +329,8 @@ pub struct TrustNeeds {
     pub credentials: Vec<String>,
     /// Each graph file called outside the graph's own folder.
     pub outside_files: Vec<PathBuf>,
+    /// Each agent that runs code without a sandbox (`run_code_unsandboxed`).
+    pub unsandboxed_code: Vec<String>,
 }
 
 impl TrustNeeds {
@@ -337,6 +339,7 @@ impl TrustNeeds {
             && self.urls.is_empty()
             && self.credentials.is_empty()
             && self.outside_files.is_empty()
+            && self.unsandboxed_code.is_empty()
     }
 
     /// One line per fact.
@@ -354,6 +357,9 @@ impl TrustNeeds {
                 .iter()
                 .map(|f| format!("call the graph file {} (outside its folder)", f.display())),
         );
+        lines.extend(self.unsandboxed_code.iter().map(|node| {
+            format!("run code without a sandbox, with your own access, in agent `{node}`")
+        }));
         // Names, commands and URLs come from the file: never a raw control character.
         lines
             .into_iter()
@@ -442,6 +448,17 @@ pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
         }
     }
     needs.credentials = credentials.into_iter().collect();
+    needs.unsandboxed_code = docs
+        .iter()
+        .flat_map(|(path, doc)| {
+            agentloom_blocks::unsandboxed_code_nodes(doc)
+                .into_iter()
+                .map(move |node| match path {
+                    Some(path) if Some(*path) != file => format!("{node}` in `{}", path.display()),
+                    _ => node,
+                })
+        })
+        .collect();
     if let (Some(tree), Some(file)) = (&tree, file) {
         let folder = tree.root.path.parent().unwrap_or(Path::new("/"));
         // Calls of the shown document, then of the files they reach.
@@ -570,10 +587,36 @@ pub fn catalog_for(
 ) -> (Registry, Vec<Problem>) {
     let mut registry = builtin_for(file, trusted);
     let problems = match file {
-        Some(file) if !trusted => offline_server_problems(doc, file),
+        Some(file) if !trusted => {
+            let mut problems = offline_server_problems(doc, file);
+            problems.extend(unsandboxed_code_problems(doc, file));
+            problems
+        }
         _ => agentloom_blocks::mcp::add_mcp_tools(&mut registry, doc, secrets),
     };
     (registry, problems)
+}
+
+/// One problem per agent of an untrusted file that would run code without a sandbox: only
+/// a file its user trusts may ask for that.
+pub fn unsandboxed_code_problems(doc: &GraphDoc, file: &Path) -> Vec<Problem> {
+    agentloom_blocks::unsandboxed_code_nodes(doc)
+        .into_iter()
+        .map(|node| {
+            let index = doc.nodes.iter().position(|n| n.id == node).unwrap_or(0);
+            Problem {
+                kind: ProblemKind::BadConfig,
+                path: format!("$.nodes[{index}].config.run_code_unsandboxed"),
+                message: format!(
+                    "node `{}`: runs code without a sandbox, which only a trusted file may: {}",
+                    agentloom_core::Escaped(&node),
+                    not_trusted(file)
+                ),
+                node: Some(node),
+                port: None,
+            }
+        })
+        .collect()
 }
 
 /// The built-in blocks for a graph in `file`: `graph.call` resolves against the file, and
@@ -781,6 +824,45 @@ mod tests {
         let outside = std::fs::canonicalize(dir.path().join("outside.json")).unwrap();
         assert!(needs.outside_files.contains(&outside), "{needs:?}");
         assert_eq!(needs.lines().len(), 3 + needs.outside_files.len());
+    }
+
+    #[test]
+    fn an_agent_running_code_unsandboxed_needs_trust_and_is_a_problem_until_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.json");
+        let doc = json!({
+            "format": "agentloom.graph", "version": 1, "name": "g",
+            "nodes": [
+                {"id": "sandboxed", "block": "ai.agent", "config": {}},
+                {"id": "loose", "block": "ai.agent", "config": {"run_code_unsandboxed": true}}
+            ],
+            "edges": []
+        });
+        write(&path, &doc);
+        let doc = GraphDoc::from_json_str(&doc.to_string()).unwrap();
+        let needs = needs_of(&doc, Some(&path));
+        assert_eq!(needs.unsandboxed_code, ["loose"]);
+        assert!(
+            needs.lines().contains(
+                &"run code without a sandbox, with your own access, in agent `loose`".to_owned()
+            ),
+            "{needs:?}"
+        );
+        let problems = unsandboxed_code_problems(&doc, &path);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].node.as_deref(), Some("loose"));
+        assert_eq!(problems[0].path, "$.nodes[1].config.run_code_unsandboxed");
+        assert!(
+            problems[0].message.contains("agentloom trust"),
+            "{}",
+            problems[0].message
+        );
+        // The catalog of the untrusted file holds it back; trusted, it is not.
+        let secrets = UntrustedSecrets::new(&path);
+        let (_, untrusted) = catalog_for(&doc, Some(&path), false, &secrets);
+        assert_eq!(untrusted, problems);
+        let (_, trusted) = catalog_for(&doc, Some(&path), true, &secrets);
+        assert!(trusted.is_empty(), "{trusted:?}");
     }
 
     #[test]
