@@ -89,7 +89,10 @@ fn probe_with(bwrap: Option<&str>) {
     let runtime = tempfile::tempdir().unwrap();
     let bus_path = runtime.path().join("bus");
     let _bus = UnixListener::bind(&bus_path).unwrap();
-    let marker = format!("{}.25", 800 + std::process::id() % 100);
+    // A number of seconds for `sleep` that no other test uses at the same time (the two
+    // tests run in parallel and each looks for survivors of its own).
+    let fraction = if bwrap.is_some() { 25 } else { 75 };
+    let marker = format!("{}.{fraction}", 800 + std::process::id() % 100);
     // fakellm serves the model: its port is a real listener on 127.0.0.1.
     let port_holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = port_holder.local_addr().unwrap().port();
