@@ -91,6 +91,26 @@ impl FakeLlm {
                 "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
             );
         };
+        // A port picked free can be taken by another test's server before fakellm binds it:
+        // then fakellm exits while the other server answers, so a start is checked twice.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut fake = Self::spawn(&binary, config)?;
+            std::thread::sleep(Duration::from_millis(150));
+            match fake.child.try_wait() {
+                Ok(None) => {
+                    fake._rules = rules;
+                    return Some(fake);
+                }
+                _ if attempts < 3 => continue,
+                status => panic!("fakellm exited after it seemed to listen: {status:?}"),
+            }
+        }
+    }
+
+    #[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+    fn spawn(binary: &Path, config: &Path) -> Option<FakeLlm> {
         let port = free_port();
         let log = tempfile::NamedTempFile::new().unwrap();
         let child = Command::new(binary)
@@ -111,7 +131,7 @@ impl FakeLlm {
         let mut fake = FakeLlm {
             child,
             port,
-            _rules: rules,
+            _rules: None,
         };
         wait_until_listening(&mut fake.child, port, log.path(), "fakellm");
         Some(fake)

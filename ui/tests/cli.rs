@@ -350,6 +350,21 @@ fn slow_graph(dir: &Path) -> PathBuf {
     )
 }
 
+/// The recorded status of node `node` of run `id`, if the run log has it yet.
+fn node_status(db: &Path, id: &str, node: &str) -> Option<String> {
+    let show = bin()
+        .args(["show", id, "--json", "--db"])
+        .arg(db)
+        .output()
+        .ok()?;
+    let detail: Value = serde_json::from_slice(&show.stdout).ok()?;
+    detail["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["node_id"] == node)
+        .and_then(|n| n["status"].as_str().map(str::to_owned))
+}
+
 /// Polls `agentloom runs --json` until the newest run has `status`.
 fn wait_for_status(db: &Path, status: &str, within: Duration) -> Value {
     let deadline = Instant::now() + within;
@@ -387,7 +402,15 @@ fn a_run_killed_with_sigkill_shows_as_interrupted() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for_status(&db, "running", Duration::from_secs(20));
+    let run = wait_for_status(&db, "running", Duration::from_secs(20));
+    // The kill comes once `start` is recorded done (the log writes in small batches), so the
+    // test is about what a kill keeps, not about how fast the writer is.
+    let id = run["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while node_status(&db, &id, "start").as_deref() != Some("done") {
+        assert!(Instant::now() < deadline, "`start` never recorded done");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     child.kill().unwrap(); // SIGKILL on unix
     child.wait().unwrap();
     let run = wait_for_status(&db, "interrupted", Duration::from_secs(10));
