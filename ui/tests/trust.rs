@@ -349,11 +349,8 @@ fn at_a_terminal_run_asks_and_no_keeps_it_offline() {
     );
 }
 
-#[test]
-fn kept_offline_a_run_sends_no_credential_and_says_how_to_trust() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    // A server that records every request it gets.
+/// A server on 127.0.0.1 that records every request it gets: its port and what it saw.
+fn recording_server() -> (u16, std::sync::Arc<std::sync::Mutex<String>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
@@ -370,6 +367,81 @@ fn kept_offline_a_run_sends_no_credential_and_says_how_to_trust() {
             let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
         }
     });
+    (port, seen)
+}
+
+#[test]
+fn an_untrusted_run_resumed_after_an_approval_still_sends_no_credential() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let (port, seen) = recording_server();
+    let graph = dir.path().join("post.json");
+    write(
+        &graph,
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "post",
+            "nodes": [{"id": "post", "block": "http.request",
+                       "config": {"method": "POST", "url": format!("http://127.0.0.1:{port}/"),
+                                  "credential": "api", "allow_private_network": true}}],
+            "edges": []
+        }),
+    );
+    let db = dir.path().join("runs.sqlite3");
+    let hosts = format!("127.0.0.1:{port}");
+    let secret_env = [
+        ("AGENTLOOM_SECRET_API", "sk-canary-resumed"),
+        ("AGENTLOOM_SECRET_API_HOSTS", hosts.as_str()),
+    ];
+    // Kept offline at a terminal; with --json nobody is asked, so the POST waits (exit 3).
+    let data_dir = data.path().display().to_string();
+    let args: Vec<std::ffi::OsString> = vec![
+        "run".into(),
+        graph.clone().into(),
+        "--json".into(),
+        "--db".into(),
+        db.clone().into(),
+        "--workspace".into(),
+        dir.path().into(),
+    ];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsString::as_os_str).collect();
+    let mut envs = vec![
+        ("XDG_DATA_HOME", data_dir.as_str()),
+        ("HOME", data_dir.as_str()),
+    ];
+    envs.extend_from_slice(&secret_env);
+    let (code, screen) = agentloom_tests::at_a_terminal(
+        Path::new(env!("CARGO_BIN_EXE_agentloom")),
+        &args,
+        &envs,
+        "n\n",
+    );
+    assert_eq!(code, Some(3), "{screen}");
+    let run_id = screen
+        .split('"')
+        .skip_while(|part| *part != "run_id")
+        .nth(2)
+        .unwrap_or_else(|| panic!("no run id in {screen}"))
+        .to_owned();
+    // Approved by someone at another shell: the resumed run still gets no credential.
+    let mut approve = bin(data.path());
+    approve
+        .args(["approve", &run_id, "--db"])
+        .arg(&db)
+        .envs(secret_env);
+    let (code, stderr) = output(&mut approve);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("graph file {} is not trusted", graph.display())),
+        "{stderr}"
+    );
+    assert!(!seen.lock().unwrap().contains("sk-canary-resumed"));
+}
+
+#[test]
+fn kept_offline_a_run_sends_no_credential_and_says_how_to_trust() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let (port, seen) = recording_server();
     let graph = dir.path().join("fetch.json");
     write(
         &graph,

@@ -825,7 +825,15 @@ print(json.dumps(result))
         let abstract_addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();
         let abstract_listener = UnixListener::bind_addr(&abstract_addr).unwrap();
         let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let marker = format!("{}.{}", 900 + std::process::id() % 97, std::process::id());
+        // Seconds for `sleep` that no other test uses at the same time (the tests run in
+        // parallel and each looks for survivors of its own).
+        static HOSTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let nth = HOSTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let marker = format!(
+            "{}.{}{nth}",
+            900 + std::process::id() % 97,
+            std::process::id()
+        );
         let args = vec![
             std::process::id().to_string(),
             bus_path.display().to_string(),

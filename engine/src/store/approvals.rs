@@ -289,6 +289,34 @@ impl RunStore {
         Ok(())
     }
 
+    /// Marks run `run_id` as a run of the graph file at `graph_file`, which its user had not
+    /// trusted: resuming it gives it no credential unless the file is trusted by then.
+    pub fn record_untrusted(&self, run_id: &str, graph_file: &str) -> Result<(), StoreError> {
+        self.lock()
+            .execute(
+                "INSERT INTO untrusted_runs (run_id, graph_file) VALUES (?1, ?2)
+                 ON CONFLICT (run_id) DO NOTHING",
+                params![run_id, graph_file],
+            )
+            .map_err(|source| self.write_error(source))?;
+        Ok(())
+    }
+
+    /// The untrusted graph file run `run_id` came from, if it was marked so.
+    pub fn untrusted_graph_file(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT graph_file FROM untrusted_runs WHERE run_id = ?1",
+            params![run_id],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(|source| StoreError::Read {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
     /// The graph files kept for run `run_id`: (canonical path, JSON text), by path.
     pub fn graph_files(&self, run_id: &str) -> Result<Vec<(String, String)>, StoreError> {
         let conn = self.lock();

@@ -131,6 +131,14 @@ CREATE TABLE run_graph_files (
     PRIMARY KEY (run_id, path)
 ) STRICT;
 ",
+    // 7: the runs of graph files their user had not trusted, so resuming one after an
+    // approval still gets no credential unless the file has been trusted since.
+    r"
+CREATE TABLE untrusted_runs (
+    run_id          TEXT PRIMARY KEY NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    graph_file      TEXT NOT NULL
+) STRICT;
+",
 ];
 
 /// The schema version this build writes.

@@ -244,7 +244,8 @@ fn open_creates_the_file_its_folders_and_the_schema() {
             "run_graphs",
             "run_values",
             "run_workspaces",
-            "runs"
+            "runs",
+            "untrusted_runs"
         ]
     );
 }

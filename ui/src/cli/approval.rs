@@ -155,6 +155,16 @@ fn decide_and_resume(
         return Ok(EXIT_INVALID);
     }
     let seed = store.resume_seed(&run_id)?;
+    // A run of a file its user had not trusted stays without credentials, unless the file
+    // (as it is now) has been trusted since.
+    let untrusted_file = store
+        .untrusted_graph_file(&run_id)?
+        .map(PathBuf::from)
+        .filter(|file| !crate::trust::is_trusted(file));
+    let secrets: Arc<dyn agentloom_core::SecretSource> = match &untrusted_file {
+        Some(file) => Arc::new(crate::trust::UntrustedSecrets::new(file)),
+        None => crate::headless::default_secrets(),
+    };
     // The run resumes where it started, wherever this is typed, unless told otherwise.
     let recorded = match args.workspace {
         Some(_) => None,
@@ -200,7 +210,8 @@ fn decide_and_resume(
             concurrency: None,
             run_id: Some(run_id),
             seed: Some(seed),
-            secrets: crate::headless::default_secrets(),
+            secrets,
+            untrusted_file,
         },
     )
 }

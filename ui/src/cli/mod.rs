@@ -575,6 +575,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             run_id: None,
             seed,
             secrets,
+            untrusted_file: (!trusted).then(|| args.graph.clone()),
         },
     )
 }
@@ -593,6 +594,9 @@ struct Execution {
     seed: Option<RunSeed>,
     /// The credentials the run may use (none for an untrusted file).
     secrets: Arc<dyn agentloom_core::SecretSource>,
+    /// The graph file, when its user has not trusted it: kept with the run, so that
+    /// resuming it after an approval still sends no credential.
+    untrusted_file: Option<PathBuf>,
 }
 
 /// Runs a validated graph headless: recorded, with progress on stderr and the result on
@@ -627,15 +631,20 @@ fn execute(
         sinks.push(recorder.clone());
     }
     // After the recorder: it writes the run's row the files refer to.
-    if let (Some(recorder), Some(store), Some(files)) = (&recorder, &store, registry.graph_files())
-    {
+    if let (Some(recorder), Some(store)) = (&recorder, &store) {
+        let files = registry.graph_files().cloned();
         // What runs is what was validated, whatever happens to the files meanwhile.
-        files.freeze();
-        sinks.push(Arc::new(recording::GraphFilesSink {
-            recorder: recorder.clone(),
-            store: store.clone(),
-            files: files.clone(),
-        }));
+        if let Some(files) = &files {
+            files.freeze();
+        }
+        if files.is_some() || run.untrusted_file.is_some() {
+            sinks.push(Arc::new(recording::GraphFilesSink {
+                recorder: recorder.clone(),
+                store: store.clone(),
+                files,
+                untrusted_file: run.untrusted_file.clone(),
+            }));
+        }
     }
     let interactive = std::io::stderr().is_terminal();
     let progress = Arc::new(progress::ProgressSink::new(interactive, !run.json));

@@ -74,10 +74,12 @@ impl EventSink for WorkspaceSink {
 /// Keeps the graph files a run calls (`graph.call`) with it as soon as the log holds the
 /// run, so that a run that pauses, even one killed while it waits, resumes with the content
 /// it started with rather than whatever the files hold by then.
+/// A run of a file its user has not trusted is marked so at the same time.
 pub(crate) struct GraphFilesSink {
     pub recorder: Arc<RunRecorder>,
     pub store: Arc<RunStore>,
-    pub files: Arc<agentloom_blocks::graph_call::GraphFiles>,
+    pub files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
+    pub untrusted_file: Option<std::path::PathBuf>,
 }
 
 impl EventSink for GraphFilesSink {
@@ -85,14 +87,21 @@ impl EventSink for GraphFilesSink {
         let EventKind::RunStarted { run_id, .. } = &event.kind else {
             return;
         };
-        let files = self.files.contents();
-        if files.is_empty() {
+        let files = self
+            .files
+            .as_ref()
+            .map(|files| files.contents())
+            .unwrap_or_default();
+        if files.is_empty() && self.untrusted_file.is_none() {
             return;
         }
-        let recorded = self
-            .recorder
-            .flush()
-            .and_then(|()| self.store.record_graph_files(run_id, &files));
+        let recorded = self.recorder.flush().and_then(|()| {
+            if let Some(file) = &self.untrusted_file {
+                self.store
+                    .record_untrusted(run_id, &file.display().to_string())?;
+            }
+            self.store.record_graph_files(run_id, &files)
+        });
         if let Err(err) = recorded {
             tracing::warn!(%err, run_id, "the graph files the run calls are not kept with it");
         }
