@@ -592,3 +592,52 @@ fn credentials_add_list_remove_through_the_keychain() {
     let listed = cli(&["credentials", "list", "--json"], "");
     assert!(!String::from_utf8_lossy(&listed.stdout).contains(&name));
 }
+
+/// A run that resolves no credential never asks the keychain: pointed at a session bus that
+/// accepts connections and never answers, it still finishes, and the bus saw nobody.
+#[test]
+fn a_run_without_credentials_never_contacts_the_keychain() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus_path = dir.path().join("bus");
+    let bus = std::os::unix::net::UnixListener::bind(&bus_path).unwrap();
+    bus.set_nonblocking(true).unwrap();
+    let hello = example("hello.agentloom.json");
+    let mut child = bin()
+        .args([
+            "run",
+            hello.to_str().unwrap(),
+            "--json",
+            "--input",
+            "name=Ada",
+        ])
+        .arg("--db")
+        .arg(dir.path().join("runs.sqlite3"))
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", bus_path.display()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the run waited on the session bus");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(stdout_json(&output)["outputs"]["greeting"], "Hello, Ada!");
+    assert!(
+        bus.accept().is_err(),
+        "the run connected to the session bus although it needed no credential"
+    );
+}
