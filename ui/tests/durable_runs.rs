@@ -340,3 +340,75 @@ fn pinned_outputs_are_edited_as_json_in_the_inspector_refusing_bad_json_and_undo
     h.run_steps(2);
     assert_eq!(pinned_word(&h), old);
 }
+
+/// A run of a file its user had not trusted, left waiting, opened from the history while an
+/// untitled graph is open: the file's MCP command is not started, the trust banner shows,
+/// and the resumed run gets no credential.
+#[test]
+fn an_untrusted_run_opened_from_the_history_stays_offline_and_without_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let workspace = paths.workspace.clone().unwrap();
+    let db = paths.run_log.clone().unwrap();
+    let marker = dir.path().join("marker");
+    let file = dir.path().join("shared.agentloom.json");
+    let shared = serde_json::json!({
+        "format": "agentloom.graph", "version": 1, "name": "shared",
+        "settings": {"safe_mode": true},
+        "mcp_servers": {"files": {"command": "sh",
+                                  "args": ["-c", format!("touch {}", marker.display())]}},
+        "nodes": [{"id": "post", "block": "http.request", "position": [0, 0],
+                   "config": {"method": "POST", "url": "http://127.0.0.1:9/",
+                              "credential": "api", "allow_private_network": true}}],
+        "edges": []
+    });
+    std::fs::write(&file, serde_json::to_string_pretty(&shared).unwrap()).unwrap();
+    let doc = graph(&shared.to_string());
+    // Run untrusted (offline), it waits for the approval of the POST.
+    let run_id = {
+        let store = Arc::new(RunStore::open(&db).unwrap());
+        let registry = Arc::new(Registry::builtin());
+        let valid = validate(&doc, registry.as_ref()).unwrap();
+        let recorder = Arc::new(store.recorder(&doc).unwrap());
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let report = runtime.block_on(
+            Executor::new(registry)
+                .with_workspace(workspace.clone())
+                .with_approver(Arc::new(DurableApprover::new(store.clone(), None)))
+                .run(
+                    Arc::new(valid),
+                    ValueMap::new(),
+                    RunOptions::default(),
+                    recorder.clone(),
+                ),
+        );
+        recorder.finish().unwrap();
+        assert_eq!(report.status, RunStatus::Waiting);
+        store
+            .record_untrusted(&report.run_id, &file.display().to_string())
+            .unwrap();
+        report.run_id
+    };
+
+    let mut h = harness(&support::example(), &paths);
+    h.get_by_label_contains("shared · waiting").click();
+    h.run_steps(3);
+    assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
+    h.get_by_label("Trust and connect");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    h.run_steps(2);
+    assert!(!marker.exists(), "the untrusted file's MCP command ran");
+    press(&mut h, "Approve");
+    wait_until(&mut h, "the resumed run", |h| !h.state().run.is_running());
+    let error = h
+        .state()
+        .run
+        .node("post")
+        .and_then(|n| n.error.clone())
+        .unwrap_or_default();
+    assert!(
+        error.contains(&format!("graph file {} is not trusted", file.display())),
+        "{error}"
+    );
+    assert!(!marker.exists(), "the untrusted file's MCP command ran");
+}

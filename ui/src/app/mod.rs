@@ -2137,6 +2137,7 @@ impl App {
         };
         let executor = self.executor.clone().with_workspace(self.run_workspace());
         self.run.graph_files = self.catalog.graph_files().cloned();
+        self.run.untrusted_file = self.untrusted.as_ref().map(|u| u.file.clone());
         match self
             .run
             .start(runtime, &executor, graph, inputs, self.store.as_ref(), ctx)
@@ -2152,6 +2153,13 @@ impl App {
             return;
         }
         let Some(store) = &self.store else { return };
+        // A run of a file its user had not trusted opens with that file's trust, whatever is
+        // open now: its servers stay offline and its runs get no credential.
+        let untrusted_file = store
+            .untrusted_graph_file(id)
+            .ok()
+            .flatten()
+            .map(PathBuf::from);
         match store.get_run(id) {
             Ok(Some(detail)) => {
                 // A run of another graph opens as a new untitled document, never under the
@@ -2168,7 +2176,7 @@ impl App {
                         }
                         // Its `graph.call` paths most likely point where the current
                         // file's do.
-                        let graph_file = self.graph_file.clone();
+                        let graph_file = untrusted_file.or_else(|| self.graph_file.clone());
                         self.open_document_resolving(&graph, None, graph_file.as_deref());
                     }
                 }

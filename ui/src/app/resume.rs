@@ -75,11 +75,23 @@ impl App {
             .ok()
             .flatten()
             .unwrap_or_else(|| self.run_workspace());
-        let executor = self
+        let mut executor = self
             .executor
             .clone()
             .with_workspace(workspace)
             .with_catalog(catalog);
+        // A run of a file its user had not trusted gets no credential when resumed either,
+        // unless the file has been trusted since.
+        if let Some(file) = store
+            .untrusted_graph_file(&run_id)
+            .map_err(|e| e.to_string())?
+            .map(std::path::PathBuf::from)
+            .filter(|file| !crate::trust::is_trusted_in(self.trust_store.as_ref(), file))
+        {
+            executor = executor.with_secrets(std::sync::Arc::new(
+                crate::trust::UntrustedSecrets::new(&file),
+            ));
+        }
         self.run.start_seeded(
             runtime,
             &executor,

@@ -133,6 +133,8 @@ pub struct RunView {
     pub reused: std::collections::BTreeSet<String>,
     /// The graph files the next run calls, kept with it in the run log.
     pub graph_files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
+    /// The open graph's file when its user has not trusted it: kept with the run.
+    pub untrusted_file: Option<std::path::PathBuf>,
     /// Set while a run is going.
     live: Option<LiveRun>,
 }
@@ -197,6 +199,7 @@ impl RunView {
                 store: store.clone(),
                 workspace: executor.workspace().to_owned(),
                 graph_files: self.graph_files.clone(),
+                untrusted_file: self.untrusted_file.clone(),
             }));
         }
         let sink = Arc::new(FanoutSink(sinks));

@@ -49,6 +49,8 @@ pub(crate) struct WorkspaceSink {
     pub workspace: PathBuf,
     /// The graph files the run calls, kept with it (see [`GraphFilesSink`]).
     pub graph_files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
+    /// The graph file, when its user has not trusted it (see [`GraphFilesSink`]).
+    pub untrusted_file: Option<std::path::PathBuf>,
 }
 
 impl EventSink for WorkspaceSink {
@@ -63,6 +65,10 @@ impl EventSink for WorkspaceSink {
             .unwrap_or_default();
         let recorded = self.recorder.flush().and_then(|()| {
             record_workspace(&self.store, run_id, &self.workspace)?;
+            if let Some(file) = &self.untrusted_file {
+                self.store
+                    .record_untrusted(run_id, &file.display().to_string())?;
+            }
             self.store.record_graph_files(run_id, &files)
         });
         if let Err(err) = recorded {
