@@ -641,3 +641,60 @@ fn a_run_without_credentials_never_contacts_the_keychain() {
         "the run connected to the session bus although it needed no credential"
     );
 }
+
+/// `runs --export FILE` writes one file that holds every run by itself: copied alone,
+/// without the `-wal` file beside the log, it still lists the run. It never overwrites.
+#[test]
+fn an_exported_run_log_is_one_self_contained_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    let ran = run(
+        &[
+            "run",
+            hello.to_str().unwrap(),
+            "--json",
+            "--input",
+            "name=Ada",
+        ],
+        &db,
+        dir.path(),
+    );
+    assert!(ran.status.success());
+    let run_id = stdout_json(&ran)["run_id"].as_str().unwrap().to_owned();
+    let exported = dir.path().join("exported.sqlite3");
+    let export = |dest: &Path| {
+        bin()
+            .args(["runs", "--db"])
+            .arg(&db)
+            .arg("--export")
+            .arg(dest)
+            .output()
+            .unwrap()
+    };
+    let out = export(&exported);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Only the exported file goes elsewhere.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("copy.sqlite3");
+    std::fs::copy(&exported, &copy).unwrap();
+    let listed = bin()
+        .args(["runs", "--json", "--db"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(listed.status.success());
+    let runs = stdout_json(&listed);
+    assert_eq!(runs[0]["id"], run_id.as_str(), "{runs}");
+    assert_eq!(runs[0]["status"], "completed");
+    // A second export to the same file is refused and leaves it as it was.
+    let before = std::fs::read(&exported).unwrap();
+    let again = export(&exported);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"));
+    assert_eq!(std::fs::read(&exported).unwrap(), before);
+}

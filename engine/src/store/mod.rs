@@ -90,6 +90,8 @@ pub enum StoreError {
     },
     #[error("could not record the run in {}: {message}", path.display())]
     Recording { path: PathBuf, message: String },
+    #[error("cannot export the run log to {}: {message}", path.display())]
+    Export { path: PathBuf, message: String },
 }
 
 impl StoreError {
@@ -155,6 +157,29 @@ impl RunStore {
     /// The file this store reads and writes.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Writes every run to `dest` as one self-contained database file (its recent pages
+    /// included, which live in the `-wal` file beside the log until a checkpoint), to copy
+    /// or attach alone. Never overwrites: `dest` must not exist.
+    pub fn export_to(&self, dest: &Path) -> Result<(), StoreError> {
+        let failed = |message: String| StoreError::Export {
+            path: dest.to_owned(),
+            message,
+        };
+        if dest.symlink_metadata().is_ok() {
+            return Err(failed(
+                "the file exists already; choose a new file name".to_owned(),
+            ));
+        }
+        let target = dest
+            .to_str()
+            .ok_or_else(|| failed("the path is not valid UTF-8".to_owned()))?;
+        // A consistent snapshot of the whole log, WAL included, written compactly.
+        self.lock()
+            .execute("VACUUM INTO ?1", [target])
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(())
     }
 
     /// The schema version this build writes.

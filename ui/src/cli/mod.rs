@@ -106,6 +106,10 @@ pub enum Command {
         /// How many runs to list.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Write the whole run log to FILE as one self-contained database (a new file), to
+        /// copy or attach alone; lists nothing.
+        #[arg(long, value_name = "FILE")]
+        export: Option<PathBuf>,
     },
     /// Show one run from the run log (a unique prefix of its id is enough).
     Show {
@@ -195,7 +199,14 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Run(args) => run_graph(args),
         Command::Validate { graph, json } => validate_command(&graph, json),
         Command::Blocks { json, graph } => blocks_command(json, graph.as_deref()),
-        Command::Runs { json, db, limit } => runs_command(db, json, limit),
+        Command::Runs {
+            db,
+            export: Some(file),
+            ..
+        } => export_runs(db, &file),
+        Command::Runs {
+            json, db, limit, ..
+        } => runs_command(db, json, limit),
         Command::Show { run_id, json, db } => show_command(db, &run_id, json),
         Command::Credentials(cmd) => credentials::credentials_command(cmd),
         Command::Approve(args) => approval::approve_command(args),
@@ -356,6 +367,21 @@ fn open_recorder(
             (None, None)
         }
     }
+}
+
+/// `agentloom runs --export FILE`.
+fn export_runs(db: Option<PathBuf>, file: &Path) -> anyhow::Result<i32> {
+    let store = open_store(db)?;
+    if let Err(err) = store.export_to(file) {
+        eprintln!("{}", Escaped(&err.to_string()));
+        return Ok(EXIT_INVALID);
+    }
+    eprintln!(
+        "the run log {} is copied to {}, one self-contained file",
+        store.path().display(),
+        file.display()
+    );
+    Ok(0)
 }
 
 fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result<i32> {
