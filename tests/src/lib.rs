@@ -259,3 +259,25 @@ pub fn wait_until_listening(child: &mut Child, port: u16, log: &Path, name: &str
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Reads one HTTP/1.1 request from `reader`: its head (request line and headers, each
+/// line with its CRLF) and its body (`Content-Length` bytes; shorter when the peer hangs up).
+pub fn read_http_request(reader: &mut impl std::io::BufRead) -> (String, Vec<u8>) {
+    let mut head = String::new();
+    let mut length = 0u64;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+    }
+    let mut body = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::Read::take(reader, length), &mut body);
+    (head, body)
+}

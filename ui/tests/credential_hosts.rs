@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::io::{BufRead, BufReader, Read as _, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -53,22 +53,7 @@ impl Peer {
 
 fn answer(mut stream: std::net::TcpStream, log: &Mutex<Vec<String>>) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut head = String::new();
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        head.push_str(&line);
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
+    let (head, body) = agentloom_tests::read_http_request(&mut reader);
     let request = format!("{head}\r\n{}", String::from_utf8_lossy(&body));
     log.lock().unwrap().push(request.clone());
     let path = head.split(' ').nth(1).unwrap_or("/").to_owned();

@@ -25,6 +25,34 @@ const WRITE: &str = r#"{"format":"agentloom.graph","version":1,"name":"write",
   "edges":[{"from":["text","value"],"to":["write","content"]},
            {"from":["write","path"],"to":["out","value"]}]}"#;
 
+/// Runs `doc` headless, recorded in `db`, until it pauses at an approval with nobody to
+/// ask (its process then goes away); returns the run id.
+fn run_until_waiting(
+    doc: &agentloom_core::GraphDoc,
+    db: &std::path::Path,
+    workspace: &std::path::Path,
+) -> String {
+    let store = Arc::new(RunStore::open(db).unwrap());
+    let registry = Arc::new(Registry::builtin());
+    let valid = validate(doc, registry.as_ref()).unwrap();
+    let recorder = Arc::new(store.recorder(doc).unwrap());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let report = runtime.block_on(
+        Executor::new(registry)
+            .with_workspace(workspace.to_owned())
+            .with_approver(Arc::new(DurableApprover::new(store.clone(), None)))
+            .run(
+                Arc::new(valid),
+                ValueMap::new(),
+                RunOptions::default(),
+                recorder.clone(),
+            ),
+    );
+    recorder.finish().unwrap();
+    assert_eq!(report.status, RunStatus::Waiting);
+    report.run_id
+}
+
 fn press(h: &mut AppHarness, label: &str) {
     h.get_by_role_and_label(Role::Button, label).click();
     h.run_steps(2);
@@ -91,27 +119,7 @@ fn a_waiting_run_resumes_from_the_history_after_a_restart() {
 
     // A headless run pauses at the approval and its process goes away.
     let doc = graph(WRITE);
-    let run_id = {
-        let store = Arc::new(RunStore::open(&db).unwrap());
-        let registry = Arc::new(Registry::builtin());
-        let valid = validate(&doc, registry.as_ref()).unwrap();
-        let recorder = Arc::new(store.recorder(&doc).unwrap());
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let report = runtime.block_on(
-            Executor::new(registry)
-                .with_workspace(workspace.clone())
-                .with_approver(Arc::new(DurableApprover::new(store.clone(), None)))
-                .run(
-                    Arc::new(valid),
-                    ValueMap::new(),
-                    RunOptions::default(),
-                    recorder.clone(),
-                ),
-        );
-        recorder.finish().unwrap();
-        assert_eq!(report.status, RunStatus::Waiting);
-        report.run_id
-    };
+    let run_id = run_until_waiting(&doc, &db, &workspace);
 
     let mut h = harness(&doc, &paths);
     h.get_by_label_contains("write · waiting").click();
@@ -365,30 +373,11 @@ fn an_untrusted_run_opened_from_the_history_stays_offline_and_without_credential
     std::fs::write(&file, serde_json::to_string_pretty(&shared).unwrap()).unwrap();
     let doc = graph(&shared.to_string());
     // Run untrusted (offline), it waits for the approval of the POST.
-    let run_id = {
-        let store = Arc::new(RunStore::open(&db).unwrap());
-        let registry = Arc::new(Registry::builtin());
-        let valid = validate(&doc, registry.as_ref()).unwrap();
-        let recorder = Arc::new(store.recorder(&doc).unwrap());
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let report = runtime.block_on(
-            Executor::new(registry)
-                .with_workspace(workspace.clone())
-                .with_approver(Arc::new(DurableApprover::new(store.clone(), None)))
-                .run(
-                    Arc::new(valid),
-                    ValueMap::new(),
-                    RunOptions::default(),
-                    recorder.clone(),
-                ),
-        );
-        recorder.finish().unwrap();
-        assert_eq!(report.status, RunStatus::Waiting);
-        store
-            .record_untrusted(&report.run_id, &file.display().to_string())
-            .unwrap();
-        report.run_id
-    };
+    let run_id = run_until_waiting(&doc, &db, &workspace);
+    RunStore::open(&db)
+        .unwrap()
+        .record_untrusted(&run_id, &file.display().to_string())
+        .unwrap();
 
     let mut h = harness(&support::example(), &paths);
     h.get_by_label_contains("shared · waiting").click();

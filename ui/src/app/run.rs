@@ -194,10 +194,10 @@ impl RunView {
         if let Some((recorder, store)) = recorder.as_ref().zip(store) {
             sinks.push(recorder.clone());
             // After the recorder: it writes the run's row that the workspace refers to.
-            sinks.push(Arc::new(crate::cli::recording::WorkspaceSink {
+            sinks.push(Arc::new(crate::cli::recording::RunContextSink {
                 recorder: recorder.clone(),
                 store: store.clone(),
-                workspace: executor.workspace().to_owned(),
+                workspace: Some(executor.workspace().to_owned()),
                 graph_files: self.graph_files.clone(),
                 untrusted_file: self.untrusted_file.clone(),
             }));

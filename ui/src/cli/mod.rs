@@ -663,14 +663,14 @@ fn execute(
         if let Some(files) = &files {
             files.freeze();
         }
-        if files.is_some() || run.untrusted_file.is_some() {
-            sinks.push(Arc::new(recording::GraphFilesSink {
-                recorder: recorder.clone(),
-                store: store.clone(),
-                files,
-                untrusted_file: run.untrusted_file.clone(),
-            }));
-        }
+        // The CLI records the workspace when the run ends (`recording::finish`).
+        sinks.push(Arc::new(recording::RunContextSink {
+            recorder: recorder.clone(),
+            store: store.clone(),
+            workspace: None,
+            graph_files: files,
+            untrusted_file: run.untrusted_file.clone(),
+        }));
     }
     let interactive = std::io::stderr().is_terminal();
     let progress = Arc::new(progress::ProgressSink::new(interactive, !run.json));

@@ -40,20 +40,20 @@ pub(crate) fn record_workspace(
     store.record_workspace(run_id, &workspace)
 }
 
-/// Records a run's workspace as soon as the log holds the run (after `recorder` wrote
-/// `run_started`), for runs that may wait for a decision while nobody watches them, as in
-/// the app: `agentloom approve` then resumes them in the same folder.
-pub(crate) struct WorkspaceSink {
+/// Records what a resumed run needs as soon as the log holds the run (after `recorder`
+/// wrote `run_started`), so that even a run killed while it waits for a decision resumes
+/// as it started: its workspace (app runs: `agentloom approve` resumes them in the same
+/// folder), the content of the graph files it calls (`graph.call`), not whatever the files
+/// hold by then, and, for a file its user has not trusted, that mark.
+pub(crate) struct RunContextSink {
     pub recorder: Arc<RunRecorder>,
     pub store: Arc<RunStore>,
-    pub workspace: PathBuf,
-    /// The graph files the run calls, kept with it (see [`GraphFilesSink`]).
+    pub workspace: Option<PathBuf>,
     pub graph_files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
-    /// The graph file, when its user has not trusted it (see [`GraphFilesSink`]).
-    pub untrusted_file: Option<std::path::PathBuf>,
+    pub untrusted_file: Option<PathBuf>,
 }
 
-impl EventSink for WorkspaceSink {
+impl EventSink for RunContextSink {
     fn emit(&self, event: &RunEvent) {
         let EventKind::RunStarted { run_id, .. } = &event.kind else {
             return;
@@ -63,8 +63,13 @@ impl EventSink for WorkspaceSink {
             .as_ref()
             .map(|files| files.contents())
             .unwrap_or_default();
+        if self.workspace.is_none() && files.is_empty() && self.untrusted_file.is_none() {
+            return;
+        }
         let recorded = self.recorder.flush().and_then(|()| {
-            record_workspace(&self.store, run_id, &self.workspace)?;
+            if let Some(workspace) = &self.workspace {
+                record_workspace(&self.store, run_id, workspace)?;
+            }
             if let Some(file) = &self.untrusted_file {
                 self.store
                     .record_untrusted(run_id, &file.display().to_string())?;
@@ -72,44 +77,7 @@ impl EventSink for WorkspaceSink {
             self.store.record_graph_files(run_id, &files)
         });
         if let Err(err) = recorded {
-            tracing::warn!(%err, run_id, "the run's workspace or graph files are not recorded");
-        }
-    }
-}
-
-/// Keeps the graph files a run calls (`graph.call`) with it as soon as the log holds the
-/// run, so that a run that pauses, even one killed while it waits, resumes with the content
-/// it started with rather than whatever the files hold by then.
-/// A run of a file its user has not trusted is marked so at the same time.
-pub(crate) struct GraphFilesSink {
-    pub recorder: Arc<RunRecorder>,
-    pub store: Arc<RunStore>,
-    pub files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
-    pub untrusted_file: Option<std::path::PathBuf>,
-}
-
-impl EventSink for GraphFilesSink {
-    fn emit(&self, event: &RunEvent) {
-        let EventKind::RunStarted { run_id, .. } = &event.kind else {
-            return;
-        };
-        let files = self
-            .files
-            .as_ref()
-            .map(|files| files.contents())
-            .unwrap_or_default();
-        if files.is_empty() && self.untrusted_file.is_none() {
-            return;
-        }
-        let recorded = self.recorder.flush().and_then(|()| {
-            if let Some(file) = &self.untrusted_file {
-                self.store
-                    .record_untrusted(run_id, &file.display().to_string())?;
-            }
-            self.store.record_graph_files(run_id, &files)
-        });
-        if let Err(err) = recorded {
-            tracing::warn!(%err, run_id, "the graph files the run calls are not kept with it");
+            tracing::warn!(%err, run_id, "what the run needs to resume is not recorded");
         }
     }
 }
