@@ -182,6 +182,26 @@ impl RunStore {
         Ok(())
     }
 
+    /// Moves every page waiting in the `-wal` file into the database file and empties the
+    /// WAL, so that `runs.sqlite3` copied or attached alone holds every run. Called when the
+    /// app closes; short CLI runs skip it (see [`connect`]). Another process reading or
+    /// writing the log at the same time leaves part of the WAL in place: not an error.
+    pub fn make_self_contained(&self) -> Result<(), StoreError> {
+        let (busy, _log_pages, _moved): (i64, i64, i64) = self
+            .lock()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
+        if busy != 0 {
+            tracing::info!(db = %self.path.display(), "the run log is in use elsewhere; its newest pages stay in the -wal file");
+        }
+        Ok(())
+    }
+
     /// The schema version this build writes.
     pub fn schema_version() -> u32 {
         migrations::SCHEMA_VERSION

@@ -1055,3 +1055,33 @@ fn a_run_keeps_its_workspace_until_it_is_deleted() {
         .unwrap();
     assert_eq!(left, 0);
 }
+
+#[test]
+fn a_log_made_self_contained_copies_as_one_file_with_every_run() {
+    let (dir, path) = temp_db();
+    let run_id = "0193aaaa0000700080000000000000c3";
+    let store = RunStore::open(&path).unwrap();
+    record(&store, &full_run(run_id));
+    store.make_self_contained().unwrap();
+
+    // The user copies `runs.sqlite3` alone, while the app that wrote it still has it open.
+    let copy = dir.path().join("copied.sqlite3");
+    std::fs::copy(&path, &copy).unwrap();
+    let wal = path.with_file_name(format!(
+        "{}-wal",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    assert_eq!(
+        std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0),
+        0,
+        "the WAL still holds pages"
+    );
+    let copied = RunStore::open(&copy).unwrap();
+    let runs = copied.list_runs(10).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].id, run_id);
+    let original = store.get_run(run_id).unwrap().unwrap();
+    let copied = copied.get_run(run_id).unwrap().unwrap();
+    assert_eq!(copied.nodes.len(), original.nodes.len());
+    assert_eq!(copied.outputs, original.outputs);
+}
