@@ -5,32 +5,24 @@
 //! egui_kittest tests. Panels never change the app directly: they push [`Command`]s, which
 //! [`App::apply`] carries out after the frame's UI.
 
-mod approval_panel;
 mod canvas;
-mod credentials;
 mod document;
-pub(crate) mod examples;
 pub(crate) mod files;
-mod groups;
-mod history;
-mod inspector;
-mod json_tree;
-mod mcp_servers;
-mod minimap;
-mod palette;
-mod path_prompt;
-mod pinned;
-mod problems;
-mod quick_add;
+mod panels;
 mod rerun;
 mod resume;
 mod run;
 mod run_panel;
-mod subgraph;
 pub mod theme;
-mod trust_banner;
-mod wire_menu;
-mod wiring;
+mod windows;
+
+use canvas::{groups, minimap, quick_add, wire_menu, wiring};
+// The run view and its panel reach these through the app.
+use panels::{
+    approval_panel, history, inspector, json_tree, palette, problems, subgraph, trust_banner,
+};
+pub(crate) use windows::examples;
+use windows::{credentials, mcp_servers, path_prompt};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -8,10 +8,10 @@ use agentloom_core::GroupDoc;
 use egui::{Pos2, Rect, RichText, Vec2};
 use egui_snarl::NodeId;
 
-use super::Command;
-use super::canvas::CanvasState;
-use super::document::{Document, canvas_pos};
-use super::theme;
+use super::CanvasState;
+use crate::app::Command;
+use crate::app::document::{Document, canvas_pos};
+use crate::app::theme;
 
 /// Room around grouped blocks, and above them for the title.
 const PAD: f32 = 24.0;

@@ -21,12 +21,12 @@ use egui::{Color32, Id, IdMap, Painter, Pos2, Rect, RichText, Shape, Stroke, Sty
 use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewer, WireStyle};
 use egui_snarl::{InPin, InPinId, NodeId, OutPin, OutPinId, Snarl};
 
-use super::Command;
-use super::document::{CanvasNode, check_wire, to_doc};
-use super::palette::{PaletteEntry, search_entries};
-use super::run::RunView;
-use super::theme;
 use super::wiring::Pin;
+use crate::app::Command;
+use crate::app::document::{CanvasNode, check_wire, to_doc};
+use crate::app::panels::palette::{PaletteEntry, search_entries};
+use crate::app::run::RunView;
+use crate::app::theme;
 
 /// How much of a node is drawn this frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -316,7 +316,13 @@ impl CanvasState {
     }
 
     /// A pin's position in graph coordinates, as last laid out (or guessed).
-    pub(super) fn pin_pos(&self, node: NodeId, pos: Pos2, output: bool, index: usize) -> Pos2 {
+    pub(in crate::app) fn pin_pos(
+        &self,
+        node: NodeId,
+        pos: Pos2,
+        output: bool,
+        index: usize,
+    ) -> Pos2 {
         let relative = self.geometry.get(node.0).map_or_else(
             || Geometry::default().pin(output, index),
             |g| g.pin(output, index),
@@ -538,7 +544,7 @@ impl<'a> Viewer<'a> {
             self.doc_settings,
             self.doc_groups,
         );
-        let Some(new) = super::palette::new_node(entry, &doc, self.catalog) else {
+        let Some(new) = crate::app::panels::palette::new_node(entry, &doc, self.catalog) else {
             return;
         };
         let id = snarl.insert_node(pos, CanvasNode::new(new, self.catalog));
@@ -881,7 +887,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         let state = self
             .run
             .node(&canvas.doc.id)
-            .and_then(super::run::NodeRun::state);
+            .and_then(crate::app::run::NodeRun::state);
         let detailed = self.node_detailed(node);
         // A detailed node says its state in the badge below its pins, so that nothing a run
         // brings changes the node's width.

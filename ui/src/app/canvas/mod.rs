@@ -1,0 +1,11 @@
+//! The canvas: the egui-snarl viewer of the graph, what it remembers between frames, wires
+//! being dragged, groups, the minimap, quick add and the wire menu.
+
+pub mod groups;
+pub mod minimap;
+pub mod quick_add;
+mod viewer;
+pub mod wire_menu;
+pub mod wiring;
+
+pub use viewer::{CanvasState, Viewer};
