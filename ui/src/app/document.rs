@@ -593,6 +593,39 @@ impl Document {
         self.load(doc, catalog);
     }
 
+    /// Asks for (true) or stops asking for approval before side effects; one undo step.
+    pub fn set_safe_mode(&mut self, on: bool) {
+        if self.settings.safe_mode != on {
+            self.checkpoint();
+            self.settings.safe_mode = on;
+        }
+    }
+
+    /// Renames or describes the graph. Typing goes on in one undo step: `new_step` is true
+    /// for the first key of a field.
+    pub fn set_info(&mut self, name: String, description: String, new_step: bool) {
+        if new_step {
+            self.checkpoint();
+        } else {
+            self.touch();
+        }
+        self.name = name;
+        self.description = description;
+    }
+
+    /// Removes one wire (one undo step; nothing when there is no such wire).
+    pub fn remove_wire(&mut self, from: OutPinId, to: InPinId) {
+        if self.snarl.wires().any(|w| w == (from, to)) {
+            self.checkpoint();
+            self.snarl.disconnect(from, to);
+        }
+    }
+
+    /// Drops the unsaved mark: the person chose not to keep the changes.
+    pub fn discard_changes(&mut self) {
+        self.dirty = false;
+    }
+
     /// Marks the document as saved to `path`.
     pub fn mark_saved(&mut self, path: PathBuf) {
         self.path = Some(path);

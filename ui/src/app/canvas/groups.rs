@@ -57,6 +57,33 @@ pub fn fresh_group_id(groups: &[GroupDoc]) -> String {
 }
 
 impl Document {
+    /// Adds a group (one undo step).
+    pub fn add_group(&mut self, group: GroupDoc) {
+        self.checkpoint();
+        self.groups.push(group);
+    }
+
+    /// Retitles group `id`. Typing goes on in one undo step: `new_step` is true for the
+    /// first key.
+    pub fn set_group_title(&mut self, id: &str, title: String, new_step: bool) {
+        if new_step {
+            self.checkpoint();
+        } else {
+            self.touch();
+        }
+        if let Some(group) = self.groups.iter_mut().find(|g| g.id == id) {
+            group.title = title;
+        }
+    }
+
+    /// Removes group `id`'s frame, its blocks staying (one undo step).
+    pub fn remove_group(&mut self, id: &str) {
+        if self.groups.iter().any(|g| g.id == id) {
+            self.checkpoint();
+            self.groups.retain(|g| g.id != id);
+        }
+    }
+
     /// Moves group `id` by `delta` with the blocks whose middle is inside it.
     pub fn move_group(&mut self, id: &str, delta: Vec2, node_rects: &HashMap<NodeId, Rect>) {
         let Some(group) = self.groups.iter_mut().find(|g| g.id == id) else {
