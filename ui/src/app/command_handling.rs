@@ -497,4 +497,10 @@ impl App {
         }
         self.inspector.clear();
     }
+
+    /// Whether Open, Save As, Import and Export use the platform's file dialogs (found out on
+    /// first use when not set) or the in-app path prompt.
+    pub fn set_native_file_dialogs(&mut self, available: bool) {
+        self.native_dialogs = Some(available);
+    }
 }

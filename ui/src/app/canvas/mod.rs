@@ -1,6 +1,7 @@
 //! The canvas: the egui-snarl viewer of the graph, what it remembers between frames, wires
 //! being dragged, groups, the minimap, quick add and the wire menu.
 
+mod area;
 pub mod groups;
 pub mod minimap;
 pub mod quick_add;

@@ -1,6 +1,7 @@
-//! The windows over the app: credentials, MCP servers, the examples gallery and the in-app
-//! file prompt.
+//! The windows over the app: credentials, MCP servers, the examples gallery, the in-app
+//! file prompt and "save changes?".
 
+mod close_prompt;
 pub mod credentials;
 pub mod examples;
 pub mod mcp_servers;
