@@ -50,6 +50,15 @@ pub enum Command {
         from: (String, String),
         to: (String, String),
     },
+    /// Add a block of this kind at this graph position wired to these pins (the ends of a
+    /// wire dropped on empty canvas).
+    AddWired {
+        kind: String,
+        pos: Pos2,
+        pins: Vec<wiring::Pin>,
+    },
+    /// A drag on the canvas ended: the blocks it moved are one undo step.
+    FinishMove,
     /// Set (or with `None` remove) a config field of a node.
     SetConfig {
         node: NodeId,

@@ -74,7 +74,6 @@ impl App {
         self.secrets_follow_trust();
         self.connect_mcp(doc);
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
-        self.drag_snapshot = None;
         self.autosave_due = None;
         self.after_document_change();
     }
@@ -242,6 +241,18 @@ impl App {
                     Err(err) => self.notice = Some(format!("Connection refused: {err}")),
                 }
             }
+            Command::AddWired { kind, pos, pins } => {
+                let Some(entry) = self.palette.iter().find(|e| e.kind == kind) else {
+                    self.notice = Some(format!("There is no block `{kind}`."));
+                    return;
+                };
+                let doc = self.document.to_doc();
+                if let Some(node) = palette::new_node(entry, &doc, catalog) {
+                    let id = self.document.add_wired(node, pos, &pins, catalog);
+                    self.inspected = Some(id);
+                }
+            }
+            Command::FinishMove => self.document.finish_move(),
             Command::SetConfig { node, field, value } => {
                 self.document.set_config(node, &field, value, catalog, true);
             }

@@ -123,8 +123,6 @@ pub struct App {
     data: Option<files::DataFiles>,
     autosave_due: Option<Instant>,
     autosave_delay: Duration,
-    /// The document before a drag on the canvas started (one undo step for the move).
-    drag_snapshot: Option<GraphDoc>,
     close_prompt: bool,
     /// What waits for an answer to "save changes?" before it replaces the graph.
     discard_prompt: Option<Command>,
@@ -234,7 +232,6 @@ impl App {
             data: paths.data_dir.clone().map(files::DataFiles::new),
             autosave_due: None,
             autosave_delay: AUTOSAVE_DELAY,
-            drag_snapshot: None,
             close_prompt: false,
             discard_prompt: None,
             allow_close: false,

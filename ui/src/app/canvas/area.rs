@@ -190,35 +190,20 @@ impl App {
         let pointer = ctx.input(|i| i.pointer.hover_pos());
         let over_canvas = pointer.is_some_and(|p| rect.contains(p));
         if over_canvas && ctx.input(|i| i.pointer.primary_pressed()) {
-            self.drag_snapshot = Some(self.document.to_doc());
+            self.document.begin_move();
         }
 
         // Text inside nodes is not selectable: a press on a node's title grabs the node.
         ui.style_mut().interaction.selectable_labels = false;
-        let mut undo_snapshot = None;
         let canvas_id = self.canvas_id();
-        let Document {
-            snarl,
-            name,
-            description,
-            settings,
-            groups,
-            ..
-        } = &mut self.document;
+        let Document { snarl, groups, .. } = &mut self.document;
         let mut viewer = Viewer::new(
-            self.catalog.as_ref(),
             &self.palette,
             &self.run,
             &self.problems_by_node,
             &mut self.canvas,
             self.inspected,
-            &mut undo_snapshot,
-            (
-                name.as_str(),
-                description.as_str(),
-                &*settings,
-                groups.as_slice(),
-            ),
+            groups.as_slice(),
             &mut self.commands,
         );
         SnarlWidget::new()
@@ -226,10 +211,6 @@ impl App {
             .style(theme::snarl_style())
             .show(snarl, &mut viewer, ui);
 
-        if let Some(snapshot) = undo_snapshot {
-            self.document.push_undo(snapshot);
-            self.drag_snapshot = None;
-        }
         // A right-clicked wire is picked and offers Disconnect.
         if let Some((from, to)) = self.canvas.wire_menu_request.take()
             && let Some(at) = pointer
@@ -243,19 +224,8 @@ impl App {
         {
             self.notice = Some(format!("Connection refused: {reason}"));
         }
-        if ctx.input(|i| i.pointer.primary_released())
-            && let Some(before) = self.drag_snapshot.take()
-        {
-            let after = self.document.to_doc();
-            let moved = before.nodes.len() == after.nodes.len()
-                && before
-                    .nodes
-                    .iter()
-                    .zip(&after.nodes)
-                    .any(|(a, b)| a.position != b.position);
-            if moved {
-                self.document.push_undo(before);
-            }
+        if ctx.input(|i| i.pointer.primary_released()) {
+            self.commands.push(Command::FinishMove);
         }
 
         self.zoom_buttons_ui(&ctx, rect);

@@ -1,7 +1,9 @@
 //! The node-graph canvas: the egui-snarl viewer for [`CanvasNode`]s.
 //!
-//! Pins come from each block's declared ports; `connect` asks the engine's compatibility
-//! function.
+//! Pins come from each block's declared ports. The viewer changes no graph: wiring,
+//! unwiring and adding a block at a dropped wire are commands, carried out by the document
+//! (which asks the engine's compatibility function); only the canvas widget's own moves of
+//! blocks happen in place, one undo step per drag.
 //!
 //! Level of detail keeps a frame cheap with thousands of blocks: egui-snarl lays out every
 //! node every frame and looks up the wires of every pin it shows, so the viewer shows as
@@ -12,8 +14,8 @@
 
 use std::collections::HashMap;
 
-use agentloom_core::{BlockCatalog, Compat, ERROR_PORT, GraphDoc, PortSpec, Value, compatibility};
-use agentloom_core::{GroupDoc, RunSettings};
+use agentloom_core::GroupDoc;
+use agentloom_core::{Compat, ERROR_PORT, PortSpec, Value, compatibility};
 use agentloom_engine::NodeStatus;
 use egui::emath::TSTransform;
 use egui::epaint::{CubicBezierShape, MarginF32};
@@ -23,7 +25,7 @@ use egui_snarl::{InPin, InPinId, NodeId, OutPin, OutPinId, Snarl};
 
 use super::wiring::Pin;
 use crate::app::Command;
-use crate::app::document::{CanvasNode, check_wire, to_doc};
+use crate::app::document::CanvasNode;
 use crate::app::panels::palette::{PaletteEntry, search_entries};
 use crate::app::run::RunView;
 use crate::app::theme;
@@ -333,7 +335,6 @@ impl CanvasState {
 
 /// The viewer for one frame.
 pub struct Viewer<'a> {
-    pub catalog: &'a dyn BlockCatalog,
     pub palette: &'a [PaletteEntry],
     pub run: &'a RunView,
     /// Validation problems by node id.
@@ -341,12 +342,8 @@ pub struct Viewer<'a> {
     pub state: &'a mut CanvasState,
     /// The node shown in the inspector.
     pub inspected: Option<NodeId>,
-    /// Set when an edit is made inside the canvas: the document before it (one undo step).
-    pub undo_snapshot: &'a mut Option<GraphDoc>,
-    pub doc_name: &'a str,
-    pub doc_description: &'a str,
-    pub doc_settings: &'a RunSettings,
-    pub doc_groups: &'a [GroupDoc],
+    /// The graph's groups, drawn behind the blocks.
+    pub groups: &'a [GroupDoc],
     pub commands: &'a mut Vec<Command>,
 }
 
@@ -356,41 +353,22 @@ impl<'a> Viewer<'a> {
         reason = "one borrow per piece of app state"
     )]
     pub fn new(
-        catalog: &'a dyn BlockCatalog,
         palette: &'a [PaletteEntry],
         run: &'a RunView,
         problems: &'a HashMap<String, Vec<String>>,
         state: &'a mut CanvasState,
         inspected: Option<NodeId>,
-        undo_snapshot: &'a mut Option<GraphDoc>,
-        doc_meta: (&'a str, &'a str, &'a RunSettings, &'a [GroupDoc]),
+        groups: &'a [GroupDoc],
         commands: &'a mut Vec<Command>,
     ) -> Self {
         Viewer {
-            catalog,
             palette,
             run,
             problems,
             state,
             inspected,
-            undo_snapshot,
-            doc_name: doc_meta.0,
-            doc_description: doc_meta.1,
-            doc_settings: doc_meta.2,
-            doc_groups: doc_meta.3,
+            groups,
             commands,
-        }
-    }
-
-    fn snapshot(&mut self, snarl: &Snarl<CanvasNode>) {
-        if self.undo_snapshot.is_none() {
-            *self.undo_snapshot = Some(to_doc(
-                snarl,
-                self.doc_name,
-                self.doc_description,
-                self.doc_settings,
-                self.doc_groups,
-            ));
         }
     }
 
@@ -528,67 +506,18 @@ impl<'a> Viewer<'a> {
         }
     }
 
-    /// Adds block `kind` at `pos` wired to the dropped pins; used by the dropped-wire menu.
-    fn add_wired(
-        &mut self,
-        entry: &PaletteEntry,
-        pos: Pos2,
-        src: &AnyPins,
-        snarl: &mut Snarl<CanvasNode>,
-    ) {
-        self.snapshot(snarl);
-        let doc = to_doc(
-            snarl,
-            self.doc_name,
-            self.doc_description,
-            self.doc_settings,
-            self.doc_groups,
-        );
-        let Some(new) = crate::app::panels::palette::new_node(entry, &doc, self.catalog) else {
-            return;
+    /// Asks for block `entry` at `pos` wired to the dropped pins; used by the dropped-wire
+    /// menu.
+    fn add_wired(&mut self, entry: &PaletteEntry, pos: Pos2, src: &AnyPins) {
+        let pins = match src {
+            AnyPins::Out(pins) => pins.iter().map(|p| Pin::Out(*p)).collect(),
+            AnyPins::In(pins) => pins.iter().map(|p| Pin::In(*p)).collect(),
         };
-        let id = snarl.insert_node(pos, CanvasNode::new(new, self.catalog));
-        match src {
-            AnyPins::Out(pins) => {
-                for &out in *pins {
-                    let Some(src_ty) = snarl
-                        .get_node(out.node)
-                        .and_then(|n| n.outputs.get(out.output))
-                        .map(|p| p.ty.clone())
-                    else {
-                        continue;
-                    };
-                    let target = snarl[id]
-                        .inputs
-                        .iter()
-                        .position(|p| compatibility(&src_ty, &p.ty).is_ok());
-                    if let Some(input) = target {
-                        let to = InPinId { node: id, input };
-                        snarl.drop_inputs(to);
-                        snarl.connect(out, to);
-                    }
-                }
-            }
-            AnyPins::In(pins) => {
-                for &inp in *pins {
-                    let Some(dst_ty) = snarl
-                        .get_node(inp.node)
-                        .and_then(|n| n.inputs.get(inp.input))
-                        .map(|p| p.ty.clone())
-                    else {
-                        continue;
-                    };
-                    let source = snarl[id].outputs.iter().position(|p| {
-                        p.name != ERROR_PORT && compatibility(&p.ty, &dst_ty).is_ok()
-                    });
-                    if let Some(output) = source {
-                        snarl.drop_inputs(inp);
-                        snarl.connect(OutPinId { node: id, output }, inp);
-                    }
-                }
-            }
-        }
-        self.commands.push(Command::Inspect(id));
+        self.commands.push(Command::AddWired {
+            kind: entry.kind.clone(),
+            pos,
+            pins,
+        });
     }
 }
 
@@ -793,7 +722,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         if let Some(background) = background {
             background.draw(viewport, snarl_style, style, painter);
         }
-        for group in self.doc_groups {
+        for group in self.groups {
             draw_group_frame(painter, group);
         }
         painter.add(Shape::Vec(box_wire_shapes(self.state, snarl, *viewport)));
@@ -1150,23 +1079,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
     }
 
     fn connect(&mut self, from: &OutPin, to: &InPin, snarl: &mut Snarl<CanvasNode>) {
-        match check_wire(snarl, from.id, to.id) {
-            Ok(()) => {
-                self.snapshot(snarl);
-                // An input that takes many wires (an agent's tools) keeps the ones it has.
-                let many = snarl
-                    .get_node(to.id.node)
-                    .and_then(|n| n.inputs.get(to.id.input))
-                    .is_some_and(|p| p.many);
-                if !many {
-                    snarl.drop_inputs(to.id);
-                }
-                snarl.connect(from.id, to.id);
-            }
-            Err(err) => self
-                .commands
-                .push(Command::Notify(format!("Connection refused: {err}"))),
-        }
+        let (Some(src), Some(dst)) = (snarl.get_node(from.id.node), snarl.get_node(to.id.node))
+        else {
+            return;
+        };
+        let (Some(output), Some(input)) =
+            (src.outputs.get(from.id.output), dst.inputs.get(to.id.input))
+        else {
+            return;
+        };
+        self.commands.push(Command::Connect {
+            from: (src.doc.id.clone(), output.name.clone()),
+            to: (dst.doc.id.clone(), input.name.clone()),
+        });
     }
 
     /// Snarl calls this when a wire is right-clicked: a menu asks first.
@@ -1174,14 +1099,12 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         self.state.wire_menu_request = Some((from.id, to.id));
     }
 
-    fn drop_outputs(&mut self, pin: &OutPin, snarl: &mut Snarl<CanvasNode>) {
-        self.snapshot(snarl);
-        snarl.drop_outputs(pin.id);
+    fn drop_outputs(&mut self, pin: &OutPin, _snarl: &mut Snarl<CanvasNode>) {
+        self.commands.push(Command::Disconnect(Pin::Out(pin.id)));
     }
 
-    fn drop_inputs(&mut self, pin: &InPin, snarl: &mut Snarl<CanvasNode>) {
-        self.snapshot(snarl);
-        snarl.drop_inputs(pin.id);
+    fn drop_inputs(&mut self, pin: &InPin, _snarl: &mut Snarl<CanvasNode>) {
+        self.commands.push(Command::Disconnect(Pin::In(pin.id)));
     }
 
     fn has_graph_menu(&mut self, _pos: Pos2, _snarl: &mut Snarl<CanvasNode>) -> bool {
@@ -1285,7 +1208,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             && !query.trim().is_empty()
             && ui.input(|i| i.key_pressed(egui::Key::Enter))
         {
-            self.add_wired(first, pos, &src, snarl);
+            self.add_wired(first, pos, &src);
             ui.close();
             return;
         }
@@ -1295,7 +1218,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 .on_hover_text(&entry.description)
                 .clicked()
             {
-                self.add_wired(entry, pos, &src, snarl);
+                self.add_wired(entry, pos, &src);
                 ui.close();
             }
         }
