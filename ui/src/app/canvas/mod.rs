@@ -5,8 +5,10 @@ mod area;
 pub mod groups;
 pub mod minimap;
 pub mod quick_add;
+mod state;
 mod viewer;
 pub mod wire_menu;
 pub mod wiring;
 
-pub use viewer::{CanvasState, Viewer};
+pub use state::CanvasState;
+pub use viewer::Viewer;
