@@ -189,33 +189,8 @@ impl App {
                 }
                 Err(err) => self.notice = Some(err.to_string()),
             },
-            Command::Undo => {
-                let wanted = self
-                    .document
-                    .next_undo()
-                    .filter(|d| d.mcp_servers != self.document.mcp_servers)
-                    .cloned();
-                if self.document.undo(catalog) {
-                    self.after_structure_change();
-                }
-                // Undoing an MCP-server change reconnects (the palette follows).
-                if let Some(wanted) = wanted {
-                    self.connect_mcp(&wanted);
-                }
-            }
-            Command::Redo => {
-                let wanted = self
-                    .document
-                    .next_redo()
-                    .filter(|d| d.mcp_servers != self.document.mcp_servers)
-                    .cloned();
-                if self.document.redo(catalog) {
-                    self.after_structure_change();
-                }
-                if let Some(wanted) = wanted {
-                    self.connect_mcp(&wanted);
-                }
-            }
+            Command::Undo => self.step_history(true),
+            Command::Redo => self.step_history(false),
             Command::AddBlock { kind, pos } => {
                 // A block added by a click (not dropped at a place) must not hide another.
                 let pos = pos.unwrap_or_else(|| {
@@ -441,6 +416,31 @@ impl App {
                     }
                 }
             }
+        }
+    }
+
+    /// Undoes (`back`) or redoes one edit. Going over an MCP-server change reconnects (the
+    /// palette follows).
+    fn step_history(&mut self, back: bool) {
+        let next = if back {
+            self.document.next_undo()
+        } else {
+            self.document.next_redo()
+        };
+        let wanted = next
+            .filter(|d| d.mcp_servers != self.document.mcp_servers)
+            .cloned();
+        let catalog = self.catalog.clone();
+        let stepped = if back {
+            self.document.undo(catalog.as_ref())
+        } else {
+            self.document.redo(catalog.as_ref())
+        };
+        if stepped {
+            self.after_structure_change();
+        }
+        if let Some(wanted) = wanted {
+            self.connect_mcp(&wanted);
         }
     }
 
