@@ -4,7 +4,8 @@
 use egui::Pos2;
 use egui_snarl::ui::SnarlWidget;
 
-use super::{Viewer, groups, minimap, wire_menu, wiring};
+use super::viewer::Viewer;
+use super::{groups, minimap, wire_menu, wiring};
 use crate::app::document::Document;
 use crate::app::palette::PaletteDrag;
 use crate::app::{App, Command, subgraph, theme};

@@ -8,7 +8,7 @@ use agentloom_core::GroupDoc;
 use egui::{Pos2, Rect, RichText, Vec2};
 use egui_snarl::NodeId;
 
-use super::CanvasState;
+use super::state::CanvasState;
 use crate::app::Command;
 use crate::app::document::{Document, canvas_pos};
 use crate::app::theme;

@@ -5,7 +5,7 @@ use egui::emath::TSTransform;
 use egui::{Color32, Pos2, Rect, Sense, Stroke, Vec2};
 use egui_snarl::Snarl;
 
-use super::CanvasState;
+use super::state::CanvasState;
 use crate::app::document::CanvasNode;
 use crate::app::theme;
 

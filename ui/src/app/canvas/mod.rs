@@ -11,4 +11,3 @@ pub mod wire_menu;
 pub mod wiring;
 
 pub use state::CanvasState;
-pub use viewer::Viewer;

@@ -23,7 +23,7 @@ use egui::{Color32, Id, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui,
 use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewer, WireStyle};
 use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
-use super::CanvasState;
+use super::state::CanvasState;
 use super::state::{Geometry, Lod};
 use super::wiring::Pin;
 use crate::app::Command;

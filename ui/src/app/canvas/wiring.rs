@@ -6,7 +6,7 @@
 use egui::{Pos2, RichText};
 use egui_snarl::{InPinId, OutPinId, Snarl};
 
-use super::CanvasState;
+use super::state::CanvasState;
 use crate::app::document::{CanvasNode, check_wire};
 use crate::app::theme;
 
