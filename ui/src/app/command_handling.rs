@@ -5,11 +5,14 @@
 use std::path::{Path, PathBuf};
 
 use agentloom_core::GraphDoc;
+use egui::Pos2;
 
 use super::document::{self, Document};
 use super::path_prompt::{self, PathPurpose};
 use super::run::RunView;
-use super::{App, Command, examples, files, groups, load_graph, mcp_servers, palette, quick_add};
+use super::{
+    App, Command, examples, files, groups, load_graph, mcp_servers, palette, quick_add, wiring,
+};
 use super::{save_graph, theme, trust_banner};
 
 impl App {
@@ -197,15 +200,7 @@ impl App {
                     self.canvas
                         .free_spot(&self.document.snarl, self.view_center())
                 });
-                let Some(entry) = self.palette.iter().find(|e| e.kind == kind) else {
-                    self.notice = Some(format!("There is no block `{kind}`."));
-                    return;
-                };
-                let doc = self.document.to_doc();
-                if let Some(node) = palette::new_node(entry, &doc, catalog) {
-                    let id = self.document.add_node(node, pos, catalog);
-                    self.inspected = Some(id);
-                }
+                self.add_block(&kind, pos, &[]);
             }
             Command::Connect { from, to } => {
                 match self
@@ -216,17 +211,7 @@ impl App {
                     Err(err) => self.notice = Some(format!("Connection refused: {err}")),
                 }
             }
-            Command::AddWired { kind, pos, pins } => {
-                let Some(entry) = self.palette.iter().find(|e| e.kind == kind) else {
-                    self.notice = Some(format!("There is no block `{kind}`."));
-                    return;
-                };
-                let doc = self.document.to_doc();
-                if let Some(node) = palette::new_node(entry, &doc, catalog) {
-                    let id = self.document.add_wired(node, pos, &pins, catalog);
-                    self.inspected = Some(id);
-                }
-            }
+            Command::AddWired { kind, pos, pins } => self.add_block(&kind, pos, &pins),
             Command::FinishMove => self.document.finish_move(),
             Command::SetConfig { node, field, value } => {
                 self.document.set_config(node, &field, value, catalog, true);
@@ -416,6 +401,20 @@ impl App {
                     }
                 }
             }
+        }
+    }
+
+    /// Adds a block of `kind` at `pos`, wired to `pins`, and shows it in the inspector.
+    fn add_block(&mut self, kind: &str, pos: Pos2, pins: &[wiring::Pin]) {
+        let Some(entry) = self.palette.iter().find(|e| e.kind == kind) else {
+            self.notice = Some(format!("There is no block `{kind}`."));
+            return;
+        };
+        let doc = self.document.to_doc();
+        let catalog = self.catalog.clone();
+        if let Some(node) = palette::new_node(entry, &doc, catalog.as_ref()) {
+            let id = self.document.add_wired(node, pos, pins, catalog.as_ref());
+            self.inspected = Some(id);
         }
     }
 
