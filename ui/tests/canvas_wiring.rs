@@ -5,29 +5,17 @@
 mod support;
 
 use egui::accesskit::Role;
-use egui::{Key, Modifiers, PointerButton, Pos2, Rect};
+use egui::{Key, Modifiers, PointerButton, Pos2};
 use egui_kittest::kittest::{NodeT as _, Queryable as _};
-use support::{AppHarness, click_at, drag, example, harness, keys, paths, wires};
-
-/// The on-screen centre of the pin label `text` drawn inside node `node`.
-fn pin_label_in(h: &AppHarness, node: &str, text: &str) -> Pos2 {
-    let rect: Rect = h.state().node_screen_rect(node).unwrap();
-    h.get_all_by_label(text)
-        .map(|found| h.state().graph_to_screen(found.rect().center()))
-        .find(|pos| rect.contains(*pos))
-        .unwrap_or_else(|| panic!("no `{text}` label inside node `{node}`"))
-}
+use support::{
+    AppHarness, click_at, drag, example, example_with_constant, harness, keys, paths, pin,
+    pin_label_in, wires,
+};
 
 #[test]
 fn a_new_wire_into_a_wired_input_replaces_the_old_one_in_one_undo_step() {
     let dir = tempfile::tempdir().unwrap();
-    let mut doc = example();
-    doc.nodes.push(
-        agentloom_core::NodeDoc::new("other", "data.constant")
-            .with_config(serde_json::json!({"value": "planet"}))
-            .at(40.0, 300.0),
-    );
-    let mut h = harness(&doc, &paths(&dir));
+    let mut h = harness(&example_with_constant(), &paths(&dir));
     let before = wires(&h);
     assert!(before.contains(&"name.value -> render.name".to_owned()));
 
@@ -84,13 +72,6 @@ fn clicking_a_problem_shows_its_node_in_the_inspector() {
     let at = item.rect().center();
     click_at(&mut h, at, PointerButton::Primary, Modifiers::NONE);
     assert_eq!(h.state().inspected_id(), Some("render"));
-}
-
-/// Where a pin is: the edge of its node level with the pin's name.
-fn pin(h: &AppHarness, node: &str, name: &str, output: bool) -> Pos2 {
-    let rect = h.state().node_screen_rect(node).unwrap();
-    let x = if output { rect.right() } else { rect.left() };
-    Pos2::new(x, pin_label_in(h, node, name).y)
 }
 
 /// Presses at `from` and moves to `to` without letting go.

@@ -6,11 +6,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use agentloom_core::{
-    BlockCatalog, EdgeDoc, GraphDoc, GroupDoc, NodeDoc, PortSpec, RunSettings, TypeMismatch,
-    compatibility, instantiate_node,
+    BlockCatalog, ERROR_PORT, EdgeDoc, GraphDoc, GroupDoc, NodeDoc, PortSpec, RunSettings,
+    TypeMismatch, compatibility, instantiate_node,
 };
 use egui::Pos2;
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
+
+use super::wiring::Pin;
 
 /// How many edits undo remembers.
 const UNDO_LIMIT: usize = 200;
@@ -134,6 +136,8 @@ pub struct Document {
     saved: Option<GraphDoc>,
     undo: Vec<GraphDoc>,
     redo: Vec<GraphDoc>,
+    /// The graph when a drag on the canvas began (its moves are one undo step).
+    move_start: Option<GraphDoc>,
 }
 
 impl Document {
@@ -152,6 +156,7 @@ impl Document {
             saved: None,
             undo: Vec::new(),
             redo: Vec::new(),
+            move_start: None,
         };
         document.load(doc, catalog);
         document.saved = Some(document.to_doc());
@@ -163,6 +168,8 @@ impl Document {
     /// selection and the inspector stay on the same blocks instead of whichever block
     /// a rebuilt canvas would have put in their slots.
     fn load(&mut self, doc: &GraphDoc, catalog: &dyn BlockCatalog) {
+        // A drag going on is not a move of the graph shown now.
+        self.move_start = None;
         self.name.clone_from(&doc.name);
         self.description.clone_from(&doc.description);
         self.settings = doc.settings.clone();
@@ -276,7 +283,7 @@ impl Document {
     }
 
     /// Records `snapshot` (the state before an edit already made) as an undo step.
-    pub fn push_undo(&mut self, snapshot: GraphDoc) {
+    fn push_undo(&mut self, snapshot: GraphDoc) {
         self.undo.push(snapshot);
         if self.undo.len() > UNDO_LIMIT {
             self.undo.remove(0);
@@ -284,6 +291,29 @@ impl Document {
         self.redo.clear();
         self.dirty = true;
         self.revision += 1;
+    }
+
+    /// A drag on the canvas begins: the blocks it moves (the canvas widget moves them
+    /// itself) become one undo step at [`Document::finish_move`].
+    pub fn begin_move(&mut self) {
+        self.move_start = Some(self.to_doc());
+    }
+
+    /// The drag has ended: one undo step if it moved blocks.
+    pub fn finish_move(&mut self) {
+        let Some(before) = self.move_start.take() else {
+            return;
+        };
+        let after = self.to_doc();
+        let moved = before.nodes.len() == after.nodes.len()
+            && before
+                .nodes
+                .iter()
+                .zip(&after.nodes)
+                .any(|(a, b)| a.position != b.position);
+        if moved {
+            self.push_undo(before);
+        }
     }
 
     /// Marks an edit made without an undo step of its own (e.g. within one text edit).
@@ -364,6 +394,59 @@ impl Document {
     pub fn add_node(&mut self, node: NodeDoc, pos: Pos2, catalog: &dyn BlockCatalog) -> NodeId {
         self.checkpoint();
         self.snarl.insert_node(pos, CanvasNode::new(node, catalog))
+    }
+
+    /// Adds `node` at `pos` wired to `pins`, the ends of a wire dropped on empty canvas:
+    /// each to the first of its ports whose type fits (one undo step).
+    pub fn add_wired(
+        &mut self,
+        node: NodeDoc,
+        pos: Pos2,
+        pins: &[Pin],
+        catalog: &dyn BlockCatalog,
+    ) -> NodeId {
+        let id = self.add_node(node, pos, catalog);
+        for pin in pins {
+            match *pin {
+                Pin::Out(out) => {
+                    let Some(src_ty) = self
+                        .snarl
+                        .get_node(out.node)
+                        .and_then(|n| n.outputs.get(out.output))
+                        .map(|p| p.ty.clone())
+                    else {
+                        continue;
+                    };
+                    let target = self.snarl[id]
+                        .inputs
+                        .iter()
+                        .position(|p| compatibility(&src_ty, &p.ty).is_ok());
+                    if let Some(input) = target {
+                        let to = InPinId { node: id, input };
+                        self.snarl.drop_inputs(to);
+                        self.snarl.connect(out, to);
+                    }
+                }
+                Pin::In(inp) => {
+                    let Some(dst_ty) = self
+                        .snarl
+                        .get_node(inp.node)
+                        .and_then(|n| n.inputs.get(inp.input))
+                        .map(|p| p.ty.clone())
+                    else {
+                        continue;
+                    };
+                    let source = self.snarl[id].outputs.iter().position(|p| {
+                        p.name != ERROR_PORT && compatibility(&p.ty, &dst_ty).is_ok()
+                    });
+                    if let Some(output) = source {
+                        self.snarl.drop_inputs(inp);
+                        self.snarl.connect(OutPinId { node: id, output }, inp);
+                    }
+                }
+            }
+        }
+        id
     }
 
     /// Checks whether output `from` may be wired to input `to`.
@@ -591,6 +674,39 @@ impl Document {
     pub fn replace(&mut self, doc: &GraphDoc, catalog: &dyn BlockCatalog) {
         self.checkpoint();
         self.load(doc, catalog);
+    }
+
+    /// Asks for (true) or stops asking for approval before side effects; one undo step.
+    pub fn set_safe_mode(&mut self, on: bool) {
+        if self.settings.safe_mode != on {
+            self.checkpoint();
+            self.settings.safe_mode = on;
+        }
+    }
+
+    /// Renames or describes the graph. Typing goes on in one undo step: `new_step` is true
+    /// for the first key of a field.
+    pub fn set_info(&mut self, name: String, description: String, new_step: bool) {
+        if new_step {
+            self.checkpoint();
+        } else {
+            self.touch();
+        }
+        self.name = name;
+        self.description = description;
+    }
+
+    /// Removes one wire (one undo step; nothing when there is no such wire).
+    pub fn remove_wire(&mut self, from: OutPinId, to: InPinId) {
+        if self.snarl.wires().any(|w| w == (from, to)) {
+            self.checkpoint();
+            self.snarl.disconnect(from, to);
+        }
+    }
+
+    /// Drops the unsaved mark: the person chose not to keep the changes.
+    pub fn discard_changes(&mut self) {
+        self.dirty = false;
     }
 
     /// Marks the document as saved to `path`.

@@ -181,3 +181,30 @@ pub fn copied_text(h: &AppHarness) -> Option<String> {
             _ => None,
         })
 }
+
+/// The example graph with a second source of text: a constant `other` under `name`.
+pub fn example_with_constant() -> GraphDoc {
+    let mut doc = example();
+    doc.nodes.push(
+        agentloom_core::NodeDoc::new("other", "data.constant")
+            .with_config(serde_json::json!({"value": "planet"}))
+            .at(40.0, 300.0),
+    );
+    doc
+}
+
+/// The on-screen centre of the pin label `text` drawn inside node `node`.
+pub fn pin_label_in(h: &AppHarness, node: &str, text: &str) -> Pos2 {
+    let rect = h.state().node_screen_rect(node).unwrap();
+    h.get_all_by_label(text)
+        .map(|found| h.state().graph_to_screen(found.rect().center()))
+        .find(|pos| rect.contains(*pos))
+        .unwrap_or_else(|| panic!("no `{text}` label inside node `{node}`"))
+}
+
+/// Where a pin is: the edge of its node level with the pin's name.
+pub fn pin(h: &AppHarness, node: &str, name: &str, output: bool) -> Pos2 {
+    let rect = h.state().node_screen_rect(node).unwrap();
+    let x = if output { rect.right() } else { rect.left() };
+    Pos2::new(x, pin_label_in(h, node, name).y)
+}

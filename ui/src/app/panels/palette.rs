@@ -4,8 +4,8 @@
 use agentloom_core::{BlockCatalog, GraphDoc, NodeDoc, PortSpec};
 use egui::{RichText, Sense, Ui};
 
-use super::Command;
-use super::theme;
+use crate::app::Command;
+use crate::app::theme;
 
 /// One block as the palette lists it, with the ports it has with its default config.
 #[derive(Clone, Debug)]

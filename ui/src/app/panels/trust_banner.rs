@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use agentloom_core::GraphDoc;
 use egui::RichText;
 
-use super::Command;
+use crate::app::Command;
 use crate::trust::{TrustNeeds, TrustStore};
 
 /// The open graph's file, not trusted.

@@ -3,7 +3,7 @@
 use egui::{Id, Pos2};
 use egui_snarl::{InPinId, OutPinId};
 
-use super::Command;
+use crate::app::Command;
 
 /// An open wire menu: the wire, and where it was right-clicked (screen).
 pub struct WireMenu {

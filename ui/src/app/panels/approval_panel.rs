@@ -5,8 +5,8 @@ use agentloom_core::{ApprovalDecision, ApprovalRequest, Value};
 use egui::{RichText, Ui};
 use tokio::sync::oneshot;
 
-use super::Command;
-use super::theme;
+use crate::app::Command;
+use crate::app::theme;
 
 /// A node waiting for a person's decision.
 pub struct ApprovalPrompt {

@@ -13,10 +13,10 @@ use agentloom_engine::credentials::CredentialInfo;
 use egui::{RichText, Ui};
 use egui_snarl::NodeId;
 
-use super::Command;
-use super::document::CanvasNode;
-use super::run::NodeRun;
-use super::theme;
+use crate::app::Command;
+use crate::app::document::CanvasNode;
+use crate::app::run::NodeRun;
+use crate::app::theme;
 
 /// What the inspector keeps between frames.
 #[derive(Default)]
@@ -152,7 +152,7 @@ pub fn inspector_ui(
     }
     if let Some(run) = run {
         ui.separator();
-        super::run_panel::node_run_ui(ui, run);
+        crate::app::run_panel::node_run_ui(ui, run);
     }
 }
 

@@ -8,10 +8,10 @@ use agentloom_core::GroupDoc;
 use egui::{Pos2, Rect, RichText, Vec2};
 use egui_snarl::NodeId;
 
-use super::Command;
-use super::canvas::CanvasState;
-use super::document::{Document, canvas_pos};
-use super::theme;
+use super::state::CanvasState;
+use crate::app::Command;
+use crate::app::document::{Document, canvas_pos};
+use crate::app::theme;
 
 /// Room around grouped blocks, and above them for the title.
 const PAD: f32 = 24.0;
@@ -57,6 +57,33 @@ pub fn fresh_group_id(groups: &[GroupDoc]) -> String {
 }
 
 impl Document {
+    /// Adds a group (one undo step).
+    pub fn add_group(&mut self, group: GroupDoc) {
+        self.checkpoint();
+        self.groups.push(group);
+    }
+
+    /// Retitles group `id`. Typing goes on in one undo step: `new_step` is true for the
+    /// first key.
+    pub fn set_group_title(&mut self, id: &str, title: String, new_step: bool) {
+        if new_step {
+            self.checkpoint();
+        } else {
+            self.touch();
+        }
+        if let Some(group) = self.groups.iter_mut().find(|g| g.id == id) {
+            group.title = title;
+        }
+    }
+
+    /// Removes group `id`'s frame, its blocks staying (one undo step).
+    pub fn remove_group(&mut self, id: &str) {
+        if self.groups.iter().any(|g| g.id == id) {
+            self.checkpoint();
+            self.groups.retain(|g| g.id != id);
+        }
+    }
+
     /// Moves group `id` by `delta` with the blocks whose middle is inside it.
     pub fn move_group(&mut self, id: &str, delta: Vec2, node_rects: &HashMap<NodeId, Rect>) {
         let Some(group) = self.groups.iter_mut().find(|g| g.id == id) else {

@@ -6,9 +6,9 @@
 use egui::{Pos2, RichText};
 use egui_snarl::{InPinId, OutPinId, Snarl};
 
-use super::canvas::CanvasState;
-use super::document::{CanvasNode, check_wire};
-use super::theme;
+use super::state::CanvasState;
+use crate::app::document::{CanvasNode, check_wire};
+use crate::app::theme;
 
 /// One end of a wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,7 +185,7 @@ fn distance_to_segment(p: Pos2, a: Pos2, b: Pos2) -> f32 {
 /// What a wire carries, for its hover: its ends, its types, and the last value it carried.
 pub fn wire_summary(
     snarl: &Snarl<CanvasNode>,
-    run: &super::run::RunView,
+    run: &crate::app::run::RunView,
     from: OutPinId,
     to: InPinId,
 ) -> Option<String> {

@@ -19,7 +19,7 @@ use agentloom_engine::credentials::{
 use egui::{RichText, Ui};
 use tokio_util::sync::CancellationToken;
 
-use super::theme;
+use crate::app::theme;
 
 /// The providers the sign-in form offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

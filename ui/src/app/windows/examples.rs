@@ -4,42 +4,42 @@
 use agentloom_core::GraphDoc;
 use egui::RichText;
 
-use super::Command;
-use super::theme;
+use crate::app::Command;
+use crate::app::theme;
 
 /// The examples, by path under `assets/examples`, built into the app.
 pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "hello.agentloom.json",
-        include_str!("../../../assets/examples/hello.agentloom.json"),
+        include_str!("../../../../assets/examples/hello.agentloom.json"),
     ),
     (
         "branching.agentloom.json",
-        include_str!("../../../assets/examples/branching.agentloom.json"),
+        include_str!("../../../../assets/examples/branching.agentloom.json"),
     ),
     (
         "pipeline.agentloom.json",
-        include_str!("../../../assets/examples/pipeline.agentloom.json"),
+        include_str!("../../../../assets/examples/pipeline.agentloom.json"),
     ),
     (
         "subgraph.agentloom.json",
-        include_str!("../../../assets/examples/subgraph.agentloom.json"),
+        include_str!("../../../../assets/examples/subgraph.agentloom.json"),
     ),
     (
         "greeting.agentloom.json",
-        include_str!("../../../assets/examples/greeting.agentloom.json"),
+        include_str!("../../../../assets/examples/greeting.agentloom.json"),
     ),
     (
         "online/llm-summarize.agentloom.json",
-        include_str!("../../../assets/examples/online/llm-summarize.agentloom.json"),
+        include_str!("../../../../assets/examples/online/llm-summarize.agentloom.json"),
     ),
     (
         "online/research-agent.agentloom.json",
-        include_str!("../../../assets/examples/online/research-agent.agentloom.json"),
+        include_str!("../../../../assets/examples/online/research-agent.agentloom.json"),
     ),
     (
         "online/github-triage-agent.agentloom.json",
-        include_str!("../../../assets/examples/online/github-triage-agent.agentloom.json"),
+        include_str!("../../../../assets/examples/online/github-triage-agent.agentloom.json"),
     ),
 ];
 

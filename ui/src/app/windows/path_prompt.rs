@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use egui::RichText;
 
-use super::Command;
-use super::theme;
+use crate::app::Command;
+use crate::app::theme;
 
 /// What the typed path is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,7 +19,7 @@ pub enum PathPurpose {
 }
 
 impl PathPurpose {
-    pub(super) fn title(self) -> &'static str {
+    pub(in crate::app) fn title(self) -> &'static str {
         match self {
             Self::Open => "Open graph",
             Self::Import => "Import graph",
@@ -37,7 +37,7 @@ impl PathPurpose {
         }
     }
 
-    pub(super) fn command(self, path: PathBuf) -> Command {
+    pub(in crate::app) fn command(self, path: PathBuf) -> Command {
         match self {
             Self::Open => Command::Open(path),
             Self::Import => Command::Import(path),

@@ -1,7 +1,9 @@
 //! The node-graph canvas: the egui-snarl viewer for [`CanvasNode`]s.
 //!
-//! Pins come from each block's declared ports; `connect` asks the engine's compatibility
-//! function.
+//! Pins come from each block's declared ports. The viewer changes no graph: wiring,
+//! unwiring and adding a block at a dropped wire are commands, carried out by the document
+//! (which asks the engine's compatibility function); only the canvas widget's own moves of
+//! blocks happen in place, one undo step per drag.
 //!
 //! Level of detail keeps a frame cheap with thousands of blocks: egui-snarl lays out every
 //! node every frame and looks up the wires of every pin it shows, so the viewer shows as
@@ -12,322 +14,26 @@
 
 use std::collections::HashMap;
 
-use agentloom_core::{BlockCatalog, Compat, ERROR_PORT, GraphDoc, PortSpec, Value, compatibility};
-use agentloom_core::{GroupDoc, RunSettings};
+use agentloom_core::GroupDoc;
+use agentloom_core::{Compat, ERROR_PORT, PortSpec, Value, compatibility};
 use agentloom_engine::NodeStatus;
 use egui::emath::TSTransform;
-use egui::epaint::{CubicBezierShape, MarginF32};
-use egui::{Color32, Id, IdMap, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui, Vec2};
+use egui::epaint::CubicBezierShape;
+use egui::{Color32, Id, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui, Vec2};
 use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewer, WireStyle};
-use egui_snarl::{InPin, InPinId, NodeId, OutPin, OutPinId, Snarl};
+use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
-use super::Command;
-use super::document::{CanvasNode, check_wire, to_doc};
-use super::palette::{PaletteEntry, search_entries};
-use super::run::RunView;
-use super::theme;
+use super::state::CanvasState;
+use super::state::{Geometry, Lod};
 use super::wiring::Pin;
-
-/// How much of a node is drawn this frame.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Lod {
-    /// Pin labels, body, curved wires.
-    #[default]
-    Full,
-    /// Pins without labels, no body, straight wires (zoomed out a little).
-    Pins,
-    /// A plain box the size the node had when last laid out, without pins; its wires are
-    /// drawn by the canvas (the node is off screen, or the view is zoomed far out).
-    Box,
-}
-
-/// Where a node's frame and pins were when it was last laid out with its pins, relative to
-/// the node's position.
-#[derive(Clone, Debug)]
-struct Geometry {
-    /// The document id of the node it belongs to (snarl reuses ids of deleted nodes).
-    owner: Id,
-    laid_out: bool,
-    /// The node's frame.
-    rect: Rect,
-    /// Pin centres' y, in pin order.
-    inputs: Vec<f32>,
-    outputs: Vec<f32>,
-}
-
-impl Default for Geometry {
-    fn default() -> Self {
-        Geometry {
-            owner: Id::NULL,
-            laid_out: false,
-            rect: Rect::NOTHING,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-        }
-    }
-}
-
-impl Geometry {
-    fn rect(&self) -> Rect {
-        if self.laid_out {
-            self.rect
-        } else {
-            Rect::from_min_size(Pos2::ZERO, theme::NODE_SIZE_GUESS)
-        }
-    }
-
-    /// A pin's centre relative to the node's position.
-    fn pin(&self, output: bool, index: usize) -> Pos2 {
-        let rect = self.rect();
-        let x = if output { rect.right() } else { rect.left() };
-        let ys = if output { &self.outputs } else { &self.inputs };
-        #[allow(clippy::cast_precision_loss, reason = "pin index")]
-        let y = match ys.get(index) {
-            Some(y) if self.laid_out => *y,
-            _ => theme::NODE_HEADER_GUESS + (index as f32 + 0.5) * theme::PIN_ROW_GUESS,
-        };
-        Pos2::new(x, y)
-    }
-}
-
-/// The canvas's view state that lives across frames.
-pub struct CanvasState {
-    /// A wire right-clicked this frame: the app opens its menu.
-    pub wire_menu_request: Option<(OutPinId, InPinId)>,
-    /// Graph → screen transform of the last frame.
-    pub transform: TSTransform,
-    /// A transform to apply on the next frame (fit to view, 1:1).
-    pub set_transform: Option<TSTransform>,
-    /// Each node's rectangle in graph coordinates, from the last frame it was drawn.
-    pub node_rects: HashMap<NodeId, Rect>,
-    /// The canvas rectangle on screen.
-    pub screen_rect: Rect,
-    /// Where the pointer opened the canvas or dropped-wire menu, in graph coordinates: new
-    /// blocks go there (snarl's own menu position moves when a long menu is pushed on screen).
-    pub menu_origin: Option<Pos2>,
-    /// Level of detail for the zoom of this frame (nodes off screen are boxes whatever it is).
-    zoom_lod: Lod,
-    /// Each node's level of detail this frame, by `NodeId`.
-    lods: Vec<Lod>,
-    /// The same by document id, for viewer calls that get only the node's data.
-    lods_by_doc: IdMap<Lod>,
-    /// Each node's last laid-out geometry, by `NodeId`.
-    geometry: Vec<Geometry>,
-    /// A laid-out geometry per block kind, the guess for nodes of that kind not laid out yet.
-    kind_geometry: IdMap<Geometry>,
-    /// The dropped-wire menu was open last frame (its wire's pins must stay laid out).
-    wire_menu_open: bool,
-    /// It was open the frame before (a new one starts with an empty search).
-    wire_menu_was_open: bool,
-    /// What is typed in the dropped-wire menu's search.
-    wire_menu_query: String,
-    /// Margins of the node and header frames, as snarl applies them.
-    node_margin: MarginF32,
-    header_margin: MarginF32,
-}
-
-impl Default for CanvasState {
-    fn default() -> Self {
-        CanvasState {
-            transform: TSTransform::default(),
-            set_transform: None,
-            node_rects: HashMap::new(),
-            wire_menu_request: None,
-            screen_rect: Rect::ZERO,
-            menu_origin: None,
-            zoom_lod: Lod::Full,
-            lods: Vec::new(),
-            lods_by_doc: IdMap::default(),
-            geometry: Vec::new(),
-            kind_geometry: IdMap::default(),
-            wire_menu_open: false,
-            wire_menu_was_open: false,
-            wire_menu_query: String::new(),
-            node_margin: MarginF32::ZERO,
-            header_margin: MarginF32::ZERO,
-        }
-    }
-}
-
-impl CanvasState {
-    /// The part of the graph visible on screen, in graph coordinates.
-    pub fn viewport(&self) -> Rect {
-        self.transform.inverse() * self.screen_rect
-    }
-
-    /// A transform that shows every node.
-    pub fn fit_transform(&self, snarl: &Snarl<CanvasNode>) -> TSTransform {
-        let mut bb = Rect::NOTHING;
-        for (id, pos, _) in snarl.nodes_pos_ids() {
-            // The laid-out rect where there is one: a node's frame need not start at its
-            // position.
-            let rect = self
-                .node_rects
-                .get(&id)
-                .copied()
-                .unwrap_or_else(|| Rect::from_min_size(pos, theme::NODE_SIZE_GUESS));
-            bb = bb.union(rect);
-        }
-        if !bb.is_finite() || self.screen_rect.width() <= 0.0 {
-            return TSTransform::default();
-        }
-        let bb = bb.expand(40.0);
-        let fit =
-            (self.screen_rect.width() / bb.width()).min(self.screen_rect.height() / bb.height());
-        // A few blocks spread a little wider than the window stay readable (centred, the
-        // rest a scroll away); a big graph is shown whole however small it gets.
-        let small = snarl.nodes().count() <= theme::SMALL_GRAPH_NODES
-            && bb.width() * theme::READABLE_SCALE <= 3.0 * self.screen_rect.width()
-            && bb.height() * theme::READABLE_SCALE <= 3.0 * self.screen_rect.height();
-        let floor = if small {
-            theme::READABLE_SCALE
-        } else {
-            theme::MIN_SCALE
-        };
-        let scale = fit.clamp(floor, 1.0);
-        TSTransform::new(
-            self.screen_rect.center().to_vec2() - bb.center().to_vec2() * scale,
-            scale,
-        )
-    }
-
-    /// Where a new node asked for at `wanted` can go without covering another one: the same
-    /// place, or straight below the blocks in the way.
-    pub fn free_spot(&self, snarl: &Snarl<CanvasNode>, wanted: Pos2) -> Pos2 {
-        self.free_spot_sized(snarl, wanted, theme::NODE_SIZE_GUESS)
-    }
-
-    /// [`CanvasState::free_spot`] for something of `size` (a group of pasted blocks).
-    pub fn free_spot_sized(&self, snarl: &Snarl<CanvasNode>, wanted: Pos2, size: Vec2) -> Pos2 {
-        const GAP: f32 = 24.0;
-        let taken: Vec<Rect> = snarl
-            .nodes_pos_ids()
-            .map(|(id, pos, _)| {
-                let size = self
-                    .node_rects
-                    .get(&id)
-                    .map_or(theme::NODE_SIZE_GUESS, |r| r.size());
-                Rect::from_min_size(pos, size).expand(GAP / 2.0)
-            })
-            .collect();
-        let mut spot = wanted;
-        // Each step clears at least one block, so there are at most as many as blocks.
-        for _ in 0..=taken.len() {
-            let rect = Rect::from_min_size(spot, size);
-            match taken.iter().find(|t| t.intersects(rect)) {
-                Some(blocking) => spot.y = blocking.bottom() + GAP / 2.0,
-                None => break,
-            }
-        }
-        spot
-    }
-
-    /// A 1:1 transform centred on what is shown now.
-    pub fn actual_size_transform(&self) -> TSTransform {
-        let center = self.viewport().center();
-        TSTransform::new(self.screen_rect.center().to_vec2() - center.to_vec2(), 1.0)
-    }
-
-    /// The view zoomed by `factor` about the middle of the canvas.
-    pub fn zoom_transform(&self, factor: f32) -> TSTransform {
-        let center = self.to_graph(self.screen_rect.center());
-        let scale = (self.transform.scaling * factor).clamp(theme::MIN_SCALE, theme::MAX_SCALE);
-        TSTransform::new(
-            self.screen_rect.center().to_vec2() - center.to_vec2() * scale,
-            scale,
-        )
-    }
-
-    /// Screen position → graph position.
-    pub fn to_graph(&self, pos: Pos2) -> Pos2 {
-        self.transform.inverse() * pos
-    }
-
-    /// Decides each node's level of detail for this frame, from the zoom and where the node
-    /// was when last laid out. True when a node on screen gets its pins back: snarl lays it
-    /// out from the box's size this frame, so the frame is better discarded.
-    fn plan_lod(&mut self, snarl: &Snarl<CanvasNode>, keep_pins: bool) -> bool {
-        let scale = self.transform.scaling;
-        self.zoom_lod = if scale >= theme::LOD_SCALE {
-            Lod::Full
-        } else if scale >= theme::PIN_SCALE {
-            Lod::Pins
-        } else {
-            Lod::Box
-        };
-        let screen = self.viewport();
-        let view = screen.expand(theme::LOD_MARGIN);
-        let mut unboxed_on_screen = false;
-        self.lods_by_doc.clear();
-        for (id, pos, node) in snarl.nodes_pos_ids() {
-            if self.lods.len() <= id.0 {
-                self.lods.resize(id.0 + 1, Lod::Box);
-                self.geometry.resize_with(id.0 + 1, Geometry::default);
-            }
-            let owner = Id::new(node.doc.id.as_str());
-            let geometry = &mut self.geometry[id.0];
-            if geometry.owner != owner {
-                *geometry = Geometry {
-                    owner,
-                    ..Geometry::default()
-                };
-            }
-            if !geometry.laid_out
-                && let Some(kind) = self.kind_geometry.get(&Id::new(node.doc.block.as_str()))
-            {
-                // Not laid out yet: a node of the same kind is the best guess.
-                *geometry = Geometry {
-                    owner,
-                    ..kind.clone()
-                };
-            }
-            let rect = geometry.rect().translate(pos.to_vec2());
-            let mut lod = if rect.intersects(view) {
-                self.zoom_lod
-            } else {
-                Lod::Box
-            };
-            // While a wire is being dragged (or its drop menu is open) snarl needs the pins
-            // it started from: never take pins away then.
-            if keep_pins && lod == Lod::Box && self.lods[id.0] != Lod::Box {
-                lod = Lod::Pins;
-            }
-            unboxed_on_screen |=
-                self.lods[id.0] == Lod::Box && lod != Lod::Box && rect.intersects(screen);
-            self.lods[id.0] = lod;
-            self.lods_by_doc.insert(owner, lod);
-        }
-        unboxed_on_screen
-    }
-
-    fn lod(&self, node: NodeId) -> Lod {
-        self.lods.get(node.0).copied().unwrap_or_default()
-    }
-
-    fn lod_of(&self, node: &CanvasNode) -> Lod {
-        self.lods_by_doc
-            .get(&Id::new(node.doc.id.as_str()))
-            .copied()
-            .unwrap_or_default()
-    }
-
-    fn geometry_mut(&mut self, node: NodeId) -> Option<&mut Geometry> {
-        self.geometry.get_mut(node.0)
-    }
-
-    /// A pin's position in graph coordinates, as last laid out (or guessed).
-    pub(super) fn pin_pos(&self, node: NodeId, pos: Pos2, output: bool, index: usize) -> Pos2 {
-        let relative = self.geometry.get(node.0).map_or_else(
-            || Geometry::default().pin(output, index),
-            |g| g.pin(output, index),
-        );
-        pos + relative.to_vec2()
-    }
-}
+use crate::app::Command;
+use crate::app::document::CanvasNode;
+use crate::app::panels::palette::{PaletteEntry, search_entries};
+use crate::app::run::RunView;
+use crate::app::theme;
 
 /// The viewer for one frame.
 pub struct Viewer<'a> {
-    pub catalog: &'a dyn BlockCatalog,
     pub palette: &'a [PaletteEntry],
     pub run: &'a RunView,
     /// Validation problems by node id.
@@ -335,12 +41,8 @@ pub struct Viewer<'a> {
     pub state: &'a mut CanvasState,
     /// The node shown in the inspector.
     pub inspected: Option<NodeId>,
-    /// Set when an edit is made inside the canvas: the document before it (one undo step).
-    pub undo_snapshot: &'a mut Option<GraphDoc>,
-    pub doc_name: &'a str,
-    pub doc_description: &'a str,
-    pub doc_settings: &'a RunSettings,
-    pub doc_groups: &'a [GroupDoc],
+    /// The graph's groups, drawn behind the blocks.
+    pub groups: &'a [GroupDoc],
     pub commands: &'a mut Vec<Command>,
 }
 
@@ -350,41 +52,22 @@ impl<'a> Viewer<'a> {
         reason = "one borrow per piece of app state"
     )]
     pub fn new(
-        catalog: &'a dyn BlockCatalog,
         palette: &'a [PaletteEntry],
         run: &'a RunView,
         problems: &'a HashMap<String, Vec<String>>,
         state: &'a mut CanvasState,
         inspected: Option<NodeId>,
-        undo_snapshot: &'a mut Option<GraphDoc>,
-        doc_meta: (&'a str, &'a str, &'a RunSettings, &'a [GroupDoc]),
+        groups: &'a [GroupDoc],
         commands: &'a mut Vec<Command>,
     ) -> Self {
         Viewer {
-            catalog,
             palette,
             run,
             problems,
             state,
             inspected,
-            undo_snapshot,
-            doc_name: doc_meta.0,
-            doc_description: doc_meta.1,
-            doc_settings: doc_meta.2,
-            doc_groups: doc_meta.3,
+            groups,
             commands,
-        }
-    }
-
-    fn snapshot(&mut self, snarl: &Snarl<CanvasNode>) {
-        if self.undo_snapshot.is_none() {
-            *self.undo_snapshot = Some(to_doc(
-                snarl,
-                self.doc_name,
-                self.doc_description,
-                self.doc_settings,
-                self.doc_groups,
-            ));
         }
     }
 
@@ -522,67 +205,18 @@ impl<'a> Viewer<'a> {
         }
     }
 
-    /// Adds block `kind` at `pos` wired to the dropped pins; used by the dropped-wire menu.
-    fn add_wired(
-        &mut self,
-        entry: &PaletteEntry,
-        pos: Pos2,
-        src: &AnyPins,
-        snarl: &mut Snarl<CanvasNode>,
-    ) {
-        self.snapshot(snarl);
-        let doc = to_doc(
-            snarl,
-            self.doc_name,
-            self.doc_description,
-            self.doc_settings,
-            self.doc_groups,
-        );
-        let Some(new) = super::palette::new_node(entry, &doc, self.catalog) else {
-            return;
+    /// Asks for block `entry` at `pos` wired to the dropped pins; used by the dropped-wire
+    /// menu.
+    fn add_wired(&mut self, entry: &PaletteEntry, pos: Pos2, src: &AnyPins) {
+        let pins = match src {
+            AnyPins::Out(pins) => pins.iter().map(|p| Pin::Out(*p)).collect(),
+            AnyPins::In(pins) => pins.iter().map(|p| Pin::In(*p)).collect(),
         };
-        let id = snarl.insert_node(pos, CanvasNode::new(new, self.catalog));
-        match src {
-            AnyPins::Out(pins) => {
-                for &out in *pins {
-                    let Some(src_ty) = snarl
-                        .get_node(out.node)
-                        .and_then(|n| n.outputs.get(out.output))
-                        .map(|p| p.ty.clone())
-                    else {
-                        continue;
-                    };
-                    let target = snarl[id]
-                        .inputs
-                        .iter()
-                        .position(|p| compatibility(&src_ty, &p.ty).is_ok());
-                    if let Some(input) = target {
-                        let to = InPinId { node: id, input };
-                        snarl.drop_inputs(to);
-                        snarl.connect(out, to);
-                    }
-                }
-            }
-            AnyPins::In(pins) => {
-                for &inp in *pins {
-                    let Some(dst_ty) = snarl
-                        .get_node(inp.node)
-                        .and_then(|n| n.inputs.get(inp.input))
-                        .map(|p| p.ty.clone())
-                    else {
-                        continue;
-                    };
-                    let source = snarl[id].outputs.iter().position(|p| {
-                        p.name != ERROR_PORT && compatibility(&p.ty, &dst_ty).is_ok()
-                    });
-                    if let Some(output) = source {
-                        snarl.drop_inputs(inp);
-                        snarl.connect(OutPinId { node: id, output }, inp);
-                    }
-                }
-            }
-        }
-        self.commands.push(Command::Inspect(id));
+        self.commands.push(Command::AddWired {
+            kind: entry.kind.clone(),
+            pos,
+            pins,
+        });
     }
 }
 
@@ -787,7 +421,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         if let Some(background) = background {
             background.draw(viewport, snarl_style, style, painter);
         }
-        for group in self.doc_groups {
+        for group in self.groups {
             draw_group_frame(painter, group);
         }
         painter.add(Shape::Vec(box_wire_shapes(self.state, snarl, *viewport)));
@@ -881,7 +515,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         let state = self
             .run
             .node(&canvas.doc.id)
-            .and_then(super::run::NodeRun::state);
+            .and_then(crate::app::run::NodeRun::state);
         let detailed = self.node_detailed(node);
         // A detailed node says its state in the badge below its pins, so that nothing a run
         // brings changes the node's width.
@@ -1144,23 +778,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
     }
 
     fn connect(&mut self, from: &OutPin, to: &InPin, snarl: &mut Snarl<CanvasNode>) {
-        match check_wire(snarl, from.id, to.id) {
-            Ok(()) => {
-                self.snapshot(snarl);
-                // An input that takes many wires (an agent's tools) keeps the ones it has.
-                let many = snarl
-                    .get_node(to.id.node)
-                    .and_then(|n| n.inputs.get(to.id.input))
-                    .is_some_and(|p| p.many);
-                if !many {
-                    snarl.drop_inputs(to.id);
-                }
-                snarl.connect(from.id, to.id);
-            }
-            Err(err) => self
-                .commands
-                .push(Command::Notify(format!("Connection refused: {err}"))),
-        }
+        let (Some(src), Some(dst)) = (snarl.get_node(from.id.node), snarl.get_node(to.id.node))
+        else {
+            return;
+        };
+        let (Some(output), Some(input)) =
+            (src.outputs.get(from.id.output), dst.inputs.get(to.id.input))
+        else {
+            return;
+        };
+        self.commands.push(Command::Connect {
+            from: (src.doc.id.clone(), output.name.clone()),
+            to: (dst.doc.id.clone(), input.name.clone()),
+        });
     }
 
     /// Snarl calls this when a wire is right-clicked: a menu asks first.
@@ -1168,14 +798,12 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         self.state.wire_menu_request = Some((from.id, to.id));
     }
 
-    fn drop_outputs(&mut self, pin: &OutPin, snarl: &mut Snarl<CanvasNode>) {
-        self.snapshot(snarl);
-        snarl.drop_outputs(pin.id);
+    fn drop_outputs(&mut self, pin: &OutPin, _snarl: &mut Snarl<CanvasNode>) {
+        self.commands.push(Command::Disconnect(Pin::Out(pin.id)));
     }
 
-    fn drop_inputs(&mut self, pin: &InPin, snarl: &mut Snarl<CanvasNode>) {
-        self.snapshot(snarl);
-        snarl.drop_inputs(pin.id);
+    fn drop_inputs(&mut self, pin: &InPin, _snarl: &mut Snarl<CanvasNode>) {
+        self.commands.push(Command::Disconnect(Pin::In(pin.id)));
     }
 
     fn has_graph_menu(&mut self, _pos: Pos2, _snarl: &mut Snarl<CanvasNode>) -> bool {
@@ -1279,7 +907,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             && !query.trim().is_empty()
             && ui.input(|i| i.key_pressed(egui::Key::Enter))
         {
-            self.add_wired(first, pos, &src, snarl);
+            self.add_wired(first, pos, &src);
             ui.close();
             return;
         }
@@ -1289,7 +917,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 .on_hover_text(&entry.description)
                 .clicked()
             {
-                self.add_wired(entry, pos, &src, snarl);
+                self.add_wired(entry, pos, &src);
                 ui.close();
             }
         }

@@ -5,9 +5,9 @@ use egui::emath::TSTransform;
 use egui::{Color32, Pos2, Rect, Sense, Stroke, Vec2};
 use egui_snarl::Snarl;
 
-use super::canvas::CanvasState;
-use super::document::CanvasNode;
-use super::theme;
+use super::state::CanvasState;
+use crate::app::document::CanvasNode;
+use crate::app::theme;
 
 /// The minimap's size on screen.
 pub const SIZE: Vec2 = egui::vec2(180.0, 120.0);

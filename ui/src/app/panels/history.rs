@@ -4,9 +4,9 @@
 use agentloom_engine::{RunRow, RunStatus};
 use egui::{RichText, Ui};
 
-use super::Command;
-use super::run_panel::short_id;
-use super::theme;
+use crate::app::Command;
+use crate::app::run_panel::short_id;
+use crate::app::theme;
 
 /// How many runs the history lists.
 pub const HISTORY_LIMIT: usize = 100;

@@ -4,7 +4,7 @@
 use egui::{RichText, Ui};
 use serde_json::Value;
 
-use super::theme;
+use crate::app::theme;
 
 /// How many children of one object or list are listed; the rest are counted.
 const SHOWN_CHILDREN: usize = 200;

@@ -7,8 +7,8 @@ use agentloom_core::{PortSpec, Value, ValueMap};
 use egui::{RichText, Ui};
 use egui_snarl::NodeId;
 
-use super::Command;
-use super::theme;
+use crate::app::Command;
+use crate::app::theme;
 
 /// The text being edited per node, and why the last Apply was refused.
 #[derive(Default)]

@@ -3,9 +3,9 @@
 
 use egui::{Pos2, RichText};
 
-use super::Command;
-use super::palette::{PaletteEntry, search_entries};
-use super::theme;
+use crate::app::Command;
+use crate::app::panels::palette::{PaletteEntry, search_entries};
+use crate::app::theme;
 
 /// How many matches the quick add lists.
 const SHOWN: usize = 8;

@@ -4,8 +4,8 @@
 use agentloom_core::Problem;
 use egui::{RichText, Ui};
 
-use super::Command;
-use super::theme;
+use crate::app::Command;
+use crate::app::theme;
 
 /// The problems panel.
 pub fn problems_ui(ui: &mut Ui, problems: &[Problem], commands: &mut Vec<Command>) {

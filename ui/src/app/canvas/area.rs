@@ -1,0 +1,335 @@
+//! The canvas as the app shows it: the snarl widget with its viewer, the zoom buttons,
+//! group titles, the minimap, wire hover and picking, and clicks that inspect or open.
+
+use egui::Pos2;
+use egui_snarl::ui::SnarlWidget;
+
+use super::viewer::Viewer;
+use super::{groups, minimap, wire_menu, wiring};
+use crate::app::document::Document;
+use crate::app::palette::PaletteDrag;
+use crate::app::{App, Command, subgraph, theme};
+
+impl App {
+    /// Where a canvas (graph) position is on screen. The accessibility tree reports widgets
+    /// inside the canvas in graph coordinates.
+    pub fn graph_to_screen(&self, pos: Pos2) -> Pos2 {
+        self.canvas.transform * pos
+    }
+
+    /// The middle of the wire `from.port → to.port` on screen, as last drawn.
+    pub fn wire_screen_middle(&self, from: (&str, &str), to: (&str, &str)) -> Option<Pos2> {
+        let out_node = self.document.node_by_id(from.0)?;
+        let in_node = self.document.node_by_id(to.0)?;
+        let output = self
+            .document
+            .snarl
+            .get_node(out_node)?
+            .output_index(from.1)?;
+        let input = self.document.snarl.get_node(in_node)?.input_index(to.1)?;
+        let points = wiring::wire_points(
+            &self.canvas,
+            &self.document.snarl,
+            egui_snarl::OutPinId {
+                node: out_node,
+                output,
+            },
+            egui_snarl::InPinId {
+                node: in_node,
+                input,
+            },
+        )?;
+        Some(self.canvas.transform * points[points.len() / 2])
+    }
+
+    /// Where the canvas is on screen.
+    pub fn canvas_screen_rect(&self) -> egui::Rect {
+        self.canvas.screen_rect
+    }
+
+    /// The screen rectangle of the node with this document id, as last drawn.
+    pub fn node_screen_rect(&self, id: &str) -> Option<egui::Rect> {
+        let node = self.document.node_by_id(id)?;
+        let rect = self.canvas.node_rects.get(&node)?;
+        Some(self.canvas.transform * *rect)
+    }
+
+    /// The canvas widget's id (its selection is read back with it). Snarl's selection can
+    /// only be added to, so clearing it starts the widget's state afresh under a new id.
+    pub(in crate::app) fn canvas_id(&self) -> egui::Id {
+        egui::Id::new("agentloom-canvas").with(self.selection_epoch)
+    }
+
+    /// The nodes selected on the canvas (shift-click, shift-drag a box).
+    pub fn selected_ids(&self, ctx: &egui::Context) -> Vec<String> {
+        egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx)
+            .into_iter()
+            .filter_map(|n| self.document.snarl.get_node(n).map(|c| c.doc.id.clone()))
+            .collect()
+    }
+
+    /// Empties the canvas selection, keeping the view where it is.
+    pub(in crate::app) fn clear_selection(&mut self, ctx: &egui::Context) {
+        if egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx).is_empty() {
+            return;
+        }
+        self.selection_epoch += 1;
+        self.canvas.set_transform = Some(self.canvas.transform);
+        self.last_selection.clear();
+    }
+
+    /// Zoom out, the zoom level (click: actual size), zoom in and fit, at the canvas's
+    /// bottom-right corner.
+    pub(in crate::app) fn zoom_buttons_ui(&mut self, ctx: &egui::Context, canvas: egui::Rect) {
+        let scale = self.canvas.transform.scaling;
+        egui::Area::new(egui::Id::new("zoom-buttons"))
+            .order(egui::Order::Middle)
+            .pivot(egui::Align2::RIGHT_BOTTOM)
+            .fixed_pos(canvas.right_bottom() - egui::vec2(10.0, 10.0))
+            .show(ctx, |ui| {
+                egui::Frame::popup(ui.style()).show(ui, |ui| {
+                    ui.horizontal(|ui| {
+                        if ui.button("−").on_hover_text("Zoom out").clicked() {
+                            self.commands.push(Command::Zoom(1.0 / theme::ZOOM_STEP));
+                        }
+                        if ui
+                            .button(format!("{:.0}%", scale * 100.0))
+                            .on_hover_text("Actual size")
+                            .clicked()
+                        {
+                            self.commands.push(Command::ActualSize);
+                        }
+                        if ui.button("+").on_hover_text("Zoom in").clicked() {
+                            self.commands.push(Command::Zoom(theme::ZOOM_STEP));
+                        }
+                        if ui
+                            .button("Fit")
+                            .on_hover_text("Fit graph to view")
+                            .clicked()
+                        {
+                            self.commands.push(Command::FitView);
+                        }
+                    });
+                });
+            });
+    }
+
+    /// The wire under a screen position, when no block is.
+    pub(in crate::app) fn wire_under(
+        &self,
+        pos: Pos2,
+    ) -> Option<(egui_snarl::OutPinId, egui_snarl::InPinId)> {
+        let at = self.canvas.to_graph(pos);
+        if self.canvas.node_rects.values().any(|r| r.contains(at)) {
+            return None;
+        }
+        let radius = 6.0 / self.canvas.transform.scaling.max(f32::EPSILON);
+        wiring::wire_at(&self.canvas, &self.document.snarl, at, radius)
+    }
+
+    /// The picked wire drawn over, and a hovered wire's ends, types and last value.
+    pub(in crate::app) fn wire_hover_ui(
+        &mut self,
+        ctx: &egui::Context,
+        pointer: Option<Pos2>,
+        canvas: egui::Order,
+    ) {
+        let snarl = &self.document.snarl;
+        if let Some((from, to)) = self.selected_wire {
+            match wiring::wire_points(&self.canvas, snarl, from, to)
+                .filter(|_| snarl.wires().any(|w| w == (from, to)))
+            {
+                Some(points) => {
+                    let on_screen = points.iter().map(|p| self.canvas.transform * *p).collect();
+                    ctx.layer_painter(egui::LayerId::new(
+                        egui::Order::Middle,
+                        egui::Id::new("picked-wire"),
+                    ))
+                    .add(egui::Shape::line(
+                        on_screen,
+                        egui::Stroke::new(4.0, theme::ACCENT.gamma_multiply(0.8)),
+                    ));
+                }
+                None => self.selected_wire = None,
+            }
+        }
+        let Some(pos) = pointer else { return };
+        if ctx.input(|i| i.pointer.any_down())
+            || ctx
+                .layer_id_at(pos)
+                .is_some_and(|layer| layer.order != canvas)
+        {
+            return;
+        }
+        if let Some((from, to)) = self.wire_under(pos)
+            && let Some(text) = wiring::wire_summary(&self.document.snarl, &self.run, from, to)
+        {
+            wiring::note_at_cursor(ctx, "wire-hover", pos, &text, theme::TEXT);
+        }
+    }
+
+    pub(in crate::app) fn canvas_ui(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        let rect = ui.available_rect_before_wrap();
+        self.canvas.screen_rect = rect;
+        if self.pending_fit || self.refits_after_layout > 0 {
+            self.canvas.set_transform = Some(self.canvas.fit_transform(&self.document.snarl));
+            // Before the first frame of a graph its nodes' sizes are guesses, which moves
+            // the fitted view off centre (a node cut by the side panel): fit again, measured.
+            let guessed = self
+                .document
+                .snarl
+                .node_ids()
+                .any(|(id, _)| !self.canvas.node_rects.contains_key(&id));
+            self.refits_after_layout = if self.pending_fit && guessed {
+                2
+            } else {
+                self.refits_after_layout.saturating_sub(1)
+            };
+            self.pending_fit = false;
+        }
+        let pointer = ctx.input(|i| i.pointer.hover_pos());
+        let over_canvas = pointer.is_some_and(|p| rect.contains(p));
+        if over_canvas && ctx.input(|i| i.pointer.primary_pressed()) {
+            self.document.begin_move();
+        }
+
+        // Text inside nodes is not selectable: a press on a node's title grabs the node.
+        ui.style_mut().interaction.selectable_labels = false;
+        let canvas_id = self.canvas_id();
+        let Document { snarl, groups, .. } = &mut self.document;
+        let mut viewer = Viewer::new(
+            &self.palette,
+            &self.run,
+            &self.problems_by_node,
+            &mut self.canvas,
+            self.inspected,
+            groups.as_slice(),
+            &mut self.commands,
+        );
+        SnarlWidget::new()
+            .id(canvas_id)
+            .style(theme::snarl_style())
+            .show(snarl, &mut viewer, ui);
+
+        // A right-clicked wire is picked and offers Disconnect.
+        if let Some((from, to)) = self.canvas.wire_menu_request.take()
+            && let Some(at) = pointer
+        {
+            self.selected_wire = Some((from, to));
+            self.wire_menu = Some(wire_menu::WireMenu::new(from, to, at));
+        }
+        if let Some(reason) =
+            self.wire_drag
+                .update(&ctx, &self.canvas, &self.document.snarl, pointer)
+        {
+            self.notice = Some(format!("Connection refused: {reason}"));
+        }
+        if ctx.input(|i| i.pointer.primary_released()) {
+            self.commands.push(Command::FinishMove);
+        }
+
+        self.zoom_buttons_ui(&ctx, rect);
+        if !groups::group_titles_ui(
+            &ctx,
+            &self.canvas,
+            &self.document.groups,
+            &mut self.commands,
+        ) {
+            self.group_title_editing = None;
+        }
+        if let Some(view) = minimap::minimap_ui(&ctx, rect, &self.canvas, &self.document.snarl) {
+            self.canvas.set_transform = Some(view);
+        }
+
+        // A block dropped from the palette.
+        if egui::DragAndDrop::has_payload_of_type::<PaletteDrag>(&ctx)
+            && ctx.input(|i| i.pointer.any_released())
+            && over_canvas
+            && let Some(payload) = egui::DragAndDrop::take_payload::<PaletteDrag>(&ctx)
+            && let Some(pos) = pointer
+        {
+            self.commands.push(Command::AddBlock {
+                kind: payload.0.clone(),
+                pos: Some(self.canvas.to_graph(pos)),
+            });
+        }
+
+        // A plain click on a node shows it in the inspector; on empty canvas, the graph.
+        let canvas_layer = ui.layer_id().order;
+        // Canvas menus open where the pointer was right-clicked or a wire was dropped.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.secondary_clicked() || i.pointer.primary_released())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+        {
+            self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
+        }
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.primary_clicked() && i.modifiers.is_none())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+        {
+            let hit = self.node_at(self.canvas.to_graph(pos));
+            // A plain click replaces the selection: the clicked node alone, a wire, or
+            // nothing.
+            self.clear_selection(&ctx);
+            self.inspected = hit;
+            self.selected_wire = if hit.is_none() {
+                self.wire_under(pos)
+            } else {
+                None
+            };
+        }
+        // A double-click on a node that calls a graph file opens that file.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| {
+                i.pointer
+                    .button_double_clicked(egui::PointerButton::Primary)
+            })
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+            && let Some(hit) = self.node_at(self.canvas.to_graph(pos))
+            && let Some(node) = self.document.snarl.get_node(hit)
+            && let Some(child) = subgraph::child_file(&node.doc, self.graph_file.as_deref())
+        {
+            match child {
+                Ok(path) => self.commands.push(Command::Open(path)),
+                Err(message) => self.notice = Some(message),
+            }
+        }
+        self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
+
+        let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), &ctx);
+        if selected != self.last_selection {
+            if let [one] = selected.as_slice() {
+                self.inspected = Some(*one);
+            }
+            self.last_selection = selected;
+        }
+    }
+
+    /// The topmost node at graph position `at`.
+    pub(in crate::app) fn node_at(&self, at: Pos2) -> Option<egui_snarl::NodeId> {
+        self.canvas
+            .node_rects
+            .iter()
+            .filter(|(node, rect)| {
+                rect.contains(at) && self.document.snarl.get_node(**node).is_some()
+            })
+            .map(|(node, _)| *node)
+            .max_by_key(|node| node.0)
+    }
+
+    pub(in crate::app) fn view_center(&self) -> Pos2 {
+        let view = self.canvas.viewport();
+        if view.is_finite() && view.width() > 0.0 {
+            view.center() - theme::NODE_SIZE_GUESS / 2.0
+        } else {
+            Pos2::new(100.0, 100.0)
+        }
+    }
+}

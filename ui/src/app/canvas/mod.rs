@@ -1,0 +1,13 @@
+//! The canvas: the egui-snarl viewer of the graph, what it remembers between frames, wires
+//! being dragged, groups, the minimap, quick add and the wire menu.
+
+mod area;
+pub mod groups;
+pub mod minimap;
+pub mod quick_add;
+mod state;
+mod viewer;
+pub mod wire_menu;
+pub mod wiring;
+
+pub use state::CanvasState;

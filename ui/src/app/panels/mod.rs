@@ -1,0 +1,140 @@
+//! The panels around the canvas: the block palette, the inspector (with pinned outputs and
+//! a node's sub-runs), the run history, problems, approvals and the trust banner.
+
+pub mod approval_panel;
+pub mod history;
+pub mod inspector;
+pub mod json_tree;
+pub mod palette;
+pub mod pinned;
+pub mod problems;
+pub mod subgraph;
+pub mod trust_banner;
+
+use egui::RichText;
+
+use crate::app::{App, Command, mcp_servers, run_panel, theme};
+
+impl App {
+    pub(in crate::app) fn bottom_ui(&mut self, ui: &mut egui::Ui) {
+        ui.add_space(4.0);
+        if let Some(notice) = &self.notice {
+            ui.label(RichText::new(notice).color(theme::WARN));
+        }
+        ui.columns(2, |cols| {
+            egui::ScrollArea::vertical()
+                .id_salt("run_summary")
+                .show(&mut cols[0], |ui| {
+                    run_panel::run_summary_ui(ui, &mut self.run, &mut self.commands);
+                });
+            if let Some(servers) = self.mcp_connector.connecting() {
+                // Until then the servers' tool nodes show as unknown blocks.
+                mcp_servers::connecting_ui(
+                    &mut cols[1],
+                    &format!("MCP servers: {}", servers.join(", ")),
+                );
+            }
+            problems::problems_ui(&mut cols[1], &self.problems, &mut self.commands);
+        });
+    }
+
+    pub(in crate::app) fn side_ui(&mut self, ui: &mut egui::Ui) {
+        let history_height = (ui.available_height() * 0.3).max(120.0);
+        egui::Panel::bottom("history")
+            .resizable(true)
+            .default_size(history_height)
+            // Not squeezed to a couple of rows under a long inspector.
+            .min_size(history_height)
+            .show(ui, |ui| {
+                let shown = self.run.run_id.clone();
+                history::history_ui(ui, &self.history, shown.as_deref(), &mut self.commands);
+            });
+        egui::CentralPanel::default_margins().show(ui, |ui| {
+            egui::ScrollArea::vertical()
+                .id_salt("inspector")
+                .show(ui, |ui| {
+                    if self.run_form.open {
+                        run_panel::run_form_ui(ui, &mut self.run_form, &mut self.commands);
+                        return;
+                    }
+                    // Several selected blocks: the inspector names the set Delete acts on.
+                    let selected = self.selected_ids(ui.ctx());
+                    if selected.len() > 1 {
+                        ui.heading(format!("{} blocks selected", selected.len()));
+                        ui.label(selected.join(", "));
+                        ui.label(
+                            RichText::new("Delete, Copy and Duplicate act on these blocks.")
+                                .color(theme::TEXT_WEAK),
+                        );
+                        return;
+                    }
+                    match self
+                        .inspected
+                        .and_then(|n| self.document.snarl.get_node(n).map(|c| (n, c)))
+                    {
+                        Some((id, node)) => {
+                            let run = self.run.node(&node.doc.id);
+                            inspector::inspector_ui(
+                                ui,
+                                &mut self.inspector,
+                                id,
+                                node,
+                                run,
+                                self.catalog.as_ref(),
+                                self.credentials.list(),
+                                &mut self.commands,
+                            );
+                            subgraph::child_runs_ui(ui, &self.run, &node.doc.id);
+                        }
+                        None => {
+                            self.graph_info_ui(ui);
+                            ui.label(
+                                RichText::new(format!(
+                                    "{} blocks. Select a block to edit it.",
+                                    self.document.snarl.nodes().count()
+                                ))
+                                .color(theme::TEXT_WEAK),
+                            );
+                        }
+                    }
+                });
+        });
+    }
+
+    /// The graph's name and description, editable; one undo step per field edit.
+    pub(in crate::app) fn graph_info_ui(&mut self, ui: &mut egui::Ui) {
+        let mut name = self.document.name.clone();
+        let mut description = self.document.description.clone();
+        ui.label(RichText::new("Graph").strong());
+        let name_edit = ui.add(
+            egui::TextEdit::singleline(&mut name)
+                .hint_text("Name")
+                .desired_width(f32::INFINITY),
+        );
+        name_edit.widget_info(|| {
+            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Graph name")
+        });
+        let description_edit = ui.add(
+            egui::TextEdit::multiline(&mut description)
+                .hint_text("What this graph does")
+                .desired_rows(3)
+                .desired_width(f32::INFINITY),
+        );
+        description_edit.widget_info(|| {
+            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Graph description")
+        });
+        // Another field (or none) takes the keyboard: its typing is a new undo step.
+        let focused = [&name_edit, &description_edit]
+            .into_iter()
+            .find(|r| r.has_focus())
+            .map(|r| r.id);
+        if focused != self.graph_info_focus {
+            self.graph_info_focus = focused;
+            self.graph_info_editing = false;
+        }
+        if name_edit.changed() || description_edit.changed() {
+            self.commands
+                .push(Command::SetGraphInfo { name, description });
+        }
+    }
+}

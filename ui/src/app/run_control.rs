@@ -1,0 +1,249 @@
+//! Run control: Run (asking for the graph's inputs first), Stop, showing a past run, and
+//! "Run from here" and pinned outputs, runs seeded with outputs instead of running nodes.
+//! What a run's events do to the run shown is [`super::run::RunView`]'s business.
+
+use std::path::{Path, PathBuf};
+
+use agentloom_core::{GraphDoc, RunInput, validate};
+use agentloom_engine::downstream_of;
+use egui_snarl::NodeId;
+
+use super::run::{self, RunView};
+use super::{App, Command, run_panel};
+
+impl App {
+    /// Runs `node` and what depends on it; every other node reuses its outputs from the
+    /// run shown (the last one), with that run's inputs.
+    pub(super) fn run_from_here(&mut self, node: NodeId, ctx: &egui::Context) {
+        if let Err(err) = self.try_run_from_here(node, ctx) {
+            self.notice = Some(format!("Cannot run from here: {err}"));
+        }
+    }
+
+    pub(super) fn try_run_from_here(
+        &mut self,
+        node: NodeId,
+        ctx: &egui::Context,
+    ) -> Result<(), String> {
+        if self.run.is_running() {
+            return Err("a run is going".to_owned());
+        }
+        let store = self
+            .store
+            .clone()
+            .ok_or("there is no run log to reuse outputs from")?;
+        let reuse = self.run.run_id.clone().ok_or("run the graph once first")?;
+        let node_id = self
+            .document
+            .snarl
+            .get_node(node)
+            .map(|n| n.doc.id.clone())
+            .ok_or("the node is gone")?;
+        let doc = self.runnable_doc();
+        let graph = validate(&doc, self.catalog.as_ref())
+            .map_err(|problems| format!("the graph has {} problem(s)", problems.len()))?;
+        let detail = store
+            .get_run(&reuse)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("run {reuse} is no longer in the run log"))?;
+        let seed = store
+            .reuse_seed(&reuse, &downstream_of(&graph, &node_id))
+            .map_err(|e| e.to_string())?;
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or("the run threads could not start")?;
+        let executor = self.executor.clone().with_workspace(self.run_workspace());
+        self.run.start_seeded(
+            runtime,
+            &executor,
+            graph,
+            detail.inputs,
+            Some(&store),
+            ctx,
+            None,
+            Some(seed),
+        )?;
+        self.notice = None;
+        Ok(())
+    }
+
+    /// Pins the node's outputs from the run shown into the graph (runs use them instead of
+    /// running it), or removes the pin. Undoable like any edit.
+    pub(super) fn pin_outputs(&mut self, node: NodeId, pin: bool) {
+        let Some(canvas) = self.document.snarl.get_node(node) else {
+            return;
+        };
+        let pinned = if pin {
+            match self.run.node(&canvas.doc.id) {
+                Some(run) if !run.outputs.is_empty() => Some(run.outputs.clone()),
+                _ => {
+                    self.notice = Some(format!(
+                        "`{}` has no outputs in the run shown to pin.",
+                        canvas.doc.id
+                    ));
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        let catalog = self.catalog.clone();
+        self.document.checkpoint();
+        self.document
+            .update_node(node, catalog.as_ref(), |doc| doc.pinned = pinned);
+    }
+
+    /// Validates and either opens the inputs form or starts at once.
+    pub(super) fn press_run(&mut self, ctx: &egui::Context) {
+        if self.run.is_running() {
+            return;
+        }
+        let doc = self.document.to_doc();
+        match validate(&doc, self.catalog.as_ref()) {
+            Ok(graph) => {
+                let inputs = graph.interface_inputs();
+                if inputs.is_empty() {
+                    self.run_form.fields.clear();
+                    self.start_run(ctx);
+                } else {
+                    self.run_form.prepare(&inputs);
+                    self.run_form.open = true;
+                }
+            }
+            Err(problems) => {
+                self.notice = Some(format!(
+                    "The graph cannot run: {} problem(s). {}",
+                    problems.len(),
+                    problems
+                        .first()
+                        .map(|p| p.message.as_str())
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+
+    /// Starts the run with the inputs typed in the form.
+    pub(super) fn start_run(&mut self, ctx: &egui::Context) {
+        self.run_form.open = false;
+        let doc = self.runnable_doc();
+        let graph = match validate(&doc, self.catalog.as_ref()) {
+            Ok(graph) => graph,
+            Err(problems) => {
+                self.notice = Some(format!(
+                    "The graph cannot run: {} problem(s).",
+                    problems.len()
+                ));
+                return;
+            }
+        };
+        let mut inputs = agentloom_core::ValueMap::new();
+        for run_panel::RunFormField {
+            input: RunInput { name, ty, .. },
+            text,
+        } in &self.run_form.fields
+        {
+            if text.is_empty() {
+                continue;
+            }
+            match run::parse_input(text, ty) {
+                Ok(value) => {
+                    inputs.insert(name.clone(), value);
+                }
+                Err(err) => {
+                    self.notice = Some(format!("Input `{name}`: {err}"));
+                    self.run_form.open = true;
+                    return;
+                }
+            }
+        }
+        let Some(runtime) = &self.runtime else {
+            self.notice =
+                Some("Runs are not available: the run threads could not start.".to_owned());
+            return;
+        };
+        let executor = self.executor.clone().with_workspace(self.run_workspace());
+        self.run.graph_files = self.catalog.graph_files().cloned();
+        self.run.untrusted_file = self.untrusted.as_ref().map(|u| u.file.clone());
+        match self
+            .run
+            .start(runtime, &executor, graph, inputs, self.store.as_ref(), ctx)
+        {
+            Ok(()) => self.notice = None,
+            Err(err) => self.notice = Some(format!("Cannot start the run: {err}")),
+        }
+    }
+
+    /// The document as a run records it: `graph.call` paths absolute, so that the run can
+    /// be resumed or approved from anywhere.
+    pub(super) fn runnable_doc(&self) -> GraphDoc {
+        let mut doc = agentloom_blocks::graph_call::with_absolute_paths(
+            self.document.to_doc(),
+            self.graph_file.as_deref(),
+        );
+        // An untrusted graph always runs in safe mode: every side effect asks first.
+        doc.settings.safe_mode |= self.untrusted.is_some();
+        doc
+    }
+
+    pub(super) fn open_run(&mut self, id: &str) {
+        if self.run.is_running() {
+            self.notice = Some("A run is going: stop it before showing another one.".to_owned());
+            return;
+        }
+        let Some(store) = &self.store else { return };
+        // A run of a file its user had not trusted opens with that file's trust, whatever is
+        // open now: its servers stay offline and its runs get no credential.
+        let untrusted_file = store
+            .untrusted_graph_file(id)
+            .ok()
+            .flatten()
+            .map(PathBuf::from);
+        match store.get_run(id) {
+            Ok(Some(detail)) => {
+                // A run of another graph opens as a new untitled document, never under the
+                // current file (where Save would write it).
+                if let Some(graph) = run::recorded_graph(&detail) {
+                    let current = self.document.to_doc();
+                    let same_nodes = graph
+                        .nodes
+                        .iter()
+                        .all(|n| current.node(&n.id).is_some_and(|c| c.block == n.block));
+                    if !same_nodes {
+                        if !self.may_discard(&Command::OpenRun(id.to_owned())) {
+                            return;
+                        }
+                        // Its `graph.call` paths most likely point where the current
+                        // file's do.
+                        let graph_file = untrusted_file.or_else(|| self.graph_file.clone());
+                        self.open_document_resolving(&graph, None, graph_file.as_deref());
+                    }
+                }
+                self.run = RunView::from_detail(&detail);
+                self.load_stored_approvals();
+            }
+            Ok(None) => self.notice = Some(format!("Run {id} is no longer in the run log.")),
+            Err(err) => self.notice = Some(err.to_string()),
+        }
+    }
+
+    /// The directory the file blocks of a run are confined to: the one given at start, else
+    /// the folder of the graph's file (a graph and the files it reads travel together), else
+    /// the current directory.
+    pub fn run_workspace(&self) -> PathBuf {
+        self.workspace
+            .clone()
+            .unwrap_or_else(|| self.graph_folder())
+    }
+
+    /// The folder of the graph's file, else the current directory.
+    pub(super) fn graph_folder(&self) -> PathBuf {
+        match self.document.path.as_deref().and_then(Path::parent) {
+            Some(dir) if !dir.as_os_str().is_empty() => {
+                std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+            }
+            _ => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        }
+    }
+}

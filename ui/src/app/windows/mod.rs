@@ -1,0 +1,8 @@
+//! The windows over the app: credentials, MCP servers, the examples gallery, the in-app
+//! file prompt and "save changes?".
+
+mod close_prompt;
+pub mod credentials;
+pub mod examples;
+pub mod mcp_servers;
+pub mod path_prompt;
