@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use agentloom_blocks::agent::Step;
 use agentloom_core::{RunInput, Value};
-use agentloom_engine::RunStatus;
+use agentloom_engine::{NodeProgress, RunStatus};
 use egui::{RichText, Ui};
 
 use super::Command;
-use super::run::{NodeRun, RunView};
+use super::run::{NodeBadge, RunView};
 use super::theme;
 
 /// One graph input in the form.
@@ -169,7 +170,7 @@ pub fn run_summary_ui(ui: &mut Ui, run: &mut RunView, commands: &mut Vec<Command
 }
 
 /// One node's full record in the run.
-pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
+pub fn node_run_ui(ui: &mut Ui, run: &NodeProgress) {
     ui.label(RichText::new("Last run").strong());
     if let Some((text, color)) = run.state() {
         ui.label(RichText::new(text).color(color));
@@ -210,11 +211,11 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
     }
     for (port, text) in &run.partial {
         // An agent's steps, one a line, as they happen.
-        let steps = crate::cli::agent::parse_steps(text);
+        let steps = Step::parse_lines(text);
         if !steps.is_empty() {
             ui.label(RichText::new("Steps").small().color(theme::TEXT_WEAK));
             for step in &steps {
-                ui.label(RichText::new(crate::cli::agent::describe_step(step)).monospace());
+                ui.label(RichText::new(step.describe()).monospace());
             }
             continue;
         }

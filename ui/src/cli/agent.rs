@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
+use agentloom_blocks::agent::Step;
 use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate};
 use agentloom_engine::{
     Approver, EventKind, EventSink, Executor, FanoutSink, RunEvent, RunOptions, RunStatus,
@@ -14,6 +15,7 @@ use serde_json::json;
 
 use super::terminal_approver::TerminalApprover;
 use super::{EXIT_FAILED, EXIT_INVALID, EXIT_WAITING};
+use crate::runner::{self, record::RunContext, record::RunRecording};
 
 /// Every built-in tool of the agent block.
 const ALL_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
@@ -110,22 +112,24 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         steps: std::sync::Mutex::new(Vec::new()),
     });
     let mut sinks: Vec<Arc<dyn EventSink>> = vec![steps.clone()];
-    let (store, recorder) = super::open_recorder(
+    let recording = RunRecording::start_or_warn(
         args.db.clone(),
         &graph.doc,
         agentloom_engine::LogPolicy::default(),
+        RunContext::default(),
     );
-    if let Some(recorder) = &recorder {
-        sinks.push(recorder.clone());
+    let store = recording.as_ref().map(|r| r.store().clone());
+    if let Some(recording) = &recording {
+        sinks.extend(recording.sinks());
     }
     let mut executor = Executor::new(registry)
         .with_workspace(workspace.clone())
-        .with_secrets(crate::headless::default_secrets());
+        .with_secrets(runner::default_secrets());
     // Safe mode asks on the terminal. Without one, the run pauses, stored in the run log
     // (exit 3), until `agentloom approve` or `agentloom reject` resumes it.
     let ask = (!args.yes && std::io::stdin().is_terminal())
         .then(|| Arc::new(TerminalApprover::new(None)) as Arc<dyn Approver>);
-    if let Some(approver) = super::headless_approver(store.as_ref(), ask) {
+    if let Some(approver) = runner::approver(store.as_ref(), ask) {
         executor = executor.with_approver(approver);
     }
     let runtime = super::async_runtime()?;
@@ -145,7 +149,11 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             )
             .await
     });
-    super::recording::finish(recorder, store.as_ref(), &report.run_id, &workspace);
+    if let Some(recording) = recording
+        && let Err(err) = recording.finish(&report.run_id, Some(&workspace))
+    {
+        eprintln!("warning: {err}");
+    }
     let answer = report.outputs.get("answer").map(Value::to_text);
     let steps = steps.steps.lock().map(|s| s.clone()).unwrap_or_default();
     if args.json {
@@ -196,7 +204,7 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
 /// `transcript` port) and keeps them for the summary.
 struct StepPrinter {
     print: bool,
-    steps: std::sync::Mutex<Vec<serde_json::Value>>,
+    steps: std::sync::Mutex<Vec<Step>>,
 }
 
 impl EventSink for StepPrinter {
@@ -208,11 +216,11 @@ impl EventSink for StepPrinter {
             return;
         }
         for line in chunk.lines().filter(|l| !l.trim().is_empty()) {
-            let Ok(step) = serde_json::from_str::<serde_json::Value>(line) else {
+            let Some(step) = Step::parse_line(line) else {
                 continue;
             };
             if self.print {
-                eprintln!("{}", describe_step(&step));
+                eprintln!("{}", step.describe());
             }
             if let Ok(mut steps) = self.steps.lock() {
                 steps.push(step);
@@ -237,42 +245,9 @@ pub fn add_steps(run: &mut serde_json::Value) {
         else {
             continue;
         };
-        let steps = parse_steps(lines);
+        let steps = serde_json::to_value(Step::parse_lines(lines)).unwrap_or_default();
         if let Some(object) = node.as_object_mut() {
-            object.insert("steps".to_owned(), serde_json::Value::Array(steps));
+            object.insert("steps".to_owned(), steps);
         }
     }
-}
-
-/// The agent steps in streamed `transcript` text: one JSON object with a `step` number a
-/// line. Empty when the text is something else.
-pub fn parse_steps(text: &str) -> Vec<serde_json::Value> {
-    text.lines()
-        .filter(|line| !line.trim().is_empty())
-        .map_while(|line| {
-            serde_json::from_str::<serde_json::Value>(line)
-                .ok()
-                .filter(|step| step.get("step").is_some())
-        })
-        .collect()
-}
-
-/// `step 2 · write_file {"path":…} → wrote 2 bytes to a.txt  (812 in / 20 out, $0.0001)`.
-pub fn describe_step(step: &serde_json::Value) -> String {
-    let text = |name: &str| step[name].as_str().unwrap_or_default().to_owned();
-    let thought = text("thought");
-    let observation = agentloom_core::clip_chars(&text("observation").replace('\n', " ⏎ "), 200);
-    let mut line = format!(
-        "step {} · {} {} → {observation}  ({} in / {} out, ${:.4})",
-        step["step"],
-        step["tool"].as_str().unwrap_or("(no tool)"),
-        agentloom_core::clip_chars(&step["arguments"].to_string(), 160),
-        step["input_tokens"],
-        step["output_tokens"],
-        step["cost_usd"].as_f64().unwrap_or(0.0),
-    );
-    if !thought.is_empty() {
-        line = format!("  {}\n{line}", agentloom_core::clip_chars(&thought, 300));
-    }
-    line
 }
