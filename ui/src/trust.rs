@@ -624,12 +624,8 @@ pub fn unsandboxed_code_problems(doc: &GraphDoc, file: &Path) -> Vec<Problem> {
 pub fn builtin_for(file: Option<&Path>, trusted: bool) -> Registry {
     let mut registry = Registry::builtin();
     match file {
-        Some(file) if !trusted => agentloom_blocks::graph_call::for_untrusted_graph_file(
-            &mut registry,
-            file,
-            not_trusted(file),
-        ),
-        _ => agentloom_blocks::graph_call::for_graph_file(&mut registry, file),
+        Some(file) if !trusted => registry.for_untrusted_graph_file(file, not_trusted(file)),
+        _ => registry.for_graph_file(file),
     };
     registry
 }

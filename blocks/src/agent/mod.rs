@@ -15,6 +15,6 @@ mod sandbox;
 mod schema;
 mod tools;
 
-pub(crate) use block::register;
+pub(crate) use block::blocks;
 pub use block::{UNSANDBOXED_FIELD, unsandboxed_code_nodes};
 pub use sandbox::BWRAP_ENV;

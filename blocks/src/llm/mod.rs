@@ -24,10 +24,10 @@ mod structured;
 mod tests;
 pub(crate) mod types;
 
-use crate::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    chat::register(r);
-    structured::register(r);
-    condition::register(r);
+/// The LLM blocks.
+pub(crate) fn blocks() -> Vec<Box<dyn agentloom_core::Block>> {
+    let mut blocks = chat::blocks();
+    blocks.extend(structured::blocks());
+    blocks.extend(condition::blocks());
+    blocks
 }

@@ -175,41 +175,6 @@ impl Endpoint {
     fn bound_here(&self, secret: &Secret) -> bool {
         reqwest::Url::parse(&self.base_url).is_ok_and(|url| secret.hosts().allows(&url))
     }
-
-    /// A new key after `refused` got a 401: the refreshed OAuth token, or `error` when the
-    /// credential cannot be refreshed.
-    fn refreshed_key(
-        &self,
-        ctx: &dyn RunCtx,
-        refused: &Secret,
-        error: BlockError,
-    ) -> Result<Secret, BlockError> {
-        let Some(name) = &self.credential else {
-            return Err(error);
-        };
-        match ctx.refresh_secret(name, refused) {
-            Ok(Some(fresh)) if !fresh.expose().is_empty() => {
-                tracing::info!(
-                    credential = name.as_str(),
-                    "key refused (HTTP 401); trying once more with the refreshed token"
-                );
-                Ok(fresh)
-            }
-            Ok(_) => Err(error),
-            Err(err) => {
-                let why = match err {
-                    SecretError::Unusable { message, .. } => message,
-                    other => other.to_string(),
-                };
-                let mut failed = BlockError::permanent(format!(
-                    "{} refused the token of credential `{name}` (HTTP 401) and getting a new one failed: {why}",
-                    self.shown()
-                ));
-                failed.data = error.data;
-                Err(failed)
-            }
-        }
-    }
 }
 
 /// `text` without the API key in it, should a provider echo it.
@@ -306,7 +271,16 @@ pub(crate) async fn complete(
                 let Some(refused) = &key else {
                     return Err(failure.error);
                 };
-                key = Some(endpoint.refreshed_key(ctx, refused, failure.error)?);
+                let Some(name) = &endpoint.credential else {
+                    return Err(failure.error);
+                };
+                key = Some(net::refreshed_secret(
+                    ctx,
+                    &endpoint.shown(),
+                    name,
+                    refused,
+                    failure.error,
+                )?);
                 refreshed = true;
             }
             Err(failure) if failure.retry_here && retries < options.max_retries => {

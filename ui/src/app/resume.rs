@@ -47,10 +47,9 @@ impl App {
         // The graph files the run calls as they were when it started.
         let kept = store.graph_files(&run_id).map_err(|e| e.to_string())?;
         let mut catalog = agentloom_blocks::Registry::builtin();
-        agentloom_blocks::graph_call::with_files(
-            &mut catalog,
-            std::sync::Arc::new(agentloom_blocks::graph_call::GraphFiles::kept(kept)?),
-        );
+        catalog.for_kept_graph_files(std::sync::Arc::new(
+            agentloom_blocks::graph_call::GraphFiles::kept(kept)?,
+        ));
         let catalog = std::sync::Arc::new(catalog);
         let graph = validate(&doc, catalog.as_ref()).map_err(|problems| {
             format!(

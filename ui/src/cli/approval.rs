@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
-use agentloom_blocks::graph_call::{self, GraphFiles};
+use agentloom_blocks::graph_call::GraphFiles;
 use agentloom_core::{ApprovalDecision, ApprovalRequest, Escaped, ValidGraph, Value, validate};
 use agentloom_engine::{Claim, PendingApproval, RunSeed, RunStatus};
 
@@ -133,7 +133,7 @@ fn decide_and_resume(
     let kept = store.graph_files(&run_id)?;
     let graph = match GraphFiles::kept(kept).and_then(|files| {
         let mut registry = Registry::builtin();
-        graph_call::with_files(&mut registry, Arc::new(files));
+        registry.for_kept_graph_files(Arc::new(files));
         let registry = Arc::new(registry);
         let doc = detail.graph_doc().map_err(|e| e.to_string())?;
         Ok((validate_recorded(&doc, &registry)?, registry))
