@@ -7,7 +7,8 @@
 //! | `llm.condition`  | `condition.rs`  |
 //!
 //! `provider.rs` makes one call (errors, internal retries on 429/5xx, streaming,
-//! cancellation); `openai.rs`, `anthropic.rs` and `ollama.rs` are the wire formats;
+//! cancellation); `wire.rs` says what differs between providers, and `openai.rs`,
+//! `anthropic.rs` and `ollama.rs` implement it;
 //! `types.rs` the provider-neutral messages; `price.rs` the price table; `common.rs`
 //! the config and usage accounting the blocks share.
 
@@ -23,6 +24,7 @@ mod structured;
 #[cfg(test)]
 mod tests;
 pub(crate) mod types;
+mod wire;
 
 /// The LLM blocks.
 pub(crate) fn blocks() -> Vec<Box<dyn agentloom_core::Block>> {
