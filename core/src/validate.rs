@@ -81,7 +81,6 @@ pub struct ValidNode {
     /// Shared by every node of the same kind.
     pub meta: Arc<BlockMeta>,
     pub node: Arc<dyn NodeImpl>,
-    pub credential: Option<String>,
     pub timeout: Option<Duration>,
     pub retry: RetryPolicy,
     pub inputs: Vec<InputSlot>,
@@ -452,7 +451,6 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
             id: doc_node.id.clone(),
             meta,
             node,
-            credential: doc_node.credential.clone(),
             timeout: doc_node.timeout_ms.map(Duration::from_millis),
             retry: doc_node.retry.clone().unwrap_or_default(),
             inputs,

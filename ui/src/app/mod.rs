@@ -131,10 +131,6 @@ pub enum Command {
         node: NodeId,
         label: Option<String>,
     },
-    SetCredential {
-        node: NodeId,
-        name: Option<String>,
-    },
     DeleteNodes(Vec<NodeId>),
     /// Remove the wires of a pin.
     Disconnect(wiring::Pin),
@@ -1770,11 +1766,6 @@ impl App {
                 self.document.checkpoint();
                 self.document
                     .update_node(node, catalog, |doc| doc.label = label);
-            }
-            Command::SetCredential { node, name } => {
-                self.document.checkpoint();
-                self.document
-                    .update_node(node, catalog, |doc| doc.credential = name);
             }
             Command::DeleteNodes(nodes) => {
                 self.document.remove_nodes(&nodes);
