@@ -4,11 +4,9 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
-
-use crate::Registry;
 
 const OPS: [&str; 6] = [
     "truthy",
@@ -19,8 +17,9 @@ const OPS: [&str; 6] = [
     "less_than",
 ];
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(Branch::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(Branch::new())]
 }
 
 struct Branch {
@@ -63,7 +62,11 @@ impl Block for Branch {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let reader = ConfigReader(config);
         let op = match reader.choice_or("op", &OPS, "truthy")? {
             "equals" => Op::Equals,

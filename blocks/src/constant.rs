@@ -3,14 +3,13 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, NodeImpl,
-    PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait, coerce,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait, coerce,
 };
 
-use crate::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(Constant::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(Constant::new())]
 }
 
 struct Constant {
@@ -45,7 +44,11 @@ impl Block for Constant {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let ty = ConfigReader(config).value_type_or("type", ValueType::Any)?;
         // `null` is a value a constant may hold, so only a missing key is refused.
         let json = config

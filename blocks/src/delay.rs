@@ -4,14 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
 };
 
-use crate::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(Delay::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(Delay::new())]
 }
 
 struct Delay {
@@ -41,7 +40,11 @@ impl Block for Delay {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let ms = ConfigReader(config).u64_or("ms", 1000)?;
         Ok(Arc::new(DelayNode {
             wait: Duration::from_millis(ms),

@@ -2,11 +2,10 @@
 
 use std::sync::Arc;
 
-use crate::Registry;
 use crate::confined::{self, OverCap};
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
 const READ_MODES: [&str; 3] = ["text", "bytes", "json"];
@@ -14,9 +13,9 @@ const READ_MODES: [&str; 3] = ["text", "bytes", "json"];
 const DEFAULT_MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
 const WRITE_MODES: [&str; 2] = ["text", "json"];
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(FileRead::new()));
-    r.register(Box::new(FileWrite::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(FileRead::new()), Box::new(FileWrite::new())]
 }
 
 fn path_field() -> ConfigField {
@@ -93,7 +92,11 @@ impl Block for FileRead {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let path = configured_path(config)?;
         let mode = mode(ConfigReader(config).choice_or("mode", &READ_MODES, "text")?);
         let max_bytes = ConfigReader(config).u64_or("max_bytes", DEFAULT_MAX_READ_BYTES)?;
@@ -203,7 +206,11 @@ impl Block for FileWrite {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let reader = ConfigReader(config);
         let path = configured_path(config)?;
         let append = reader.bool_or("append", false)?;
@@ -615,7 +622,7 @@ mod tests {
 
     #[test]
     fn only_write_has_side_effects() {
-        let r = crate::registry::shared_builtin();
+        let r = crate::Registry::builtin();
         assert!(r.block("file.write").unwrap().meta().side_effects);
         assert!(!r.block("file.read").unwrap().meta().side_effects);
     }

@@ -3,14 +3,11 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    ApprovalDecision, ApprovalRequest, Block, BlockCatalog as _, BlockError, BlockMeta, Config,
+    ApprovalDecision, ApprovalRequest, Block, BlockError, BlockMeta, Config, ConfigCtx,
     ConfigError, ConfigField, ConfigReader, GraphDoc, InputsExt as _, NodeImpl, PortSpec, Ports,
     RunCtx, Value, ValueMap, ValueType, async_trait, coerce,
 };
 use futures::StreamExt as _;
-
-use crate::Registry;
-use crate::registry::shared_builtin;
 
 const ITEMS: &str = "items";
 const RESULTS: &str = "results";
@@ -20,8 +17,9 @@ const GRAPH_ITEM: &str = "item";
 const GRAPH_RESULT: &str = "result";
 const MAX_CONCURRENCY: u64 = 64;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(ForEach::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(ForEach::new())]
 }
 
 struct ForEach {
@@ -80,7 +78,11 @@ impl Block for ForEach {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let reader = ConfigReader(config);
         let concurrency = reader.u64_or("concurrency", 4)?;
         if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
@@ -107,8 +109,8 @@ impl Block for ForEach {
                     "is required: name the block to run per item, or set `graph` to run a sub-graph per item",
                 ));
             }
-            (Some(kind), None) => inner_block(kind, &reader)?,
-            (None, Some(graph)) => inner_graph(graph)?,
+            (Some(kind), None) => inner_block(kind, &reader, ctx)?,
+            (None, Some(graph)) => inner_graph(graph, ctx)?,
         };
         let mut inputs = vec![
             PortSpec::new(ITEMS, ValueType::list_of(ValueType::Any))
@@ -143,6 +145,7 @@ impl Block for ForEach {
 fn inner_block(
     kind: &str,
     reader: &ConfigReader<'_>,
+    ctx: &ConfigCtx<'_>,
 ) -> Result<(Inner, Vec<PortSpec>), ConfigError> {
     let config = match reader.get("config") {
         None => Config::new(),
@@ -154,14 +157,14 @@ fn inner_block(
             ));
         }
     };
-    let block = shared_builtin().block(kind).ok_or_else(|| {
+    let block = ctx.catalog.block(kind).ok_or_else(|| {
         ConfigError::new(
             "block",
             format!("unknown block kind `{kind}`; see `agentloom blocks` for the available kinds"),
         )
     })?;
     let node = block
-        .instantiate(&config)
+        .instantiate(&config, ctx)
         .map_err(|e| ConfigError::new("config", format!("for block `{kind}`: {e}")))?;
     let ports = node.ports();
     let item_port = match reader
@@ -239,11 +242,14 @@ fn list(ports: &[PortSpec]) -> String {
 
 /// Checks the per-item sub-graph; its graph inputs other than `item` become inputs of the
 /// for-each node.
-fn inner_graph(json: &serde_json::Value) -> Result<(Inner, Vec<PortSpec>), ConfigError> {
+fn inner_graph(
+    json: &serde_json::Value,
+    ctx: &ConfigCtx<'_>,
+) -> Result<(Inner, Vec<PortSpec>), ConfigError> {
     let doc = GraphDoc::from_json_value(json.clone())
         .map_err(|e| ConfigError::new("graph", e.to_string()))?;
     let (graph_inputs, graph_outputs) =
-        crate::graph_call::graph_interface(&doc).map_err(|e| ConfigError::new("graph", e))?;
+        crate::graph_call::graph_interface(&doc, ctx).map_err(|e| ConfigError::new("graph", e))?;
     if !graph_inputs.iter().any(|input| input.name == GRAPH_ITEM) {
         return Err(ConfigError::new(
             "graph",
@@ -386,7 +392,7 @@ impl NodeImpl for ForEachNode {
                 item_type,
                 output_port,
             } => Runner::Block {
-                // The run's catalog, which may hold more blocks than the built-in set.
+                // The run's catalog: the one the node was configured from.
                 node: ctx.instantiate(kind, config)?,
                 side_effects: *side_effects,
                 title: kind.clone(),

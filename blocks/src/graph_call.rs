@@ -2,7 +2,8 @@
 //! graph's `graph.input` nodes and its outputs the child's `graph.output` nodes.
 //!
 //! A relative `path` is resolved against the directory of the graph file that holds the
-//! node: the registry built for that file carries it ([`for_graph_file`]). The child file is
+//! node: the registry built for that file carries it (`Registry::for_graph_file`), and
+//! hands it to the block with the node's [`ConfigCtx`]. The child file is
 //! read when the node is configured, so a missing file, a broken file or a reference cycle
 //! (a file that ends up calling itself) is a validation problem before anything runs.
 //!
@@ -17,13 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agentloom_core::{
-    Block, BlockCatalog as _, BlockError, BlockMeta, Config, ConfigError, ConfigField,
+    Block, BlockError, BlockMeta, CalledGraphs, Config, ConfigCtx, ConfigError, ConfigField,
     ConfigReader, GraphDoc, GraphInterface, NodeImpl, PortSpec, Ports, RunCtx, RunInput, ValueMap,
     ValueType, async_trait,
 };
-
-use crate::Registry;
-use crate::registry::shared_builtin;
 
 /// The block's kind id.
 pub const KIND: &str = "graph.call";
@@ -33,28 +31,94 @@ pub const PATH: &str = "path";
 /// How many graph files deep `graph.call` may nest (the calling file counts).
 pub const MAX_CALL_DEPTH: usize = 32;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(GraphCall::new(None, Arc::new(GraphFiles::new()))));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(GraphCall::new())]
 }
 
-/// Makes `registry`'s `graph.call` resolve relative paths against the directory of the
-/// graph file at `graph_file` (the file whose nodes the registry configures). Returns the
-/// files its nodes read, to record with a run.
-pub fn for_graph_file(registry: &mut Registry, graph_file: Option<&Path>) -> Arc<GraphFiles> {
-    let files = Arc::new(GraphFiles::new());
-    registry.register(Box::new(GraphCall::new(
-        graph_file.map(Path::to_path_buf),
-        Arc::clone(&files),
-    )));
-    registry.set_graph_files(Arc::clone(&files));
-    files
+/// The graph file a registry configures nodes of, and the files its `graph.call` nodes
+/// read: what the block finds behind [`ConfigCtx::called_graphs`].
+pub(crate) struct GraphScope {
+    /// The graph file holding the nodes, if it has been saved.
+    file: Option<PathBuf>,
+    files: Arc<GraphFiles>,
+    /// The files are recorded with a run (made for a graph file or a recorded run).
+    recorded: bool,
+    /// Set for an untrusted file: the only folder its calls may reach.
+    confined: Option<Confinement>,
 }
 
-/// Makes `registry`'s `graph.call` read the called files from `files` (the content kept
-/// with a recorded run); paths must be absolute, as in a recorded graph.
-pub fn with_files(registry: &mut Registry, files: Arc<GraphFiles>) {
-    registry.register(Box::new(GraphCall::new(None, Arc::clone(&files))));
-    registry.set_graph_files(files);
+impl Default for GraphScope {
+    /// No file: only absolute paths may be called, and nothing is recorded.
+    fn default() -> Self {
+        Self {
+            file: None,
+            files: Arc::new(GraphFiles::new()),
+            recorded: false,
+            confined: None,
+        }
+    }
+}
+
+impl GraphScope {
+    pub(crate) fn for_file(file: Option<&Path>) -> Self {
+        Self {
+            file: file.map(Path::to_path_buf),
+            recorded: true,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn untrusted(file: &Path, why: String) -> Self {
+        let folder = std::fs::canonicalize(file)
+            .ok()
+            .and_then(|file| file.parent().map(Path::to_path_buf));
+        Self {
+            confined: Some(Confinement {
+                // A file that cannot be resolved confines to nothing: every call is refused.
+                folder: folder.unwrap_or_default(),
+                why,
+            }),
+            ..Self::for_file(Some(file))
+        }
+    }
+
+    pub(crate) fn kept(files: Arc<GraphFiles>) -> Self {
+        Self {
+            files,
+            recorded: true,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    pub(crate) fn files(&self) -> &Arc<GraphFiles> {
+        &self.files
+    }
+
+    pub(crate) fn recorded_files(&self) -> Option<&Arc<GraphFiles>> {
+        self.recorded.then_some(&self.files)
+    }
+}
+
+impl CalledGraphs for GraphScope {
+    fn load(&self, path: &Path) -> Result<Arc<GraphDoc>, String> {
+        let mut chain: Vec<PathBuf> = self
+            .file
+            .as_deref()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .into_iter()
+            .collect();
+        self.files.load_checked(
+            path,
+            &mut chain,
+            &mut HashMap::new(),
+            self.confined.as_ref(),
+        )
+    }
 }
 
 /// The graph files read by the `graph.call` nodes of one registry.
@@ -238,36 +302,8 @@ impl GraphFiles {
     }
 }
 
-/// [`for_graph_file`] for a file its user has not trusted: `graph.call` may only run graph
-/// files inside the folder of `graph_file` (and what they call, in turn); any other file is
-/// a problem whose message ends with `why` (how to trust the file).
-pub fn for_untrusted_graph_file(
-    registry: &mut Registry,
-    graph_file: &Path,
-    why: String,
-) -> Arc<GraphFiles> {
-    let files = Arc::new(GraphFiles::new());
-    let folder = std::fs::canonicalize(graph_file)
-        .ok()
-        .and_then(|file| file.parent().map(Path::to_path_buf));
-    let mut call = GraphCall::new(Some(graph_file.to_path_buf()), Arc::clone(&files));
-    call.confined = Some(Confinement {
-        // A file that cannot be resolved confines to nothing: every call is refused.
-        folder: folder.unwrap_or_default(),
-        why,
-    });
-    registry.register(Box::new(call));
-    registry.set_graph_files(Arc::clone(&files));
-    files
-}
-
 struct GraphCall {
     meta: BlockMeta,
-    /// The graph file holding the node, if it has been saved.
-    parent_file: Option<PathBuf>,
-    files: Arc<GraphFiles>,
-    /// Set for an untrusted file: the only folder its calls may reach.
-    confined: Option<Confinement>,
 }
 
 /// The folder an untrusted graph's calls are confined to, and how to lift that.
@@ -291,7 +327,7 @@ impl Confinement {
 }
 
 impl GraphCall {
-    fn new(parent_file: Option<PathBuf>, files: Arc<GraphFiles>) -> Self {
+    fn new() -> Self {
         Self {
             meta: BlockMeta::new(
                 KIND,
@@ -302,26 +338,26 @@ impl GraphCall {
             .field(ConfigField::text(PATH, "Graph file").required().help(
                 "The graph file to run, relative to this graph's file (or absolute). Double-click the node to open it.",
             )),
-            parent_file,
-            files,
-            confined: None,
         }
     }
 }
 
 /// The graph interface of a document: its run inputs (sorted by name) and the names of its
-/// run outputs (sorted). Nodes of blocks outside the built-in set are checked when it runs.
-pub(crate) fn graph_interface(doc: &GraphDoc) -> Result<(Vec<RunInput>, Vec<String>), String> {
+/// run outputs (sorted). Nodes of blocks outside `ctx`'s catalog are checked when it runs.
+pub(crate) fn graph_interface(
+    doc: &GraphDoc,
+    ctx: &ConfigCtx<'_>,
+) -> Result<(Vec<RunInput>, Vec<String>), String> {
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     // A `graph.call` node is no part of the interface, and configuring one here would
     // read its files again outside this validation.
     for node in doc.nodes.iter().filter(|node| node.block != KIND) {
-        let Some(block) = shared_builtin().block(&node.block) else {
+        let Some(block) = ctx.catalog.block(&node.block) else {
             continue;
         };
         let imp = block
-            .instantiate(&node.config)
+            .instantiate(&node.config, ctx)
             .map_err(|e| format!("node `{}`: {e}", node.id))?;
         match imp.interface() {
             Some(GraphInterface::Input(input)) => inputs.push(input),
@@ -376,7 +412,11 @@ impl Block for GraphCall {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let path = ConfigReader(config).required_str(PATH)?.trim();
         if path.is_empty() {
             return Err(ConfigError::new(
@@ -385,23 +425,12 @@ impl Block for GraphCall {
             ));
         }
         let err = |message: String| ConfigError::new(PATH, message);
-        let target = resolve(self.parent_file.as_deref(), path).map_err(err)?;
-        let mut chain: Vec<PathBuf> = self
-            .parent_file
-            .as_deref()
-            .and_then(|p| std::fs::canonicalize(p).ok())
-            .into_iter()
-            .collect();
-        let child = self
-            .files
-            .load_checked(
-                &target,
-                &mut chain,
-                &mut HashMap::new(),
-                self.confined.as_ref(),
-            )
-            .map_err(err)?;
-        let (inputs, outputs) = graph_interface(&child)
+        let target = resolve(ctx.graph_file, path).map_err(err)?;
+        let graphs = ctx.called_graphs.ok_or_else(|| {
+            err("graph files cannot be read here: open the graph from its file".to_owned())
+        })?;
+        let child = graphs.load(&target).map_err(err)?;
+        let (inputs, outputs) = graph_interface(&child, ctx)
             .map_err(|e| err(format!("graph file `{}`: {e}", target.display())))?;
         let ports = Ports::new(
             inputs
@@ -445,7 +474,8 @@ impl NodeImpl for GraphCallNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentloom_core::validate;
+    use crate::Registry;
+    use agentloom_core::{BlockCatalog as _, validate};
     use serde_json::json;
 
     fn write(dir: &Path, name: &str, doc: &serde_json::Value) -> PathBuf {
@@ -464,7 +494,7 @@ mod tests {
 
     fn registry_for(file: &Path) -> Registry {
         let mut registry = Registry::builtin();
-        for_graph_file(&mut registry, Some(file));
+        registry.for_graph_file(Some(file));
         registry
     }
 
@@ -494,7 +524,8 @@ mod tests {
             }),
         );
         let parent = write(dir.path(), "parent.json", &calling("child.json"));
-        let node = registry_for(&parent)
+        let registry = registry_for(&parent);
+        let node = registry
             .block(KIND)
             .unwrap()
             .instantiate(
@@ -502,6 +533,7 @@ mod tests {
                     .as_object()
                     .unwrap()
                     .clone(),
+                &registry.config_ctx(),
             )
             .unwrap();
         let ports = node.ports();
@@ -587,7 +619,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let top = diamond(dir.path(), 16);
         let mut registry = Registry::builtin();
-        let files = for_graph_file(&mut registry, Some(&top));
+        let files = registry.for_graph_file(Some(&top));
         let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&top).unwrap()).unwrap();
         validate(&doc, &registry).unwrap();
         // level1 … level16: 2^16 calls below the top file, 16 files.
@@ -610,7 +642,7 @@ mod tests {
         );
         let parent = write(dir.path(), "parent.json", &calling("child.json"));
         let mut registry = Registry::builtin();
-        let files = for_graph_file(&mut registry, Some(&parent));
+        let files = registry.for_graph_file(Some(&parent));
         let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&parent).unwrap()).unwrap();
         let doc = with_absolute_paths(doc, Some(&parent));
         validate(&doc, &registry).unwrap();
@@ -619,7 +651,7 @@ mod tests {
 
         std::fs::write(&child, "{ not a graph").unwrap();
         let mut resumed = Registry::builtin();
-        with_files(&mut resumed, Arc::new(GraphFiles::kept(kept).unwrap()));
+        resumed.for_kept_graph_files(Arc::new(GraphFiles::kept(kept).unwrap()));
         let valid = validate(&doc, &resumed).unwrap();
         let outputs: Vec<&str> = valid.nodes[0]
             .node
@@ -650,7 +682,7 @@ mod tests {
         write(&inner, "hop.json", &calling("../outside.json"));
         let problems_untrusted = |caller: &Path| {
             let mut registry = Registry::builtin();
-            for_untrusted_graph_file(&mut registry, caller, "TRUST IT".to_owned());
+            registry.for_untrusted_graph_file(caller, "TRUST IT".to_owned());
             let text = std::fs::read_to_string(caller).unwrap();
             match validate(&GraphDoc::from_json_str(&text).unwrap(), &registry) {
                 Ok(_) => Vec::new(),

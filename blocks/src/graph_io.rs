@@ -3,16 +3,14 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, GraphInterface,
-    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, RunInput, Value, ValueMap, ValueType,
-    async_trait, coerce, coerce_given,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    GraphInterface, InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, RunInput, Value, ValueMap,
+    ValueType, async_trait, coerce, coerce_given,
 };
 
-use crate::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(GraphInput::new()));
-    r.register(Box::new(GraphOutput::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(GraphInput::new()), Box::new(GraphOutput::new())]
 }
 
 /// `graph.input`: one named run input.
@@ -57,7 +55,11 @@ impl Block for GraphInput {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let reader = ConfigReader(config);
         let name = reader.required_str("name")?.trim().to_owned();
         let ty = reader.value_type_or("type", ValueType::Text)?;
@@ -142,7 +144,11 @@ impl Block for GraphOutput {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let name = ConfigReader(config).required_str("name")?.trim().to_owned();
         let ports = Ports::new(
             vec![PortSpec::new("value", ValueType::Any).describe("The value to publish.")],

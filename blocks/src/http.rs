@@ -8,21 +8,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, Secret, Value, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Secret, Value, ValueMap, ValueType,
+    async_trait,
 };
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 
-use crate::{Registry, net};
+use crate::net;
 
 const METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
 const CREDENTIAL_STYLES: [&str; 4] = ["bearer", "header", "basic", "query"];
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(HttpRequest::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(HttpRequest::new())]
 }
 
 struct HttpRequest {
@@ -91,7 +93,11 @@ impl Block for HttpRequest {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let reader = ConfigReader(config);
         let method_name = reader.choice_or("method", &METHODS, "GET")?;
         let method = Method::from_bytes(method_name.as_bytes()).map_err(|_| {

@@ -3,15 +3,14 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    ApprovalDecision, ApprovalRequest, Block, BlockError, BlockMeta, Config, ConfigError,
-    ConfigField, ConfigReader, InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap,
-    ValueType, async_trait,
+    ApprovalDecision, ApprovalRequest, Block, BlockError, BlockMeta, Config, ConfigCtx,
+    ConfigError, ConfigField, ConfigReader, InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx,
+    Value, ValueMap, ValueType, async_trait,
 };
 
-use crate::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(HumanApproval::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(HumanApproval::new())]
 }
 
 const DEFAULT_ACTION: &str = "Continue with this value";
@@ -45,7 +44,11 @@ impl Block for HumanApproval {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let action = ConfigReader(config).str_or("action", DEFAULT_ACTION)?;
         Ok(Arc::new(HumanApprovalNode {
             action: action.to_owned(),

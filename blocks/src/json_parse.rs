@@ -3,14 +3,13 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, InputsExt as _, NodeImpl, PortSpec, Ports,
-    RunCtx, Value, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, InputsExt as _, NodeImpl,
+    PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
-use crate::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(JsonParse::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(JsonParse::new())]
 }
 
 struct JsonParse {
@@ -42,7 +41,11 @@ impl Block for JsonParse {
         &self.meta
     }
 
-    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        _config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(self.node.clone())
     }
 }

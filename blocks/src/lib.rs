@@ -1,7 +1,7 @@
 //! agentloom-blocks: the block library and the [`Registry`] that lists it.
 //!
-//! Each block family lives in its own module and adds its blocks to the registry with a
-//! `register` function; [`Registry::builtin`] calls them all. Blocks only talk to the run
+//! Each block family lives in its own module and exports its blocks with a `blocks`
+//! function; [`Registry::builtin`] lists those modules. Blocks only talk to the run
 //! through [`agentloom_core::RunCtx`], so they run the same in the app, the CLI and tests.
 //!
 //! | kind                  | module            |

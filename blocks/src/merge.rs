@@ -3,17 +3,16 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
 };
-
-use crate::Registry;
 
 const MIN_INPUTS: u64 = 2;
 const MAX_INPUTS: u64 = 8;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(Merge::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(Merge::new())]
 }
 
 struct Merge {
@@ -49,7 +48,11 @@ impl Block for Merge {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let count = ConfigReader(config).u64_or("inputs", MIN_INPUTS)?;
         if !(MIN_INPUTS..=MAX_INPUTS).contains(&count) {
             return Err(ConfigError::new(

@@ -21,7 +21,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentloom_core::{BlockError, RequestSlot, RunCtx, error_chain, host_of};
+use agentloom_core::{BlockError, RequestSlot, RunCtx, Secret, SecretError, error_chain, host_of};
 use reqwest::header::{
     AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HeaderMap, LOCATION,
     PROXY_AUTHORIZATION, REFERER, RETRY_AFTER, TRANSFER_ENCODING,
@@ -440,6 +440,41 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// else `backoff` doubled for each retry before.
 pub(crate) fn retry_wait(asked: Option<Duration>, backoff: Duration, retries: u32) -> Duration {
     asked.unwrap_or_else(|| backoff.saturating_mul(1 << retries.min(10)))
+}
+
+/// The secret to send again after `service` refused `refused`, the secret of credential
+/// `name`, with HTTP 401 (`unauthorized`, the error that answer gave): the refreshed OAuth
+/// token ([`RunCtx::refresh_secret`]). `unauthorized` stands when the credential cannot be
+/// refreshed (an API key, an environment variable); a refresh that failed says so.
+pub(crate) fn refreshed_secret(
+    ctx: &dyn RunCtx,
+    service: &str,
+    name: &str,
+    refused: &Secret,
+    unauthorized: BlockError,
+) -> Result<Secret, BlockError> {
+    match ctx.refresh_secret(name, refused) {
+        Ok(Some(fresh)) if !fresh.expose().is_empty() => {
+            tracing::info!(
+                service,
+                credential = name,
+                "token refused (HTTP 401); trying once more with the refreshed token"
+            );
+            Ok(fresh)
+        }
+        Ok(_) => Err(unauthorized),
+        Err(err) => {
+            let why = match err {
+                SecretError::Unusable { message, .. } => message,
+                other => other.to_string(),
+            };
+            let mut failed = BlockError::permanent(format!(
+                "{service} refused the token of credential `{name}` (HTTP 401) and getting a new one failed: {why}"
+            ));
+            failed.data = unauthorized.data;
+            Err(failed)
+        }
+    }
 }
 
 #[cfg(test)]

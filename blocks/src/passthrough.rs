@@ -3,14 +3,13 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, NodeImpl, PortSpec, Ports, RunCtx, ValueMap,
-    ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, NodeImpl, PortSpec, Ports,
+    RunCtx, ValueMap, ValueType, async_trait,
 };
 
-use crate::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(Passthrough::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(Passthrough::new())]
 }
 
 struct Passthrough {
@@ -42,7 +41,11 @@ impl Block for Passthrough {
         &self.meta
     }
 
-    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        _config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         // Every instance is the same; share one.
         Ok(self.node.clone())
     }

@@ -1,18 +1,50 @@
 //! The catalog of blocks a graph may use.
+//!
+//! Every block file says which blocks it provides (its `blocks()`); [`BUILTIN`] lists
+//! those files. A block sees the catalog it is configured from through its
+//! [`ConfigCtx`], never a global one.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::path::Path;
+use std::sync::Arc;
 
-use agentloom_core::{Block, BlockCatalog};
+use agentloom_core::{Block, BlockCatalog, ConfigCtx};
 
-use crate::graph_call::GraphFiles;
+use crate::graph_call::{GraphFiles, GraphScope};
 
-/// A set of blocks keyed by kind id. Iterates in kind order.
+/// What a block file exports: the blocks it provides.
+type BlockFile = fn() -> Vec<Box<dyn Block>>;
+
+/// The block files of the built-in set: adding a block is its own file plus a line here.
+const BUILTIN: [BlockFile; 19] = [
+    crate::graph_io::blocks,
+    crate::graph_call::blocks,
+    crate::constant::blocks,
+    crate::template::blocks,
+    crate::json_parse::blocks,
+    crate::json_query::blocks,
+    crate::branch::blocks,
+    crate::merge::blocks,
+    crate::for_each::blocks,
+    crate::delay::blocks,
+    crate::passthrough::blocks,
+    crate::human_approval::blocks,
+    crate::file::blocks,
+    crate::http::blocks,
+    crate::github::blocks,
+    crate::gmail::blocks,
+    crate::llm::blocks,
+    crate::agent::blocks,
+    crate::web_search::blocks,
+];
+
+/// A set of blocks keyed by kind id, and the graph file whose nodes they configure.
+/// Iterates in kind order.
 #[derive(Default)]
 pub struct Registry {
     blocks: BTreeMap<String, Box<dyn Block>>,
-    /// The files its `graph.call` reads, when made for a graph file or a recorded run.
-    graph_files: Option<Arc<GraphFiles>>,
+    /// The graph file and the files its `graph.call` nodes read.
+    scope: GraphScope,
 }
 
 impl Registry {
@@ -24,25 +56,9 @@ impl Registry {
     /// Every block this crate provides.
     pub fn builtin() -> Registry {
         let mut r = Registry::new();
-        crate::graph_io::register(&mut r);
-        crate::graph_call::register(&mut r);
-        crate::constant::register(&mut r);
-        crate::template::register(&mut r);
-        crate::json_parse::register(&mut r);
-        crate::json_query::register(&mut r);
-        crate::branch::register(&mut r);
-        crate::merge::register(&mut r);
-        crate::for_each::register(&mut r);
-        crate::delay::register(&mut r);
-        crate::passthrough::register(&mut r);
-        crate::human_approval::register(&mut r);
-        crate::file::register(&mut r);
-        crate::http::register(&mut r);
-        crate::github::register(&mut r);
-        crate::gmail::register(&mut r);
-        crate::llm::register(&mut r);
-        crate::agent::register(&mut r);
-        crate::web_search::register(&mut r);
+        for block in BUILTIN.iter().flat_map(|blocks| blocks()) {
+            r.register(block);
+        }
         r
     }
 
@@ -58,13 +74,32 @@ impl Registry {
         self
     }
 
-    /// The graph files its `graph.call` nodes read (see [`crate::graph_call::for_graph_file`]).
-    pub fn graph_files(&self) -> Option<&Arc<GraphFiles>> {
-        self.graph_files.as_ref()
+    /// Configures the nodes of the graph file at `graph_file`: `graph.call` resolves
+    /// relative paths against its directory. Returns the files its nodes read, to record
+    /// with a run.
+    pub fn for_graph_file(&mut self, graph_file: Option<&Path>) -> Arc<GraphFiles> {
+        self.scope = GraphScope::for_file(graph_file);
+        Arc::clone(self.scope.files())
     }
 
-    pub(crate) fn set_graph_files(&mut self, files: Arc<GraphFiles>) {
-        self.graph_files = Some(files);
+    /// [`Registry::for_graph_file`] for a file its user has not trusted: `graph.call` may
+    /// only run graph files inside the folder of `graph_file` (and what they call, in
+    /// turn); any other file is a problem whose message ends with `why` (how to trust it).
+    pub fn for_untrusted_graph_file(&mut self, graph_file: &Path, why: String) -> Arc<GraphFiles> {
+        self.scope = GraphScope::untrusted(graph_file, why);
+        Arc::clone(self.scope.files())
+    }
+
+    /// Makes `graph.call` read the called files from `files` (the content kept with a
+    /// recorded run); paths must be absolute, as in a recorded graph.
+    pub fn for_kept_graph_files(&mut self, files: Arc<GraphFiles>) {
+        self.scope = GraphScope::kept(files);
+    }
+
+    /// The graph files its `graph.call` nodes read, once made for a graph file or a
+    /// recorded run.
+    pub fn graph_files(&self) -> Option<&Arc<GraphFiles>> {
+        self.scope.recorded_files()
     }
 
     /// The kind ids, sorted.
@@ -89,6 +124,14 @@ impl BlockCatalog for Registry {
     fn blocks(&self) -> Vec<&dyn Block> {
         self.blocks.values().map(|b| &**b).collect()
     }
+
+    fn config_ctx(&self) -> ConfigCtx<'_> {
+        ConfigCtx {
+            catalog: self,
+            graph_file: self.scope.file(),
+            called_graphs: Some(&self.scope),
+        }
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -99,17 +142,10 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-/// One shared [`Registry::builtin`], for blocks that must look at other blocks while they
-/// are configured (a for-each derives its ports from its inner block).
-pub(crate) fn shared_builtin() -> &'static Registry {
-    static BUILTIN: OnceLock<Registry> = OnceLock::new();
-    BUILTIN.get_or_init(Registry::builtin)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentloom_core::{BlockMeta, Config, ConfigError, NodeImpl};
+    use agentloom_core::{BlockMeta, Config, ConfigCtx, ConfigError, NodeImpl};
     use std::sync::Arc;
 
     struct Dummy(BlockMeta);
@@ -118,7 +154,11 @@ mod tests {
         fn meta(&self) -> &BlockMeta {
             &self.0
         }
-        fn instantiate(&self, _: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        fn instantiate(
+            &self,
+            _: &Config,
+            _: &ConfigCtx<'_>,
+        ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
             Err(ConfigError::new("x", "dummy"))
         }
     }

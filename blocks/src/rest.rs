@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use agentloom_core::{BlockError, ConfigError, ConfigReader, RunCtx, Secret, SecretError, Value};
+use agentloom_core::{BlockError, ConfigError, ConfigReader, RunCtx, Secret, Value};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 
 use crate::net;
@@ -104,27 +104,7 @@ impl Api {
             Sent::Reply(reply) => return Ok(reply),
             Sent::Unauthorized(refused) => refused,
         };
-        let credential = &self.credential;
-        let fresh = match ctx.refresh_secret(credential, &token) {
-            Ok(Some(fresh)) => fresh,
-            Ok(None) => return Err(refused),
-            Err(err) => {
-                let why = match err {
-                    SecretError::Unusable { message, .. } => message,
-                    other => other.to_string(),
-                };
-                return Err(BlockError::permanent(format!(
-                    "{} refused the token of credential `{credential}` (HTTP 401) and getting a new one failed: {why}",
-                    self.service
-                ))
-                .with_data(refused.data.unwrap_or(Value::Null)));
-            }
-        };
-        tracing::info!(
-            service = self.service,
-            credential = credential.as_str(),
-            "token refused (HTTP 401); trying once more with the refreshed token"
-        );
+        let fresh = net::refreshed_secret(ctx, self.service, &self.credential, &token, refused)?;
         match self.send_with(ctx, &fresh, method, url, body).await? {
             Sent::Reply(reply) => Ok(reply),
             Sent::Unauthorized(again) => Err(BlockError {
@@ -360,6 +340,18 @@ pub(crate) struct ServiceBlock {
     ) -> Result<std::sync::Arc<dyn agentloom_core::NodeImpl>, ConfigError>,
 }
 
+impl ServiceBlock {
+    /// `blocks`, as a block file lists them for the registry.
+    pub(crate) fn boxed(
+        blocks: impl IntoIterator<Item = ServiceBlock>,
+    ) -> Vec<Box<dyn agentloom_core::Block>> {
+        blocks
+            .into_iter()
+            .map(|block| Box::new(block) as Box<dyn agentloom_core::Block>)
+            .collect()
+    }
+}
+
 impl agentloom_core::Block for ServiceBlock {
     fn meta(&self) -> &agentloom_core::BlockMeta {
         &self.meta
@@ -368,6 +360,7 @@ impl agentloom_core::Block for ServiceBlock {
     fn instantiate(
         &self,
         config: &agentloom_core::Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
     ) -> Result<std::sync::Arc<dyn agentloom_core::NodeImpl>, ConfigError> {
         (self.make)(config)
     }

@@ -2,15 +2,15 @@
 
 use std::sync::Arc;
 
-use crate::Registry;
 use crate::jinja::SharedTemplate;
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, NodeImpl,
-    PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
 };
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(TextTemplate::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(TextTemplate::new())]
 }
 
 struct TextTemplate {
@@ -40,7 +40,11 @@ impl Block for TextTemplate {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let source = ConfigReader(config)
             .str("template")?
             .filter(|s| !s.is_empty())

@@ -11,6 +11,8 @@ use agentloom_core::{
     ValueMap, async_trait, secret_env_var,
 };
 
+use crate::Registry;
+
 /// A [`RunCtx`] for tests: run inputs and secrets from memory, and a record of partial
 /// output, usage and run outputs.
 pub struct TestCtx {
@@ -36,6 +38,8 @@ pub struct TestCtx {
     approval_requests: Mutex<Vec<ApprovalRequest>>,
     /// What [`RunCtx::resume_checkpoint`] gives: as after a paused run was resumed.
     resume: Option<Value>,
+    /// The blocks [`RunCtx::instantiate`] makes nodes of: the built-in set.
+    catalog: Registry,
 }
 
 impl Default for TestCtx {
@@ -67,6 +71,7 @@ impl TestCtx {
             decisions: Mutex::new(VecDeque::new()),
             approval_requests: Mutex::new(Vec::new()),
             resume: None,
+            catalog: Registry::builtin(),
         }
     }
 
@@ -302,11 +307,12 @@ impl RunCtx for TestCtx {
     }
 
     fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError> {
-        let block = crate::registry::shared_builtin()
+        let block = self
+            .catalog
             .block(kind)
             .ok_or_else(|| BlockError::permanent(format!("unknown block kind `{kind}`")))?;
         block
-            .instantiate(config)
+            .instantiate(config, &self.catalog.config_ctx())
             .map_err(|e| BlockError::permanent(format!("block `{kind}`: {e}")))
     }
 
@@ -362,10 +368,13 @@ pub async fn run_block_with(
 /// Instantiates built-in block `kind` with `config`, returning the config error as text.
 pub fn instantiate(kind: &str, config: serde_json::Value) -> Result<Arc<dyn NodeImpl>, String> {
     let config = config_object(config).map_err(|e| e.message)?;
-    let block = crate::registry::shared_builtin()
+    let catalog = Registry::builtin();
+    let block = catalog
         .block(kind)
         .ok_or_else(|| format!("unknown block kind `{kind}`"))?;
-    block.instantiate(&config).map_err(|e| e.to_string())
+    block
+        .instantiate(&config, &catalog.config_ctx())
+        .map_err(|e| e.to_string())
 }
 
 /// The config error instantiating built-in block `kind` with `config` gives, if any.

@@ -5,19 +5,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
-use crate::{Registry, net};
+use crate::net;
 
 pub(crate) const PROVIDERS: [&str; 3] = ["searxng", "brave", "tavily"];
 const DEFAULT_MAX_RESULTS: u64 = 5;
 /// How long one search may take.
 const SEARCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(WebSearch::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(WebSearch::new())]
 }
 
 /// Where and how to search, read from config.
@@ -255,7 +256,11 @@ impl Block for WebSearch {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let settings = SearchSettings::from_config(config, "")?;
         let ports = Ports::new(
             vec![PortSpec::new("query", ValueType::Text).describe("What to search for.")],

@@ -191,8 +191,53 @@ pub trait Block: Send + Sync + 'static {
     fn meta(&self) -> &BlockMeta;
 
     /// Reads and checks `config` once, and returns the node that runs with it.
-    /// Ports may depend on the config (a template's variables become inputs).
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError>;
+    /// Ports may depend on the config (a template's variables become inputs) and on what
+    /// `ctx` holds (a for-each takes the ports of the block it wraps from the catalog).
+    fn instantiate(
+        &self,
+        config: &Config,
+        ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError>;
+}
+
+/// The set of blocks a graph may use, and what its blocks see while they are configured.
+pub trait BlockCatalog: Send + Sync {
+    fn block(&self, kind: &str) -> Option<&dyn Block>;
+    /// Every block, sorted by kind id.
+    fn blocks(&self) -> Vec<&dyn Block>;
+    /// What a node's block is given while it reads the node's config.
+    fn config_ctx(&self) -> ConfigCtx<'_>;
+}
+
+/// What a block may consult while it reads a node's config; made by the catalog the
+/// graph is checked against ([`BlockCatalog::config_ctx`]).
+#[derive(Clone, Copy)]
+pub struct ConfigCtx<'a> {
+    /// The graph's blocks, its MCP tools included: a block that wraps another looks it up here.
+    pub catalog: &'a dyn BlockCatalog,
+    /// The graph file holding the node, once saved: relative paths are resolved against it.
+    pub graph_file: Option<&'a Path>,
+    /// Reads the graph files that `graph.call` nodes run; `None` where none may be read.
+    pub called_graphs: Option<&'a dyn CalledGraphs>,
+}
+
+impl<'a> ConfigCtx<'a> {
+    /// The blocks of `catalog`, for a graph that has no file and reads no other.
+    pub fn new(catalog: &'a dyn BlockCatalog) -> Self {
+        Self {
+            catalog,
+            graph_file: None,
+            called_graphs: None,
+        }
+    }
+}
+
+/// Reads the graph files a catalog's `graph.call` nodes run, each once per validation,
+/// and keeps what it read so that a run is recorded with it.
+pub trait CalledGraphs: Send + Sync {
+    /// The graph file at `path` (absolute, or relative to the working directory), after
+    /// checking it and every file it calls in turn; the error says what is wrong and where.
+    fn load(&self, path: &Path) -> Result<Arc<GraphDoc>, String>;
 }
 
 /// How a node takes part in the graph's interface, if it does.

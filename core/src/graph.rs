@@ -94,9 +94,6 @@ pub struct NodeDoc {
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     #[schemars(with = "std::collections::BTreeMap<String, serde_json::Value>")]
     pub config: Config,
-    /// The name of a stored credential (never the secret itself).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credential: Option<String>,
     /// Fail an attempt that takes longer than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
@@ -117,7 +114,6 @@ impl NodeDoc {
             label: None,
             position: [0.0, 0.0],
             config: Config::new(),
-            credential: None,
             timeout_ms: None,
             retry: None,
             pinned: None,
@@ -332,6 +328,7 @@ impl GraphDoc {
         if version == 0 {
             migrate_v0_to_v1(object);
         }
+        migrate_node_credentials(object);
         let doc: GraphDoc =
             serde_path_to_error::deserialize(json).map_err(|e| LoadError::Shape {
                 path: json_path(&e.path().to_string()),
@@ -407,6 +404,34 @@ fn migrate_v0_to_v1(object: &mut serde_json::Map<String, serde_json::Value>) {
     object.insert("version".to_owned(), serde_json::json!(FORMAT_VERSION));
 }
 
+/// Files once named a node's credential beside its config (`"credential": "work"`); the
+/// blocks read it from their config, so it moves there (a name already in the config wins).
+fn migrate_node_credentials(object: &mut serde_json::Map<String, serde_json::Value>) {
+    let Some(serde_json::Value::Array(nodes)) = object.get_mut("nodes") else {
+        return;
+    };
+    for node in nodes
+        .iter_mut()
+        .filter_map(serde_json::Value::as_object_mut)
+    {
+        let Some(credential) = node.remove("credential") else {
+            continue;
+        };
+        if credential
+            .as_str()
+            .is_none_or(|name| name.trim().is_empty())
+        {
+            continue;
+        }
+        let config = node
+            .entry("config")
+            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let serde_json::Value::Object(config) = config {
+            config.entry("credential").or_insert(credential);
+        }
+    }
+}
+
 /// serde_path_to_error prints `nodes[0].config`; make the root explicit: `$.nodes[0].config`.
 fn json_path(path: &str) -> String {
     if path == "." || path.is_empty() {
@@ -460,6 +485,28 @@ mod tests {
         let again = GraphDoc::from_json_str(&text).unwrap().to_json_string();
         assert_eq!(text, again);
         assert!(text.ends_with("}\n"));
+    }
+
+    #[test]
+    fn a_node_level_credential_moves_into_the_config() {
+        let doc = GraphDoc::from_json_str(
+            r#"{"format":"agentloom.graph","version":1,"nodes":[
+                {"id":"a","block":"http.request","credential":"work","config":{"url":"u"}},
+                {"id":"b","block":"llm.chat","credential":"old","config":{"credential":"kept"}},
+                {"id":"c","block":"github.get_issue","credential":"gh"},
+                {"id":"d","block":"data.constant","credential":""}]}"#,
+        )
+        .unwrap();
+        let credential = |i: usize| doc.nodes[i].config.get("credential").cloned();
+        assert_eq!(credential(0), Some(serde_json::json!("work")));
+        assert_eq!(
+            doc.nodes[0].config.get("url"),
+            Some(&serde_json::json!("u"))
+        );
+        assert_eq!(credential(1), Some(serde_json::json!("kept")));
+        assert_eq!(credential(2), Some(serde_json::json!("gh")));
+        assert_eq!(credential(3), None);
+        assert!(!doc.to_json_string().contains("\"old\""));
     }
 
     #[test]

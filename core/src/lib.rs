@@ -24,10 +24,10 @@ mod value;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, resolved_details};
 pub use block::{
-    Block, BlockError, BlockMeta, CpuJob, ERROR_PORT, ErrorClass, GraphInterface, InputsExt,
-    NodeImpl, PortSpec, Ports, REDACTED, RequestSlot, RunCtx, RunInput, Secret, SecretError,
-    SecretSource, TOOL_PORT, Usage, env_secret, error_chain, outputs, run_cpu_bound,
-    secret_env_var,
+    Block, BlockCatalog, BlockError, BlockMeta, CalledGraphs, ConfigCtx, CpuJob, ERROR_PORT,
+    ErrorClass, GraphInterface, InputsExt, NodeImpl, PortSpec, Ports, REDACTED, RequestSlot,
+    RunCtx, RunInput, Secret, SecretError, SecretSource, TOOL_PORT, Usage, env_secret, error_chain,
+    outputs, run_cpu_bound, secret_env_var,
 };
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use escape::{Escaped, escape_control};
@@ -47,8 +47,8 @@ pub use types::{
     message,
 };
 pub use validate::{
-    BlockCatalog, InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode,
-    instantiate_node, validate, validate_shared,
+    InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode, instantiate_node,
+    validate, validate_shared,
 };
 pub use value::{Value, ValueMap, clip_chars};
 

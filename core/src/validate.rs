@@ -7,17 +7,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::block::{Block, BlockMeta, GraphInterface, NodeImpl, RunInput};
+use crate::block::{Block, BlockCatalog, BlockMeta, GraphInterface, NodeImpl, RunInput};
 use crate::escape::{Escaped, escape_control};
 use crate::graph::{GraphDoc, NodeDoc, RetryPolicy};
 use crate::types::{Compat, ValueType, compatibility};
-
-/// The set of blocks a graph may use.
-pub trait BlockCatalog: Send + Sync {
-    fn block(&self, kind: &str) -> Option<&dyn Block>;
-    /// Every block, sorted by kind id.
-    fn blocks(&self) -> Vec<&dyn Block>;
-}
 
 /// What is wrong, as a machine-readable kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -88,7 +81,6 @@ pub struct ValidNode {
     /// Shared by every node of the same kind.
     pub meta: Arc<BlockMeta>,
     pub node: Arc<dyn NodeImpl>,
-    pub credential: Option<String>,
     pub timeout: Option<Duration>,
     pub retry: RetryPolicy,
     pub inputs: Vec<InputSlot>,
@@ -193,7 +185,7 @@ fn instantiate<'c>(
             ),
         });
     };
-    match block.instantiate(&node.config) {
+    match block.instantiate(&node.config, &catalog.config_ctx()) {
         Ok(imp) => Ok((block, imp)),
         Err(err) => Err(Problem {
             kind: ProblemKind::BadConfig,
@@ -459,7 +451,6 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
             id: doc_node.id.clone(),
             meta,
             node,
-            credential: doc_node.credential.clone(),
             timeout: doc_node.timeout_ms.map(Duration::from_millis),
             retry: doc_node.retry.clone().unwrap_or_default(),
             inputs,

@@ -104,7 +104,10 @@ fn main() {
     // Baseline: the block's own cost, called directly.
     let passthrough = registry
         .block("control.passthrough")
-        .and_then(|b| b.instantiate(&agentloom_core::Config::new()).ok())
+        .and_then(|b| {
+            b.instantiate(&agentloom_core::Config::new(), &registry.config_ctx())
+                .ok()
+        })
         .expect("passthrough block");
     let ctx = TestCtx::new();
     let direct_per_node = runtime.block_on(async {

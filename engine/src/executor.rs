@@ -668,7 +668,7 @@ impl RunCtx for NodeCtx {
             .block(kind)
             .ok_or_else(|| BlockError::permanent(format!("unknown block `{kind}`")))?;
         block
-            .instantiate(config)
+            .instantiate(config, &self.shared.executor.catalog.config_ctx())
             .map_err(|e| BlockError::permanent(format!("block `{kind}`: {e}")))
     }
 

@@ -27,7 +27,11 @@ impl Block for Counter {
     fn meta(&self) -> &BlockMeta {
         &self.0
     }
-    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        _config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(Arc::new(CounterNode(
             Ports::new(
                 vec![PortSpec::new("value", ValueType::Any)],
@@ -297,7 +301,11 @@ impl Block for AsksWithCheckpoint {
     fn meta(&self) -> &BlockMeta {
         &self.0
     }
-    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        _config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(Arc::new(AsksWithCheckpointNode(Ports::new(
             vec![],
             vec![PortSpec::new("seen", ValueType::Any)],

@@ -35,7 +35,11 @@ impl Block for Flaky {
     fn meta(&self) -> &BlockMeta {
         &self.meta
     }
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let fail_times =
             u32::try_from(ConfigReader(config).u64_or("fail_times", 0)?).unwrap_or(u32::MAX);
         Ok(Arc::new(FlakyNode {
@@ -73,7 +77,11 @@ impl Block for Costly {
     fn meta(&self) -> &BlockMeta {
         &self.0
     }
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(Arc::new(CostlyNode {
             cost: ConfigReader(config).f64("cost")?.unwrap_or(0.0),
             ports: Ports::new(
@@ -226,7 +234,11 @@ impl Block for Busy {
     fn meta(&self) -> &BlockMeta {
         &self.meta
     }
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(Arc::new(BusyNode {
             ms: ConfigReader(config).u64_or("ms", 50)?,
             active: self.active.clone(),
@@ -297,7 +309,11 @@ impl Block for Request {
     fn meta(&self) -> &BlockMeta {
         &self.meta
     }
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(Arc::new(RequestNode {
             url: ConfigReader(config)
                 .str("url")?

@@ -37,7 +37,11 @@ impl Block for Echo {
     fn meta(&self) -> &BlockMeta {
         &self.0
     }
-    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        _config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(Arc::new(EchoNode(Ports::new(
             vec![],
             vec![PortSpec::new("value", ValueType::Text)],
@@ -68,7 +72,11 @@ impl Block for Spender {
     fn meta(&self) -> &BlockMeta {
         &self.0
     }
-    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        _config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(Arc::new(SpenderNode(Ports::new(
             vec![PortSpec::new("value", ValueType::Any).optional()],
             vec![PortSpec::new("value", ValueType::Any)],
@@ -108,7 +116,11 @@ impl Block for Busy {
     fn meta(&self) -> &BlockMeta {
         &self.0
     }
-    fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        _config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         Ok(Arc::new(BusyNode(Ports::new(
             vec![PortSpec::new("value", ValueType::Any)],
             vec![PortSpec::new("value", ValueType::Any)],

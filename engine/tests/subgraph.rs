@@ -59,7 +59,7 @@ fn parent(path: &str) -> serde_json::Value {
 
 fn registry_for(file: &Path) -> Arc<Registry> {
     let mut registry = Registry::builtin();
-    agentloom_blocks::graph_call::for_graph_file(&mut registry, Some(file));
+    registry.for_graph_file(Some(file));
     Arc::new(registry)
 }
 

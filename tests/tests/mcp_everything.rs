@@ -96,7 +96,9 @@ async fn http_server_tools_are_blocks_a_graph_calls() {
     // The tools are blocks, their inputs from the tools' input schemas.
     let sum = registry.block("mcp.everything.get-sum").unwrap();
     assert_eq!(sum.meta().category, "MCP");
-    let node = sum.instantiate(&Config::new()).unwrap();
+    let node = sum
+        .instantiate(&Config::new(), &registry.config_ctx())
+        .unwrap();
     let inputs: Vec<(&str, ValueType, bool)> = node
         .ports()
         .inputs

@@ -416,8 +416,8 @@ pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
     let mut credentials = BTreeSet::new();
     for (path, doc) in &docs {
         for node in &doc.nodes {
-            // Named on the node, in its config, else the block's default.
-            let mut named: Vec<String> = node.credential.iter().cloned().collect();
+            // Named in its config, else the block's default.
+            let mut named: Vec<String> = Vec::new();
             named.extend(
                 node.config
                     .iter()

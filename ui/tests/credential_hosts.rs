@@ -355,6 +355,29 @@ fn an_echoed_token_forwarded_to_another_host_is_refused_and_never_shown() {
     );
 }
 
+/// Older files named a node's credential beside its config: such a file still runs with it.
+#[test]
+fn a_credential_named_on_the_node_in_an_older_file_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let peer = Peer::start();
+    let nodes = json!([{
+        "id": "get", "block": "http.request", "credential": "svc",
+        "config": {"url": format!("{}/data", peer.base), "allow_private_network": true}
+    }]);
+    let graph = write_graph(dir.path(), &nodes, &json!([]));
+    let (output, report) = run(dir.path(), &graph, &svc_bound_to(&peer));
+    assert!(
+        output.status.success(),
+        "{}\n{report}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let received = peer.received();
+    assert!(
+        received.contains(&format!("Bearer {TOKEN}")),
+        "the node's credential was not sent:\n{received}"
+    );
+}
+
 #[test]
 fn provider_keys_in_their_own_headers_stay_with_the_provider() {
     let dir = tempfile::tempdir().unwrap();

@@ -403,7 +403,11 @@ mod careless_logging {
         fn meta(&self) -> &BlockMeta {
             &self.0
         }
-        fn instantiate(&self, _config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        fn instantiate(
+            &self,
+            _config: &Config,
+            _ctx: &agentloom_core::ConfigCtx<'_>,
+        ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
             Ok(Arc::new(LogsSecretNode(Ports::new(
                 vec![],
                 vec![PortSpec::new("value", ValueType::Text)],

@@ -59,34 +59,48 @@ fn run_json(graph: &Path, dir: &Path, inputs: &[&str]) -> (Output, Value) {
     (output, json)
 }
 
+/// A trusted graph file in a new directory whose server `everything` is server-everything
+/// over stdio; `None` where server-everything is not installed.
+fn everything_graph_file(nodes: &Value, edges: &Value) -> Option<(tempfile::TempDir, PathBuf)> {
+    let launcher = server_everything()?;
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(dir.path(), &everything_graph(&launcher, nodes, edges));
+    Some((dir, graph))
+}
+
+/// The report of a run that must succeed.
+fn run_ok(graph: &Path, dir: &Path, inputs: &[&str]) -> Value {
+    let (output, report) = run_json(graph, dir, inputs);
+    assert!(
+        output.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    report
+}
+
 #[test]
 fn server_everything_tools_are_blocks_a_graph_calls() {
-    let Some(launcher) = server_everything() else {
+    let Some((dir, graph)) = everything_graph_file(
+        &json!([
+            {"id": "message", "block": "graph.input", "config": {"name": "message", "type": "text"}},
+            {"id": "echo", "block": "mcp.everything.echo"},
+            {"id": "a", "block": "data.constant", "config": {"value": 1.5}},
+            {"id": "b", "block": "data.constant", "config": {"value": 2}},
+            {"id": "sum", "block": "mcp.everything.get-sum"},
+            {"id": "echoed", "block": "graph.output", "config": {"name": "echoed"}},
+            {"id": "total", "block": "graph.output", "config": {"name": "total"}}
+        ]),
+        &json!([
+            {"from": ["message", "value"], "to": ["echo", "message"]},
+            {"from": ["echo", "text"], "to": ["echoed", "value"]},
+            {"from": ["a", "value"], "to": ["sum", "a"]},
+            {"from": ["b", "value"], "to": ["sum", "b"]},
+            {"from": ["sum", "text"], "to": ["total", "value"]}
+        ]),
+    ) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let graph = write_graph(
-        dir.path(),
-        &everything_graph(
-            &launcher,
-            &json!([
-                {"id": "message", "block": "graph.input", "config": {"name": "message", "type": "text"}},
-                {"id": "echo", "block": "mcp.everything.echo"},
-                {"id": "a", "block": "data.constant", "config": {"value": 1.5}},
-                {"id": "b", "block": "data.constant", "config": {"value": 2}},
-                {"id": "sum", "block": "mcp.everything.get-sum"},
-                {"id": "echoed", "block": "graph.output", "config": {"name": "echoed"}},
-                {"id": "total", "block": "graph.output", "config": {"name": "total"}}
-            ]),
-            &json!([
-                {"from": ["message", "value"], "to": ["echo", "message"]},
-                {"from": ["echo", "text"], "to": ["echoed", "value"]},
-                {"from": ["a", "value"], "to": ["sum", "a"]},
-                {"from": ["b", "value"], "to": ["sum", "b"]},
-                {"from": ["sum", "text"], "to": ["total", "value"]}
-            ]),
-        ),
-    );
 
     // The tools are listed as blocks, their inputs from the tools' input schemas.
     let listed = bin()
@@ -126,14 +140,34 @@ fn server_everything_tools_are_blocks_a_graph_calls() {
     // server-everything gives none for `echo`; blocks/src/mcp/tool_block.rs tests them).
 
     // A graph calls `echo` and `get-sum`.
-    let (output, report) = run_json(&graph, dir.path(), &["message=hello from a graph"]);
-    assert!(
-        output.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let report = run_ok(&graph, dir.path(), &["message=hello from a graph"]);
     assert_eq!(report["outputs"]["echoed"], "Echo: hello from a graph");
     assert_eq!(report["outputs"]["total"], "The sum of 1.5 and 2 is 3.5.");
+}
+
+/// A for-each configures its inner block from the graph's own catalog, so it wraps a
+/// tool of the graph's MCP server like any built-in block.
+#[test]
+fn a_for_each_runs_an_mcp_tool_once_per_item() {
+    let Some((dir, graph)) = everything_graph_file(
+        &json!([
+            {"id": "items", "block": "data.constant", "config": {"value": ["one", "two", "three"]}},
+            {"id": "each", "block": "control.for_each",
+             "config": {"block": "mcp.everything.echo", "output_port": "text", "concurrency": 2}},
+            {"id": "echoed", "block": "graph.output", "config": {"name": "echoed"}}
+        ]),
+        &json!([
+            {"from": ["items", "value"], "to": ["each", "items"]},
+            {"from": ["each", "results"], "to": ["echoed", "value"]}
+        ]),
+    ) else {
+        return;
+    };
+    let report = run_ok(&graph, dir.path(), &[]);
+    assert_eq!(
+        report["outputs"]["echoed"],
+        json!(["Echo: one", "Echo: two", "Echo: three"])
+    );
 }
 
 #[test]

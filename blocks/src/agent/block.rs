@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, GraphDoc,
-    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    GraphDoc, InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
 };
 
 use super::run_loop::{Agent, AgentState, Limits};
@@ -14,8 +14,8 @@ use super::sandbox::Sandbox;
 use super::schema::{Builtin, Toolbox, wired_tools};
 use super::tools::{DEFAULT_HTTP_MAX_BYTES, HttpGetSettings};
 use crate::llm::common::{LlmSettings, Meter, connection_fields, tuning_fields};
+use crate::net;
 use crate::web_search::{SearchSettings, search_fields};
-use crate::{Registry, net};
 
 pub(crate) const DEFAULT_MAX_STEPS: u64 = 20;
 /// Tokens of transcript kept before old steps are summarised.
@@ -40,8 +40,9 @@ pub fn unsandboxed_code_nodes(doc: &GraphDoc) -> Vec<String> {
 
 const DEFAULT_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(AgentBlock::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(AgentBlock::new())]
 }
 
 struct AgentBlock {
@@ -114,7 +115,11 @@ impl Block for AgentBlock {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let settings = LlmSettings::from_config(config, false)?;
         let reader = ConfigReader(config);
         let mut builtins = Vec::new();

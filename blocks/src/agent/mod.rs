@@ -17,7 +17,7 @@ mod schema;
 mod step;
 mod tools;
 
-pub(crate) use block::register;
+pub(crate) use block::blocks;
 pub use block::{UNSANDBOXED_FIELD, unsandboxed_code_nodes};
 pub use sandbox::BWRAP_ENV;
 pub use step::Step;

@@ -10,25 +10,23 @@ mod get_issue;
 mod list_issues;
 mod read_file;
 
-use agentloom_core::{BlockMeta, Config, ConfigError, ConfigField, ConfigReader, Value};
+use agentloom_core::{Block, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, Value};
 
-use crate::Registry;
 use crate::rest::{Api, ServiceBlock};
 
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.github.com";
 const LOGIN_HINT: &str = "Sign in again with `agentloom credentials login github --name NAME`, or store a new token with `agentloom credentials add NAME --provider github`";
 
-pub(crate) fn register(r: &mut Registry) {
-    for block in [
+/// The GitHub blocks.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    ServiceBlock::boxed([
         list_issues::block(),
         get_issue::block(),
         create_issue::block(),
         comment::block(),
         read_file::block(),
         create_pull_request::block(),
-    ] {
-        r.register(Box::new(block));
-    }
+    ])
 }
 
 /// The fields every GitHub block has.

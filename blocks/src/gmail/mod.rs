@@ -6,26 +6,25 @@ mod search;
 mod send;
 
 use agentloom_core::{
-    BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _, ValueMap,
+    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
+    ValueMap,
 };
 use base64::Engine as _;
 
-use crate::Registry;
 use crate::rest::{Api, ServiceBlock};
 
 pub(crate) const DEFAULT_BASE_URL: &str = "https://gmail.googleapis.com";
 const LOGIN_HINT: &str =
     "Sign in again with `agentloom credentials login google --name NAME --client-id ID`";
 
-pub(crate) fn register(r: &mut Registry) {
-    for block in [
+/// The Gmail blocks.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    ServiceBlock::boxed([
         search::block(),
         read_message::block(),
         send::block(),
         create_draft::block(),
-    ] {
-        r.register(Box::new(block));
-    }
+    ])
 }
 
 fn meta(kind: &str, title: &str, description: &str) -> BlockMeta {

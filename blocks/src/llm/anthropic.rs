@@ -6,10 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use reqwest::header::HeaderName;
 use serde_json::{Value as Json, json};
 
-use super::provider::StreamFault;
 use super::types::{ChatRequest, Reply, Role, TokenCounts, ToolCall, parse_arguments};
+use super::wire::{About, StreamFault, StreamParse, WireFormat};
 
 /// Anthropic requires `max_tokens`; this is used when the block sets none.
 pub(crate) const DEFAULT_MAX_TOKENS: u64 = 4096;
@@ -154,9 +155,9 @@ pub(crate) struct StreamParser {
     done: bool,
 }
 
-impl StreamParser {
+impl StreamParse for StreamParser {
     /// Feeds one SSE event; returns the text it adds, if any.
-    pub(crate) fn feed(&mut self, event: &str, data: &str) -> Result<Option<String>, StreamFault> {
+    fn feed(&mut self, event: &str, data: &str) -> Result<Option<String>, StreamFault> {
         if data.trim().is_empty() {
             return Ok(None);
         }
@@ -251,28 +252,29 @@ impl StreamParser {
         Ok(None)
     }
 
-    pub(crate) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 
-    pub(crate) fn is_complete(&self) -> bool {
+    fn is_complete(&self) -> bool {
         self.done
     }
 
-    pub(crate) fn text_len(&self) -> usize {
+    fn text_len(&self) -> usize {
         self.text.chars().count()
     }
 
-    pub(crate) fn into_reply(self) -> Reply {
+    fn into_reply(self: Box<Self>) -> Reply {
+        let this = *self;
         let usage =
-            (self.input_tokens.is_some() || self.output_tokens.is_some()).then(|| TokenCounts {
-                input: self.input_tokens.unwrap_or(0),
-                output: self.output_tokens.unwrap_or(0),
+            (this.input_tokens.is_some() || this.output_tokens.is_some()).then(|| TokenCounts {
+                input: this.input_tokens.unwrap_or(0),
+                output: this.output_tokens.unwrap_or(0),
                 estimated: false,
             });
         Reply {
-            text: self.text,
-            tool_calls: self
+            text: this.text,
+            tool_calls: this
                 .blocks
                 .into_iter()
                 .filter_map(|(index, block)| match block {
@@ -289,8 +291,50 @@ impl StreamParser {
                 })
                 .collect(),
             usage,
-            finish_reason: self.stop_reason,
+            finish_reason: this.stop_reason,
         }
+    }
+}
+
+/// Anthropic's Messages API.
+#[derive(Debug)]
+pub(crate) struct Anthropic;
+
+impl WireFormat for Anthropic {
+    fn about(&self) -> About {
+        About::hosted("anthropic", "Anthropic", "https://api.anthropic.com")
+    }
+
+    fn url(&self, base_url: &str) -> String {
+        if base_url.ends_with("/v1") {
+            format!("{base_url}/messages")
+        } else {
+            format!("{base_url}/v1/messages")
+        }
+    }
+
+    fn fixed_headers(&self) -> Vec<(HeaderName, &'static str)> {
+        vec![(HeaderName::from_static("anthropic-version"), API_VERSION)]
+    }
+
+    fn key_header(&self, key: &str) -> (HeaderName, String) {
+        (HeaderName::from_static("x-api-key"), key.to_owned())
+    }
+
+    fn body(&self, request: &ChatRequest, _base_url: &str) -> Json {
+        body(request)
+    }
+
+    fn stream_parser(&self) -> Box<dyn StreamParse> {
+        Box::new(StreamParser::default())
+    }
+
+    fn parse_reply(&self, json: &Json) -> Result<Reply, String> {
+        parse_reply(json)
+    }
+
+    fn not_found_hint(&self, _model: &str) -> String {
+        "; check the model name (e.g. claude-sonnet-4-5) and base_url".to_owned()
     }
 }
 
@@ -388,7 +432,7 @@ mod tests {
         p.feed("message_stop", r#"{"type":"message_stop"}"#)
             .unwrap();
         assert!(p.is_complete());
-        let reply = p.into_reply();
+        let reply = Box::new(p).into_reply();
         assert_eq!(reply.text, "Checking");
         assert_eq!(
             reply.tool_calls,

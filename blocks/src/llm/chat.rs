@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
 use super::common::{
@@ -14,12 +14,12 @@ use super::common::{
 };
 use super::provider::complete;
 use super::types::{Message, Role, ToolDef, messages_from_value, tools_from_json};
-use crate::Registry;
 
 const RESERVED: [&str; 5] = ["history", "base_url", "model", "prompt", "tools"];
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(LlmChat::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(LlmChat::new())]
 }
 
 struct LlmChat {
@@ -53,7 +53,11 @@ impl Block for LlmChat {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let settings = LlmSettings::from_config(config, true)?;
         let prompt = PromptTemplate::from_config(config, "prompt", &RESERVED)?;
         let tools = match ConfigReader(config).get("tools") {

@@ -11,8 +11,9 @@ use agentloom_core::{
 };
 
 use super::price::{Price, PriceTable};
-use super::provider::{CallOptions, Endpoint, ProviderKind};
+use super::provider::{CallOptions, Endpoint, PROVIDER_NAMES, wire_format};
 use super::types::{ChatRequest, Message, Reply, Role, estimate_tokens};
+use super::wire::WireFormat;
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const DEFAULT_MAX_RETRIES: u64 = 2;
@@ -24,7 +25,7 @@ const MAX_FEEDBACK_CHARS: usize = 1500;
 /// credential and system prompt.
 pub(crate) fn connection_fields(meta: BlockMeta) -> BlockMeta {
     meta.field(
-        ConfigField::choice("provider", "Provider", &ProviderKind::NAMES)
+        ConfigField::choice("provider", "Provider", &PROVIDER_NAMES)
             .default_value(serde_json::json!("openai"))
             .help("openai: any OpenAI-compatible chat-completions API (OpenAI, Ollama's /v1, LM Studio, vLLM, llama.cpp, Groq…). anthropic: Anthropic Messages. ollama: Ollama's native API."),
     )
@@ -82,7 +83,7 @@ pub(crate) fn tuning_fields(meta: BlockMeta, stream_default: bool) -> BlockMeta 
 /// The config every LLM block shares, read once.
 #[derive(Clone, Debug)]
 pub(crate) struct LlmSettings {
-    pub provider: ProviderKind,
+    pub provider: &'static dyn WireFormat,
     /// From config; `None` makes a `base_url` input.
     pub base_url: Option<String>,
     pub credential: Option<String>,
@@ -100,8 +101,8 @@ pub(crate) struct LlmSettings {
 impl LlmSettings {
     pub(crate) fn from_config(config: &Config, stream_default: bool) -> Result<Self, ConfigError> {
         let reader = ConfigReader(config);
-        let provider_name = reader.choice_or("provider", &ProviderKind::NAMES, "openai")?;
-        let provider = ProviderKind::parse(provider_name).ok_or_else(|| {
+        let provider_name = reader.choice_or("provider", &PROVIDER_NAMES, "openai")?;
+        let provider = wire_format(provider_name).ok_or_else(|| {
             ConfigError::new("provider", format!("`{provider_name}` is not a provider"))
         })?;
         let model = reader
@@ -347,7 +348,7 @@ impl Meter {
                 input: input.unwrap_or(listed.input),
                 output: output.unwrap_or(listed.output),
             }),
-            (None, None, None) if settings.provider == ProviderKind::Ollama => Some(Price {
+            (None, None, None) if settings.provider.runs_locally() => Some(Price {
                 input: 0.0,
                 output: 0.0,
             }),

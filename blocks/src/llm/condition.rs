@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
 use super::common::{
@@ -14,14 +14,14 @@ use super::common::{
 };
 use super::provider::complete;
 use super::types::{Message, Role};
-use crate::Registry;
 
 const RESERVED: [&str; 3] = ["value", "base_url", "model"];
 const DEFAULT_MAX_ATTEMPTS: u64 = 2;
 const MAX_BRANCHES: usize = 20;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(LlmCondition::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(LlmCondition::new())]
 }
 
 struct LlmCondition {
@@ -112,7 +112,11 @@ impl Block for LlmCondition {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let settings = LlmSettings::from_config(config, false)?;
         let prompt =
             PromptTemplate::from_config(config, "prompt", &RESERVED)?.ok_or_else(|| {

@@ -7,7 +7,8 @@
 //! | `llm.condition`  | `condition.rs`  |
 //!
 //! `provider.rs` makes one call (errors, internal retries on 429/5xx, streaming,
-//! cancellation); `openai.rs`, `anthropic.rs` and `ollama.rs` are the wire formats;
+//! cancellation); `wire.rs` says what differs between providers, and `openai.rs`,
+//! `anthropic.rs` and `ollama.rs` implement it;
 //! `types.rs` the provider-neutral messages; `price.rs` the price table; `common.rs`
 //! the config and usage accounting the blocks share.
 
@@ -23,11 +24,12 @@ mod structured;
 #[cfg(test)]
 mod tests;
 pub(crate) mod types;
+mod wire;
 
-use crate::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    chat::register(r);
-    structured::register(r);
-    condition::register(r);
+/// The LLM blocks.
+pub(crate) fn blocks() -> Vec<Box<dyn agentloom_core::Block>> {
+    let mut blocks = chat::blocks();
+    blocks.extend(structured::blocks());
+    blocks.extend(condition::blocks());
+    blocks
 }

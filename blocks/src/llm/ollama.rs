@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
-use super::provider::StreamFault;
 use super::types::{ChatRequest, Message, Reply, Role, TokenCounts, ToolCall};
+use super::wire::{About, Framing, StreamFault, StreamParse, WireFormat};
 
 /// Where a local Ollama listens by default.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:11434";
@@ -180,9 +180,9 @@ pub(crate) struct StreamParser {
     done: bool,
 }
 
-impl StreamParser {
+impl StreamParse for StreamParser {
     /// Feeds one line; returns the text it adds, if any.
-    pub(crate) fn feed(&mut self, line: &str) -> Result<Option<String>, StreamFault> {
+    fn feed(&mut self, _event: &str, line: &str) -> Result<Option<String>, StreamFault> {
         let line = line.trim();
         if line.is_empty() {
             return Ok(None);
@@ -204,20 +204,65 @@ impl StreamParser {
         Ok(piece)
     }
 
-    pub(crate) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 
-    pub(crate) fn is_complete(&self) -> bool {
+    fn is_complete(&self) -> bool {
         self.done
     }
 
-    pub(crate) fn text_len(&self) -> usize {
+    fn text_len(&self) -> usize {
         self.reply.text.chars().count()
     }
 
-    pub(crate) fn into_reply(self) -> Reply {
-        self.reply
+    fn into_reply(self: Box<Self>) -> Reply {
+        let this = *self;
+        this.reply
+    }
+}
+
+/// Ollama's native chat API.
+#[derive(Debug)]
+pub(crate) struct Ollama;
+
+impl WireFormat for Ollama {
+    fn about(&self) -> About {
+        About {
+            name: "ollama",
+            title: "Ollama",
+            default_base_url: DEFAULT_URL,
+            default_credential: None,
+            runs_locally: true,
+        }
+    }
+
+    fn url(&self, base_url: &str) -> String {
+        format!("{base_url}/api/chat")
+    }
+
+    fn body(&self, request: &ChatRequest, _base_url: &str) -> Json {
+        body(request)
+    }
+
+    fn parse_reply(&self, json: &Json) -> Result<Reply, String> {
+        parse_reply(json)
+    }
+
+    fn framing(&self) -> Framing {
+        Framing::JsonLines
+    }
+
+    fn stream_parser(&self) -> Box<dyn StreamParse> {
+        Box::new(StreamParser::default())
+    }
+
+    fn not_found_hint(&self, model: &str) -> String {
+        format!("; download it with `ollama pull {model}`, or pick an installed model")
+    }
+
+    fn connect_hint(&self) -> &'static str {
+        "; is Ollama running? Start it with `ollama serve`"
     }
 }
 
@@ -255,16 +300,19 @@ mod tests {
     fn stream_lines_assemble_and_the_last_carries_counts() {
         let mut p = StreamParser::default();
         assert_eq!(
-            p.feed(r#"{"message":{"role":"assistant","content":"Hi"},"done":false}"#)
-                .unwrap()
-                .as_deref(),
+            p.feed(
+                "",
+                r#"{"message":{"role":"assistant","content":"Hi"},"done":false}"#
+            )
+            .unwrap()
+            .as_deref(),
             Some("Hi")
         );
-        p.feed(r#"{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},"done":false}"#).unwrap();
+        p.feed("", r#"{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},"done":false}"#).unwrap();
         assert!(!p.is_complete());
-        p.feed(r#"{"message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":4,"eval_count":2}"#).unwrap();
+        p.feed("", r#"{"message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":4,"eval_count":2}"#).unwrap();
         assert!(p.is_complete());
-        let reply = p.into_reply();
+        let reply = Box::new(p).into_reply();
         assert_eq!(reply.text, "Hi");
         assert_eq!(reply.tool_calls[0].arguments, json!({"a": 1}));
         assert_eq!(
@@ -277,7 +325,8 @@ mod tests {
         );
         let mut p = StreamParser::default();
         assert_eq!(
-            p.feed(r#"{"error":"model 'x' not found"}"#).unwrap_err(),
+            p.feed("", r#"{"error":"model 'x' not found"}"#)
+                .unwrap_err(),
             StreamFault::Provider("model 'x' not found".into())
         );
     }

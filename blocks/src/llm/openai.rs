@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value as Json, json};
 
 use super::types::{ChatRequest, Message, Reply, Role, TokenCounts, ToolCall, parse_arguments};
+use super::wire::{About, StreamFault, StreamParse, WireFormat};
 
 /// The request body. `hosted` is true for api.openai.com, which wants
 /// `max_completion_tokens` where other servers want `max_tokens`.
@@ -164,13 +165,9 @@ pub(crate) struct StreamParser {
     done: bool,
 }
 
-impl StreamParser {
+impl StreamParse for StreamParser {
     /// Feeds one SSE event's data; returns the text it adds, if any.
-    pub(crate) fn feed(
-        &mut self,
-        data: &str,
-    ) -> Result<Option<String>, super::provider::StreamFault> {
-        use super::provider::StreamFault;
+    fn feed(&mut self, _event: &str, data: &str) -> Result<Option<String>, StreamFault> {
         let data = data.trim();
         if data.is_empty() {
             return Ok(None);
@@ -232,23 +229,24 @@ impl StreamParser {
     }
 
     /// `[DONE]` arrived.
-    pub(crate) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 
     /// The reply is whole: `[DONE]`, or at least a finish reason (some servers omit `[DONE]`).
-    pub(crate) fn is_complete(&self) -> bool {
+    fn is_complete(&self) -> bool {
         self.done || self.finish_reason.is_some()
     }
 
-    pub(crate) fn text_len(&self) -> usize {
+    fn text_len(&self) -> usize {
         self.text.chars().count()
     }
 
-    pub(crate) fn into_reply(self) -> Reply {
+    fn into_reply(self: Box<Self>) -> Reply {
+        let this = *self;
         Reply {
-            text: self.text,
-            tool_calls: self
+            text: this.text,
+            tool_calls: this
                 .calls
                 .into_iter()
                 .map(|(index, call)| ToolCall {
@@ -261,9 +259,43 @@ impl StreamParser {
                     arguments: parse_arguments(&call.arguments),
                 })
                 .collect(),
-            usage: self.usage,
-            finish_reason: self.finish_reason,
+            usage: this.usage,
+            finish_reason: this.finish_reason,
         }
+    }
+}
+
+/// The OpenAI chat-completions API, and the servers that speak it.
+#[derive(Debug)]
+pub(crate) struct OpenAi;
+
+impl WireFormat for OpenAi {
+    fn about(&self) -> About {
+        About::hosted(
+            "openai",
+            "the OpenAI-compatible server",
+            "https://api.openai.com/v1",
+        )
+    }
+
+    fn url(&self, base_url: &str) -> String {
+        format!("{base_url}/chat/completions")
+    }
+
+    fn body(&self, request: &ChatRequest, base_url: &str) -> Json {
+        body(request, base_url.starts_with("https://api.openai.com"))
+    }
+
+    fn parse_reply(&self, json: &Json) -> Result<Reply, String> {
+        parse_reply(json)
+    }
+
+    fn stream_parser(&self) -> Box<dyn StreamParse> {
+        Box::new(StreamParser::default())
+    }
+
+    fn not_found_hint(&self, _model: &str) -> String {
+        "; check the model name, and that base_url is the API root (for most OpenAI-compatible servers it ends in /v1)".to_owned()
     }
 }
 
@@ -335,14 +367,14 @@ mod tests {
         ];
         let mut streamed = String::new();
         for c in chunks {
-            if let Some(piece) = p.feed(c).unwrap() {
+            if let Some(piece) = p.feed("", c).unwrap() {
                 streamed.push_str(&piece);
             }
         }
         assert!(p.is_complete() && !p.is_done());
-        p.feed("[DONE]").unwrap();
+        p.feed("", "[DONE]").unwrap();
         assert!(p.is_done());
-        let reply = p.into_reply();
+        let reply = Box::new(p).into_reply();
         assert_eq!(streamed, "Hello");
         assert_eq!(reply.text, "Hello");
         assert_eq!(reply.tool_calls[0].id, "call_a");

@@ -17,9 +17,10 @@ use agentloom_core::{BlockError, RunCtx, Secret, SecretError, secret_env_var};
 use eventsource_stream::Eventsource as _;
 use futures::StreamExt as _;
 use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderValue};
 
 use super::types::{ChatRequest, Reply};
+use super::wire::{Framing, StreamFault, StreamParse, WireFormat};
 use super::{anthropic, ollama, openai};
 use crate::net;
 
@@ -28,56 +29,21 @@ const MAX_INTERNAL_WAIT: Duration = Duration::from_secs(60);
 /// Provider messages quoted in errors are cut to this many characters.
 const MAX_QUOTE: usize = 400;
 
-/// Which wire format a block speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ProviderKind {
-    OpenAi,
-    Anthropic,
-    Ollama,
-}
+/// The `provider` names a block may give, in the order [`PROVIDERS`] lists them.
+pub(crate) const PROVIDER_NAMES: [&str; 3] = ["openai", "anthropic", "ollama"];
 
-impl ProviderKind {
-    pub(crate) const NAMES: [&'static str; 3] = ["openai", "anthropic", "ollama"];
+/// Every wire format a block may speak.
+const PROVIDERS: [&dyn WireFormat; 3] = [&openai::OpenAi, &anthropic::Anthropic, &ollama::Ollama];
 
-    pub(crate) fn parse(name: &str) -> Option<ProviderKind> {
-        Some(match name {
-            "openai" => ProviderKind::OpenAi,
-            "anthropic" => ProviderKind::Anthropic,
-            "ollama" => ProviderKind::Ollama,
-            _ => return None,
-        })
-    }
-
-    pub(crate) fn title(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "the OpenAI-compatible server",
-            ProviderKind::Anthropic => "Anthropic",
-            ProviderKind::Ollama => "Ollama",
-        }
-    }
-
-    pub(crate) fn default_base_url(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "https://api.openai.com/v1",
-            ProviderKind::Anthropic => "https://api.anthropic.com",
-            ProviderKind::Ollama => ollama::DEFAULT_URL,
-        }
-    }
-
-    /// The credential used when the block names none.
-    pub(crate) fn default_credential(self) -> Option<&'static str> {
-        match self {
-            ProviderKind::OpenAi => Some("openai"),
-            ProviderKind::Anthropic => Some("anthropic"),
-            ProviderKind::Ollama => None,
-        }
-    }
+/// The wire format named `name` in a block's config.
+pub(crate) fn wire_format(name: &str) -> Option<&'static dyn WireFormat> {
+    PROVIDERS.into_iter().find(|wire| wire.name() == name)
 }
 
 /// Where and as whom to call.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
-    pub kind: ProviderKind,
+    pub wire: &'static dyn WireFormat,
     /// No trailing slash.
     pub base_url: String,
     /// The credential holding the API key, if any.
@@ -91,13 +57,13 @@ pub(crate) struct Endpoint {
 impl Endpoint {
     /// `base_url` may be empty for the provider's default; `credential` is from config.
     pub(crate) fn new(
-        kind: ProviderKind,
+        wire: &'static dyn WireFormat,
         base_url: &str,
         credential: Option<&str>,
     ) -> Result<Endpoint, String> {
         let base_url = base_url.trim().trim_end_matches('/');
         let base_url = if base_url.is_empty() {
-            kind.default_base_url()
+            wire.default_base_url()
         } else {
             base_url
         };
@@ -109,36 +75,26 @@ impl Endpoint {
                 parsed.scheme()
             ));
         }
-        let hosted = base_url == kind.default_base_url() && kind != ProviderKind::Ollama;
+        let hosted = base_url == wire.default_base_url() && !wire.runs_locally();
         let named = credential.map(str::trim).filter(|c| !c.is_empty());
         Ok(Endpoint {
-            kind,
+            wire,
             base_url: base_url.to_owned(),
             credential: named
                 .map(str::to_owned)
-                .or_else(|| kind.default_credential().map(str::to_owned)),
+                .or_else(|| wire.default_credential().map(str::to_owned)),
             credential_required: named.is_some() || hosted,
         })
     }
 
     fn url(&self) -> String {
-        match self.kind {
-            ProviderKind::OpenAi => format!("{}/chat/completions", self.base_url),
-            ProviderKind::Anthropic => {
-                if self.base_url.ends_with("/v1") {
-                    format!("{}/messages", self.base_url)
-                } else {
-                    format!("{}/v1/messages", self.base_url)
-                }
-            }
-            ProviderKind::Ollama => format!("{}/api/chat", self.base_url),
-        }
+        self.wire.url(&self.base_url)
     }
 
     /// How messages name this endpoint: `the OpenAI-compatible server at URL`. Every
     /// failure to reach the model or read its reply contains it.
     pub(crate) fn shown(&self) -> String {
-        format!("{} at {}", self.kind.title(), shown_url(&self.base_url))
+        format!("{} at {}", self.wire.title(), shown_url(&self.base_url))
     }
 
     fn api_key(&self, ctx: &dyn RunCtx) -> Result<Option<Secret>, BlockError> {
@@ -175,41 +131,6 @@ impl Endpoint {
     fn bound_here(&self, secret: &Secret) -> bool {
         reqwest::Url::parse(&self.base_url).is_ok_and(|url| secret.hosts().allows(&url))
     }
-
-    /// A new key after `refused` got a 401: the refreshed OAuth token, or `error` when the
-    /// credential cannot be refreshed.
-    fn refreshed_key(
-        &self,
-        ctx: &dyn RunCtx,
-        refused: &Secret,
-        error: BlockError,
-    ) -> Result<Secret, BlockError> {
-        let Some(name) = &self.credential else {
-            return Err(error);
-        };
-        match ctx.refresh_secret(name, refused) {
-            Ok(Some(fresh)) if !fresh.expose().is_empty() => {
-                tracing::info!(
-                    credential = name.as_str(),
-                    "key refused (HTTP 401); trying once more with the refreshed token"
-                );
-                Ok(fresh)
-            }
-            Ok(_) => Err(error),
-            Err(err) => {
-                let why = match err {
-                    SecretError::Unusable { message, .. } => message,
-                    other => other.to_string(),
-                };
-                let mut failed = BlockError::permanent(format!(
-                    "{} refused the token of credential `{name}` (HTTP 401) and getting a new one failed: {why}",
-                    self.shown()
-                ));
-                failed.data = error.data;
-                Err(failed)
-            }
-        }
-    }
 }
 
 /// `text` without the API key in it, should a provider echo it.
@@ -243,15 +164,6 @@ pub(crate) struct CallOptions {
     pub max_retries: u32,
     /// The first wait when the server gives no `Retry-After`; doubled each time.
     pub backoff: Duration,
-}
-
-/// Something wrong inside a stream.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum StreamFault {
-    /// The provider reported an error in the stream.
-    Provider(String),
-    /// The stream held something that is not the expected format.
-    Malformed(String),
 }
 
 /// A failed attempt, and whether to try again here.
@@ -306,7 +218,16 @@ pub(crate) async fn complete(
                 let Some(refused) = &key else {
                     return Err(failure.error);
                 };
-                key = Some(endpoint.refreshed_key(ctx, refused, failure.error)?);
+                let Some(name) = &endpoint.credential else {
+                    return Err(failure.error);
+                };
+                key = Some(net::refreshed_secret(
+                    ctx,
+                    &endpoint.shown(),
+                    name,
+                    refused,
+                    failure.error,
+                )?);
                 refreshed = true;
             }
             Err(failure) if failure.retry_here && retries < options.max_retries => {
@@ -344,40 +265,14 @@ fn headers(endpoint: &Endpoint, key: Option<&Secret>) -> Result<HeaderMap, Block
         value.set_sensitive(true);
         Ok::<_, BlockError>(value)
     };
-    match endpoint.kind {
-        ProviderKind::Anthropic => {
-            headers.insert(
-                HeaderName::from_static("anthropic-version"),
-                HeaderValue::from_static(anthropic::API_VERSION),
-            );
-            if let Some(key) = key {
-                headers.insert(
-                    HeaderName::from_static("x-api-key"),
-                    secret_header(key.expose().to_owned())?,
-                );
-            }
-        }
-        ProviderKind::OpenAi | ProviderKind::Ollama => {
-            if let Some(key) = key {
-                headers.insert(
-                    reqwest::header::AUTHORIZATION,
-                    secret_header(format!("Bearer {}", key.expose()))?,
-                );
-            }
-        }
+    for (name, value) in endpoint.wire.fixed_headers() {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    if let Some(key) = key {
+        let (name, value) = endpoint.wire.key_header(key.expose());
+        headers.insert(name, secret_header(value)?);
     }
     Ok(headers)
-}
-
-fn body(endpoint: &Endpoint, request: &ChatRequest) -> serde_json::Value {
-    match endpoint.kind {
-        ProviderKind::OpenAi => openai::body(
-            request,
-            endpoint.base_url.starts_with("https://api.openai.com"),
-        ),
-        ProviderKind::Anthropic => anthropic::body(request),
-        ProviderKind::Ollama => ollama::body(request),
-    }
 }
 
 async fn send_once(
@@ -398,10 +293,10 @@ async fn send_once(
     let call = http
         .post(endpoint.url())
         .headers(headers(endpoint, key).map_err(Failure::fatal)?)
-        .json(&body(endpoint, request))
+        .json(&endpoint.wire.body(request, &endpoint.base_url))
         .build()
         .map_err(|e| Failure::fatal(send_error(endpoint, e)))?;
-    tracing::debug!(provider = ?endpoint.kind, model = %request.model, stream = request.stream, "calling the model");
+    tracing::debug!(provider = endpoint.wire.name(), model = %request.model, stream = request.stream, "calling the model");
     let timed_out = || {
         Failure::fatal(BlockError::transient(format!(
             "no reply from {shown} within {} ms; raise the block's timeout_ms if the model is slow to start",
@@ -444,63 +339,13 @@ async fn send_once(
                 quote(&redact(&text))
             )))
         })?;
-        let parsed = match endpoint.kind {
-            ProviderKind::OpenAi => openai::parse_reply(&json),
-            ProviderKind::Anthropic => anthropic::parse_reply(&json),
-            ProviderKind::Ollama => ollama::parse_reply(&json),
-        };
-        return parsed.map_err(|problem| {
+        return endpoint.wire.parse_reply(&json).map_err(|problem| {
             Failure::fatal(BlockError::permanent(format!(
                 "{shown} answered in an unexpected shape: {problem}; check that `provider` matches the server"
             )))
         });
     }
     read_stream(endpoint, response, options, ctx, partial_port, key).await
-}
-
-/// The stream parser of each wire format.
-enum Parser {
-    OpenAi(openai::StreamParser),
-    Anthropic(anthropic::StreamParser),
-    Ollama(ollama::StreamParser),
-}
-
-impl Parser {
-    fn feed(&mut self, event: &str, data: &str) -> Result<Option<String>, StreamFault> {
-        match self {
-            Parser::OpenAi(p) => p.feed(data),
-            Parser::Anthropic(p) => p.feed(event, data),
-            Parser::Ollama(p) => p.feed(data),
-        }
-    }
-    fn is_done(&self) -> bool {
-        match self {
-            Parser::OpenAi(p) => p.is_done(),
-            Parser::Anthropic(p) => p.is_done(),
-            Parser::Ollama(p) => p.is_done(),
-        }
-    }
-    fn is_complete(&self) -> bool {
-        match self {
-            Parser::OpenAi(p) => p.is_complete(),
-            Parser::Anthropic(p) => p.is_complete(),
-            Parser::Ollama(p) => p.is_complete(),
-        }
-    }
-    fn text_len(&self) -> usize {
-        match self {
-            Parser::OpenAi(p) => p.text_len(),
-            Parser::Anthropic(p) => p.text_len(),
-            Parser::Ollama(p) => p.text_len(),
-        }
-    }
-    fn into_reply(self) -> Reply {
-        match self {
-            Parser::OpenAi(p) => p.into_reply(),
-            Parser::Anthropic(p) => p.into_reply(),
-            Parser::Ollama(p) => p.into_reply(),
-        }
-    }
 }
 
 async fn read_stream(
@@ -512,19 +357,15 @@ async fn read_stream(
     key: Option<&Secret>,
 ) -> Result<Reply, Failure> {
     let shown = endpoint.shown();
-    let mut parser = match endpoint.kind {
-        ProviderKind::OpenAi => Parser::OpenAi(openai::StreamParser::default()),
-        ProviderKind::Anthropic => Parser::Anthropic(anthropic::StreamParser::default()),
-        ProviderKind::Ollama => Parser::Ollama(ollama::StreamParser::default()),
-    };
-    let idle = |parser: &Parser| {
+    let mut parser = endpoint.wire.stream_parser();
+    let idle = |parser: &dyn StreamParse| {
         Failure::fatal(BlockError::transient(format!(
             "the reply stream from {shown} stalled: nothing arrived for {} ms after {} characters; the partial reply was discarded (raise timeout_ms if the model is this slow)",
             options.timeout.as_millis(),
             parser.text_len()
         )))
     };
-    let cut = |parser: &Parser, cause: &str| {
+    let cut = |parser: &dyn StreamParse, cause: &str| {
         Failure::fatal(BlockError::transient(format!(
             "the reply stream from {shown} was cut off after {} characters{cause}; the partial reply was discarded. The connection dropped or a proxy closed it; the node's retry policy can try again",
             parser.text_len()
@@ -544,13 +385,13 @@ async fn read_stream(
             ctx.partial(partial_port, &piece);
         }
     };
-    match endpoint.kind {
-        ProviderKind::OpenAi | ProviderKind::Anthropic => {
+    match endpoint.wire.framing() {
+        Framing::ServerSentEvents => {
             let mut events = response.bytes_stream().eventsource();
             loop {
                 let next = tokio::time::timeout(options.timeout, events.next())
                     .await
-                    .map_err(|_| idle(&parser))?;
+                    .map_err(|_| idle(&*parser))?;
                 match next {
                     None => break,
                     Some(Err(err)) => {
@@ -560,7 +401,7 @@ async fn read_stream(
                             }
                             other => other.to_string(),
                         };
-                        return Err(cut(&parser, &format!(" ({cause})")));
+                        return Err(cut(&*parser, &format!(" ({cause})")));
                     }
                     Some(Ok(event)) => {
                         emit(parser.feed(&event.event, &event.data).map_err(fault)?);
@@ -571,18 +412,18 @@ async fn read_stream(
                 }
             }
         }
-        ProviderKind::Ollama => {
+        Framing::JsonLines => {
             let mut bytes = response.bytes_stream();
             let mut buffer: Vec<u8> = Vec::new();
             'read: loop {
                 let next = tokio::time::timeout(options.timeout, bytes.next())
                     .await
-                    .map_err(|_| idle(&parser))?;
+                    .map_err(|_| idle(&*parser))?;
                 match next {
                     None => break,
                     Some(Err(e)) => {
                         return Err(cut(
-                            &parser,
+                            &*parser,
                             &format!(" ({})", agentloom_core::error_chain(&e.without_url())),
                         ));
                     }
@@ -606,7 +447,7 @@ async fn read_stream(
         }
     }
     if !parser.is_complete() {
-        return Err(cut(&parser, " before its end marker"));
+        return Err(cut(&*parser, " before its end marker"));
     }
     Ok(parser.into_reply())
 }
@@ -616,10 +457,7 @@ fn send_error(endpoint: &Endpoint, err: reqwest::Error) -> BlockError {
     let (connect, timeout) = (err.is_connect(), err.is_timeout());
     let cause = agentloom_core::error_chain(&err.without_url());
     if connect {
-        let hint = match endpoint.kind {
-            ProviderKind::Ollama => "; is Ollama running? Start it with `ollama serve`",
-            _ => "; is the server running and base_url right?",
-        };
+        let hint = endpoint.wire.connect_hint();
         return BlockError::transient(format!("could not connect to {shown}: {cause}{hint}"));
     }
     if timeout {
@@ -708,11 +546,7 @@ fn status_failure(
             false,
         ),
         404 => {
-            let hint = match endpoint.kind {
-                ProviderKind::Ollama => format!("; download it with `ollama pull {model}`, or pick an installed model"),
-                ProviderKind::OpenAi => "; check the model name, and that base_url is the API root (for most OpenAI-compatible servers it ends in /v1)".to_owned(),
-                ProviderKind::Anthropic => "; check the model name (e.g. claude-sonnet-4-5) and base_url".to_owned(),
-            };
+            let hint = endpoint.wire.not_found_hint(model);
             (
                 BlockError::permanent(format!(
                     "model `{model}` was not found by {shown} (HTTP 404{said_part}){hint}"
@@ -762,36 +596,39 @@ fn status_failure(
 mod tests {
     use super::*;
 
-    fn endpoint(kind: ProviderKind, base: &str, credential: Option<&str>) -> Endpoint {
-        Endpoint::new(kind, base, credential).unwrap()
+    fn endpoint(kind: &str, base: &str, credential: Option<&str>) -> Endpoint {
+        Endpoint::new(wire_format(kind).unwrap(), base, credential).unwrap()
+    }
+
+    #[test]
+    fn every_provider_name_has_its_wire_format() {
+        let names: Vec<&str> = PROVIDERS.iter().map(|wire| wire.name()).collect();
+        assert_eq!(names, PROVIDER_NAMES);
+        assert!(wire_format("nope").is_none());
     }
 
     #[test]
     fn endpoints_default_and_require_keys_only_where_needed() {
-        let e = endpoint(ProviderKind::OpenAi, "", None);
+        let e = endpoint("openai", "", None);
         assert_eq!(e.url(), "https://api.openai.com/v1/chat/completions");
         assert!(e.credential_required);
-        let e = endpoint(ProviderKind::OpenAi, "http://127.0.0.1:8080/v1/", None);
+        let e = endpoint("openai", "http://127.0.0.1:8080/v1/", None);
         assert_eq!(e.url(), "http://127.0.0.1:8080/v1/chat/completions");
         assert_eq!(e.credential.as_deref(), Some("openai"));
         assert!(!e.credential_required);
-        let e = endpoint(
-            ProviderKind::OpenAi,
-            "http://127.0.0.1:8080/v1",
-            Some("groq"),
-        );
+        let e = endpoint("openai", "http://127.0.0.1:8080/v1", Some("groq"));
         assert!(e.credential_required);
-        let e = endpoint(ProviderKind::Anthropic, "", None);
+        let e = endpoint("anthropic", "", None);
         assert_eq!(e.url(), "https://api.anthropic.com/v1/messages");
         assert_eq!(
-            endpoint(ProviderKind::Anthropic, "http://h/v1", None).url(),
+            endpoint("anthropic", "http://h/v1", None).url(),
             "http://h/v1/messages"
         );
-        let e = endpoint(ProviderKind::Ollama, "", None);
+        let e = endpoint("ollama", "", None);
         assert_eq!(e.url(), "http://127.0.0.1:11434/api/chat");
         assert_eq!(e.credential, None);
         assert!(
-            Endpoint::new(ProviderKind::OpenAi, "ftp://x", None)
+            Endpoint::new(wire_format("openai").unwrap(), "ftp://x", None)
                 .unwrap_err()
                 .contains("ftp")
         );
@@ -803,7 +640,7 @@ mod tests {
 
     #[test]
     fn statuses_become_actionable_errors() {
-        let e = endpoint(ProviderKind::OpenAi, "http://127.0.0.1:1/v1", None);
+        let e = endpoint("openai", "http://127.0.0.1:1/v1", None);
         let mut headers = HeaderMap::new();
         let f = status_failure(
             &e,
@@ -862,7 +699,7 @@ mod tests {
         assert!(!f.error.is_retryable());
         assert!(f.error.message.chars().count() < 600);
 
-        let o = endpoint(ProviderKind::Ollama, "", None);
+        let o = endpoint("ollama", "", None);
         let f = status_failure(
             &o,
             "llama9",

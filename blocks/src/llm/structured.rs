@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, InputsExt as _,
-    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
 };
 
 use super::common::{
@@ -15,15 +15,15 @@ use super::common::{
 };
 use super::provider::complete;
 use super::types::{Message, Role, messages_from_value};
-use crate::Registry;
 
 const RESERVED: [&str; 4] = ["history", "base_url", "model", "prompt"];
 const DEFAULT_MAX_ATTEMPTS: u64 = 3;
 /// At most this many schema problems are shown to the model and in errors.
 const MAX_PROBLEMS: usize = 8;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.register(Box::new(LlmStructured::new()));
+/// The blocks this file provides.
+pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
+    vec![Box::new(LlmStructured::new())]
 }
 
 struct LlmStructured {
@@ -67,7 +67,11 @@ impl Block for LlmStructured {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let settings = LlmSettings::from_config(config, true)?;
         let prompt = PromptTemplate::from_config(config, "prompt", &RESERVED)?;
         let reader = ConfigReader(config);

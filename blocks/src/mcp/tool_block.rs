@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigError, ConfigField, ConfigReader, NodeImpl,
-    PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait, value_type_from_schema,
+    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
+    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
+    value_type_from_schema,
 };
 use rmcp::model::{CallToolResult, Tool};
 
@@ -108,7 +109,11 @@ impl Block for McpToolBlock {
         &self.meta
     }
 
-    fn instantiate(&self, config: &Config) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+    fn instantiate(
+        &self,
+        config: &Config,
+        _ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let timeout_ms = ConfigReader(config).u64_or("timeout_ms", DEFAULT_TIMEOUT_MS)?;
         if timeout_ms == 0 {
             return Err(ConfigError::new("timeout_ms", "must be at least 1"));

@@ -69,10 +69,6 @@ pub enum Command {
         node: NodeId,
         label: Option<String>,
     },
-    SetCredential {
-        node: NodeId,
-        name: Option<String>,
-    },
     DeleteNodes(Vec<NodeId>),
     /// Remove the wires of a pin.
     Disconnect(wiring::Pin),

@@ -221,11 +221,6 @@ impl App {
                 self.document
                     .update_node(node, catalog, |doc| doc.label = label);
             }
-            Command::SetCredential { node, name } => {
-                self.document.checkpoint();
-                self.document
-                    .update_node(node, catalog, |doc| doc.credential = name);
-            }
             Command::DeleteNodes(nodes) => {
                 self.document.remove_nodes(&nodes);
                 if self.inspected.is_some_and(|n| nodes.contains(&n)) {

@@ -288,7 +288,7 @@ fn blocks_command(json: bool, graph: Option<&Path>) -> anyhow::Result<i32> {
         let meta = block.meta();
         // Ports with the default config; blocks whose ports need config say so.
         let ports = block
-            .instantiate(&agentloom_core::Config::new())
+            .instantiate(&agentloom_core::Config::new(), &registry.config_ctx())
             .map(|node| {
                 let ports = node.ports();
                 json!({"inputs": ports.inputs, "outputs": ports.outputs_with_error()})

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
-use agentloom_blocks::graph_call::{self, GraphFiles};
+use agentloom_blocks::graph_call::GraphFiles;
 use agentloom_core::{GraphDoc, Problem, SecretSource, ValidGraph, validate, validate_shared};
 
 use super::format_problem;
@@ -18,10 +18,8 @@ use crate::trust;
 pub fn builtin_for(file: Option<&Path>, trusted: bool) -> Registry {
     let mut registry = Registry::builtin();
     match file {
-        Some(file) if !trusted => {
-            graph_call::for_untrusted_graph_file(&mut registry, file, trust::not_trusted(file))
-        }
-        _ => graph_call::for_graph_file(&mut registry, file),
+        Some(file) if !trusted => registry.for_untrusted_graph_file(file, trust::not_trusted(file)),
+        _ => registry.for_graph_file(file),
     };
     registry
 }
@@ -110,7 +108,7 @@ pub fn recorded_graph(
 ) -> Result<(Arc<Registry>, ValidGraph), String> {
     let files = GraphFiles::kept(kept)?;
     let mut registry = Registry::builtin();
-    graph_call::with_files(&mut registry, Arc::new(files));
+    registry.for_kept_graph_files(Arc::new(files));
     let registry = Arc::new(registry);
     let graph = validate(doc, registry.as_ref()).map_err(|problems| {
         problems

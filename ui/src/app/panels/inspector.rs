@@ -97,33 +97,6 @@ pub fn inspector_ui(
     if let Some(problem) = &node.config_problem {
         ui.label(RichText::new(problem).color(theme::ERROR));
     }
-    // Blocks whose config has a credential field read the name from there; the node's own
-    // credential is offered only to blocks without one.
-    let has_credential_field = meta
-        .config
-        .iter()
-        .any(|f| matches!(f.kind, FieldKind::Credential { .. }));
-    if let Some(provider) = meta.credential.as_ref().filter(|_| !has_credential_field) {
-        ui.separator();
-        let label = ui.label(RichText::new(format!("Credential ({provider})")).strong());
-        let other = state.other_credential.entry((node_id, None)).or_default();
-        let picked = credential_picker_ui(
-            ui,
-            ("node_credential", node_id),
-            label.id,
-            node.doc.credential.as_deref(),
-            provider,
-            credentials,
-            other,
-            commands,
-        );
-        if let Some(name) = picked {
-            commands.push(Command::SetCredential {
-                node: node_id,
-                name,
-            });
-        }
-    }
     ui.separator();
     ui.label(RichText::new("Ports").strong());
     for port in &node.inputs {
