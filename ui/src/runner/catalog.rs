@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
-use agentloom_blocks::graph_call::GraphFiles;
+use agentloom_blocks::graph_call::{self, GraphFiles};
 use agentloom_core::{GraphDoc, Problem, SecretSource, ValidGraph, validate, validate_shared};
 
 use super::format_problem;
