@@ -9,11 +9,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     agentloom::logging::init();
     let cli = agentloom::cli::Cli::parse();
-    let command = cli.command.unwrap_or(agentloom::cli::Command::Open {
-        graph: None,
-        db: None,
-        workspace: None,
-    });
+    let command = match cli.into_command() {
+        Ok(command) => command,
+        Err(message) => {
+            eprintln!("error: {message}");
+            std::process::exit(agentloom::cli::EXIT_INVALID);
+        }
+    };
     let code = match agentloom::cli::run_command(command) {
         Ok(code) => code,
         Err(err) if agentloom::cli::is_closed_stdout(&err) => 0,

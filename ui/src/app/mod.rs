@@ -2236,12 +2236,20 @@ pub fn run_native(
     let started = Instant::now();
     let mut paths = AppPaths::user_default(db);
     paths.workspace = workspace;
+    let mut viewport = egui::ViewportBuilder::default()
+        .with_title("Agentloom")
+        .with_inner_size([1280.0, 800.0])
+        .with_min_inner_size([640.0, 400.0])
+        .with_drag_and_drop(true);
+    // The application icon (assets/icons), also in the task bar; a window without is no error.
+    match eframe::icon_data::from_png_bytes(include_bytes!(
+        "../../../assets/icons/agentloom-256.png"
+    )) {
+        Ok(icon) => viewport = viewport.with_icon(icon),
+        Err(e) => tracing::warn!("the window icon is unreadable: {e}"),
+    }
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default()
-            .with_title("Agentloom")
-            .with_inner_size([1280.0, 800.0])
-            .with_min_inner_size([640.0, 400.0])
-            .with_drag_and_drop(true),
+        viewport,
         renderer: eframe::Renderer::Glow,
         ..eframe::NativeOptions::default()
     };
