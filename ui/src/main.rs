@@ -1,4 +1,4 @@
-//! The `agentloom` binary: the desktop app with no arguments, the CLI otherwise.
+//! The `agentloom` binary: the desktop app with no arguments or a graph file, the CLI otherwise.
 
 use clap::Parser as _;
 
