@@ -15,15 +15,16 @@
 # Needs: cargo, python3, dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip (binutils), mksquashfs
 # (squashfs-tools).
 set -euo pipefail
+caller=$(pwd)
 cd "$(dirname "$0")/.."
-root=$(pwd)
 
 profile=dist
 binary=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --profile) profile=${2:?--profile needs a cargo profile name (dist, release, dev)}; shift 2 ;;
-        --binary) binary=${2:?--binary needs the path of a built agentloom binary}; shift 2 ;;
+        --binary) binary=${2:?--binary needs the path of a built agentloom binary}; shift 2
+            [[ "$binary" = /* ]] || binary="$caller/$binary" ;;
         -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "package.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -55,7 +56,7 @@ deb_arch=$(dpkg --print-architecture)
 machine=$(uname -m)
 out="$target_dir/packages"
 stage="$out/stage"
-rm -rf "$stage"
+rm -rf "$stage" "$out"/agentloom_*.deb "$out"/Agentloom-*.AppImage
 mkdir -p "$out" "$stage"
 
 # One tree under /usr, shared by both packages.
