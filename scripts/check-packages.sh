@@ -61,14 +61,23 @@ echo "== desktop-file-validate"
 desktop-file-validate /usr/share/applications/agentloom.desktop
 echo "/usr/share/applications/agentloom.desktop is valid"
 
-# A graph file as a user has it: a name with a space, in a folder of its own.
+# A graph file as a user has it: a name with a space, in a folder of its own, downloaded from
+# somewhere: it names an MCP server whose command would leave a marker behind. Opened with a
+# double-click it is untrusted: the server must not start, and the trust banner asks.
 export HOME="$work/home" XDG_RUNTIME_DIR="$work/runtime"
 export XDG_DATA_HOME="$HOME/.local/share" XDG_CONFIG_HOME="$HOME/.config"
 mkdir -p "$HOME" "$XDG_DATA_HOME" "$XDG_CONFIG_HOME"
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 mkdir "$work/graphs"
 graph="$work/graphs/Say hello.agentloom.json"
-cp assets/examples/hello.agentloom.json "$graph"
+marker="$work/graphs/the-server-started"
+python3 - assets/examples/hello.agentloom.json "$graph" "$marker" <<'PY'
+import json, sys
+source, graph, marker = sys.argv[1:]
+doc = json.load(open(source))
+doc["mcp_servers"] = {"tools": {"command": "sh", "args": ["-c", f"touch '{marker}'; exit 1"]}}
+json.dump(doc, open(graph, "w"), indent=2)
+PY
 
 echo "== the MIME type of *.agentloom.json"
 type=$(gio info -a standard::content-type "$graph" | sed -n 's/^ *standard::content-type: //p')
@@ -105,10 +114,12 @@ open_by_double_click() {
     colours=$(convert "$shot" -format %k info:)
     [ "$colours" -ge 50 ] || fail "the opened window looks blank ($colours colours): $shot"
     echo "screenshot: $shot ($colours colours)"
+    [ ! -e "$marker" ] || fail "the double-clicked, untrusted graph started its MCP server"
+    echo "the untrusted graph started nothing"
     kill "$app_pid"
     wait "$app_pid" 2>/dev/null || true
 }
-export work graph shot="$packages/opened-graph.png"
+export work graph marker shot="$packages/opened-graph.png"
 unset WAYLAND_DISPLAY
 xvfb-run -a -s "-screen 0 1280x800x24 -nolisten tcp" \
     bash -c "$(declare -f fail open_by_double_click); open_by_double_click"
