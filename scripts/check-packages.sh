@@ -4,11 +4,12 @@
 # association (gio open, as a double-click does) under Xvfb with a screenshot of the window
 # that opens, and starts the AppImage to print its version.
 #
-# Usage: bash scripts/check-packages.sh [package.sh arguments, e.g. --binary target/debug/agentloom]
-#        bash scripts/check-packages.sh --built   (checks the packages already in target/packages)
+# Usage: bash scripts/check-packages.sh [package.sh arguments: --binary target/debug/agentloom]
+#        bash scripts/check-packages.sh --built   (checks the packages in target/packages)
 # Needs root (or sudo without a password) for dpkg -i; an agentloom package that was not
-# installed before is removed again at the end. Tools: xvfb-run (xvfb, xauth), xdotool, xprop, imagemagick,
-# gio (libglib2.0-bin), shared-mime-info, desktop-file-validate (desktop-file-utils).
+# installed before is removed again at the end. Tools: xvfb-run (xvfb, xauth), xdotool,
+# xprop, imagemagick, gio (libglib2.0-bin), shared-mime-info, desktop-file-validate
+# (desktop-file-utils).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -117,7 +118,11 @@ open_by_double_click() {
     [ ! -e "$marker" ] || fail "the double-clicked, untrusted graph started its MCP server"
     echo "the untrusted graph started nothing"
     kill "$app_pid"
-    wait "$app_pid" 2>/dev/null || true
+    # Not a child of this shell (gio started it): wait for it to go before the display does.
+    for _ in $(seq 1 50); do
+        kill -0 "$app_pid" 2>/dev/null || break
+        sleep 0.1
+    done
 }
 export work graph marker shot="$packages/opened-graph.png"
 unset WAYLAND_DISPLAY
