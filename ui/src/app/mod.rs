@@ -2236,20 +2236,13 @@ pub fn run_native(
     let started = Instant::now();
     let mut paths = AppPaths::user_default(db);
     paths.workspace = workspace;
-    let mut viewport = egui::ViewportBuilder::default()
-        .with_title("Agentloom")
-        .with_inner_size([1280.0, 800.0])
-        .with_min_inner_size([640.0, 400.0])
-        .with_drag_and_drop(true);
-    // The application icon (assets/icons), also in the task bar; a window without is no error.
-    match eframe::icon_data::from_png_bytes(include_bytes!(
-        "../../../assets/icons/agentloom-256.png"
-    )) {
-        Ok(icon) => viewport = viewport.with_icon(icon),
-        Err(e) => tracing::warn!("the window icon is unreadable: {e}"),
-    }
     let options = eframe::NativeOptions {
-        viewport,
+        viewport: egui::ViewportBuilder::default()
+            .with_title("Agentloom")
+            .with_inner_size([1280.0, 800.0])
+            .with_min_inner_size([640.0, 400.0])
+            .with_drag_and_drop(true)
+            .with_icon(window_icon()),
         renderer: eframe::Renderer::Glow,
         ..eframe::NativeOptions::default()
     };
@@ -2266,4 +2259,14 @@ pub fn run_native(
         }),
     )
     .map_err(|e| anyhow::anyhow!("cannot open the window: {e}"))
+}
+
+/// The application icon (assets/icons), on the window and in the task bar. An unreadable one
+/// leaves the window without (an empty icon is none), which is no reason not to open.
+fn window_icon() -> egui::IconData {
+    let png = include_bytes!("../../../assets/icons/agentloom-256.png");
+    eframe::icon_data::from_png_bytes(png).unwrap_or_else(|e| {
+        tracing::warn!("the window icon is unreadable: {e}");
+        egui::IconData::default()
+    })
 }
