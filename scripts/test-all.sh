@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of Agentloom on this machine: formatting, lints, the whole Rust test suite
 # (inside a private D-Bus session with an unlocked gnome-keyring, so keychain tests talk to
-# the real Secret Service), then the real app under Xvfb with a screenshot check.
+# the real Secret Service), then the real app under Xvfb with a screenshot check, then the
+# Linux packages as a user installs them (scripts/check-packages.sh).
 #
 # Installs what the tests need when it is missing (Debian packages when run as root, the
 # Python and npm test peers), so it works on a fresh machine.
@@ -18,7 +19,8 @@ log() { printf '\n== %s\n' "$*"; }
 
 install_system_packages() {
   local missing=()
-  for tool in Xvfb import xdotool dbus-run-session gnome-keyring-daemon script bwrap; do
+  for tool in Xvfb import xdotool dbus-run-session gnome-keyring-daemon script bwrap \
+      mksquashfs dpkg-shlibdeps desktop-file-validate gio update-mime-database xvfb-run xprop; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -31,7 +33,8 @@ install_system_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     build-essential xvfb xauth x11-utils imagemagick xdotool libx11-6 libx11-xcb1 libxcursor1 \
     libxi6 libxrandr2 libxkbcommon-x11-0 libegl1 libegl-mesa0 libgl1-mesa-dri libvulkan1 \
-    mesa-vulkan-drivers dbus-daemon gnome-keyring libsecret-tools keyutils bsdutils bubblewrap >/dev/null
+    mesa-vulkan-drivers dbus-daemon gnome-keyring libsecret-tools keyutils bsdutils bubblewrap \
+    dpkg-dev squashfs-tools desktop-file-utils shared-mime-info libglib2.0-bin libfuse2 >/dev/null
 }
 
 install_peers() {
@@ -81,3 +84,7 @@ app_bin="${CARGO_TARGET_DIR:-$root/target}/debug/agentloom"
 [ -x "$app_bin" ] || cargo build -p agentloom
 AGENTLOOM_BIN="$app_bin" bash ui/tests/screenshot.sh "$root/target/screenshot.png"
 echo "screenshots: target/screenshot.png, target/screenshot-run.png"
+
+log "the Linux packages: .deb and AppImage, dpkg -i, desktop entry, a graph opened by its MIME type"
+# Packages the binary the tests built: an optimised build would add ~20 minutes (README, Install).
+bash scripts/check-packages.sh --binary "$app_bin"

@@ -1,4 +1,4 @@
-//! The `agentloom` binary: the desktop app with no arguments, the CLI otherwise.
+//! The `agentloom` binary: the desktop app with no arguments or a graph file, the CLI otherwise.
 
 use clap::Parser as _;
 
@@ -9,11 +9,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     agentloom::logging::init();
     let cli = agentloom::cli::Cli::parse();
-    let command = cli.command.unwrap_or(agentloom::cli::CliCommand::Open {
-        graph: None,
-        db: None,
-        workspace: None,
-    });
+    let command = match cli.into_command() {
+        Ok(command) => command,
+        Err(message) => {
+            eprintln!("error: {message}");
+            std::process::exit(agentloom::cli::EXIT_INVALID);
+        }
+    };
     let code = match agentloom::cli::run_command(command) {
         Ok(code) => code,
         Err(err) if agentloom::cli::is_closed_stdout(&err) => 0,

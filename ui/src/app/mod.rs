@@ -468,7 +468,8 @@ pub fn run_native(
             .with_title("Agentloom")
             .with_inner_size([1280.0, 800.0])
             .with_min_inner_size([640.0, 400.0])
-            .with_drag_and_drop(true),
+            .with_drag_and_drop(true)
+            .with_icon(window_icon()),
         renderer: eframe::Renderer::Glow,
         ..eframe::NativeOptions::default()
     };
@@ -485,4 +486,14 @@ pub fn run_native(
         }),
     )
     .map_err(|e| anyhow::anyhow!("cannot open the window: {e}"))
+}
+
+/// The application icon (assets/icons), on the window and in the task bar. An unreadable one
+/// leaves the window without (an empty icon is none), which is no reason not to open.
+fn window_icon() -> egui::IconData {
+    let png = include_bytes!("../../../assets/icons/agentloom-256.png");
+    eframe::icon_data::from_png_bytes(png).unwrap_or_else(|e| {
+        tracing::warn!("the window icon is unreadable: {e}");
+        egui::IconData::default()
+    })
 }

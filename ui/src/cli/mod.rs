@@ -62,11 +62,37 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 #[command(
     name = "agentloom",
     version,
-    about = "Build and run AI agent graphs. With no command, opens the desktop app."
+    about = "Build and run AI agent graphs. With no command, opens the desktop app (on GRAPH when given).",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
+    /// A graph file to open in the desktop app, as `agentloom open GRAPH` does (how a
+    /// double-clicked `.agentloom.json` file arrives).
+    #[arg(value_name = "GRAPH")]
+    pub graph: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<CliCommand>,
+}
+
+impl Cli {
+    /// The command to run: the one named, else the desktop app (on the graph file given).
+    /// A bare word that names no file is a mistyped command more often than a graph, so it
+    /// is refused rather than opened as an empty window.
+    pub fn into_command(self) -> Result<CliCommand, String> {
+        match (self.command, self.graph) {
+            (Some(command), _) => Ok(command),
+            (None, Some(graph)) if !graph.is_file() => Err(format!(
+                "'{}' is neither a command nor a graph file: see `agentloom --help` for the \
+                 commands, or give the path of an existing graph file",
+                Escaped(&graph.to_string_lossy())
+            )),
+            (None, graph) => Ok(CliCommand::Open {
+                graph,
+                db: None,
+                workspace: None,
+            }),
+        }
+    }
 }
 
 /// A subcommand of the binary (the app's own commands are `app::Command`).
