@@ -1,6 +1,7 @@
 //! What the canvas hands to undo, and work the app does without drawing: a drag and a wire
 //! made on the canvas are an undo step each, a refused wire none; a run started in the
-//! window finishes and is listed while the window draws no frame (a hidden window).
+//! window finishes and is listed while the window draws no frame (a hidden window), and
+//! closing the window leaves the run log one file that copies alone.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod support;
@@ -78,7 +79,7 @@ const CONSTANT: &str = r#"{"format":"agentloom.graph","version":1,"name":"consta
   "edges":[{"from":["value","value"],"to":["shown","value"]}]}"#;
 
 #[test]
-fn a_run_finishes_and_is_listed_while_the_window_draws_no_frame() {
+fn a_run_finishes_unseen_and_closing_the_window_leaves_the_run_log_one_copyable_file() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = harness_for(App::new(&graph(CONSTANT), None, &paths(&dir)));
     h.state_mut().send(Command::Run);
@@ -96,4 +97,14 @@ fn a_run_finishes_and_is_listed_while_the_window_draws_no_frame() {
     let history = h.state().history();
     assert_eq!(history.len(), 1, "the history lists it");
     assert_eq!(history[0].status, agentloom_engine::RunStatus::Completed);
+    let run_id = history[0].id.clone();
+
+    // Closing the window leaves the run log one file a user can copy alone.
+    h.state_mut().close();
+    let copy = dir.path().join("copied-runs.sqlite3");
+    std::fs::copy(dir.path().join("runs.sqlite3"), &copy).unwrap();
+    let copied = agentloom_engine::RunStore::open(&copy).unwrap();
+    let runs = copied.list_runs(10).unwrap();
+    assert_eq!(runs.len(), 1, "the copied run log lost the run");
+    assert_eq!(runs[0].id, run_id);
 }

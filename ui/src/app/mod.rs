@@ -317,6 +317,18 @@ impl App {
             .map(|n| n.doc.id.as_str())
     }
 
+    /// What the window does as it closes: stops a live run and leaves the run log one
+    /// self-contained file (its newest pages are in the `-wal` file until then), so the
+    /// user can copy or attach `runs.sqlite3` alone.
+    pub fn close(&mut self) {
+        self.run.stop();
+        if let Some(store) = &self.store
+            && let Err(err) = store.make_self_contained()
+        {
+            tracing::warn!("{err}");
+        }
+    }
+
     /// Queues a command, as a panel would.
     pub fn send(&mut self, command: Command) {
         self.commands.push(command);
@@ -449,7 +461,7 @@ impl eframe::App for DesktopApp {
     }
 
     fn on_exit(&mut self, _gl: Option<&eframe::glow::Context>) {
-        self.app.run.stop();
+        self.app.close();
     }
 }
 
