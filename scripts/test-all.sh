@@ -18,7 +18,7 @@ log() { printf '\n== %s\n' "$*"; }
 
 install_system_packages() {
   local missing=()
-  for tool in Xvfb import xdotool dbus-run-session gnome-keyring-daemon script bwrap; do
+  for tool in Xvfb import xdotool dbus-run-session gnome-keyring-daemon script bwrap nats-server; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -31,7 +31,7 @@ install_system_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     build-essential xvfb xauth x11-utils imagemagick xdotool libx11-6 libx11-xcb1 libxcursor1 \
     libxi6 libxrandr2 libxkbcommon-x11-0 libegl1 libegl-mesa0 libgl1-mesa-dri libvulkan1 \
-    mesa-vulkan-drivers dbus-daemon gnome-keyring libsecret-tools keyutils bsdutils bubblewrap >/dev/null
+    mesa-vulkan-drivers dbus-daemon gnome-keyring libsecret-tools keyutils bsdutils bubblewrap nats-server >/dev/null
 }
 
 install_peers() {

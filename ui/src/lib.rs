@@ -4,5 +4,6 @@ pub mod app;
 pub mod cli;
 pub mod headless;
 pub mod logging;
+pub mod remote;
 pub mod serve;
 pub mod trust;

@@ -20,8 +20,10 @@ mod mcp;
 mod progress;
 pub(crate) mod recording;
 mod serve;
+mod submit;
 mod terminal_approver;
 mod trust;
+mod worker;
 
 /// Writing to stdout failed. When the reader went away (a closed pipe), the process ends
 /// quietly, as other Unix tools do.
@@ -137,6 +139,10 @@ pub enum Command {
     /// Trust a graph file as it is now: let it start its MCP servers, use credentials and
     /// call graph files outside its folder. Any change to it (or to a file it calls) undoes it.
     Trust(trust::TrustArgs),
+    /// Take runs from a NATS JetStream queue and run them (see `submit`).
+    Worker(worker::WorkerArgs),
+    /// Queue a run of a graph for the workers of a NATS JetStream server.
+    Submit(submit::SubmitArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -215,6 +221,8 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
         Command::Serve(args) => serve::serve_command(args),
         Command::Mcp(args) => mcp::mcp_command(args),
         Command::Trust(args) => trust::trust_command(args),
+        Command::Worker(args) => worker::worker_command(args),
+        Command::Submit(args) => submit::submit_command(args),
         Command::Schema => {
             out!(
                 "{}",
@@ -419,9 +427,14 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         );
         return Ok(EXIT_INVALID);
     };
+    // A run recorded from a queue (`submit --wait`) names the worker that ran it.
+    let worker = store.run_worker(&detail.run.id)?;
     if json {
         let mut shown = serde_json::to_value(&detail)?;
         agent::add_steps(&mut shown);
+        if let Some(worker) = &worker {
+            shown["worker"] = json!(worker);
+        }
         out!("{}", serde_json::to_string_pretty(&shown)?);
         return Ok(0);
     }
@@ -434,6 +447,9 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     );
     if let Some(ms) = run.duration_ms {
         out!("duration {ms} ms");
+    }
+    if let Some(worker) = &worker {
+        out!("worker {}", Escaped(worker));
     }
     if !run.usage.is_zero() {
         out!(
@@ -486,7 +502,7 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
 }
 
 /// Splits `NAME=VALUE` arguments; values stay text, `graph.input` converts them to its type.
-fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
+pub(crate) fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
     let mut inputs = ValueMap::new();
     for item in raw {
         let Some((name, value)) = item.split_once('=') else {
@@ -721,33 +737,40 @@ fn execute(
         eprintln!("warning: {err}");
     }
 
-    if run.json {
-        out!("{}", serde_json::to_string(&report)?);
+    let shown = print_report(&serde_json::to_value(&report)?, run.json)?;
+    phase("result printed");
+    Ok(shown)
+}
+
+/// Prints a run's report (the object of `--json`) as `run` does: the JSON object, or each
+/// output on stdout and the outcome on stderr; returns the exit code of its status.
+pub(crate) fn print_report(report: &serde_json::Value, json: bool) -> anyhow::Result<i32> {
+    let run_id = report["run_id"].as_str().unwrap_or_default();
+    let status = report["status"]
+        .as_str()
+        .and_then(RunStatus::parse)
+        .unwrap_or(RunStatus::Failed);
+    if json {
+        out!("{}", serde_json::to_string(report)?);
     } else {
-        for (name, value) in &report.outputs {
+        let outputs: ValueMap =
+            serde_json::from_value(report["outputs"].clone()).unwrap_or_default();
+        for (name, value) in &outputs {
             out!("{name}: {}", value.to_text());
         }
-        let summary = match report.status {
-            RunStatus::Completed => format!("completed in {} ms", report.duration_ms),
-            RunStatus::Waiting => format!(
-                "waits after {} ms: {}",
-                report.duration_ms,
-                Escaped(report.error.as_deref().unwrap_or_default())
-            ),
-            other => format!(
-                "{} after {} ms: {}",
-                other.as_str(),
-                report.duration_ms,
-                Escaped(report.error.as_deref().unwrap_or_default())
-            ),
+        let duration_ms = report["duration_ms"].as_u64().unwrap_or_default();
+        let error = Escaped(report["error"].as_str().unwrap_or_default());
+        let summary = match status {
+            RunStatus::Completed => format!("completed in {duration_ms} ms"),
+            RunStatus::Waiting => format!("waits after {duration_ms} ms: {error}"),
+            other => format!("{} after {duration_ms} ms: {error}", other.as_str()),
         };
-        eprintln!("run {} {summary}", report.run_id);
+        eprintln!("run {run_id} {summary}");
     }
-    phase("result printed");
-    Ok(match report.status {
+    Ok(match status {
         RunStatus::Completed => 0,
         RunStatus::Waiting => {
-            eprintln!("waiting for approval: agentloom approve {}", report.run_id);
+            eprintln!("waiting for approval: agentloom approve {run_id}");
             EXIT_WAITING
         }
         _ => EXIT_FAILED,

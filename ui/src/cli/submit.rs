@@ -1,0 +1,159 @@
+//! `agentloom submit GRAPH --nats URL`: queue a run for the workers; with `--wait`, follow
+//! it like a local run and record it in this machine's run log.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agentloom_core::Escaped;
+use agentloom_engine::{EventKind, EventSink, LogPolicy, RunRecorder, RunStore};
+use serde_json::json;
+
+use crate::remote::{Nats, follow::follow, request_for};
+
+use super::{EXIT_FAILED, EXIT_INVALID, async_runtime, open_store, parse_inputs, print_report};
+
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    pub graph: PathBuf,
+    /// The NATS server (`nats://host:4222`; see `agentloom worker --help`).
+    #[arg(long, value_name = "URL", env = "AGENTLOOM_NATS")]
+    pub nats: String,
+    /// A run input, `NAME=VALUE` (repeatable).
+    #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
+    /// Follow the run until it ends, recording it in the run log, and exit as `run` does.
+    #[arg(long)]
+    pub wait: bool,
+    /// Print exactly one JSON object on stdout (with --wait: the one `run --json` prints).
+    #[arg(long)]
+    pub json: bool,
+    /// The run log the followed run is recorded in (default: the per-user data directory).
+    #[arg(long, requires = "wait")]
+    pub db: Option<PathBuf>,
+    /// How many nodes of the run may do CPU-bound work at once on the worker.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+}
+
+pub fn submit_command(args: SubmitArgs) -> anyhow::Result<i32> {
+    let request = match parse_inputs(&args.inputs)
+        .and_then(|inputs| request_for(&args.graph, inputs, args.concurrency))
+    {
+        Ok(request) => request,
+        Err(message) => {
+            eprintln!("{}", Escaped(&message));
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let run_id = request.run_id.clone();
+    let doc = request.graph_doc().unwrap_or_default();
+    let runtime = async_runtime()?;
+    let queued = runtime.block_on(async {
+        let nats = Nats::connect(&args.nats, "agentloom submit").await?;
+        nats.submit(&request).await?;
+        Ok::<_, crate::remote::RemoteError>(nats)
+    });
+    let nats = match queued {
+        Ok(nats) => nats,
+        Err(err) => {
+            eprintln!("{err}");
+            return Ok(EXIT_FAILED);
+        }
+    };
+    if !args.wait {
+        if args.json {
+            out!("{}", json!({"run_id": run_id, "status": "queued"}));
+        } else {
+            out!("{run_id}");
+            eprintln!("queued run {run_id} on {}", args.nats);
+        }
+        return Ok(0);
+    }
+    let store = match open_store(args.db) {
+        Ok(store) => Some(Arc::new(store)),
+        Err(err) => {
+            eprintln!("warning: this run will not be logged: {err:#}");
+            None
+        }
+    };
+    let local = Arc::new(LocalRecord {
+        store,
+        doc,
+        recorder: Mutex::new(None),
+    });
+    let progress = Arc::new(super::progress::ProgressSink::new(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        !args.json,
+    ));
+    if !args.json {
+        eprintln!("queued run {run_id} on {}; waiting for a worker", args.nats);
+    }
+    let followed = runtime.block_on(follow(&nats, &run_id, |event, worker| {
+        local.record(&event, worker);
+        progress.emit(&event);
+    }));
+    progress.finish();
+    local.finish();
+    match followed {
+        Ok(report) => print_report(&report, args.json),
+        Err(err) => {
+            eprintln!("{err}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// The submitter's run log entry of a remote run, written as its events arrive: one
+/// recorder per attempt (a worker taking the run over starts it again under its id).
+struct LocalRecord {
+    store: Option<Arc<RunStore>>,
+    doc: agentloom_core::GraphDoc,
+    recorder: Mutex<Option<RunRecorder>>,
+}
+
+impl LocalRecord {
+    fn record(&self, event: &agentloom_engine::RunEvent, worker: &str) {
+        let Some(store) = &self.store else { return };
+        let mut recorder = self
+            .recorder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let EventKind::RunStarted { run_id, .. } = &event.kind {
+            if let Some(earlier) = recorder.take()
+                && let Err(err) = earlier.finish()
+            {
+                eprintln!("warning: the run log may be incomplete: {err}");
+            }
+            match store.recorder_with(&self.doc, LogPolicy::default()) {
+                Ok(started) => {
+                    started.emit(event);
+                    let named = started
+                        .flush()
+                        .and_then(|()| store.record_worker(run_id, worker));
+                    if let Err(err) = named {
+                        eprintln!("warning: the run's worker is not recorded: {err}");
+                    }
+                    *recorder = Some(started);
+                }
+                Err(err) => eprintln!("warning: this run will not be logged: {err}"),
+            }
+            return;
+        }
+        if let Some(recorder) = &*recorder {
+            recorder.emit(event);
+        }
+    }
+
+    fn finish(&self) {
+        let recorder = self
+            .recorder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(recorder) = recorder
+            && let Err(err) = recorder.finish()
+        {
+            eprintln!("warning: the run log may be incomplete: {err}");
+        }
+    }
+}
