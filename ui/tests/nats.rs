@@ -450,3 +450,40 @@ fn an_invalid_graph_ends_failed_with_its_reason_and_is_moved_aside() {
     let why = dead.headers.get("Agentloom-Error").unwrap().as_str();
     assert!(why.contains("no.such.block"), "{why}");
 }
+
+#[test]
+fn a_request_whose_workers_keep_dying_is_given_up_after_max_deliver() {
+    let nats = NatsServer::start();
+    let flags = ["--ack-wait", "2", "--max-deliver", "2"];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 60_000);
+    let submitter = submit(&nats, &graph, &["--wait", "--json"])
+        .arg("--db")
+        .arg(dir.path().join("submitter.sqlite3"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for name in ["first", "second"] {
+        let mut worker = Worker::start(&nats, name, &flags);
+        wait_for(
+            &format!("worker {name} took the run"),
+            Duration::from_secs(30),
+            || !worker.runs().is_empty(),
+        );
+        worker.kill();
+    }
+    let last = Worker::start(&nats, "last", &flags);
+    let output = submitter.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "failed");
+    let error = report["error"].as_str().unwrap();
+    assert!(error.contains("given up after 2 deliveries"), "{error}");
+    assert!(
+        last.runs().is_empty() || last.runs().values().all(|s| s == "failed"),
+        "the last worker did not run it: {}",
+        last.log()
+    );
+    assert_eq!(queue_state(&nats).0, 0, "the request left the queue");
+}

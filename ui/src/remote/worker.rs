@@ -90,6 +90,25 @@ pub async fn serve(
         config: config.clone(),
         stop: stop.clone(),
     });
+    // A request whose every delivery ended with its worker gone is no longer handed out;
+    // the server says so, and one of the workers ends its run and moves it aside.
+    let mut given_up = nats
+        .js
+        .client()
+        .queue_subscribe(
+            format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{QUEUE_STREAM}.{WORKERS_CONSUMER}"),
+            "agentloom-workers".to_owned(),
+        )
+        .await
+        .map_err(|e| nats.error("listening for requests delivered too often", e))?;
+    {
+        let worker = worker.clone();
+        tokio::spawn(async move {
+            while let Some(advisory) = given_up.next().await {
+                worker.give_up(&stream, &advisory.payload).await;
+            }
+        });
+    }
     loop {
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot,
@@ -233,6 +252,40 @@ impl Worker {
             }
         };
         self.execute(&request, registry, graph, secrets, seed).await
+    }
+
+    /// Ends the run of a request the server no longer hands out (every delivery ended with
+    /// its worker gone) as failed, moves the request aside and out of the queue.
+    async fn give_up(&self, queue: &async_nats::jetstream::stream::Stream, advisory: &[u8]) {
+        let advisory: serde_json::Value = serde_json::from_slice(advisory).unwrap_or_default();
+        let Some(sequence) = advisory["stream_seq"].as_u64() else {
+            tracing::warn!(%advisory, "an advisory without the request's sequence");
+            return;
+        };
+        let deliveries = advisory["deliveries"].as_u64().unwrap_or_default();
+        let payload = match queue.get_raw_message(sequence).await {
+            Ok(message) => message.payload,
+            // Acknowledged meanwhile, or handled by another worker.
+            Err(_) => return,
+        };
+        let run_id = serde_json::from_slice::<WorkItem>(&payload)
+            .map(|item| item.run_id)
+            .unwrap_or_else(|_| "unreadable".to_owned());
+        let reason = format!(
+            "given up after {deliveries} deliveries: each time, the worker running it stopped before the run ended"
+        );
+        let (name, inputs) = match self.request(&run_id).await {
+            Ok(request) => (
+                request.graph_doc().map(|doc| doc.name).unwrap_or_default(),
+                request.inputs,
+            ),
+            Err(_) => (String::new(), ValueMap::new()),
+        };
+        self.fail(&run_id, &name, &inputs, &reason).await;
+        self.move_aside(&run_id, &payload, &reason).await;
+        if let Err(err) = queue.delete_message(sequence).await {
+            tracing::warn!(%err, run_id, "the request given up stays in the queue");
+        }
     }
 
     async fn request(&self, run_id: &str) -> Result<RunRequest, String> {
