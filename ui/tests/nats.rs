@@ -173,6 +173,17 @@ fn submit(nats: &NatsServer, graph: &Path, extra: &[&str]) -> Command {
     cmd
 }
 
+/// `submit GRAPH --wait --json --db DB`, which must exit with `code`; its report.
+fn submit_and_wait(nats: &NatsServer, graph: &Path, db: &Path, code: i32) -> Value {
+    let output = submit(nats, graph, &["--wait", "--json"])
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(code), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
@@ -406,13 +417,7 @@ fn an_invalid_graph_ends_failed_with_its_reason_and_is_moved_aside() {
         }),
     );
     let submitter_db = dir.path().join("submitter.sqlite3");
-    let output = submit(&nats, &graph, &["--wait", "--json"])
-        .arg("--db")
-        .arg(&submitter_db)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = submit_and_wait(&nats, &graph, &submitter_db, 1);
     assert_eq!(report["status"], "failed");
     let error = report["error"].as_str().unwrap();
     assert!(
@@ -486,4 +491,102 @@ fn a_request_whose_workers_keep_dying_is_given_up_after_max_deliver() {
         last.log()
     );
     assert_eq!(queue_state(&nats).0, 0, "the request left the queue");
+}
+
+#[test]
+fn an_untrusted_request_waits_for_approve_nats_which_counts_once() {
+    let nats = NatsServer::start();
+    let server = agentloom_tests::PostCounter::start();
+    // Without --trust a request runs as an untrusted file: its POST waits for a person.
+    let _workers = [
+        Worker::start(&nats, "first", &[]),
+        Worker::start(&nats, "second", &[]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        "post.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "post",
+            "nodes": [
+                {"id": "post", "block": "http.request", "config": {
+                    "method": "POST", "url": server.url(), "allow_private_network": true}},
+                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            ],
+            "edges": [{"from": ["post", "status"], "to": ["out", "value"]}]
+        }),
+    );
+    let db = dir.path().join("submitter.sqlite3");
+    let report = submit_and_wait(&nats, &graph, &db, 3);
+    assert_eq!(report["status"], "waiting");
+    assert_eq!(server.posts(), 0);
+    let run_id = report["run_id"].as_str().unwrap();
+
+    let approve = |db: &Path| {
+        bin()
+            .args([
+                "approve",
+                &run_id[..12],
+                "--nats",
+                &nats.url,
+                "--json",
+                "--db",
+            ])
+            .arg(db)
+            .output()
+            .unwrap()
+    };
+    let output = approve(&db);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["outputs"]["status"], 200);
+    assert_eq!(server.posts(), 1);
+    let shown = bin()
+        .args(["show", run_id, "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["status"], "completed");
+
+    // The same wait decided again, from another machine's log: taken, nothing sent again.
+    let elsewhere = dir.path().join("elsewhere.sqlite3");
+    let output = bin()
+        .args(["approve", run_id, "--nats", &nats.url, "--db"])
+        .arg(&elsewhere)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("not waiting for an approval"),
+        "{}",
+        stderr(&output)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(server.posts(), 1);
+
+    // Two people approving the next run at once: one decision counts, one POST is sent.
+    let report = submit_and_wait(&nats, &graph, &db, 3);
+    let run_id = report["run_id"].as_str().unwrap();
+    let together: Vec<_> = ["a.sqlite3", "b.sqlite3"]
+        .iter()
+        .map(|name| {
+            bin()
+                .args(["approve", run_id, "--nats", &nats.url, "--db"])
+                .arg(dir.path().join(name))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let codes: Vec<Option<i32>> = together
+        .into_iter()
+        .map(|child| child.wait_with_output().unwrap().status.code())
+        .collect();
+    let mut sorted = codes.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, [Some(0), Some(2)], "{codes:?}");
+    assert_eq!(server.posts(), 2, "one more POST, for the second run");
 }

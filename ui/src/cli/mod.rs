@@ -19,6 +19,7 @@ mod interrupt;
 mod mcp;
 mod progress;
 pub(crate) mod recording;
+mod remote_approval;
 mod serve;
 mod submit;
 mod terminal_approver;

@@ -69,33 +69,48 @@ pub fn submit_command(args: SubmitArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
-    let store = match open_store(args.db) {
+    if !args.json {
+        eprintln!("queued run {run_id} on {}; waiting for a worker", args.nats);
+    }
+    follow_and_report(&runtime, &nats, &run_id, None, doc, args.db, args.json)
+}
+
+/// Follows remote run `run_id` (from the records after `after`, when given) until a worker
+/// reports its end: progress on stderr, every event recorded in the local run log with the
+/// worker's name, then the report printed and its exit code returned, as `run` does.
+pub(super) fn follow_and_report(
+    runtime: &tokio::runtime::Runtime,
+    nats: &Nats,
+    run_id: &str,
+    after: Option<u64>,
+    doc: agentloom_core::GraphDoc,
+    db: Option<PathBuf>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let store = match open_store(db) {
         Ok(store) => Some(Arc::new(store)),
         Err(err) => {
             eprintln!("warning: this run will not be logged: {err:#}");
             None
         }
     };
-    let local = Arc::new(LocalRecord {
+    let local = LocalRecord {
         store,
         doc,
         recorder: Mutex::new(None),
-    });
-    let progress = Arc::new(super::progress::ProgressSink::new(
+    };
+    let progress = super::progress::ProgressSink::new(
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        !args.json,
-    ));
-    if !args.json {
-        eprintln!("queued run {run_id} on {}; waiting for a worker", args.nats);
-    }
-    let followed = runtime.block_on(follow(&nats, &run_id, |event, worker| {
+        !json,
+    );
+    let followed = runtime.block_on(follow(nats, run_id, after, |event, worker| {
         local.record(&event, worker);
         progress.emit(&event);
     }));
     progress.finish();
     local.finish();
     match followed {
-        Ok(report) => print_report(&report, args.json),
+        Ok(report) => print_report(&report, json),
         Err(err) => {
             eprintln!("{err}");
             Ok(EXIT_FAILED)

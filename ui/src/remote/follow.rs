@@ -9,12 +9,14 @@ use super::{Nats, RUNS_STREAM, RemoteError, WORKER_HEADER, run_subject};
 /// Follows run `run_id` from its first record: `on_event` gets every event (with the name of
 /// the worker that published it) in order, including those of an attempt that a worker
 /// left unfinished; returns the report once a worker has published it.
+/// With `after`, only the records after that stream sequence (a resumed run's).
 pub async fn follow(
     nats: &Nats,
     run_id: &str,
+    after: Option<u64>,
     mut on_event: impl FnMut(RunEvent, &str),
 ) -> Result<serde_json::Value, RemoteError> {
-    let mut messages = ordered(nats, run_id, run_subject(run_id, "*")).await?;
+    let mut messages = ordered(nats, run_id, run_subject(run_id, "*"), after).await?;
     let events = run_subject(run_id, "events");
     let report = run_subject(run_id, "report");
     while let Some(message) = messages.next().await {
@@ -47,7 +49,7 @@ pub async fn events_so_far(nats: &Nats, run_id: &str) -> Result<Vec<RunEvent>, R
     let Some(last) = nats.last_record(run_id, "events").await? else {
         return Ok(Vec::new());
     };
-    let mut messages = ordered(nats, run_id, run_subject(run_id, "events")).await?;
+    let mut messages = ordered(nats, run_id, run_subject(run_id, "events"), None).await?;
     let mut events = Vec::new();
     while let Some(message) = messages.next().await {
         let message = message.map_err(|e| nats.error(format!("reading run {run_id}"), e))?;
@@ -65,7 +67,12 @@ pub async fn events_so_far(nats: &Nats, run_id: &str) -> Result<Vec<RunEvent>, R
     Ok(events)
 }
 
-async fn ordered(nats: &Nats, run_id: &str, filter: String) -> Result<pull::Ordered, RemoteError> {
+async fn ordered(
+    nats: &Nats,
+    run_id: &str,
+    filter: String,
+    after: Option<u64>,
+) -> Result<pull::Ordered, RemoteError> {
     let stream = nats
         .js
         .get_stream_no_info(RUNS_STREAM)
@@ -74,7 +81,12 @@ async fn ordered(nats: &Nats, run_id: &str, filter: String) -> Result<pull::Orde
     let consumer = stream
         .create_consumer(pull::OrderedConfig {
             filter_subject: filter,
-            deliver_policy: DeliverPolicy::All,
+            deliver_policy: match after {
+                Some(sequence) => DeliverPolicy::ByStartSequence {
+                    start_sequence: sequence + 1,
+                },
+                None => DeliverPolicy::All,
+            },
             ..Default::default()
         })
         .await

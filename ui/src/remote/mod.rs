@@ -278,7 +278,7 @@ pub async fn submit_and_wait(
 ) -> Result<serde_json::Value, String> {
     let request = request_for(path, inputs, None)?;
     nats.submit(&request).await.map_err(|e| e.to_string())?;
-    follow::follow(nats, &request.run_id, |_, _| {})
+    follow::follow(nats, &request.run_id, None, |_, _| {})
         .await
         .map_err(|e| e.to_string())
 }
