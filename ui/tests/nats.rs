@@ -36,20 +36,31 @@ impl NatsServer {
         let dir = tempfile::tempdir().unwrap();
         let port = agentloom_tests::free_port();
         let log = dir.path().join("nats.log");
-        let mut child = Command::new(server)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir.path().join("store"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        agentloom_tests::wait_until_listening(&mut child, port, &log, "nats-server");
+        let child = start_listening(
+            Command::new(server)
+                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+                .arg(dir.path().join("store")),
+            port,
+            &log,
+        );
         NatsServer {
             child,
             url: format!("nats://127.0.0.1:{port}"),
             _dir: dir,
         }
     }
+}
+
+/// Starts `command`, its stderr in `log`, and waits until it listens on `port`.
+fn start_listening(command: &mut Command, port: u16, log: &Path) -> Child {
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let name = command.get_program().to_string_lossy().into_owned();
+    agentloom_tests::wait_until_listening(&mut child, port, log, &name);
+    child
 }
 
 impl Drop for NatsServer {
@@ -268,13 +279,7 @@ fn two_hundred_runs_complete_once_each_spread_over_three_workers() {
     assert_eq!(report["status"], "completed");
     assert_eq!(report["outputs"]["echo"], "waited");
     let run_id = report["run_id"].as_str().unwrap();
-    let shown = bin()
-        .args(["show", run_id, "--json", "--db"])
-        .arg(&submitter_db)
-        .output()
-        .unwrap();
-    assert!(shown.status.success(), "{}", stderr(&shown));
-    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let shown = show(&submitter_db, run_id);
     assert_eq!(shown["status"], "completed");
     let names: Vec<&str> = workers.iter().map(|w| w.name.as_str()).collect();
     assert!(
@@ -385,12 +390,7 @@ fn a_worker_killed_after_a_post_leaves_the_run_to_another_that_does_not_post_aga
         "{}",
         other.log()
     );
-    let shown = bin()
-        .args(["show", run_id, "--json", "--db"])
-        .arg(&submitter_db)
-        .output()
-        .unwrap();
-    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let shown = show(&submitter_db, run_id);
     assert_eq!(shown["status"], "completed");
     assert_eq!(shown["worker"], other.name.as_str(), "not {killed}");
     let post = shown["nodes"]
@@ -542,12 +542,7 @@ fn an_untrusted_request_waits_for_approve_nats_which_counts_once() {
     assert_eq!(report["status"], "completed", "{report}");
     assert_eq!(report["outputs"]["status"], 200);
     assert_eq!(server.posts(), 1);
-    let shown = bin()
-        .args(["show", run_id, "--json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let shown = show(&db, run_id);
     assert_eq!(shown["status"], "completed");
 
     // The same wait decided again, from another machine's log: taken, nothing sent again.
@@ -589,4 +584,87 @@ fn an_untrusted_request_waits_for_approve_nats_which_counts_once() {
     sorted.sort_unstable();
     assert_eq!(sorted, [Some(0), Some(2)], "{codes:?}");
     assert_eq!(server.posts(), 2, "one more POST, for the second run");
+}
+
+#[test]
+fn serve_nats_queues_webhook_and_agent_protocol_runs_for_the_workers() {
+    let nats = NatsServer::start();
+    let worker = Worker::start(&nats, "busy", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 10);
+    let port = agentloom_tests::free_port();
+    let log = dir.path().join("serve.log");
+    let db = dir.path().join("serve.sqlite3");
+    let mut serve = start_listening(
+        bin()
+            .arg("serve")
+            .arg(&graph)
+            .args(["--port", &port.to_string(), "--webhook", "/hooks/echo"])
+            .args(["--nats", &nats.url, "--db"])
+            .arg(&db)
+            .arg("--workspace")
+            .arg(dir.path())
+            .arg("--tasks-dir")
+            .arg(dir.path().join("tasks")),
+        port,
+        &log,
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (hooked, step) = runtime.block_on(async {
+        let hooked = post(
+            &format!("{base}/hooks/echo"),
+            json!({"text": "through the queue"}),
+        )
+        .await;
+        let task = post(
+            &format!("{base}/ap/v1/agent/tasks"),
+            json!({"input": "a task"}),
+        )
+        .await;
+        let task_id = task["task_id"].as_str().unwrap();
+        let step = post(
+            &format!("{base}/ap/v1/agent/tasks/{task_id}/steps"),
+            json!({}),
+        )
+        .await;
+        (hooked, step)
+    });
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(hooked, json!({"echo": "through the queue"}));
+    assert_eq!(step["output"], "a task", "{step}");
+    assert_eq!(step["is_last"], true, "{step}");
+    // Both ran on the worker, and serve's run log names it.
+    let ran = worker.runs();
+    assert_eq!(ran.len(), 2, "{}", worker.log());
+    assert!(ran.values().all(|status| status == "completed"));
+    for run_id in ran.keys() {
+        let shown = show(&db, run_id);
+        assert_eq!(shown["worker"], "busy", "{shown}");
+    }
+}
+
+/// POSTs `body` as JSON to `url`; the JSON answer.
+async fn post(url: &str, body: Value) -> Value {
+    reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// `show RUN_ID --json` of the run log `db`.
+fn show(db: &Path, run_id: &str) -> Value {
+    let output = bin()
+        .args(["show", run_id, "--json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
 }

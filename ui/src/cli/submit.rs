@@ -2,12 +2,13 @@
 //! it like a local run and record it in this machine's run log.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agentloom_core::Escaped;
-use agentloom_engine::{EventKind, EventSink, LogPolicy, RunRecorder, RunStore};
+use agentloom_engine::EventSink;
 use serde_json::json;
 
+use crate::remote::local_log::LocalRecord;
 use crate::remote::{Nats, follow::follow, request_for};
 
 use super::{EXIT_FAILED, EXIT_INVALID, async_runtime, open_store, parse_inputs, print_report};
@@ -94,11 +95,7 @@ pub(super) fn follow_and_report(
             None
         }
     };
-    let local = LocalRecord {
-        store,
-        doc,
-        recorder: Mutex::new(None),
-    };
+    let local = LocalRecord::new(store, doc);
     let progress = super::progress::ProgressSink::new(
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
         !json,
@@ -114,61 +111,6 @@ pub(super) fn follow_and_report(
         Err(err) => {
             eprintln!("{err}");
             Ok(EXIT_FAILED)
-        }
-    }
-}
-
-/// The submitter's run log entry of a remote run, written as its events arrive: one
-/// recorder per attempt (a worker taking the run over starts it again under its id).
-struct LocalRecord {
-    store: Option<Arc<RunStore>>,
-    doc: agentloom_core::GraphDoc,
-    recorder: Mutex<Option<RunRecorder>>,
-}
-
-impl LocalRecord {
-    fn record(&self, event: &agentloom_engine::RunEvent, worker: &str) {
-        let Some(store) = &self.store else { return };
-        let mut recorder = self
-            .recorder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let EventKind::RunStarted { run_id, .. } = &event.kind {
-            if let Some(earlier) = recorder.take()
-                && let Err(err) = earlier.finish()
-            {
-                eprintln!("warning: the run log may be incomplete: {err}");
-            }
-            match store.recorder_with(&self.doc, LogPolicy::default()) {
-                Ok(started) => {
-                    started.emit(event);
-                    let named = started
-                        .flush()
-                        .and_then(|()| store.record_worker(run_id, worker));
-                    if let Err(err) = named {
-                        eprintln!("warning: the run's worker is not recorded: {err}");
-                    }
-                    *recorder = Some(started);
-                }
-                Err(err) => eprintln!("warning: this run will not be logged: {err}"),
-            }
-            return;
-        }
-        if let Some(recorder) = &*recorder {
-            recorder.emit(event);
-        }
-    }
-
-    fn finish(&self) {
-        let recorder = self
-            .recorder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(recorder) = recorder
-            && let Err(err) = recorder.finish()
-        {
-            eprintln!("warning: the run log may be incomplete: {err}");
         }
     }
 }

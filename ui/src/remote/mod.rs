@@ -14,12 +14,15 @@
 //!   error, instead of being delivered again.
 
 pub mod follow;
+pub mod local_log;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest, GraphDoc, ValueMap};
+use agentloom_engine::{RunEvent, RunReport, RunStatus};
 use async_nats::jetstream::{self, stream};
 use serde::{Deserialize, Serialize};
 
@@ -281,4 +284,53 @@ pub async fn submit_and_wait(
     follow::follow(nats, &request.run_id, None, |_, _| {})
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Queues a run of `doc` (the graph file at `path`, validated, with the text of the files
+/// it calls) and waits for a worker to finish it, recording its events in `store` as they
+/// arrive: how `serve --nats` runs. Cancelling stops waiting, not the run.
+pub async fn run_queued(
+    nats: &Nats,
+    store: Option<Arc<agentloom_engine::RunStore>>,
+    doc: &GraphDoc,
+    path: &Path,
+    files: Vec<(String, String)>,
+    inputs: ValueMap,
+    cancel: tokio_util::sync::CancellationToken,
+) -> (RunReport, Vec<RunEvent>) {
+    let run_id = agentloom_engine::new_run_id();
+    let failed = |error: String| RunReport {
+        run_id: run_id.clone(),
+        status: RunStatus::Failed,
+        outputs: ValueMap::new(),
+        nodes: Vec::new(),
+        usage: agentloom_core::Usage::default(),
+        duration_ms: 0,
+        error: Some(error),
+    };
+    let request = RunRequest {
+        run_id: run_id.clone(),
+        graph: serde_json::to_value(doc).unwrap_or_default(),
+        graph_file: path.display().to_string(),
+        files,
+        inputs,
+        concurrency: None,
+    };
+    if let Err(err) = nats.submit(&request).await {
+        return (failed(format!("cannot queue the run: {err}")), Vec::new());
+    }
+    let local = local_log::LocalRecord::new(store, doc.clone());
+    let mut events = Vec::new();
+    let followed = tokio::select! {
+        followed = follow::follow(nats, &run_id, None, |event, worker| {
+            local.record(&event, worker);
+            events.push(event);
+        }) => followed.map_err(|e| e.to_string()),
+        () = cancel.cancelled() => Err(format!("stopped waiting for run {run_id}; it goes on on its worker")),
+    };
+    local.finish();
+    let report = followed
+        .and_then(|report| serde_json::from_value(report).map_err(|e| e.to_string()))
+        .unwrap_or_else(failed);
+    (report, events)
 }
