@@ -314,7 +314,7 @@ impl Worker {
         let secrets: Arc<dyn SecretSource> = if self.config.trust {
             crate::headless::default_secrets()
         } else {
-            Arc::new(crate::trust::UntrustedSecrets::new(label))
+            Arc::new(NoCredentials)
         };
         let mut problems = if self.config.trust {
             agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets.as_ref())
@@ -530,6 +530,18 @@ impl Worker {
         {
             tracing::warn!(%err, run_id, record, "cannot publish");
         }
+    }
+}
+
+/// The credentials of a request this worker does not trust: none, saying how to allow them.
+struct NoCredentials;
+
+impl SecretSource for NoCredentials {
+    fn secret(&self, name: &str) -> Result<agentloom_core::Secret, agentloom_core::SecretError> {
+        Err(agentloom_core::SecretError::Unusable {
+            name: name.to_owned(),
+            message: "this worker runs submitted graphs untrusted, without credentials; start it with `agentloom worker --trust` to let them use its credentials".to_owned(),
+        })
     }
 }
 
