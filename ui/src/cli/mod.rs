@@ -738,40 +738,43 @@ fn execute(
         eprintln!("warning: {err}");
     }
 
-    let shown = print_report(&serde_json::to_value(&report)?, run.json)?;
+    let shown = print_report(&report, run.json)?;
     phase("result printed");
     Ok(shown)
 }
 
-/// Prints a run's report (the object of `--json`) as `run` does: the JSON object, or each
-/// output on stdout and the outcome on stderr; returns the exit code of its status.
-pub(crate) fn print_report(report: &serde_json::Value, json: bool) -> anyhow::Result<i32> {
-    let run_id = report["run_id"].as_str().unwrap_or_default();
-    let status = report["status"]
-        .as_str()
-        .and_then(RunStatus::parse)
-        .unwrap_or(RunStatus::Failed);
+/// Prints a run's report as `run` does: the JSON object, or each output on stdout and the
+/// outcome on stderr; returns the exit code of its status.
+pub(crate) fn print_report(
+    report: &agentloom_engine::RunReport,
+    json: bool,
+) -> anyhow::Result<i32> {
     if json {
         out!("{}", serde_json::to_string(report)?);
     } else {
-        let outputs: ValueMap =
-            serde_json::from_value(report["outputs"].clone()).unwrap_or_default();
-        for (name, value) in &outputs {
+        for (name, value) in &report.outputs {
             out!("{name}: {}", value.to_text());
         }
-        let duration_ms = report["duration_ms"].as_u64().unwrap_or_default();
-        let error = Escaped(report["error"].as_str().unwrap_or_default());
-        let summary = match status {
-            RunStatus::Completed => format!("completed in {duration_ms} ms"),
-            RunStatus::Waiting => format!("waits after {duration_ms} ms: {error}"),
-            other => format!("{} after {duration_ms} ms: {error}", other.as_str()),
+        let summary = match report.status {
+            RunStatus::Completed => format!("completed in {} ms", report.duration_ms),
+            RunStatus::Waiting => format!(
+                "waits after {} ms: {}",
+                report.duration_ms,
+                Escaped(report.error.as_deref().unwrap_or_default())
+            ),
+            other => format!(
+                "{} after {} ms: {}",
+                other.as_str(),
+                report.duration_ms,
+                Escaped(report.error.as_deref().unwrap_or_default())
+            ),
         };
-        eprintln!("run {run_id} {summary}");
+        eprintln!("run {} {summary}", report.run_id);
     }
-    Ok(match status {
+    Ok(match report.status {
         RunStatus::Completed => 0,
         RunStatus::Waiting => {
-            eprintln!("waiting for approval: agentloom approve {run_id}");
+            eprintln!("waiting for approval: agentloom approve {}", report.run_id);
             EXIT_WAITING
         }
         _ => EXIT_FAILED,

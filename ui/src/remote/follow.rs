@@ -1,6 +1,6 @@
 //! Reading a remote run's records back as they arrive: its events and its final report.
 
-use agentloom_engine::RunEvent;
+use agentloom_engine::{RunEvent, RunReport};
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
 use futures::StreamExt as _;
 
@@ -15,7 +15,7 @@ pub async fn follow(
     run_id: &str,
     after: Option<u64>,
     mut on_event: impl FnMut(RunEvent, &str),
-) -> Result<serde_json::Value, RemoteError> {
+) -> Result<RunReport, RemoteError> {
     let mut messages = ordered(nats, run_id, run_subject(run_id, "*"), after).await?;
     let events = run_subject(run_id, "events");
     let report = run_subject(run_id, "report");

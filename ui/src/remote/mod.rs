@@ -271,14 +271,14 @@ pub fn request_for(
     })
 }
 
-/// Submits a run of the graph file at `path` and waits for its report (the object
+/// Submits a run of the graph file at `path` and waits for its report (what
 /// `agentloom run --json` prints): for callers that spread many runs over the workers,
 /// such as an evaluation. Events are not recorded here.
 pub async fn submit_and_wait(
     nats: &Nats,
     path: &Path,
     inputs: ValueMap,
-) -> Result<serde_json::Value, String> {
+) -> Result<RunReport, String> {
     let request = request_for(path, inputs, None)?;
     nats.submit(&request).await.map_err(|e| e.to_string())?;
     follow::follow(nats, &request.run_id, None, |_, _| {})
@@ -329,8 +329,6 @@ pub async fn run_queued(
         () = cancel.cancelled() => Err(format!("stopped waiting for run {run_id}; it goes on on its worker")),
     };
     local.finish();
-    let report = followed
-        .and_then(|report| serde_json::from_value(report).map_err(|e| e.to_string()))
-        .unwrap_or_else(failed);
+    let report = followed.unwrap_or_else(failed);
     (report, events)
 }
