@@ -253,7 +253,8 @@ pub fn request_for(
     inputs: ValueMap,
     concurrency: Option<usize>,
 ) -> Result<RunRequest, String> {
-    let doc = crate::cli::load_graph(path)?;
+    let doc = agentloom_core::read_graph_file(path, agentloom_core::max_graph_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let doc = agentloom_blocks::graph_call::with_absolute_paths(doc, Some(path));
     let mut registry = agentloom_blocks::Registry::builtin();
     let files = agentloom_blocks::graph_call::for_graph_file(&mut registry, Some(path));

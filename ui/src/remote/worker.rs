@@ -25,7 +25,7 @@ use super::{
 };
 
 /// How one worker runs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct WorkerConfig {
     pub url: String,
     /// The worker's name, on every event it publishes (and so in the submitter's run log).
@@ -39,6 +39,8 @@ pub struct WorkerConfig {
     pub max_deliver: i64,
     /// Run requests as trusted: credentials, MCP servers, no safe mode.
     pub trust: bool,
+    /// This machine's credentials (its keychain, its environment), for trusted requests.
+    pub secrets: Arc<dyn SecretSource>,
 }
 
 /// A request ready to run: its blocks, its validated graph and the credentials it may use.
@@ -312,7 +314,7 @@ impl Worker {
         let mut registry = Registry::builtin();
         graph_call::with_files(&mut registry, Arc::new(files));
         let secrets: Arc<dyn SecretSource> = if self.config.trust {
-            crate::headless::default_secrets()
+            self.config.secrets.clone()
         } else {
             Arc::new(NoCredentials)
         };
