@@ -132,8 +132,14 @@ impl Nats {
                 .add_root_certificates(PathBuf::from(ca))
                 .require_tls(true);
         }
+        // Several servers of a cluster, comma-separated: the client tries them in turn.
+        let servers: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
         let client = options
-            .connect(url)
+            .connect(servers)
             .await
             .map_err(|e| connect_error(e.to_string()))?;
         let mut js = jetstream::new(client);
