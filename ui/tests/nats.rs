@@ -436,6 +436,7 @@ fn an_invalid_graph_ends_failed_with_its_reason_and_is_moved_aside() {
         .unwrap();
     let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
     assert_eq!(runs[0]["status"], "failed");
+    assert_eq!(runs[0]["worker"], "only");
     assert!(runs[0]["error"].as_str().unwrap().contains("no.such.block"));
 
     // Not delivered again: the queue is empty and the request waits aside with its error.

@@ -396,21 +396,37 @@ fn export_runs(db: Option<PathBuf>, file: &Path) -> anyhow::Result<i32> {
 fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result<i32> {
     let store = open_store(db)?;
     let runs = store.list_runs(limit)?;
+    // Runs recorded from a queue name the worker that ran them.
+    let workers = runs
+        .iter()
+        .map(|run| store.run_worker(&run.id))
+        .collect::<Result<Vec<_>, _>>()?;
     if json {
-        out!("{}", serde_json::to_string_pretty(&runs)?);
+        let mut listed = serde_json::to_value(&runs)?;
+        if let Some(rows) = listed.as_array_mut() {
+            for (row, worker) in rows.iter_mut().zip(&workers) {
+                if let Some(worker) = worker {
+                    row["worker"] = json!(worker);
+                }
+            }
+        }
+        out!("{}", serde_json::to_string_pretty(&listed)?);
         return Ok(0);
     }
     if runs.is_empty() {
         eprintln!("no runs yet in {}", store.path().display());
     }
-    for run in runs {
+    for (run, worker) in runs.into_iter().zip(workers) {
         out!(
-            "{}  {:<11} {:>8}  {}{}",
+            "{}  {:<11} {:>8}  {}{}{}",
             run.id,
             run.status.as_str(),
             run.duration_ms
                 .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
             Escaped(&run.graph_name),
+            worker
+                .map(|w| format!(" on {}", Escaped(&w)))
+                .unwrap_or_default(),
             run.error
                 .map(|e| format!("  ({})", Escaped(&e)))
                 .unwrap_or_default()
