@@ -20,7 +20,8 @@ log() { printf '\n== %s\n' "$*"; }
 install_system_packages() {
   local missing=()
   for tool in Xvfb import xdotool dbus-run-session gnome-keyring-daemon script bwrap \
-      mksquashfs dpkg-shlibdeps desktop-file-validate gio update-mime-database xvfb-run xprop; do
+      mksquashfs dpkg-shlibdeps desktop-file-validate gio update-mime-database xvfb-run xprop \
+      nats-server; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -34,7 +35,7 @@ install_system_packages() {
     build-essential xvfb xauth x11-utils imagemagick xdotool libx11-6 libx11-xcb1 libxcursor1 \
     libxi6 libxrandr2 libxkbcommon-x11-0 libegl1 libegl-mesa0 libgl1-mesa-dri libvulkan1 \
     mesa-vulkan-drivers dbus-daemon gnome-keyring libsecret-tools keyutils bsdutils bubblewrap \
-    dpkg-dev squashfs-tools desktop-file-utils shared-mime-info libglib2.0-bin libfuse2 >/dev/null
+    dpkg-dev squashfs-tools desktop-file-utils shared-mime-info libglib2.0-bin libfuse2 nats-server >/dev/null
 }
 
 install_peers() {

@@ -69,7 +69,7 @@ pub struct RunOptions {
 }
 
 /// What happened to one node.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct NodeReport {
     pub id: String,
     pub status: NodeStatus,
@@ -80,7 +80,7 @@ pub struct NodeReport {
 }
 
 /// The outcome of a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct RunReport {
     pub run_id: String,
     pub status: RunStatus,

@@ -281,3 +281,50 @@ pub fn read_http_request(reader: &mut impl std::io::BufRead) -> (String, Vec<u8>
     let _ = std::io::Read::read_to_end(&mut std::io::Read::take(reader, length), &mut body);
     (head, body)
 }
+
+/// An HTTP server on 127.0.0.1 that answers every request `200 ok` and counts the POSTs:
+/// how a test proves a side effect happened exactly once.
+pub struct PostCounter {
+    pub port: u16,
+    posts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl PostCounter {
+    /// # Panics
+    /// When no port of 127.0.0.1 can be had.
+    #[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+    pub fn start() -> PostCounter {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let posts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&posts);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let counted = std::sync::Arc::clone(&counted);
+                std::thread::spawn(move || answer_counting_posts(stream, &counted));
+            }
+        });
+        PostCounter { port, posts }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+
+    pub fn posts(&self) -> usize {
+        self.posts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+fn answer_counting_posts(stream: TcpStream, posts: &std::sync::atomic::AtomicUsize) {
+    use std::io::Write as _;
+    let mut reader = std::io::BufReader::new(stream);
+    let (head, _) = read_http_request(&mut reader);
+    if head.starts_with("POST ") {
+        posts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    let mut stream = reader.into_inner();
+    let _ = stream.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+    );
+}

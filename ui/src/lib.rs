@@ -3,6 +3,7 @@
 pub mod app;
 pub mod cli;
 pub mod logging;
+pub mod remote;
 pub mod runner;
 pub mod serve;
 pub mod trust;

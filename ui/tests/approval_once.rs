@@ -4,12 +4,8 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::io::{BufReader, Write as _};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
@@ -21,48 +17,6 @@ fn bin() -> Command {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// An HTTP server on 127.0.0.1 that answers every request `200 ok` and counts the POSTs.
-struct PostCounter {
-    port: u16,
-    posts: Arc<AtomicUsize>,
-}
-
-impl PostCounter {
-    fn start() -> PostCounter {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let posts = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&posts);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let counted = Arc::clone(&counted);
-                std::thread::spawn(move || answer(stream, &counted));
-            }
-        });
-        PostCounter { port, posts }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/hook", self.port)
-    }
-
-    fn posts(&self) -> usize {
-        self.posts.load(Ordering::SeqCst)
-    }
-}
-
-fn answer(stream: TcpStream, posts: &AtomicUsize) {
-    let mut reader = BufReader::new(stream);
-    let (head, _) = agentloom_tests::read_http_request(&mut reader);
-    if head.starts_with("POST ") {
-        posts.fetch_add(1, Ordering::SeqCst);
-    }
-    let mut stream = reader.into_inner();
-    let _ = stream.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-    );
 }
 
 fn write_json(path: &Path, doc: &Value) {
@@ -135,7 +89,7 @@ fn show_json(run_id: &str, db: &Path) -> Value {
 
 #[test]
 fn three_approvals_started_together_resume_the_run_once() {
-    let server = PostCounter::start();
+    let server = agentloom_tests::PostCounter::start();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let graph = posting_graph(dir.path(), &server.url());
@@ -167,7 +121,7 @@ fn three_approvals_started_together_resume_the_run_once() {
 
 #[test]
 fn approve_and_reject_started_together_agree_with_what_happened() {
-    let server = PostCounter::start();
+    let server = agentloom_tests::PostCounter::start();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let graph = posting_graph(dir.path(), &server.url());
@@ -244,7 +198,7 @@ fn calling_graphs(dir: &Path) -> PathBuf {
 
 #[test]
 fn an_approved_run_resumes_the_called_graph_it_started_with_not_a_swapped_one() {
-    let server = PostCounter::start();
+    let server = agentloom_tests::PostCounter::start();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let parent = calling_graphs(dir.path());
@@ -275,7 +229,7 @@ fn an_approved_run_resumes_the_called_graph_it_started_with_not_a_swapped_one() 
 
 #[test]
 fn the_approval_prompt_shows_the_configured_url_and_method() {
-    let server = PostCounter::start();
+    let server = agentloom_tests::PostCounter::start();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let graph = posting_graph(dir.path(), &server.url());

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest, Value};
 use rusqlite::{OptionalExtension as _, TransactionBehavior, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::liveness::{Liveness, liveness, this_process_token};
 use super::{RunStore, StoreError, from_i64, now_ms, to_i64};
@@ -12,7 +12,7 @@ use crate::events::NodeStatus;
 use crate::seed::RunSeed;
 
 /// A side effect of a recorded run waiting for (or decided by) a person.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {
     pub run_id: String,
     pub node: String,

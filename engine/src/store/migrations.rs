@@ -139,6 +139,14 @@ CREATE TABLE untrusted_runs (
     graph_file      TEXT NOT NULL
 ) STRICT;
 ",
+    // 8: runs that ran on another machine (`agentloom submit --wait`): the worker that ran
+    // them, as it named itself.
+    r"
+CREATE TABLE remote_runs (
+    run_id          TEXT PRIMARY KEY NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    worker          TEXT NOT NULL
+) STRICT;
+",
 ];
 
 /// The schema version this build writes.

@@ -17,6 +17,7 @@ mod busy;
 mod liveness;
 mod migrations;
 mod queries;
+mod remote;
 mod values;
 mod workspaces;
 mod writer;

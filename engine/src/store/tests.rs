@@ -240,6 +240,7 @@ fn open_creates_the_file_its_folders_and_the_schema() {
             "events",
             "node_runs",
             "pending_approvals",
+            "remote_runs",
             "run_graph_files",
             "run_graphs",
             "run_values",

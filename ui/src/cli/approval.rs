@@ -50,6 +50,9 @@ pub struct ResumeArgs {
     /// Print exactly one JSON object with the result on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Decide for a run queued on this NATS server (`agentloom submit`): a worker resumes it.
+    #[arg(long, value_name = "URL", conflicts_with = "workspace")]
+    pub nats: Option<String>,
 }
 
 pub fn approve_command(args: ApproveArgs) -> anyhow::Result<i32> {
@@ -95,6 +98,9 @@ fn decide_and_resume(
     args: ResumeArgs,
     decide: impl FnOnce(&ApprovalRequest) -> Result<ApprovalDecision, String>,
 ) -> anyhow::Result<i32> {
+    if let Some(url) = args.nats.clone() {
+        return super::remote_approval::decide_remote(run_id, args, &url, decide);
+    }
     let store = open_run_log(args.db.clone())?;
     let Some(detail) = store.get_run(run_id)? else {
         eprintln!(
@@ -116,20 +122,14 @@ fn decide_and_resume(
         );
         return Ok(EXIT_INVALID);
     }
-    let approval = match pick(&pending, args.node.as_deref()) {
-        Ok(approval) => approval,
-        Err(message) => {
-            eprintln!("run {run_id}: {}", Escaped(&message));
-            return Ok(EXIT_INVALID);
-        }
-    };
-    let decision = match decide(&approval.request) {
-        Ok(decision) => decision,
-        Err(message) => {
-            eprintln!("{}", Escaped(&message));
-            return Ok(EXIT_INVALID);
-        }
-    };
+    let (approval, decision) =
+        match pick_and_decide(&run_id, &pending, args.node.as_deref(), decide) {
+            Ok(decided) => decided,
+            Err(message) => {
+                eprintln!("{message}");
+                return Ok(EXIT_INVALID);
+            }
+        };
     // The graph files the run calls as they were when it started, not as they are now.
     let kept = store.graph_files(&run_id)?;
     let recorded_graph = detail
@@ -181,15 +181,9 @@ fn decide_and_resume(
         },
     };
     if !args.json {
-        let verb = if decision.is_approved() {
-            "approved"
-        } else {
-            "rejected"
-        };
         eprintln!(
-            "{verb} `{}` ({}); resuming run {run_id}",
-            Escaped(&approval.node),
-            Escaped(&approval.request.action)
+            "{}; resuming run {run_id}",
+            decided_line(&approval, &decision)
         );
     }
     execute(
@@ -209,6 +203,32 @@ fn decide_and_resume(
             untrusted_file,
         },
     )
+}
+
+/// "approved `node` (action)", as the commands that decide say it.
+pub(super) fn decided_line(approval: &PendingApproval, decision: &ApprovalDecision) -> String {
+    let verb = if decision.is_approved() {
+        "approved"
+    } else {
+        "rejected"
+    };
+    format!(
+        "{verb} `{}` ({})",
+        Escaped(&approval.node),
+        Escaped(&approval.request.action)
+    )
+}
+
+/// The approval to decide (see [`pick`]) and the decision on it; the error is what to say.
+pub(super) fn pick_and_decide(
+    run_id: &str,
+    pending: &[PendingApproval],
+    node: Option<&str>,
+    decide: impl FnOnce(&ApprovalRequest) -> Result<ApprovalDecision, String>,
+) -> Result<(PendingApproval, ApprovalDecision), String> {
+    let approval = pick(pending, node).map_err(|m| format!("run {run_id}: {}", Escaped(&m)))?;
+    let decision = decide(&approval.request).map_err(|m| Escaped(&m).to_string())?;
+    Ok((approval.clone(), decision))
 }
 
 /// The undecided approval to decide: the one of `node`, or the only one.

@@ -18,9 +18,12 @@ pub mod credentials;
 mod interrupt;
 mod mcp;
 mod progress;
+mod remote_approval;
 mod serve;
+mod submit;
 mod terminal_approver;
 mod trust;
+mod worker;
 
 /// Writing to stdout failed. When the reader went away (a closed pipe), the process ends
 /// quietly, as other Unix tools do.
@@ -164,6 +167,10 @@ pub enum CliCommand {
     /// Trust a graph file as it is now: let it start its MCP servers, use credentials and
     /// call graph files outside its folder. Any change to it (or to a file it calls) undoes it.
     Trust(trust::TrustArgs),
+    /// Take runs from a NATS JetStream queue and run them (see `submit`).
+    Worker(worker::WorkerArgs),
+    /// Queue a run of a graph for the workers of a NATS JetStream server.
+    Submit(submit::SubmitArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -242,6 +249,8 @@ pub fn run_command(command: CliCommand) -> anyhow::Result<i32> {
         CliCommand::Serve(args) => serve::serve_command(args),
         CliCommand::Mcp(args) => mcp::mcp_command(args),
         CliCommand::Trust(args) => trust::trust_command(args),
+        CliCommand::Worker(args) => worker::worker_command(args),
+        CliCommand::Submit(args) => submit::submit_command(args),
         CliCommand::Schema => {
             out!(
                 "{}",
@@ -364,21 +373,37 @@ fn export_runs(db: Option<PathBuf>, file: &Path) -> anyhow::Result<i32> {
 fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result<i32> {
     let store = open_run_log(db)?;
     let runs = store.list_runs(limit)?;
+    // Runs recorded from a queue name the worker that ran them.
+    let workers = runs
+        .iter()
+        .map(|run| store.run_worker(&run.id))
+        .collect::<Result<Vec<_>, _>>()?;
     if json {
-        out!("{}", serde_json::to_string_pretty(&runs)?);
+        let mut listed = serde_json::to_value(&runs)?;
+        if let Some(rows) = listed.as_array_mut() {
+            for (row, worker) in rows.iter_mut().zip(&workers) {
+                if let Some(worker) = worker {
+                    row["worker"] = json!(worker);
+                }
+            }
+        }
+        out!("{}", serde_json::to_string_pretty(&listed)?);
         return Ok(0);
     }
     if runs.is_empty() {
         eprintln!("no runs yet in {}", store.path().display());
     }
-    for run in runs {
+    for (run, worker) in runs.into_iter().zip(workers) {
         out!(
-            "{}  {:<11} {:>8}  {}{}",
+            "{}  {:<11} {:>8}  {}{}{}",
             run.id,
             run.status.as_str(),
             run.duration_ms
                 .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
             Escaped(&run.graph_name),
+            worker
+                .map(|w| format!(" on {}", Escaped(&w)))
+                .unwrap_or_default(),
             run.error
                 .map(|e| format!("  ({})", Escaped(&e)))
                 .unwrap_or_default()
@@ -396,9 +421,14 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         );
         return Ok(EXIT_INVALID);
     };
+    // A run recorded from a queue (`submit --wait`) names the worker that ran it.
+    let worker = store.run_worker(&detail.run.id)?;
     if json {
         let mut shown = serde_json::to_value(&detail)?;
         agent::add_steps(&mut shown);
+        if let Some(worker) = &worker {
+            shown["worker"] = json!(worker);
+        }
         out!("{}", serde_json::to_string_pretty(&shown)?);
         return Ok(0);
     }
@@ -411,6 +441,9 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     );
     if let Some(ms) = run.duration_ms {
         out!("duration {ms} ms");
+    }
+    if let Some(worker) = &worker {
+        out!("worker {}", Escaped(worker));
     }
     if !run.usage.is_zero() {
         out!(
@@ -463,7 +496,7 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
 }
 
 /// Splits `NAME=VALUE` arguments; values stay text, `graph.input` converts them to its type.
-fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
+pub(crate) fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
     let mut inputs = ValueMap::new();
     for item in raw {
         let Some((name, value)) = item.split_once('=') else {
@@ -652,8 +685,19 @@ fn execute(
     }
     phase("run log written");
 
-    if run.json {
-        out!("{}", serde_json::to_string(&report)?);
+    let shown = print_report(&report, run.json)?;
+    phase("result printed");
+    Ok(shown)
+}
+
+/// Prints a run's report as `run` does: the JSON object, or each output on stdout and the
+/// outcome on stderr; returns the exit code of its status.
+pub(crate) fn print_report(
+    report: &agentloom_engine::RunReport,
+    json: bool,
+) -> anyhow::Result<i32> {
+    if json {
+        out!("{}", serde_json::to_string(report)?);
     } else {
         for (name, value) in &report.outputs {
             out!("{name}: {}", value.to_text());
@@ -674,7 +718,6 @@ fn execute(
         };
         eprintln!("run {} {summary}", report.run_id);
     }
-    phase("result printed");
     Ok(match report.status {
         RunStatus::Completed => 0,
         RunStatus::Waiting => {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::EXIT_INVALID;
+use crate::remote::Nats;
 use crate::runner::headless::GraphRunner;
 use crate::runner::open_run_log;
 use crate::serve::{ServeConfig, guard, serve, triggers::parse_schedule};
@@ -47,6 +48,10 @@ pub struct ServeArgs {
     /// Trust the graph file without asking (see `agentloom trust`).
     #[arg(long)]
     pub trust: bool,
+    /// Queue every run on this NATS server for `agentloom worker`s instead of running it
+    /// here (files a run writes stay on its worker).
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
 }
 
 pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
@@ -75,12 +80,22 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
         return Ok(EXIT_INVALID);
     }
     let store = open_run_log(args.db)?;
+    let runtime = super::async_runtime()?;
     let runner = match GraphRunner::load(&args.graph, Some(store), args.trust) {
         Ok(runner) => {
             if let Some(note) = runner.safe_mode_note() {
                 eprintln!("{note}");
             }
-            Arc::new(runner)
+            match &args.nats {
+                Some(url) => match runtime.block_on(Nats::connect(url, "agentloom serve")) {
+                    Ok(queue) => Arc::new(runner.with_queue(queue)),
+                    Err(err) => {
+                        eprintln!("{err}");
+                        return Ok(super::EXIT_FAILED);
+                    }
+                },
+                None => Arc::new(runner),
+            }
         }
         Err(problems) => {
             for problem in problems {
@@ -98,7 +113,6 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| cwd.join("agentloom-tasks"));
     std::fs::create_dir_all(&tasks_dir)
         .with_context(|| format!("cannot create the tasks folder {}", tasks_dir.display()))?;
-    let runtime = super::async_runtime()?;
     runtime.block_on(async move {
         let listener = match tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await {
             Ok(listener) => listener,

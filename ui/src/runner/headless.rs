@@ -21,6 +21,10 @@ pub struct GraphRunner {
     executor: Executor,
     store: Option<Arc<RunStore>>,
     trusted: bool,
+    /// With a queue (`serve --nats`), runs go to its workers instead of running here.
+    queue: Option<crate::remote::Nats>,
+    /// The text of every graph file the graph calls, as validated (sent with queued runs).
+    called_files: Vec<(String, String)>,
 }
 
 /// A finished run with every event it emitted (for callers that read node outputs).
@@ -49,6 +53,10 @@ impl GraphRunner {
         }
         let secrets = super::secrets_for(path, trusted);
         let (registry, graph) = super::catalog::load_with_tools(path, secrets.as_ref(), trusted)?;
+        let called_files = registry
+            .graph_files()
+            .map(|files| files.contents())
+            .unwrap_or_default();
         let executor = Executor::new(registry).with_secrets(secrets);
         Ok(GraphRunner {
             path: path.to_owned(),
@@ -56,7 +64,15 @@ impl GraphRunner {
             executor,
             store,
             trusted,
+            queue: None,
+            called_files,
         })
+    }
+
+    /// Sends every run to the workers of `queue` instead of running it here.
+    pub fn with_queue(mut self, queue: crate::remote::Nats) -> GraphRunner {
+        self.queue = Some(queue);
+        self
     }
 
     /// Why side effects will need approval, when the file is not trusted.
@@ -105,6 +121,19 @@ impl GraphRunner {
         workspace: &Path,
         cancel: CancellationToken,
     ) -> FinishedRun {
+        if let Some(queue) = &self.queue {
+            let (report, events) = crate::remote::run_queued(
+                queue,
+                self.store.clone(),
+                &self.graph.doc,
+                &self.path,
+                self.called_files.clone(),
+                inputs,
+                cancel,
+            )
+            .await;
+            return FinishedRun { report, events };
+        }
         let collect = Arc::new(CollectSink::default());
         let mut sinks: Vec<Arc<dyn EventSink>> = vec![collect.clone()];
         let recording = self.store.as_ref().and_then(|store| {

@@ -1,0 +1,149 @@
+//! `agentloom approve|reject RUN_ID --nats URL`: decide what a remote run waits for. The
+//! decision is published once (a second decision on the same wait finds it taken), then a
+//! worker resumes the run from its events, and this command follows it like `submit --wait`.
+
+use agentloom_core::{ApprovalDecision, ApprovalRequest, Escaped};
+use agentloom_engine::PendingApproval;
+use async_nats::jetstream::message::PublishMessage;
+use serde_json::json;
+
+use crate::remote::{Nats, Resume, WorkItem, run_subject};
+
+use super::approval::{ResumeArgs, decided_line, pick_and_decide};
+use super::{EXIT_FAILED, EXIT_INVALID, async_runtime};
+use crate::runner::open_run_log;
+
+pub(super) fn decide_remote(
+    run_id: &str,
+    args: ResumeArgs,
+    url: &str,
+    decide: impl FnOnce(&ApprovalRequest) -> Result<ApprovalDecision, String>,
+) -> anyhow::Result<i32> {
+    // A prefix is enough for a run this machine's log knows (one followed with `--wait`).
+    let run_id = open_run_log(args.db.clone())
+        .ok()
+        .and_then(|store| store.resolve_run_id(run_id).ok().flatten())
+        .unwrap_or_else(|| run_id.to_owned());
+    let runtime = async_runtime()?;
+    let looked = runtime.block_on(async {
+        let nats = Nats::connect(url, "agentloom approve").await?;
+        let approvals = nats.last_record(&run_id, "approvals").await?;
+        let report = nats.last_record(&run_id, "report").await?;
+        let decided = nats.last_record(&run_id, "decision").await?;
+        let request = nats.last_record(&run_id, "request").await?;
+        Ok::<_, crate::remote::RemoteError>((nats, approvals, report, decided, request))
+    });
+    let (nats, approvals, report, decided, request) = match looked {
+        Ok(found) => found,
+        Err(err) => {
+            eprintln!("{err}");
+            return Ok(EXIT_FAILED);
+        }
+    };
+    let Some(request) = request else {
+        eprintln!("no run `{}` on {url}", Escaped(&run_id));
+        return Ok(EXIT_INVALID);
+    };
+    let status = report
+        .as_ref()
+        .and_then(|report| serde_json::from_slice::<serde_json::Value>(&report.payload).ok())
+        .and_then(|report| report["status"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "running".to_owned());
+    let Some(approvals) = approvals.filter(|_| status == "waiting") else {
+        eprintln!("run {run_id} is {status}, not waiting for an approval");
+        return Ok(EXIT_INVALID);
+    };
+    if let Some(earlier) = decided.as_ref().filter(|d| d.sequence > approvals.sequence) {
+        eprintln!("{}", taken(&run_id, &earlier.payload));
+        return Ok(EXIT_INVALID);
+    }
+    let pending: Vec<PendingApproval> =
+        serde_json::from_slice(&approvals.payload).unwrap_or_default();
+    let (approval, decision) =
+        match pick_and_decide(&run_id, &pending, args.node.as_deref(), decide) {
+            Ok(decided) => decided,
+            Err(message) => {
+                eprintln!("{message}");
+                return Ok(EXIT_INVALID);
+            }
+        };
+    let record = json!({
+        "node": approval.node,
+        "approved": decision.is_approved(),
+        "decided_by": format!("process {}", std::process::id()),
+        "decided_at_ms": chrono::Utc::now().timestamp_millis(),
+    });
+    // Published only when no decision came since the one looked at: one decision counts.
+    let expected = decided.as_ref().map_or(0, |d| d.sequence);
+    let published = runtime.block_on(async {
+        let message = PublishMessage::build()
+            .payload(serde_json::to_vec(&record).unwrap_or_default().into())
+            .expected_last_subject_sequence(expected);
+        let ack = nats
+            .js
+            .send_publish(run_subject(&run_id, "decision"), message)
+            .await
+            .map_err(|e| e.to_string())?;
+        ack.await.map(|ack| ack.sequence).map_err(|e| e.to_string())
+    });
+    let decided_at = match published {
+        Ok(sequence) => sequence,
+        Err(err) => {
+            let latest = runtime
+                .block_on(nats.last_record(&run_id, "decision"))
+                .ok()
+                .flatten();
+            match latest {
+                Some(earlier) => eprintln!("{}", taken(&run_id, &earlier.payload)),
+                None => eprintln!("{}", nats.error("publishing the decision", err)),
+            }
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let queued = runtime.block_on(nats.queue(&WorkItem {
+        run_id: run_id.clone(),
+        resume: Some(Resume {
+            node: approval.node.clone(),
+            request: approval.request.clone(),
+            decision: decision.clone(),
+        }),
+    }));
+    if let Err(err) = queued {
+        eprintln!("{err}");
+        return Ok(EXIT_FAILED);
+    }
+    if !args.json {
+        eprintln!(
+            "{}; run {run_id} resumes on a worker",
+            decided_line(&approval, &decision)
+        );
+    }
+    let doc = serde_json::from_slice::<crate::remote::RunRequest>(&request.payload)
+        .ok()
+        .and_then(|request| request.graph_doc().ok())
+        .unwrap_or_default();
+    super::submit::follow_and_report(
+        &runtime,
+        &nats,
+        &run_id,
+        Some(decided_at),
+        doc,
+        args.db,
+        args.json,
+    )
+}
+
+/// What to say when another decision on the same wait came first.
+fn taken(run_id: &str, earlier: &[u8]) -> String {
+    let earlier: serde_json::Value = serde_json::from_slice(earlier).unwrap_or_default();
+    let verb = if earlier["approved"] == true {
+        "approved"
+    } else {
+        "rejected"
+    };
+    format!(
+        "run {run_id}: `{}` was already {verb} by {}; this decision changed nothing",
+        Escaped(earlier["node"].as_str().unwrap_or_default()),
+        Escaped(earlier["decided_by"].as_str().unwrap_or("someone"))
+    )
+}

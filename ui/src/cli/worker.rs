@@ -1,0 +1,85 @@
+//! `agentloom worker --nats URL`: runs from a NATS JetStream queue, on this machine.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::remote::worker::{WorkerConfig, serve};
+
+use super::{EXIT_FAILED, EXIT_INVALID, async_runtime, interrupt, workspace_dir};
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The NATS server (`nats://host:4222`, comma-separated for a cluster; `tls://` for TLS;
+    /// NATS_CREDS names a credentials file, NATS_CA a CA certificate).
+    #[arg(long, value_name = "URL", env = "AGENTLOOM_NATS")]
+    pub nats: String,
+    /// The directory file blocks of every run may read and write (default: the current
+    /// directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// The run log this worker records its runs in (default: the per-user data directory).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// How many runs at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Seconds a run may go without a sign of life before another worker takes it over
+    /// (resuming after the nodes that finished).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub ack_wait: u64,
+    /// Deliveries of one request before it is moved aside as failed.
+    #[arg(long, default_value_t = 5)]
+    pub max_deliver: i64,
+    /// This worker's name, shown with the runs it ran (default: host name and process id).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Trust every request: runs get this machine's credentials, start the MCP servers
+    /// their graph names and run without safe mode. Without it a request runs untrusted:
+    /// no credential, no MCP server, side effects wait for approval. Only for a queue that
+    /// only people you trust can publish to.
+    #[arg(long)]
+    pub trust: bool,
+}
+
+pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
+    if args.concurrency == 0 || args.ack_wait == 0 || args.max_deliver < 1 {
+        eprintln!("--concurrency, --ack-wait and --max-deliver must be at least 1");
+        return Ok(EXIT_INVALID);
+    }
+    let Some(workspace) = workspace_dir(args.workspace)? else {
+        return Ok(EXIT_INVALID);
+    };
+    let store = crate::runner::open_run_log(args.db)?;
+    let name = args.name.unwrap_or_else(default_name);
+    let config = WorkerConfig {
+        url: args.nats,
+        name,
+        workspace,
+        concurrency: args.concurrency,
+        ack_wait: Duration::from_secs(args.ack_wait),
+        max_deliver: args.max_deliver,
+        trust: args.trust,
+        secrets: crate::runner::default_secrets(),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    interrupt::watch(stop.clone());
+    let runtime = async_runtime()?;
+    let served = runtime.block_on(serve(config, store, stop));
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    match served {
+        Ok(()) => Ok(0),
+        Err(err) => {
+            eprintln!("{err}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+fn default_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "worker".to_owned());
+    format!("{host}-{}", std::process::id())
+}

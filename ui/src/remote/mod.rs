@@ -1,0 +1,341 @@
+//! Runs beyond one machine over NATS JetStream: what travels and where.
+//!
+//! - `AGENTLOOM_QUEUE` (work queue, subject `agentloom.queue`): one small [`WorkItem`] per
+//!   run to start or resume. Workers pull it through the durable consumer `workers` and
+//!   acknowledge it only once the run has finished; a worker that dies leaves it unacked
+//!   and the server hands it to another after the ack wait.
+//! - `AGENTLOOM_RUNS` (subjects `agentloom.run.<id>.*`): per run, the [`RunRequest`]
+//!   (`.request`: the graph, every file it calls, inputs; never a secret), every run event
+//!   as the worker emits it (`.events`, the worker's name in a header), the approvals a
+//!   waiting run waits for (`.approvals`) and the final report (`.report`, the object
+//!   `agentloom run --json` prints). A worker that takes over a run reads `.events` back and
+//!   resumes from them.
+//! - `AGENTLOOM_DEAD` (subjects `agentloom.dead.<id>`): requests moved aside with their
+//!   error, instead of being delivered again.
+
+pub mod follow;
+pub mod local_log;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentloom_core::{ApprovalDecision, ApprovalRequest, GraphDoc, ValueMap};
+use agentloom_engine::{RunEvent, RunReport, RunStatus};
+use async_nats::jetstream::{self, stream};
+use serde::{Deserialize, Serialize};
+
+pub const QUEUE_STREAM: &str = "AGENTLOOM_QUEUE";
+pub const QUEUE_SUBJECT: &str = "agentloom.queue";
+pub const RUNS_STREAM: &str = "AGENTLOOM_RUNS";
+pub const DEAD_STREAM: &str = "AGENTLOOM_DEAD";
+pub const WORKERS_CONSUMER: &str = "workers";
+/// The header naming the worker on every event it publishes.
+pub const WORKER_HEADER: &str = "Agentloom-Worker";
+/// The header carrying the error of a request moved aside.
+pub const ERROR_HEADER: &str = "Agentloom-Error";
+/// How long the records of a run stay in `AGENTLOOM_RUNS` (and dead requests in theirs).
+const KEEP_RUNS: Duration = Duration::from_secs(14 * 24 * 3600);
+/// How long a connection attempt and each JetStream request may take.
+const NATS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The subject of one of a run's records.
+pub fn run_subject(run_id: &str, record: &str) -> String {
+    format!("agentloom.run.{run_id}.{record}")
+}
+
+pub fn dead_subject(run_id: &str) -> String {
+    format!("agentloom.dead.{run_id}")
+}
+
+/// One entry of the work queue: a run to start, or a waiting run to resume with a decision.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkItem {
+    pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
+}
+
+/// A person's decision on what a waiting remote run waits for (`approve --nats`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Resume {
+    pub node: String,
+    pub request: ApprovalRequest,
+    pub decision: ApprovalDecision,
+}
+
+/// Everything a worker needs to run a graph: no path on the submitter's disk is read there.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub run_id: String,
+    /// The graph document as submitted (its `graph.call` paths made absolute).
+    pub graph: serde_json::Value,
+    /// Where the graph came from on the submitting machine: a name for messages.
+    pub graph_file: String,
+    /// The text of every graph file it calls, by the absolute path its nodes name.
+    pub files: Vec<(String, String)>,
+    pub inputs: ValueMap,
+    #[serde(default)]
+    pub concurrency: Option<usize>,
+}
+
+impl RunRequest {
+    pub fn graph_doc(&self) -> Result<GraphDoc, String> {
+        GraphDoc::from_json_value(self.graph.clone()).map_err(|e| e.to_string())
+    }
+}
+
+/// Why talking to NATS failed, naming the server and what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error("cannot connect to NATS at {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error("NATS at {url}: {what}: {message}")]
+    JetStream {
+        url: String,
+        what: String,
+        message: String,
+    },
+}
+
+/// A connection to the NATS server and its JetStream context, with the streams in place.
+#[derive(Clone)]
+pub struct Nats {
+    pub url: String,
+    pub js: jetstream::Context,
+}
+
+impl Nats {
+    /// Connects to `url` (comma-separated for a cluster) following the client's
+    /// conventions: `nats://user:password@host`, `tls://` for TLS, `NATS_CREDS` for a
+    /// credentials file, `NATS_CA` for a CA certificate; then creates the streams when they
+    /// are not there yet.
+    pub async fn connect(url: &str, name: &str) -> Result<Nats, RemoteError> {
+        let connect_error = |message: String| RemoteError::Connect {
+            url: url.to_owned(),
+            message,
+        };
+        let mut options = async_nats::ConnectOptions::new()
+            .name(name)
+            .connection_timeout(NATS_TIMEOUT);
+        if let Some(creds) = std::env::var_os("NATS_CREDS") {
+            options = options
+                .credentials_file(PathBuf::from(&creds))
+                .await
+                .map_err(|e| {
+                    connect_error(format!("NATS_CREDS {}: {e}", Path::new(&creds).display()))
+                })?;
+        }
+        if let Some(ca) = std::env::var_os("NATS_CA") {
+            options = options
+                .add_root_certificates(PathBuf::from(ca))
+                .require_tls(true);
+        }
+        // Several servers of a cluster, comma-separated: the client tries them in turn.
+        let servers: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let client = options
+            .connect(servers)
+            .await
+            .map_err(|e| connect_error(e.to_string()))?;
+        let mut js = jetstream::new(client);
+        js.set_timeout(NATS_TIMEOUT);
+        let nats = Nats {
+            url: url.to_owned(),
+            js,
+        };
+        nats.ensure_streams().await?;
+        Ok(nats)
+    }
+
+    pub fn error(&self, what: impl Into<String>, err: impl std::fmt::Display) -> RemoteError {
+        RemoteError::JetStream {
+            url: self.url.clone(),
+            what: what.into(),
+            message: err.to_string(),
+        }
+    }
+
+    async fn ensure_streams(&self) -> Result<(), RemoteError> {
+        let streams = [
+            stream::Config {
+                name: QUEUE_STREAM.to_owned(),
+                subjects: vec![QUEUE_SUBJECT.to_owned()],
+                retention: stream::RetentionPolicy::WorkQueue,
+                ..Default::default()
+            },
+            stream::Config {
+                name: RUNS_STREAM.to_owned(),
+                subjects: vec!["agentloom.run.>".to_owned()],
+                max_age: KEEP_RUNS,
+                ..Default::default()
+            },
+            stream::Config {
+                name: DEAD_STREAM.to_owned(),
+                subjects: vec!["agentloom.dead.>".to_owned()],
+                max_age: KEEP_RUNS,
+                ..Default::default()
+            },
+        ];
+        for config in streams {
+            let name = config.name.clone();
+            self.js
+                .get_or_create_stream(config)
+                .await
+                .map_err(|e| self.error(format!("stream {name}"), e))?;
+        }
+        Ok(())
+    }
+
+    /// Publishes `payload` on `subject` and waits until the server has stored it.
+    pub async fn publish(
+        &self,
+        subject: String,
+        headers: Option<async_nats::HeaderMap>,
+        payload: Vec<u8>,
+    ) -> Result<(), RemoteError> {
+        let what = format!("publishing to {subject}");
+        let ack = match headers {
+            Some(headers) => {
+                self.js
+                    .publish_with_headers(subject, headers, payload.into())
+                    .await
+            }
+            None => self.js.publish(subject, payload.into()).await,
+        }
+        .map_err(|e| self.error(&what, e))?;
+        ack.await.map_err(|e| self.error(&what, e))?;
+        Ok(())
+    }
+
+    /// The last record `record` of run `run_id`, when there is one.
+    pub async fn last_record(
+        &self,
+        run_id: &str,
+        record: &str,
+    ) -> Result<Option<jetstream::message::StreamMessage>, RemoteError> {
+        let stream = self
+            .js
+            .get_stream_no_info(RUNS_STREAM)
+            .await
+            .map_err(|e| self.error(format!("stream {RUNS_STREAM}"), e))?;
+        match stream
+            .get_last_raw_message_by_subject(&run_subject(run_id, record))
+            .await
+        {
+            Ok(message) => Ok(Some(message)),
+            Err(err) if err.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(err) => Err(self.error(format!("reading the {record} of run {run_id}"), err)),
+        }
+    }
+
+    /// Queues a run: its request first, then the work item a worker pulls.
+    pub async fn submit(&self, request: &RunRequest) -> Result<(), RemoteError> {
+        let payload = serde_json::to_vec(request).map_err(|e| self.error("the request", e))?;
+        self.publish(run_subject(&request.run_id, "request"), None, payload)
+            .await?;
+        self.queue(&WorkItem {
+            run_id: request.run_id.clone(),
+            resume: None,
+        })
+        .await
+    }
+
+    pub async fn queue(&self, item: &WorkItem) -> Result<(), RemoteError> {
+        let payload = serde_json::to_vec(item).map_err(|e| self.error("the work item", e))?;
+        self.publish(QUEUE_SUBJECT.to_owned(), None, payload).await
+    }
+}
+
+/// Builds the request for running the graph file at `path`: its document with `graph.call`
+/// paths absolute and the text of every file it calls (read now, as a local run would).
+/// The error names the file.
+pub fn request_for(
+    path: &Path,
+    inputs: ValueMap,
+    concurrency: Option<usize>,
+) -> Result<RunRequest, String> {
+    let doc = agentloom_core::read_graph_file(path, agentloom_core::max_graph_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let doc = agentloom_blocks::graph_call::with_absolute_paths(doc, Some(path));
+    let mut registry = agentloom_blocks::Registry::builtin();
+    let files = registry.for_graph_file(Some(path));
+    // Validating configures every `graph.call`, which reads the files it calls; the worker
+    // validates again with its own blocks, so problems here are not reported.
+    let _ = agentloom_core::validate(&doc, &registry);
+    let graph = serde_json::to_value(&doc).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(RunRequest {
+        run_id: agentloom_engine::new_run_id(),
+        graph,
+        graph_file: path.display().to_string(),
+        files: files.contents(),
+        inputs,
+        concurrency,
+    })
+}
+
+/// Submits a run of the graph file at `path` and waits for its report (what
+/// `agentloom run --json` prints): for callers that spread many runs over the workers,
+/// such as an evaluation. Events are not recorded here.
+pub async fn submit_and_wait(
+    nats: &Nats,
+    path: &Path,
+    inputs: ValueMap,
+) -> Result<RunReport, String> {
+    let request = request_for(path, inputs, None)?;
+    nats.submit(&request).await.map_err(|e| e.to_string())?;
+    follow::follow(nats, &request.run_id, None, |_, _| {})
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Queues a run of `doc` (the graph file at `path`, validated, with the text of the files
+/// it calls) and waits for a worker to finish it, recording its events in `store` as they
+/// arrive: how `serve --nats` runs. Cancelling stops waiting, not the run.
+pub async fn run_queued(
+    nats: &Nats,
+    store: Option<Arc<agentloom_engine::RunStore>>,
+    doc: &GraphDoc,
+    path: &Path,
+    files: Vec<(String, String)>,
+    inputs: ValueMap,
+    cancel: tokio_util::sync::CancellationToken,
+) -> (RunReport, Vec<RunEvent>) {
+    let run_id = agentloom_engine::new_run_id();
+    let failed = |error: String| RunReport {
+        run_id: run_id.clone(),
+        status: RunStatus::Failed,
+        outputs: ValueMap::new(),
+        nodes: Vec::new(),
+        usage: agentloom_core::Usage::default(),
+        duration_ms: 0,
+        error: Some(error),
+    };
+    let request = RunRequest {
+        run_id: run_id.clone(),
+        graph: serde_json::to_value(doc).unwrap_or_default(),
+        graph_file: path.display().to_string(),
+        files,
+        inputs,
+        concurrency: None,
+    };
+    if let Err(err) = nats.submit(&request).await {
+        return (failed(format!("cannot queue the run: {err}")), Vec::new());
+    }
+    let local = local_log::LocalRecord::new(store, doc.clone());
+    let mut events = Vec::new();
+    let followed = tokio::select! {
+        followed = follow::follow(nats, &run_id, None, |event, worker| {
+            local.record(&event, worker);
+            events.push(event);
+        }) => followed.map_err(|e| e.to_string()),
+        () = cancel.cancelled() => Err(format!("stopped waiting for run {run_id}; it goes on on its worker")),
+    };
+    local.finish();
+    let report = followed.unwrap_or_else(failed);
+    (report, events)
+}

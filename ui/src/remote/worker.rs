@@ -1,0 +1,662 @@
+//! `agentloom worker`: pulls runs from the work queue and runs them with the same executor
+//! as `agentloom run`, publishing every event; acknowledges a request only once its run
+//! has finished, and resumes a run another worker left unfinished from its events.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentloom_blocks::Registry;
+use agentloom_blocks::graph_call::GraphFiles;
+use agentloom_core::{GraphDoc, SecretSource, Usage, ValidGraph, ValueMap, validate_shared};
+use agentloom_engine::{
+    DurableApprover, EventKind, EventSink, Executor, FanoutSink, LogPolicy, RunEvent, RunOptions,
+    RunReport, RunSeed, RunStatus, RunStore,
+};
+use async_nats::jetstream::consumer::{AckPolicy, pull};
+use async_nats::jetstream::{AckKind, Message};
+use futures::StreamExt as _;
+use tokio_util::sync::CancellationToken;
+
+use super::follow::events_so_far;
+use super::{
+    ERROR_HEADER, Nats, QUEUE_STREAM, RemoteError, RunRequest, WORKER_HEADER, WORKERS_CONSUMER,
+    WorkItem, dead_subject, run_subject,
+};
+
+/// How one worker runs.
+#[derive(Clone)]
+pub struct WorkerConfig {
+    pub url: String,
+    /// The worker's name, on every event it publishes (and so in the submitter's run log).
+    pub name: String,
+    pub workspace: PathBuf,
+    pub concurrency: usize,
+    /// How long a request may go without a sign of life before the server hands it to
+    /// another worker (a running run sends one every third of it).
+    pub ack_wait: Duration,
+    /// Deliveries of one request before it is no longer handed out.
+    pub max_deliver: i64,
+    /// Run requests as trusted: credentials, MCP servers, no safe mode.
+    pub trust: bool,
+    /// This machine's credentials (its keychain, its environment), for trusted requests.
+    pub secrets: Arc<dyn SecretSource>,
+}
+
+/// A request ready to run: its blocks, its validated graph and the credentials it may use.
+type Loaded = (Arc<Registry>, ValidGraph, Arc<dyn SecretSource>);
+
+/// What becomes of a request once handled.
+enum Outcome {
+    /// The run finished (or cannot ever run): acknowledge it.
+    Done,
+    /// This worker stops: hand the request to another worker now.
+    Release,
+}
+
+/// Pulls and runs requests until `stop` is cancelled; runs still going then are stopped
+/// and their requests handed back to the queue, to be resumed by another worker.
+pub async fn serve(
+    config: WorkerConfig,
+    store: Arc<RunStore>,
+    stop: CancellationToken,
+) -> Result<(), RemoteError> {
+    let nats = Nats::connect(&config.url, &config.name).await?;
+    let stream = nats
+        .js
+        .get_stream(QUEUE_STREAM)
+        .await
+        .map_err(|e| nats.error(format!("stream {QUEUE_STREAM}"), e))?;
+    let consumer = stream
+        .get_or_create_consumer(
+            WORKERS_CONSUMER,
+            pull::Config {
+                durable_name: Some(WORKERS_CONSUMER.to_owned()),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: config.ack_wait,
+                max_deliver: config.max_deliver,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| nats.error(format!("consumer {WORKERS_CONSUMER}"), e))?;
+    tracing::info!(worker = %config.name, url = %config.url, "worker ready");
+    eprintln!(
+        "worker {} takes runs from {} ({} at once)",
+        config.name, config.url, config.concurrency
+    );
+    let slots = Arc::new(tokio::sync::Semaphore::new(config.concurrency));
+    let worker = Arc::new(Worker {
+        nats: nats.clone(),
+        store,
+        config: config.clone(),
+        stop: stop.clone(),
+    });
+    // A request whose every delivery ended with its worker gone is no longer handed out;
+    // the server says so, and one of the workers ends its run and moves it aside.
+    let mut given_up = nats
+        .js
+        .client()
+        .queue_subscribe(
+            format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{QUEUE_STREAM}.{WORKERS_CONSUMER}"),
+            "agentloom-workers".to_owned(),
+        )
+        .await
+        .map_err(|e| nats.error("listening for requests delivered too often", e))?;
+    {
+        let worker = worker.clone();
+        tokio::spawn(async move {
+            while let Some(advisory) = given_up.next().await {
+                worker.give_up(&stream, &advisory.payload).await;
+            }
+        });
+    }
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot,
+            () = stop.cancelled() => break,
+        };
+        let Ok(slot) = slot else { break };
+        let batch = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await;
+        let mut batch = match batch {
+            Ok(batch) => batch,
+            Err(err) => {
+                tracing::warn!(%err, "cannot ask for work; trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let next = tokio::select! {
+            next = batch.next() => next,
+            () = stop.cancelled() => break,
+        };
+        match next {
+            Some(Ok(message)) => {
+                let worker = worker.clone();
+                tokio::spawn(async move {
+                    worker.handle(message).await;
+                    drop(slot);
+                });
+            }
+            Some(Err(err)) => {
+                tracing::warn!(%err, "cannot take work; trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            None => {}
+        }
+    }
+    // Runs still going were cancelled with `stop`: wait until they handed their work back.
+    let all = u32::try_from(config.concurrency).unwrap_or(u32::MAX);
+    let _ = slots.acquire_many(all).await;
+    Ok(())
+}
+
+struct Worker {
+    nats: Nats,
+    store: Arc<RunStore>,
+    config: WorkerConfig,
+    stop: CancellationToken,
+}
+
+impl Worker {
+    async fn handle(&self, message: Message) {
+        let message = Arc::new(message);
+        let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
+        // Signs of life while the run goes on, so the server does not hand it to another.
+        let alive = CancellationToken::new();
+        let beat = {
+            let message = message.clone();
+            let alive = alive.clone();
+            let every = self.config.ack_wait / 3;
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep(every) => {}
+                        () = alive.cancelled() => break,
+                    }
+                    if let Err(err) = message.ack_with(AckKind::Progress).await {
+                        tracing::warn!(%err, "cannot tell the server the run goes on");
+                    }
+                }
+            })
+        };
+        let outcome = self.run_item(&message.payload, delivered).await;
+        alive.cancel();
+        let _ = beat.await;
+        let acked = match outcome {
+            Outcome::Done => message.double_ack().await,
+            Outcome::Release => message.ack_with(AckKind::Nak(None)).await,
+        };
+        if let Err(err) = acked {
+            tracing::warn!(%err, "cannot acknowledge the request; it may run again");
+        }
+    }
+
+    async fn run_item(&self, payload: &[u8], delivered: i64) -> Outcome {
+        let item: WorkItem = match serde_json::from_slice(payload) {
+            Ok(item) => item,
+            Err(err) => {
+                let reason = format!("the work item is not readable: {err}");
+                self.move_aside("unreadable", payload, &reason).await;
+                return Outcome::Done;
+            }
+        };
+        let run_id = item.run_id.clone();
+        let request = match self.request(&run_id).await {
+            Ok(request) => request,
+            Err(reason) => {
+                self.fail(&run_id, "", &ValueMap::new(), &reason).await;
+                self.move_aside(&run_id, payload, &reason).await;
+                return Outcome::Done;
+            }
+        };
+        match self.nats.last_record(&run_id, "report").await {
+            // Finished before (the worker that ran it stopped before acknowledging).
+            Ok(Some(report)) if item.resume.is_none() || !reported_waiting(&report.payload) => {
+                return Outcome::Done;
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(%err, run_id, "cannot tell whether the run finished; it runs");
+            }
+        }
+        let doc = match request.graph_doc() {
+            Ok(doc) => doc,
+            Err(message) => {
+                let reason = format!("{}: {message}", request.graph_file);
+                self.fail(&run_id, &request.graph_file, &request.inputs, &reason)
+                    .await;
+                self.move_aside(&run_id, payload, &reason).await;
+                return Outcome::Done;
+            }
+        };
+        let name = doc.name.clone();
+        let (registry, graph, secrets) = match self.load(&request, doc) {
+            Ok(loaded) => loaded,
+            Err(reason) => {
+                self.fail(&run_id, &name, &request.inputs, &reason).await;
+                self.move_aside(&run_id, payload, &reason).await;
+                return Outcome::Done;
+            }
+        };
+        let seed = match self.seed(&item, &graph.doc, delivered).await {
+            Ok(seed) => seed,
+            // The events cannot be read now: another delivery tries again.
+            Err(reason) => {
+                tracing::warn!(run_id, reason, "cannot resume the run now");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return Outcome::Release;
+            }
+        };
+        self.execute(&request, registry, graph, secrets, seed).await
+    }
+
+    /// Ends the run of a request the server no longer hands out (every delivery ended with
+    /// its worker gone) as failed, moves the request aside and out of the queue.
+    async fn give_up(&self, queue: &async_nats::jetstream::stream::Stream, advisory: &[u8]) {
+        let advisory: serde_json::Value = serde_json::from_slice(advisory).unwrap_or_default();
+        let Some(sequence) = advisory["stream_seq"].as_u64() else {
+            tracing::warn!(%advisory, "an advisory without the request's sequence");
+            return;
+        };
+        let deliveries = advisory["deliveries"].as_u64().unwrap_or_default();
+        let payload = match queue.get_raw_message(sequence).await {
+            Ok(message) => message.payload,
+            // Acknowledged meanwhile, or handled by another worker.
+            Err(_) => return,
+        };
+        let run_id = serde_json::from_slice::<WorkItem>(&payload)
+            .map(|item| item.run_id)
+            .unwrap_or_else(|_| "unreadable".to_owned());
+        let reason = format!(
+            "given up after {deliveries} deliveries: each time, the worker running it stopped before the run ended"
+        );
+        let (name, inputs) = match self.request(&run_id).await {
+            Ok(request) => (
+                request.graph_doc().map(|doc| doc.name).unwrap_or_default(),
+                request.inputs,
+            ),
+            Err(_) => (String::new(), ValueMap::new()),
+        };
+        self.fail(&run_id, &name, &inputs, &reason).await;
+        self.move_aside(&run_id, &payload, &reason).await;
+        if let Err(err) = queue.delete_message(sequence).await {
+            tracing::warn!(%err, run_id, "the request given up stays in the queue");
+        }
+    }
+
+    async fn request(&self, run_id: &str) -> Result<RunRequest, String> {
+        let found = self
+            .nats
+            .last_record(run_id, "request")
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(message) = found else {
+            return Err(format!(
+                "run {run_id}: its request is not in the stream (expired, or deleted)"
+            ));
+        };
+        serde_json::from_slice(&message.payload)
+            .map_err(|e| format!("run {run_id}: the request is not readable: {e}"))
+    }
+
+    /// The blocks, the validated graph and the credentials for a request: trusted only when
+    /// the worker was started with `--trust`.
+    fn load(&self, request: &RunRequest, mut doc: GraphDoc) -> Result<Loaded, String> {
+        let label = Path::new(&request.graph_file);
+        let name = &request.graph_file;
+        let files = GraphFiles::kept(request.files.clone()).map_err(|e| format!("{name}: {e}"))?;
+        let mut registry = Registry::builtin();
+        registry.for_kept_graph_files(Arc::new(files));
+        let secrets: Arc<dyn SecretSource> = if self.config.trust {
+            self.config.secrets.clone()
+        } else {
+            Arc::new(NoCredentials)
+        };
+        let mut problems = if self.config.trust {
+            agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets.as_ref())
+        } else {
+            // An untrusted request runs in safe mode and starts no server.
+            doc.settings.safe_mode = true;
+            crate::trust::offline_server_problems(&doc, label)
+        };
+        let doc = Arc::new(doc);
+        match validate_shared(doc.clone(), &registry) {
+            Ok(graph) if problems.is_empty() => Ok((Arc::new(registry), graph, secrets)),
+            Ok(_) => Err(join_problems(name, &problems)),
+            Err(mut more) => {
+                if !self.config.trust {
+                    crate::trust::drop_offline_tool_nodes(&mut more, &doc);
+                }
+                problems.extend(more);
+                Err(format!("invalid graph: {}", join_problems(name, &problems)))
+            }
+        }
+    }
+
+    /// What the run starts from: nothing for a first delivery; else the outputs of the nodes
+    /// that finished in earlier attempts (read back from the events stream into this
+    /// worker's run log, where the engine's resume reads them), with the decision given.
+    async fn seed(
+        &self,
+        item: &WorkItem,
+        doc: &GraphDoc,
+        delivered: i64,
+    ) -> Result<Option<RunSeed>, String> {
+        if delivered <= 1 && item.resume.is_none() {
+            return Ok(None);
+        }
+        let events = events_so_far(&self.nats, &item.run_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        if events.is_empty() && item.resume.is_none() {
+            return Ok(None);
+        }
+        let store = self.store.clone();
+        let doc = doc.clone();
+        let item = item.clone();
+        tokio::task::spawn_blocking(move || -> Result<Option<RunSeed>, String> {
+            let run_id = &item.run_id;
+            store.delete_run(run_id).map_err(|e| e.to_string())?;
+            replay(&store, &doc, &events).map_err(|e| e.to_string())?;
+            if let Some(resume) = &item.resume {
+                store
+                    .save_approval_request(run_id, &resume.node, &resume.request)
+                    .and_then(|()| store.decide_approval(run_id, &resume.node, &resume.decision))
+                    .map_err(|e| e.to_string())?;
+            }
+            store
+                .resume_seed(run_id)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    async fn execute(
+        &self,
+        request: &RunRequest,
+        registry: Arc<Registry>,
+        graph: ValidGraph,
+        secrets: Arc<dyn SecretSource>,
+        seed: Option<RunSeed>,
+    ) -> Outcome {
+        let run_id = request.run_id.clone();
+        let resumed = seed.is_some();
+        let publisher = EventPublisher::start(self.nats.clone(), &run_id, &self.config.name);
+        let mut sinks: Vec<Arc<dyn EventSink>> = vec![publisher.sink.clone()];
+        let recorder = self
+            .store
+            .recorder_with(&graph.doc, LogPolicy::full())
+            .map_err(|err| tracing::warn!(%err, run_id, "this run will not be logged here"))
+            .ok()
+            .map(Arc::new);
+        if let Some(recorder) = &recorder {
+            sinks.push(recorder.clone());
+        }
+        let executor = Executor::new(registry)
+            .with_workspace(self.config.workspace.clone())
+            .with_secrets(secrets)
+            // Nobody to ask here: an approval pauses the run (decided by `approve --nats`).
+            .with_approver(Arc::new(DurableApprover::new(self.store.clone(), None)));
+        let cancel = self.stop.child_token();
+        let options = RunOptions {
+            cancel: cancel.clone(),
+            concurrency: request.concurrency,
+            run_id: Some(run_id.clone()),
+            seed: seed.map(Arc::new),
+        };
+        let report = executor
+            .run(
+                Arc::new(graph),
+                request.inputs.clone(),
+                options,
+                Arc::new(FanoutSink(sinks)),
+            )
+            .await;
+        if let Some(recorder) = recorder {
+            let finished = tokio::task::spawn_blocking(move || recorder.finish()).await;
+            if let Ok(Err(err)) = finished {
+                tracing::warn!(%err, "the run log may be incomplete");
+            }
+        }
+        publisher.finish().await;
+        if report.status == RunStatus::Cancelled && self.stop.is_cancelled() {
+            // This worker stops, not the run: another worker resumes it.
+            return Outcome::Release;
+        }
+        if report.status == RunStatus::Waiting {
+            match self.store.pending_approvals(&run_id) {
+                Ok(pending) => {
+                    let payload = serde_json::to_vec(&pending).unwrap_or_default();
+                    self.publish_record(&run_id, "approvals", payload).await;
+                }
+                Err(err) => tracing::warn!(%err, run_id, "cannot read the run's approvals"),
+            }
+        } else if resumed && let Err(err) = self.store.clear_decided_approvals(&run_id) {
+            tracing::warn!(%err, run_id, "decided approvals stay in the run log");
+        }
+        self.publish_report(&report).await;
+        Outcome::Done
+    }
+
+    /// Ends run `run_id` as failed with `reason`, without running anything: recorded here
+    /// and published like any run's events.
+    async fn fail(&self, run_id: &str, graph_name: &str, inputs: &ValueMap, reason: &str) {
+        tracing::warn!(run_id, reason, "the run cannot run");
+        let events = [
+            RunEvent {
+                seq: 0,
+                at_ms: 0,
+                kind: EventKind::RunStarted {
+                    run_id: run_id.to_owned(),
+                    graph_name: graph_name.to_owned(),
+                    node_count: 0,
+                    inputs: inputs.clone(),
+                },
+            },
+            RunEvent {
+                seq: 1,
+                at_ms: 0,
+                kind: EventKind::RunFinished {
+                    status: RunStatus::Failed,
+                    outputs: ValueMap::new(),
+                    error: Some(reason.to_owned()),
+                    usage: Usage::default(),
+                    duration_ms: 0,
+                },
+            },
+        ];
+        let publisher = EventPublisher::start(self.nats.clone(), run_id, &self.config.name);
+        for event in &events {
+            publisher.sink.emit(event);
+        }
+        publisher.finish().await;
+        let store = self.store.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            store.delete_run(&events_run_id(&events))?;
+            replay(&store, &GraphDoc::default(), &events)
+        })
+        .await;
+        if let Ok(Err(err)) = recorded {
+            tracing::warn!(%err, run_id, "the failed run is not logged here");
+        }
+        self.publish_report(&RunReport {
+            run_id: run_id.to_owned(),
+            status: RunStatus::Failed,
+            outputs: ValueMap::new(),
+            nodes: Vec::new(),
+            usage: Usage::default(),
+            duration_ms: 0,
+            error: Some(reason.to_owned()),
+        })
+        .await;
+    }
+
+    /// Moves a request aside with its error, so that it is not delivered again.
+    async fn move_aside(&self, run_id: &str, payload: &[u8], reason: &str) {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(ERROR_HEADER, one_line(reason).as_str());
+        headers.insert(WORKER_HEADER, self.config.name.as_str());
+        if let Err(err) = self
+            .nats
+            .publish(dead_subject(run_id), Some(headers), payload.to_vec())
+            .await
+        {
+            tracing::warn!(%err, run_id, "cannot move the request aside");
+        }
+    }
+
+    async fn publish_report(&self, report: &RunReport) {
+        match serde_json::to_vec(report) {
+            Ok(payload) => {
+                self.publish_record(&report.run_id, "report", payload).await;
+            }
+            Err(err) => tracing::warn!(%err, "the report is not serializable"),
+        }
+    }
+
+    async fn publish_record(&self, run_id: &str, record: &str, payload: Vec<u8>) {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(WORKER_HEADER, self.config.name.as_str());
+        if let Err(err) = self
+            .nats
+            .publish(run_subject(run_id, record), Some(headers), payload)
+            .await
+        {
+            tracing::warn!(%err, run_id, record, "cannot publish");
+        }
+    }
+}
+
+/// The credentials of a request this worker does not trust: none, saying how to allow them.
+struct NoCredentials;
+
+impl SecretSource for NoCredentials {
+    fn secret(&self, name: &str) -> Result<agentloom_core::Secret, agentloom_core::SecretError> {
+        Err(agentloom_core::SecretError::Unusable {
+            name: name.to_owned(),
+            message: "this worker runs submitted graphs untrusted, without credentials; start it with `agentloom worker --trust` to let them use its credentials".to_owned(),
+        })
+    }
+}
+
+fn events_run_id(events: &[RunEvent]) -> String {
+    events
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::RunStarted { run_id, .. } => Some(run_id.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn reported_waiting(payload: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(payload)
+        .is_ok_and(|report| report["status"] == RunStatus::Waiting.as_str())
+}
+
+fn join_problems(name: &str, problems: &[agentloom_core::Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("{name}: {p}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A header value holds one line.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(4096)
+        .collect()
+}
+
+/// Records `events` (of one run, possibly several attempts, each from its `run_started`)
+/// into `store`, as the run's own recorder would have.
+pub(crate) fn replay(
+    store: &RunStore,
+    doc: &GraphDoc,
+    events: &[RunEvent],
+) -> Result<(), agentloom_engine::StoreError> {
+    let mut recorder = None;
+    for event in events {
+        if matches!(event.kind, EventKind::RunStarted { .. }) {
+            if let Some(earlier) = recorder.take() {
+                agentloom_engine::RunRecorder::finish(&earlier)?;
+            }
+            recorder = Some(store.recorder_with(doc, LogPolicy::full())?);
+        }
+        if let Some(recorder) = &recorder {
+            recorder.emit(event);
+        }
+    }
+    if let Some(recorder) = recorder {
+        recorder.finish()?;
+    }
+    Ok(())
+}
+
+/// Publishes a run's events in order, each stored by the server before the next is sent;
+/// streamed chunks stay local (the node's finished event carries its whole output).
+struct EventPublisher {
+    sink: Arc<ChannelSink>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct ChannelSink(std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<RunEvent>>>);
+
+impl EventSink for ChannelSink {
+    fn emit(&self, event: &RunEvent) {
+        if matches!(event.kind, EventKind::NodePartial { .. }) {
+            return;
+        }
+        if let Some(tx) = &*self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            let _ = tx.send(event.clone());
+        }
+    }
+}
+
+impl EventPublisher {
+    fn start(nats: Nats, run_id: &str, worker: &str) -> EventPublisher {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+        let subject = run_subject(run_id, "events");
+        let worker = worker.to_owned();
+        let task = tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                let Ok(payload) = serde_json::to_vec(&event) else {
+                    continue;
+                };
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert(WORKER_HEADER, worker.as_str());
+                if let Err(err) = nats.publish(subject.clone(), Some(headers), payload).await {
+                    tracing::warn!(%err, event = event.kind.name(), "an event is not published");
+                }
+            }
+        });
+        EventPublisher {
+            sink: Arc::new(ChannelSink(std::sync::Mutex::new(Some(tx)))),
+            task,
+        }
+    }
+
+    /// Waits until every event emitted so far is stored by the server.
+    async fn finish(self) {
+        self.sink
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let _ = self.task.await;
+    }
+}

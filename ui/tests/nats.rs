@@ -1,0 +1,671 @@
+//! Runs beyond one machine: `agentloom worker` and `agentloom submit` against a real
+//! `nats-server -js` on 127.0.0.1, each worker with its own home directory and run log as if
+//! on a machine of its own.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloom"));
+    cmd.env_remove("AGENTLOOM_LOG").env_remove("AGENTLOOM_NATS");
+    cmd
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A `nats-server` with JetStream on a free port of 127.0.0.1, its store in its own folder;
+/// stopped when dropped.
+struct NatsServer {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl NatsServer {
+    fn start() -> NatsServer {
+        let server = agentloom_tests::find_on_path("nats-server")
+            .unwrap_or_else(|| panic!("nats-server is not installed: apt-get install nats-server"));
+        let dir = tempfile::tempdir().unwrap();
+        let port = agentloom_tests::free_port();
+        let log = dir.path().join("nats.log");
+        let child = start_listening(
+            Command::new(server)
+                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+                .arg(dir.path().join("store")),
+            port,
+            &log,
+        );
+        NatsServer {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+            _dir: dir,
+        }
+    }
+}
+
+/// Starts `command`, its stderr in `log`, and waits until it listens on `port`.
+fn start_listening(command: &mut Command, port: u16, log: &Path) -> Child {
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let name = command.get_program().to_string_lossy().into_owned();
+    agentloom_tests::wait_until_listening(&mut child, port, log, &name);
+    child
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One `agentloom worker` with a home directory, run log and workspace of its own.
+struct Worker {
+    name: String,
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Worker {
+    fn start(nats: &NatsServer, name: &str, extra: &[&str]) -> Worker {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let child = bin()
+            .arg("worker")
+            .args(["--nats", &nats.url, "--name", name])
+            .arg("--db")
+            .arg(dir.path().join("runs.sqlite3"))
+            .arg("--workspace")
+            .arg(&home)
+            .args(extra)
+            .env("HOME", &home)
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("worker.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let worker = Worker {
+            name: name.to_owned(),
+            child,
+            dir,
+        };
+        worker.wait_until_ready();
+        worker
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("worker.log")).unwrap_or_default()
+    }
+
+    fn wait_until_ready(&self) {
+        let started = Instant::now();
+        while !self.log().contains("takes runs from") {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "worker {} did not start:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("runs.sqlite3")
+    }
+
+    /// Run id → status of every run in this worker's run log.
+    fn runs(&self) -> BTreeMap<String, String> {
+        let Ok(conn) = rusqlite::Connection::open(self.db()) else {
+            return BTreeMap::new();
+        };
+        let Ok(mut stmt) = conn.prepare("SELECT id, status FROM runs") else {
+            return BTreeMap::new();
+        };
+        stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(Iterator::collect)
+            .unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn write_graph(dir: &Path, name: &str, doc: &Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(doc).unwrap()).unwrap();
+    path
+}
+
+/// A graph that waits `ms` and hands its input `text` to its output `echo`.
+fn delay_graph(dir: &Path, ms: u64) -> PathBuf {
+    write_graph(
+        dir,
+        "slow-echo.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "slow echo",
+            "nodes": [
+                {"id": "text", "block": "graph.input", "config": {"name": "text", "default": "hi"}},
+                {"id": "slow", "block": "control.delay", "config": {"ms": ms}},
+                {"id": "out", "block": "graph.output", "config": {"name": "echo"}}
+            ],
+            "edges": [
+                {"from": ["text", "value"], "to": ["slow", "value"]},
+                {"from": ["slow", "value"], "to": ["out", "value"]}
+            ]
+        }),
+    )
+}
+
+fn submit(nats: &NatsServer, graph: &Path, extra: &[&str]) -> Command {
+    let mut cmd = bin();
+    cmd.arg("submit").arg(graph).args(["--nats", &nats.url]);
+    cmd.args(extra);
+    cmd
+}
+
+/// `submit GRAPH --wait --json --db DB`, which must exit with `code`; its report.
+fn submit_and_wait(nats: &NatsServer, graph: &Path, db: &Path, code: i32) -> Value {
+    let output = submit(nats, graph, &["--wait", "--json"])
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(code), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn two_hundred_runs_complete_once_each_spread_over_three_workers() {
+    let nats = NatsServer::start();
+    let workers: Vec<Worker> = ["w1", "w2", "w3"]
+        .iter()
+        .map(|name| Worker::start(&nats, name, &["--concurrency", "8"]))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 100);
+    let mut submitted = BTreeSet::new();
+    for i in 0..200 {
+        let output = submit(&nats, &graph, &["--input", &format!("text=n{i}")])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let run_id = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+        assert!(!run_id.is_empty());
+        submitted.insert(run_id);
+    }
+    assert_eq!(submitted.len(), 200);
+    let completed =
+        || -> Vec<BTreeMap<String, String>> { workers.iter().map(Worker::runs).collect() };
+    wait_for("200 runs completed", Duration::from_secs(120), || {
+        completed()
+            .iter()
+            .flat_map(BTreeMap::values)
+            .filter(|status| *status == "completed")
+            .count()
+            >= 200
+    });
+    // Give a run that would run twice the time to show up.
+    std::thread::sleep(Duration::from_secs(1));
+    let per_worker = completed();
+    let mut seen = BTreeMap::<String, usize>::new();
+    for runs in &per_worker {
+        for (id, status) in runs {
+            assert_eq!(status, "completed", "run {id}");
+            *seen.entry(id.clone()).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        seen.keys().cloned().collect::<BTreeSet<_>>(),
+        submitted,
+        "the workers ran exactly the submitted runs"
+    );
+    assert!(
+        seen.values().all(|&times| times == 1),
+        "every run ran once: {seen:?}"
+    );
+    // Nothing was handed out twice, nothing is left.
+    let (queued, redelivered, unacked) = queue_state(&nats);
+    assert_eq!((queued, redelivered, unacked), (0, 0, 0));
+    for (worker, runs) in workers.iter().zip(&per_worker) {
+        assert!(
+            !runs.is_empty(),
+            "worker {} ran none of the 200 runs",
+            worker.name
+        );
+    }
+
+    // `--wait` ends like `run --json`, and the submitter's log names the worker.
+    let submitter_db = dir.path().join("submitter.sqlite3");
+    let output = submit(
+        &nats,
+        &graph,
+        &["--input", "text=waited", "--wait", "--json"],
+    )
+    .arg("--db")
+    .arg(&submitter_db)
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "completed");
+    assert_eq!(report["outputs"]["echo"], "waited");
+    let run_id = report["run_id"].as_str().unwrap();
+    let shown = show(&submitter_db, run_id);
+    assert_eq!(shown["status"], "completed");
+    let names: Vec<&str> = workers.iter().map(|w| w.name.as_str()).collect();
+    assert!(
+        names.contains(&shown["worker"].as_str().unwrap_or_default()),
+        "{shown}"
+    );
+}
+
+/// Requests in the work queue, deliveries that were redeliveries, deliveries not yet acked.
+fn queue_state(nats: &NatsServer) -> (u64, u64, u64) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = async_nats::connect(nats.url.as_str()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let mut queue = js.get_stream("AGENTLOOM_QUEUE").await.unwrap();
+        let queued = queue.info().await.unwrap().state.messages;
+        let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+            queue.get_consumer("workers").await.unwrap();
+        let info = consumer.info().await.unwrap();
+        (
+            queued,
+            info.num_redelivered as u64,
+            info.num_ack_pending as u64,
+        )
+    })
+}
+
+fn node_status(db: &Path, node: &str) -> Option<String> {
+    let conn = rusqlite::Connection::open(db).ok()?;
+    conn.query_row(
+        "SELECT status FROM node_runs WHERE node_id = ?1",
+        [node],
+        |row| row.get(0),
+    )
+    .ok()
+}
+
+#[test]
+fn a_worker_killed_after_a_post_leaves_the_run_to_another_that_does_not_post_again() {
+    let nats = NatsServer::start();
+    let server = agentloom_tests::PostCounter::start();
+    let trusted = ["--trust", "--ack-wait", "2"];
+    let mut workers = [
+        Worker::start(&nats, "first", &trusted),
+        Worker::start(&nats, "second", &trusted),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        "post-then-wait.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "post then wait",
+            "nodes": [
+                {"id": "post", "block": "http.request", "config": {
+                    "method": "POST", "url": server.url(),
+                    "allow_private_network": true}},
+                {"id": "slow", "block": "control.delay", "config": {"ms": 4000}},
+                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            ],
+            "edges": [
+                {"from": ["post", "status"], "to": ["slow", "value"]},
+                {"from": ["slow", "value"], "to": ["out", "value"]}
+            ]
+        }),
+    );
+    let submitter_db = dir.path().join("submitter.sqlite3");
+    let submitter = submit(&nats, &graph, &["--wait", "--json"])
+        .arg("--db")
+        .arg(&submitter_db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The POST's finish has travelled through NATS to the submitter's run log.
+    wait_for(
+        "the POST node finished, as the submitter saw",
+        Duration::from_secs(30),
+        || node_status(&submitter_db, "post").as_deref() == Some("done"),
+    );
+    assert_eq!(server.posts(), 1);
+    let running = workers
+        .iter()
+        .position(|w| !w.runs().is_empty())
+        .expect("a worker has the run in its log");
+    assert_eq!(
+        node_status(&workers[running].db(), "slow").as_deref(),
+        Some("running")
+    );
+    workers[running].kill();
+    let killed = workers[running].name.clone();
+
+    let output = submitter.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["outputs"]["status"], 200);
+    assert_eq!(
+        server.posts(),
+        1,
+        "the POST reached the server exactly once"
+    );
+
+    let other = &workers[1 - running];
+    let run_id = report["run_id"].as_str().unwrap();
+    assert_eq!(
+        other.runs().get(run_id).map(String::as_str),
+        Some("completed"),
+        "{}",
+        other.log()
+    );
+    let shown = show(&submitter_db, run_id);
+    assert_eq!(shown["status"], "completed");
+    assert_eq!(shown["worker"], other.name.as_str(), "not {killed}");
+    let post = shown["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node_id"] == "post")
+        .unwrap();
+    assert_eq!(post["status"], "done");
+}
+
+#[test]
+fn an_invalid_graph_ends_failed_with_its_reason_and_is_moved_aside() {
+    let nats = NatsServer::start();
+    let worker = Worker::start(&nats, "only", &["--max-deliver", "3"]);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        "broken.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "broken",
+            "nodes": [{"id": "mystery", "block": "no.such.block"}],
+            "edges": []
+        }),
+    );
+    let submitter_db = dir.path().join("submitter.sqlite3");
+    let report = submit_and_wait(&nats, &graph, &submitter_db, 1);
+    assert_eq!(report["status"], "failed");
+    let error = report["error"].as_str().unwrap();
+    assert!(
+        error.contains("mystery") && error.contains("no.such.block"),
+        "{error}"
+    );
+    let run_id = report["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        worker.runs().get(&run_id).map(String::as_str),
+        Some("failed")
+    );
+    let runs = bin()
+        .args(["runs", "--json", "--db"])
+        .arg(&submitter_db)
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "failed");
+    assert_eq!(runs[0]["worker"], "only");
+    assert!(runs[0]["error"].as_str().unwrap().contains("no.such.block"));
+
+    // Not delivered again: the queue is empty and the request waits aside with its error.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(queue_state(&nats), (0, 0, 0));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dead = runtime.block_on(async {
+        let client = async_nats::connect(nats.url.as_str()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        js.get_stream("AGENTLOOM_DEAD")
+            .await
+            .unwrap()
+            .get_last_raw_message_by_subject(&format!("agentloom.dead.{run_id}"))
+            .await
+            .unwrap()
+    });
+    let why = dead.headers.get("Agentloom-Error").unwrap().as_str();
+    assert!(why.contains("no.such.block"), "{why}");
+}
+
+#[test]
+fn a_request_whose_workers_keep_dying_is_given_up_after_max_deliver() {
+    let nats = NatsServer::start();
+    let flags = ["--ack-wait", "2", "--max-deliver", "2"];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 60_000);
+    let submitter = submit(&nats, &graph, &["--wait", "--json"])
+        .arg("--db")
+        .arg(dir.path().join("submitter.sqlite3"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for name in ["first", "second"] {
+        let mut worker = Worker::start(&nats, name, &flags);
+        wait_for(
+            &format!("worker {name} took the run"),
+            Duration::from_secs(30),
+            || !worker.runs().is_empty(),
+        );
+        worker.kill();
+    }
+    let last = Worker::start(&nats, "last", &flags);
+    let output = submitter.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "failed");
+    let error = report["error"].as_str().unwrap();
+    assert!(error.contains("given up after 2 deliveries"), "{error}");
+    assert!(
+        last.runs().is_empty() || last.runs().values().all(|s| s == "failed"),
+        "the last worker did not run it: {}",
+        last.log()
+    );
+    assert_eq!(queue_state(&nats).0, 0, "the request left the queue");
+}
+
+#[test]
+fn an_untrusted_request_waits_for_approve_nats_which_counts_once() {
+    let nats = NatsServer::start();
+    let server = agentloom_tests::PostCounter::start();
+    // Without --trust a request runs as an untrusted file: its POST waits for a person.
+    let _workers = [
+        Worker::start(&nats, "first", &[]),
+        Worker::start(&nats, "second", &[]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        "post.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "post",
+            "nodes": [
+                {"id": "post", "block": "http.request", "config": {
+                    "method": "POST", "url": server.url(), "allow_private_network": true}},
+                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            ],
+            "edges": [{"from": ["post", "status"], "to": ["out", "value"]}]
+        }),
+    );
+    let db = dir.path().join("submitter.sqlite3");
+    let report = submit_and_wait(&nats, &graph, &db, 3);
+    assert_eq!(report["status"], "waiting");
+    assert_eq!(server.posts(), 0);
+    let run_id = report["run_id"].as_str().unwrap();
+
+    let approve = |db: &Path| {
+        bin()
+            .args([
+                "approve",
+                &run_id[..12],
+                "--nats",
+                &nats.url,
+                "--json",
+                "--db",
+            ])
+            .arg(db)
+            .output()
+            .unwrap()
+    };
+    let output = approve(&db);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["outputs"]["status"], 200);
+    assert_eq!(server.posts(), 1);
+    let shown = show(&db, run_id);
+    assert_eq!(shown["status"], "completed");
+
+    // The same wait decided again, from another machine's log: taken, nothing sent again.
+    let elsewhere = dir.path().join("elsewhere.sqlite3");
+    let output = bin()
+        .args(["approve", run_id, "--nats", &nats.url, "--db"])
+        .arg(&elsewhere)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("not waiting for an approval"),
+        "{}",
+        stderr(&output)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(server.posts(), 1);
+
+    // Two people approving the next run at once: one decision counts, one POST is sent.
+    let report = submit_and_wait(&nats, &graph, &db, 3);
+    let run_id = report["run_id"].as_str().unwrap();
+    let together: Vec<_> = ["a.sqlite3", "b.sqlite3"]
+        .iter()
+        .map(|name| {
+            bin()
+                .args(["approve", run_id, "--nats", &nats.url, "--db"])
+                .arg(dir.path().join(name))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let codes: Vec<Option<i32>> = together
+        .into_iter()
+        .map(|child| child.wait_with_output().unwrap().status.code())
+        .collect();
+    let mut sorted = codes.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, [Some(0), Some(2)], "{codes:?}");
+    assert_eq!(server.posts(), 2, "one more POST, for the second run");
+}
+
+#[test]
+fn serve_nats_queues_webhook_and_agent_protocol_runs_for_the_workers() {
+    let nats = NatsServer::start();
+    let worker = Worker::start(&nats, "busy", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 10);
+    let port = agentloom_tests::free_port();
+    let log = dir.path().join("serve.log");
+    let db = dir.path().join("serve.sqlite3");
+    let mut serve = start_listening(
+        bin()
+            .arg("serve")
+            .arg(&graph)
+            .args(["--port", &port.to_string(), "--webhook", "/hooks/echo"])
+            .args(["--nats", &nats.url, "--db"])
+            .arg(&db)
+            .arg("--workspace")
+            .arg(dir.path())
+            .arg("--tasks-dir")
+            .arg(dir.path().join("tasks")),
+        port,
+        &log,
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (hooked, step) = runtime.block_on(async {
+        let hooked = post(
+            &format!("{base}/hooks/echo"),
+            json!({"text": "through the queue"}),
+        )
+        .await;
+        let task = post(
+            &format!("{base}/ap/v1/agent/tasks"),
+            json!({"input": "a task"}),
+        )
+        .await;
+        let task_id = task["task_id"].as_str().unwrap();
+        let step = post(
+            &format!("{base}/ap/v1/agent/tasks/{task_id}/steps"),
+            json!({}),
+        )
+        .await;
+        (hooked, step)
+    });
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(hooked, json!({"echo": "through the queue"}));
+    assert_eq!(step["output"], "a task", "{step}");
+    assert_eq!(step["is_last"], true, "{step}");
+    // Both ran on the worker, and serve's run log names it.
+    let ran = worker.runs();
+    assert_eq!(ran.len(), 2, "{}", worker.log());
+    assert!(ran.values().all(|status| status == "completed"));
+    for run_id in ran.keys() {
+        let shown = show(&db, run_id);
+        assert_eq!(shown["worker"], "busy", "{shown}");
+    }
+}
+
+/// POSTs `body` as JSON to `url`; the JSON answer.
+async fn post(url: &str, body: Value) -> Value {
+    reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// `show RUN_ID --json` of the run log `db`.
+fn show(db: &Path, run_id: &str) -> Value {
+    let output = bin()
+        .args(["show", run_id, "--json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
