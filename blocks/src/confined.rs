@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use agentloom_core::BlockError;
 
 use crate::workspace_open::{self, Access};
+pub use crate::workspace_open::{Entry, EntryKind};
 use crate::workspace_path::{self, WorkspacePath, io_reason};
 
 /// What to do with a file larger than the cap.
@@ -133,7 +134,7 @@ fn open_regular(target: &WorkspacePath) -> Result<(File, u64), ReadError> {
         relative: target.relative.clone(),
         err,
     };
-    let file = workspace_open::open(target, Access::Read).map_err(io)?;
+    let file = workspace_open::open(&target.root, &target.full, Access::Read).map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(ReadError::NotRegular {
@@ -172,27 +173,12 @@ pub async fn write(
                 shown.display()
             ))
         };
-        let mut file = workspace_open::open(&target, Access::Write { append }).map_err(fail)?;
+        let mut file = workspace_open::open(&target.root, &target.full, Access::Write { append }).map_err(fail)?;
         file.write_all(&bytes).map_err(fail)?;
         file.flush().map_err(fail)?;
         Ok(target.relative)
     })
     .await
-}
-
-/// An entry of a listed folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub name: String,
-    pub kind: EntryKind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntryKind {
-    File,
-    Dir,
-    /// A link, pipe, socket or device: listed, never followed.
-    Other,
 }
 
 /// The entries of folder `relative` (empty or `.`: the workspace itself), sorted by name.
@@ -207,14 +193,9 @@ pub async fn list(workspace: &Path, relative: &str) -> Result<Vec<Entry>, BlockE
     let shown = relative.to_owned();
     blocking(move || {
         let listed = match &target {
-            Some(target) => workspace_open::list_dir(target),
-            None => std::fs::canonicalize(&workspace).and_then(|root| {
-                workspace_open::list_dir(&WorkspacePath {
-                    full: root.clone(),
-                    relative: String::new(),
-                    root,
-                })
-            }),
+            Some(target) => workspace_open::list_dir(&target.root, &target.full),
+            None => std::fs::canonicalize(&workspace)
+                .and_then(|root| workspace_open::list_dir(&root, &root)),
         };
         let mut entries = listed.map_err(|e| {
             BlockError::permanent(format!(

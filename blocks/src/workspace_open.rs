@@ -1,4 +1,5 @@
-//! Opens a checked [`WorkspacePath`] without a race: the check resolved every link, so the
+//! Opens a checked workspace path (its canonical workspace `root` and the `full` path the
+//! check resolved) without a race: the check resolved every link, so the
 //! file is opened again relative to the workspace directory with no link followed at all
 //! (Linux `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`). A directory or file
 //! swapped for a symbolic link between the check and the open makes the open fail instead
@@ -7,8 +8,20 @@
 use std::fs::File;
 use std::path::Path;
 
-use crate::confined::{Entry, EntryKind};
-use crate::workspace_path::WorkspacePath;
+/// An entry of a listed folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub kind: EntryKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+    /// A link, pipe, socket or device: listed, never followed.
+    Other,
+}
 
 /// How a file block opens its file.
 #[derive(Clone, Copy, Debug)]
@@ -20,10 +33,10 @@ pub(crate) enum Access {
     },
 }
 
-pub(crate) fn open(target: &WorkspacePath, access: Access) -> std::io::Result<File> {
+pub(crate) fn open(root: &Path, full: &Path, access: Access) -> std::io::Result<File> {
     #[cfg(target_os = "linux")]
     {
-        match beneath::open(target, access) {
+        match beneath::open(root, full, access) {
             Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => {}
             result => return result,
         }
@@ -47,21 +60,21 @@ pub(crate) fn open(target: &WorkspacePath, access: Access) -> std::io::Result<Fi
                 .truncate(!append);
         }
     }
-    options.open(&target.full)
+    options.open(full)
 }
 
 /// The entries of a checked folder, read from the folder opened as [`open`] does; an entry's
 /// kind is its own (a link is never followed).
-pub(crate) fn list_dir(target: &WorkspacePath) -> std::io::Result<Vec<Entry>> {
+pub(crate) fn list_dir(root: &Path, full: &Path) -> std::io::Result<Vec<Entry>> {
     #[cfg(target_os = "linux")]
     {
-        match beneath::list_dir(target) {
+        match beneath::list_dir(root, full) {
             Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => {}
             result => return result,
         }
     }
     let mut entries = Vec::new();
-    for entry in std::fs::read_dir(&target.full)? {
+    for entry in std::fs::read_dir(full)? {
         let entry = entry?;
         let kind = match entry.file_type() {
             Ok(kind) if kind.is_dir() => EntryKind::Dir,
@@ -100,7 +113,7 @@ mod beneath {
 
     use rustix::fs::{Mode, OFlags, ResolveFlags};
 
-    use super::{Access, Entry, EntryKind, WorkspacePath};
+    use super::{Access, Entry, EntryKind};
 
     const NO_LINKS: ResolveFlags = ResolveFlags::BENEATH
         .union(ResolveFlags::NO_SYMLINKS)
@@ -142,8 +155,8 @@ mod beneath {
         )?)
     }
 
-    pub(super) fn list_dir(target: &WorkspacePath) -> std::io::Result<Vec<Entry>> {
-        let dir = open_dir(&target.root, &target.full)?;
+    pub(super) fn list_dir(root: &Path, full: &Path) -> std::io::Result<Vec<Entry>> {
+        let dir = open_dir(root, full)?;
         let mut entries = Vec::new();
         for entry in rustix::fs::Dir::read_from(&dir)? {
             let entry = entry?;
@@ -180,9 +193,9 @@ mod beneath {
         )?)
     }
 
-    pub(super) fn open(target: &WorkspacePath, access: Access) -> std::io::Result<File> {
-        let inside = inside(&target.root, &target.full)?;
-        let root = open_root(&target.root)?;
+    pub(super) fn open(root: &Path, full: &Path, access: Access) -> std::io::Result<File> {
+        let inside = inside(root, full)?;
+        let root = open_root(root)?;
         let flags = OFlags::CLOEXEC
             | match access {
                 Access::Read => OFlags::RDONLY | OFlags::NONBLOCK,

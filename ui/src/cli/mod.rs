@@ -14,6 +14,7 @@ macro_rules! out {
 
 pub mod agent;
 pub(crate) mod approval;
+mod approval_choice;
 pub mod credentials;
 mod interrupt;
 mod mcp;

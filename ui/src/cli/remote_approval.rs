@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::remote::{Nats, Resume, WorkItem, run_subject};
 
-use super::approval::{ResumeArgs, decided_line, pick_and_decide};
+use super::approval_choice::{ResumeArgs, decided_line, pick_and_decide};
 use super::{EXIT_FAILED, EXIT_INVALID, async_runtime};
 use crate::runner::open_run_log;
 
