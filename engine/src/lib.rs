@@ -8,10 +8,12 @@
 
 pub mod credentials;
 mod durable;
+pub mod eval;
 mod events;
 mod executor;
 mod limits;
 mod redact;
+mod replay;
 mod seed;
 mod store;
 
@@ -21,16 +23,18 @@ pub use credentials::{
 };
 pub use durable::DurableApprover;
 pub use events::{
-    ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RunEvent,
-    RunStatus,
+    ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RecordedCall,
+    RunEvent, RunStatus,
 };
 pub use executor::{
     Approver, DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,
     default_concurrency, new_run_id,
 };
 pub use redact::{REDACTED, redact_resolved_secrets};
+pub use replay::{Replay, ReplayMiss, request_hash};
 pub use seed::{RunSeed, downstream_of};
 pub use store::{
-    Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, LogPolicy, NodeRow, PendingApproval,
-    RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError,
+    Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, EvaluationDetail, EvaluationRow,
+    EvaluationRun, LogPolicy, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail, RunRecorder,
+    RunRow, RunStore, StoreError,
 };

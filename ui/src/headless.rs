@@ -103,6 +103,17 @@ impl GraphRunner {
         workspace: &Path,
         cancel: CancellationToken,
     ) -> FinishedRun {
+        self.run_replaying(inputs, workspace, cancel, None).await
+    }
+
+    /// [`GraphRunner::run`], its outbound calls answered from `replay` when given.
+    pub async fn run_replaying(
+        &self,
+        inputs: ValueMap,
+        workspace: &Path,
+        cancel: CancellationToken,
+        replay: Option<Arc<agentloom_engine::Replay>>,
+    ) -> FinishedRun {
         let collect = Arc::new(CollectSink::default());
         let mut sinks: Vec<Arc<dyn EventSink>> = vec![collect.clone()];
         let recorder = self.store.as_ref().and_then(|store| {
@@ -117,6 +128,7 @@ impl GraphRunner {
         }
         let options = RunOptions {
             cancel,
+            replay,
             ..RunOptions::default()
         };
         let report = self

@@ -212,6 +212,7 @@ fn decide_and_resume(
             seed: Some(seed),
             secrets,
             untrusted_file,
+            replay: None,
         },
     )
 }

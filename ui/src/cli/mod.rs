@@ -15,6 +15,7 @@ macro_rules! out {
 pub mod agent;
 pub(crate) mod approval;
 pub mod credentials;
+pub mod eval;
 mod interrupt;
 mod mcp;
 mod progress;
@@ -137,6 +138,15 @@ pub enum Command {
     /// Trust a graph file as it is now: let it start its MCP servers, use credentials and
     /// call graph files outside its folder. Any change to it (or to a file it calls) undoes it.
     Trust(trust::TrustArgs),
+    /// Run a graph against test cases and check its outputs (exit 1 under --min-pass-rate).
+    Eval(eval::EvalArgs),
+    /// List evaluations from the run log.
+    Evals {
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -179,6 +189,13 @@ pub struct RunArgs {
     /// Trust the graph file for this run without asking (see `agentloom trust`).
     #[arg(long)]
     pub trust: bool,
+    /// Answer the run's outbound calls (LLM, HTTP, MCP, web search) from what run RUN_ID
+    /// recorded, with no network.
+    #[arg(long, value_name = "RUN_ID")]
+    pub replay: Option<String>,
+    /// What a replay does with a call that was not recorded: fail its node, or make it.
+    #[arg(long, value_enum, default_value_t = eval::ReplayMissArg::Fail, requires = "replay")]
+    pub replay_miss: eval::ReplayMissArg,
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -197,6 +214,8 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Run(args) => run_graph(args),
+        Command::Eval(args) => eval::eval_command(args),
+        Command::Evals { json, db } => eval::evals_command(db, json),
         Command::Validate { graph, json } => validate_command(&graph, json),
         Command::Blocks { json, graph } => blocks_command(json, graph.as_deref()),
         Command::Runs {
@@ -575,6 +594,16 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     let Some(workspace) = workspace_dir(args.workspace)? else {
         return Ok(EXIT_INVALID);
     };
+    let replay = match &args.replay {
+        Some(run_id) => match eval::load_replay(args.db.clone(), run_id, args.replay_miss) {
+            Ok(replay) => Some(replay),
+            Err(message) => {
+                eprintln!("--replay {}: {message}", escape_control(run_id));
+                return Ok(EXIT_INVALID);
+            }
+        },
+        None => None,
+    };
     let seed = match (&args.from, &args.reuse) {
         (Some(from), Some(reuse)) => {
             match approval::run_from_seed(args.db.clone(), &graph, from, reuse) {
@@ -602,6 +631,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             seed,
             secrets,
             untrusted_file: (!trusted).then(|| args.graph.clone()),
+            replay,
         },
     )
 }
@@ -623,6 +653,8 @@ struct Execution {
     /// The graph file, when its user has not trusted it: kept with the run, so that
     /// resuming it after an approval still sends no credential.
     untrusted_file: Option<PathBuf>,
+    /// The recording the run's outbound calls are answered from (`--replay`).
+    replay: Option<Arc<agentloom_engine::Replay>>,
 }
 
 /// Runs a validated graph headless: recorded, with progress on stderr and the result on
@@ -696,6 +728,7 @@ fn execute(
         concurrency: run.concurrency,
         run_id: run.run_id,
         seed: run.seed.map(Arc::new),
+        replay: run.replay,
     };
     phase("run log and runtime ready");
     interrupt::watch(cancel.clone());
