@@ -9,6 +9,7 @@ mod approval_panel;
 mod canvas;
 mod credentials;
 mod document;
+pub mod evaluations;
 pub(crate) mod examples;
 pub(crate) mod files;
 mod groups;
@@ -22,10 +23,12 @@ mod path_prompt;
 mod pinned;
 mod problems;
 mod quick_add;
+mod replay;
 mod rerun;
 mod resume;
 mod run;
 mod run_panel;
+pub mod run_timeline;
 mod subgraph;
 pub mod theme;
 mod trust_banner;
@@ -196,6 +199,9 @@ pub enum Command {
     RefreshHistory,
     /// Show a past run's values on the canvas.
     OpenRun(String),
+    /// Run the graph again with a past run's inputs, its outbound calls answered from that
+    /// run's recording (History → Replay).
+    ReplayRun(String),
     /// Show the credentials manager.
     OpenCredentials,
     /// Show the graph's MCP servers.
@@ -323,6 +329,8 @@ pub struct App {
     selected_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
     /// The menu of a right-clicked wire, while open.
     wire_menu: Option<wire_menu::WireMenu>,
+    pub evaluations: evaluations::EvaluationsPanel,
+    timeline: run_timeline::RunTimeline,
 }
 
 impl App {
@@ -372,6 +380,8 @@ impl App {
             inspector: InspectorState::default(),
             credentials,
             mcp_window: mcp_servers::McpServersWindow::default(),
+            evaluations: evaluations::EvaluationsPanel::default(),
+            timeline: run_timeline::RunTimeline::default(),
             mcp_connector: mcp_servers::McpConnector::for_graph_file(
                 path.clone(),
                 untrusted.is_none(),
@@ -638,6 +648,7 @@ impl App {
         ) {
             self.commands.push(Command::EditMcpServers(edit));
         }
+        self.evaluations_ui(&ctx);
         self.close_prompt_ui(&ctx);
 
         let commands = std::mem::take(&mut self.commands);
@@ -851,6 +862,10 @@ impl App {
                     self.commands.push(Command::ActualSize);
                     ui.close();
                 }
+                if ui.button("Evaluations").clicked() {
+                    self.evaluations.open = true;
+                    ui.close();
+                }
             });
             let running = self.run.is_running();
             ui.menu_button("Run", |ui| {
@@ -957,6 +972,7 @@ impl App {
                 .id_salt("run_summary")
                 .show(&mut cols[0], |ui| {
                     run_panel::run_summary_ui(ui, &mut self.run, &mut self.commands);
+                    self.timeline_ui(ui);
                 });
             if let Some(servers) = self.mcp_connector.connecting() {
                 // Until then the servers' tool nodes show as unknown blocks.
@@ -1922,6 +1938,7 @@ impl App {
             }
             Command::RefreshHistory => self.refresh_history(),
             Command::OpenRun(id) => self.open_run(&id),
+            Command::ReplayRun(id) => self.replay_run(&id, ctx),
             Command::OpenCredentials => self.credentials.show_window(),
             Command::OpenMcpServers => self.mcp_window.open = true,
             Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
