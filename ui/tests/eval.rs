@@ -423,7 +423,8 @@ fn an_agent_case_checks_the_tools_it_called() {
         &[
             json!({"name": "fetches", "inputs": {"goal": "TASK-FETCH: read the page"},
                 "expect": {"answer": {"contains": "payload-42"}, "run": {"tool_called": "http_get", "status": "completed"}}}),
-            json!({"name": "writes", "inputs": {"goal": "TASK-FETCH: read the page"},
+            // fakellm counts turns per first message: each case its own conversation.
+            json!({"name": "writes", "inputs": {"goal": "TASK-FETCH: read the page again"},
                 "expect": {"run": {"tool_called": "write_file"}}}),
         ]
         .map(|case| case.to_string())

@@ -85,7 +85,8 @@ fn a_cases_file_runs_from_the_panel_and_a_case_opens_its_run() {
     );
 
     // The timeline of the shown run lists its nodes.
-    press(&mut h, Role::Button, "Timeline");
+    h.get_by_label("Timeline").click();
+    h.run_steps(3);
     h.get_by_label_contains("Timeline:");
     let bars = h.state().timeline_bars();
     assert!(

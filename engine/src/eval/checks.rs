@@ -186,11 +186,7 @@ impl Check {
                     if equal {
                         String::new()
                     } else {
-                        format!(
-                            "expected {}, got {}",
-                            expected.preview(200),
-                            value.preview(200)
-                        )
+                        format!("expected {}, got {}", shown(expected), shown(value))
                     },
                 )
             }
@@ -201,7 +197,7 @@ impl Check {
                     if found {
                         String::new()
                     } else {
-                        format!("{} does not contain {part:?}", value.preview(200))
+                        format!("{} does not contain {part:?}", shown(value))
                     },
                 )
             }
@@ -212,7 +208,7 @@ impl Check {
                     if found {
                         String::new()
                     } else {
-                        format!("{} does not match /{}/", value.preview(200), regex.as_str())
+                        format!("{} does not match /{}/", shown(value), regex.as_str())
                     },
                 )
             }
@@ -242,7 +238,7 @@ impl Check {
                     _ => text.trim().parse::<f64>().ok(),
                 };
                 match number {
-                    None => result(false, format!("{} is not a number", value.preview(200))),
+                    None => result(false, format!("{} is not a number", shown(value))),
                     Some(n) if min.is_some_and(|m| n < m) => result(
                         false,
                         format!("{n} is below the minimum {}", min.unwrap_or_default()),
@@ -257,6 +253,11 @@ impl Check {
             Check::LlmJudge(_) => result(false, "the judge was not asked".to_owned()),
         }
     }
+}
+
+/// A value in a failure's reason: as JSON (texts quoted), clipped.
+fn shown(value: &Value) -> String {
+    agentloom_core::clip_chars(&value.to_json().to_string(), 200)
 }
 
 fn parse_judge(arg: &serde_json::Value, field: &str) -> Result<JudgeSpec, FieldError> {

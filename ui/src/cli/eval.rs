@@ -619,8 +619,7 @@ fn compare(
 /// The table `agentloom eval` prints without `--json`.
 fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
     out!(
-        "{:<2} {:<28} {:>7} {:>10} {:>9}  {}",
-        "",
+        "  {:<28} {:>7} {:>10} {:>9}  {}",
         "case",
         "checks",
         "cost",
@@ -647,7 +646,7 @@ fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
             })
             .unwrap_or_default();
         out!(
-            "{:<2} {:<28} {:>7} {:>10} {:>9}  {}",
+            "{} {:<28} {:>7} {:>10} {:>9}  {}",
             if case["passed"] == true { "✓" } else { "✗" },
             Escaped(&agentloom_core::clip_chars(
                 case["name"].as_str().unwrap_or_default(),
