@@ -55,7 +55,8 @@ fn a_cases_file_runs_from_the_panel_and_a_case_opens_its_run() {
         .as_str()
         .unwrap()
         .to_owned();
-    press(&mut h, Role::Link, "✓ greets Ada");
+    h.get_by_label("✓ greets Ada").click();
+    h.run_steps(3);
     wait_until(&mut h, "the case's run on the canvas", |h| {
         h.state().run.run_id.as_deref() == Some(ada_run.as_str())
     });
