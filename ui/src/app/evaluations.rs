@@ -222,12 +222,17 @@ impl EvaluationsPanel {
                     .hint_text("cases.jsonl")
                     .desired_width(280.0),
             );
-            if ui.button("Browse…").clicked()
-                && let Some(path) = rfd::FileDialog::new()
+            if ui.button("Browse…").clicked() {
+                // With no desktop portal or zenity, the dialog would answer as if cancelled.
+                if !super::files::native_dialogs_available() {
+                    self.status = "No file dialog here: type the cases file's path.".to_owned();
+                } else if let Some(path) = rfd::FileDialog::new()
+                    .set_title("Cases file")
                     .add_filter("Cases", &["jsonl", "csv"])
                     .pick_file()
-            {
-                self.cases_path = path.display().to_string();
+                {
+                    self.cases_path = path.display().to_string();
+                }
             }
         });
         ui.horizontal(|ui| {
