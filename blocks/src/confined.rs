@@ -173,7 +173,8 @@ pub async fn write(
                 shown.display()
             ))
         };
-        let mut file = workspace_open::open(&target.root, &target.full, Access::Write { append }).map_err(fail)?;
+        let mut file = workspace_open::open(&target.root, &target.full, Access::Write { append })
+            .map_err(fail)?;
         file.write_all(&bytes).map_err(fail)?;
         file.flush().map_err(fail)?;
         Ok(target.relative)

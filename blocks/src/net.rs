@@ -21,7 +21,10 @@
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentloom_core::{BlockError, RequestSlot, RunCtx, Secret, SecretError, error_chain, host_of};
+use agentloom_core::{
+    BlockError, CallRecording, OutboundCall, RecordedResponse, Replayed, RequestSlot, RunCtx,
+    Secret, SecretError, error_chain, host_of,
+};
 use reqwest::header::{
     AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HeaderMap, LOCATION,
     PROXY_AUTHORIZATION, REFERER, RETRY_AFTER, TRANSFER_ENCODING,
@@ -240,6 +243,150 @@ pub(crate) async fn execute(
 
 /// [`execute`] on the client for `reach`.
 pub(crate) async fn execute_within(
+    ctx: &dyn RunCtx,
+    reach: Reach,
+    request: Request,
+    failed: impl Fn(reqwest::Error) -> BlockError,
+) -> Result<Response, BlockError> {
+    let method = request.method().as_str().to_owned();
+    let url = request.url().to_string();
+    let body = request
+        .body()
+        .and_then(reqwest::Body::as_bytes)
+        .unwrap_or_default()
+        .to_vec();
+    let call = OutboundCall {
+        method: &method,
+        url: &url,
+        body: &body,
+    };
+    match ctx.replay_call(&call) {
+        Replayed::Answer(recorded) => return Ok(replayed_response(request.url(), recorded)),
+        Replayed::Missing(error) => return Err(error),
+        Replayed::Live => {}
+    }
+    let recording = ctx.record_call(&call);
+    let response = send_following_redirects(ctx, reach, request, failed).await?;
+    Ok(match recording {
+        Some(recording) => recorded_as_read(response, recording),
+        None => response,
+    })
+}
+
+/// Bodies larger than this are not kept for replay while they are read (the run log keeps
+/// a body of at most 1 MiB by default, larger ones with `--full-log`).
+const MAX_RECORDED_BODY: usize = 16 << 20;
+
+/// A response built from a recording: status, headers and the whole body at once.
+fn replayed_response(url: &Url, recorded: RecordedResponse) -> Response {
+    use reqwest::ResponseBuilderExt as _;
+    let mut builder = http::Response::builder()
+        .status(recorded.status)
+        .url(url.clone());
+    for (name, value) in &recorded.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let built = builder
+        .body(reqwest::Body::from(recorded.body.clone()))
+        .unwrap_or_else(|_| {
+            // A recorded header that no longer parses: the body and status still answer.
+            let mut plain = http::Response::new(reqwest::Body::from(recorded.body));
+            *plain.status_mut() =
+                http::StatusCode::from_u16(recorded.status).unwrap_or(http::StatusCode::OK);
+            plain
+        });
+    Response::from(built)
+}
+
+/// `response` with its body passed on as it is read (a stream stays a stream) and kept by
+/// `recording` once read (to its end, or as far as the block read it).
+fn recorded_as_read(response: Response, recording: CallRecording) -> Response {
+    use reqwest::ResponseBuilderExt as _;
+    let status = response.status();
+    let url = response.url().clone();
+    let version = response.version();
+    let mut headers = response.headers().clone();
+    // The body read is decoded already, and its length is what is read.
+    for header in [CONTENT_ENCODING, CONTENT_LENGTH, TRANSFER_ENCODING] {
+        headers.remove(header);
+    }
+    let kept_headers = headers
+        .iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_owned())))
+        .collect();
+    let body = RecordingBody {
+        inner: Box::pin(response.bytes_stream()),
+        status: status.as_u16(),
+        headers: kept_headers,
+        body: Vec::new(),
+        recording: Some(recording),
+    };
+    let mut builder = http::Response::builder()
+        .status(status)
+        .version(version)
+        .url(url);
+    if let Some(map) = builder.headers_mut() {
+        *map = headers;
+    }
+    let built = builder
+        .body(reqwest::Body::wrap_stream(body))
+        .unwrap_or_else(|_| http::Response::new(reqwest::Body::from(Vec::new())));
+    Response::from(built)
+}
+
+type ByteStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// A response body that keeps what passes through it and hands it to its recording when
+/// it is dropped, unless it broke off or grew over [`MAX_RECORDED_BODY`].
+struct RecordingBody {
+    inner: ByteStream,
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    recording: Option<CallRecording>,
+}
+
+impl futures::Stream for RecordingBody {
+    type Item = reqwest::Result<bytes::Bytes>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let next = this.inner.as_mut().poll_next(cx);
+        match &next {
+            std::task::Poll::Ready(Some(Ok(bytes))) if this.recording.is_some() => {
+                if this.body.len() + bytes.len() > MAX_RECORDED_BODY {
+                    this.recording = None;
+                    this.body = Vec::new();
+                } else {
+                    this.body.extend_from_slice(bytes);
+                }
+            }
+            // A body that broke off is no answer to replay.
+            std::task::Poll::Ready(Some(Err(_))) => this.recording = None,
+            _ => {}
+        }
+        next
+    }
+}
+
+impl Drop for RecordingBody {
+    fn drop(&mut self) {
+        if let Some(recording) = self.recording.take() {
+            recording.keep(RecordedResponse {
+                status: self.status,
+                headers: std::mem::take(&mut self.headers),
+                body: std::mem::take(&mut self.body),
+            });
+        }
+    }
+}
+
+/// Sends `request` and follows its redirects (see [`execute_within`]).
+async fn send_following_redirects(
     ctx: &dyn RunCtx,
     reach: Reach,
     mut request: Request,

@@ -540,6 +540,17 @@ pub trait RunCtx: Send + Sync {
         let _ = (url, parts);
         Ok(())
     }
+    /// Before `call` leaves: whether the run replays a recording and has its answer.
+    fn replay_call(&self, call: &crate::OutboundCall<'_>) -> crate::Replayed {
+        let _ = call;
+        crate::Replayed::Live
+    }
+    /// A live `call` is about to be made: how to keep its response in the run log, if the
+    /// run records calls.
+    fn record_call(&self, call: &crate::OutboundCall<'_>) -> Option<crate::CallRecording> {
+        let _ = call;
+        None
+    }
 }
 
 /// A slot for one outbound request (see [`RunCtx::request_slot`]); freed when dropped.

@@ -234,6 +234,27 @@ impl EventKind {
 /// event to a channel or a buffer and return).
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: &RunEvent);
+
+    /// Keeps the response of one outbound call of the run (already redacted), for replay.
+    /// Only the run log keeps them.
+    fn record_call(&self, call: &RecordedCall) {
+        let _ = call;
+    }
+}
+
+/// The response of one outbound call (HTTP request, MCP tool call), as a run keeps it so
+/// that a later run can be answered from it (`agentloom run --replay`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedCall {
+    /// The node path (`agent`, or `call/render` inside a sub-run).
+    pub node: String,
+    pub attempt: u32,
+    /// SHA-256 (hex) of the method, URL and body as sent.
+    pub request_hash: String,
+    pub method: String,
+    /// As sent, with the run's secrets redacted.
+    pub url: String,
+    pub response: agentloom_core::RecordedResponse,
 }
 
 /// Discards every event.
@@ -250,6 +271,12 @@ impl EventSink for FanoutSink {
     fn emit(&self, event: &RunEvent) {
         for sink in &self.0 {
             sink.emit(event);
+        }
+    }
+
+    fn record_call(&self, call: &RecordedCall) {
+        for sink in &self.0 {
+            sink.record_call(call);
         }
     }
 }

@@ -66,6 +66,9 @@ pub struct RunOptions {
     /// Outputs, decisions and checkpoints known before the run starts (a resumed run, a
     /// run from a node); see [`RunSeed`].
     pub seed: Option<Arc<RunSeed>>,
+    /// Answers the run's outbound calls from an earlier run's recording
+    /// (`agentloom run --replay`); its sub-runs replay too.
+    pub replay: Option<Arc<crate::Replay>>,
 }
 
 /// What happened to one node.
@@ -186,6 +189,8 @@ impl Executor {
             safe_mode: graph.doc.settings.safe_mode,
             cpu_slots: Arc::new(tokio::sync::Semaphore::new(concurrency)),
             request_slots: Arc::new(RequestSlots::new(requests_per_host)),
+            replay: options.replay.clone(),
+            path_prefix: String::new(),
         };
         self.run_with(graph, inputs, options, sink, inherited).await
     }
@@ -230,6 +235,8 @@ impl Executor {
             tool_inputs: Mutex::new(HashMap::new()),
             request_slots: inherited.request_slots,
             cpu_slots: inherited.cpu_slots,
+            replay: inherited.replay,
+            path_prefix: inherited.path_prefix,
         });
         Scheduler::new(graph, shared).run(&seed.outputs).await
     }
@@ -259,6 +266,10 @@ struct Inherited {
     safe_mode: bool,
     cpu_slots: Arc<tokio::sync::Semaphore>,
     request_slots: Arc<RequestSlots>,
+    replay: Option<Arc<crate::Replay>>,
+    /// What the run's node ids are prefixed with in the parent run (`call/`), to find
+    /// their recorded calls.
+    path_prefix: String,
 }
 
 /// A new run id: time-ordered, so ids sort by start time.
@@ -299,6 +310,10 @@ struct RunShared {
     cpu_slots: Arc<tokio::sync::Semaphore>,
     /// Slots for outbound requests, per host (see [`RunCtx::request_slot`]).
     request_slots: Arc<RequestSlots>,
+    /// The recording this run's outbound calls are answered from, if it replays one.
+    replay: Option<Arc<crate::Replay>>,
+    /// This run's nodes' prefix in the top run (`call/` in a sub-run), for the replay.
+    path_prefix: String,
 }
 
 /// Requests in flight at once to one host when the graph does not say.
@@ -478,6 +493,12 @@ impl EventSink for SubRunSink {
         *node = format!("{}/{node}", self.prefix);
         self.parent.emit(kind);
     }
+
+    fn record_call(&self, call: &crate::RecordedCall) {
+        let mut call = call.clone();
+        call.node = format!("{}/{}", self.prefix, call.node);
+        self.parent.sink.record_call(&call);
+    }
 }
 
 /// What a running node sees.
@@ -569,6 +590,52 @@ impl RunCtx for NodeCtx {
             .map_err(BlockError::permanent)
     }
 
+    fn replay_call(&self, call: &agentloom_core::OutboundCall<'_>) -> agentloom_core::Replayed {
+        match &self.shared.replay {
+            Some(replay) => replay.answer(
+                &format!("{}{}", self.shared.path_prefix, self.node_id),
+                self.attempt,
+                call,
+            ),
+            None => agentloom_core::Replayed::Live,
+        }
+    }
+
+    fn record_call(
+        &self,
+        call: &agentloom_core::OutboundCall<'_>,
+    ) -> Option<agentloom_core::CallRecording> {
+        let shared = Arc::clone(&self.shared);
+        let node = self.node_id.clone();
+        let attempt = self.attempt;
+        let request_hash = crate::request_hash(call);
+        let method = call.method.to_owned();
+        let mut url = call.url.to_owned();
+        Some(agentloom_core::CallRecording::new(move |mut response| {
+            // Secrets resolved by then (the request's own included) never reach the log.
+            let redactor = &shared.redactor;
+            redactor.text(&mut url);
+            for (_, value) in &mut response.headers {
+                redactor.text(value);
+            }
+            response.body = match String::from_utf8(std::mem::take(&mut response.body)) {
+                Ok(mut text) => {
+                    redactor.text(&mut text);
+                    text.into_bytes()
+                }
+                Err(binary) => binary.into_bytes(),
+            };
+            shared.sink.record_call(&crate::RecordedCall {
+                node,
+                attempt,
+                request_hash,
+                method,
+                url,
+                response,
+            });
+        }))
+    }
+
     fn workspace(&self) -> &std::path::Path {
         &self.shared.executor.workspace
     }
@@ -628,6 +695,8 @@ impl RunCtx for NodeCtx {
             safe_mode: self.shared.safe_mode,
             cpu_slots: Arc::clone(&self.shared.cpu_slots),
             request_slots: Arc::clone(&self.shared.request_slots),
+            replay: self.shared.replay.clone(),
+            path_prefix: format!("{}{prefix}/", self.shared.path_prefix),
         };
         // The sub-run's node events join the parent run's stream, nested under this node;
         // its usage counts towards the parent run (its cost is already in the shared budget).

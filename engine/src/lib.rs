@@ -10,10 +10,12 @@
 
 pub mod credentials;
 mod durable;
+pub mod eval;
 mod events;
 mod executor;
 mod limits;
 mod redact;
+mod replay;
 mod run_state;
 mod seed;
 mod store;
@@ -24,17 +26,19 @@ pub use credentials::{
 };
 pub use durable::DurableApprover;
 pub use events::{
-    ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RunEvent,
-    RunStatus,
+    ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RecordedCall,
+    RunEvent, RunStatus,
 };
 pub use executor::{
     Approver, DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,
     default_concurrency, new_run_id,
 };
 pub use redact::{REDACTED, redact_resolved_secrets};
+pub use replay::{Replay, ReplayMiss, request_hash};
 pub use run_state::{KeptValues, MAX_PARTIAL_BYTES, NodeProgress, RunState};
 pub use seed::{RunSeed, downstream_of};
 pub use store::{
-    Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, LogPolicy, NodeRow, PendingApproval,
-    RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError,
+    Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, EvaluationDetail, EvaluationRow,
+    EvaluationRun, LogPolicy, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail, RunRecorder,
+    RunRow, RunStore, StoreError,
 };

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
-    NodeImpl, PortSpec, Ports, RunCtx, Value, ValueMap, ValueType, async_trait,
-    value_type_from_schema,
+    NodeImpl, OutboundCall, PortSpec, Ports, RecordedResponse, Replayed, RunCtx, Value, ValueMap,
+    ValueType, async_trait, value_type_from_schema,
 };
 use rmcp::model::{CallToolResult, Tool};
 
@@ -143,6 +143,53 @@ fn text_of(result: &CallToolResult) -> String {
         .join("\n")
 }
 
+impl McpToolNode {
+    /// Calls the tool, or answers from the run's recording when it replays one; a live
+    /// call's result is recorded.
+    async fn call_or_replay(
+        &self,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        ctx: &dyn RunCtx,
+    ) -> Result<CallToolResult, BlockError> {
+        let url = format!("mcp://{}/{}", self.connection.name(), self.tool);
+        let body = serde_json::to_vec(&arguments).unwrap_or_default();
+        let call = OutboundCall {
+            method: "MCP",
+            url: &url,
+            body: &body,
+        };
+        match ctx.replay_call(&call) {
+            Replayed::Answer(recorded) => {
+                return serde_json::from_slice(&recorded.body).map_err(|e| {
+                    BlockError::permanent(format!(
+                        "the recorded result of MCP tool `{}` does not read: {e}",
+                        self.tool
+                    ))
+                });
+            }
+            Replayed::Missing(error) => return Err(error),
+            Replayed::Live => {}
+        }
+        let recording = ctx.record_call(&call);
+        let result = self
+            .connection
+            .call(&self.tool, arguments, self.timeout, ctx.cancel_token())
+            .await
+            .map_err(|failure| match failure {
+                CallFailure::Cancelled => BlockError::cancelled(),
+                CallFailure::Failed(message) => BlockError::permanent(message),
+            })?;
+        if let (Some(recording), Ok(body)) = (recording, serde_json::to_vec(&result)) {
+            recording.keep(RecordedResponse {
+                status: 200,
+                headers: Vec::new(),
+                body,
+            });
+        }
+        Ok(result)
+    }
+}
+
 #[async_trait]
 impl NodeImpl for McpToolNode {
     fn ports(&self) -> &Ports {
@@ -158,14 +205,7 @@ impl NodeImpl for McpToolNode {
         if let Some(token) = self.connection.token() {
             ctx.redact_secret(token);
         }
-        let result = self
-            .connection
-            .call(&self.tool, arguments, self.timeout, ctx.cancel_token())
-            .await
-            .map_err(|failure| match failure {
-                CallFailure::Cancelled => BlockError::cancelled(),
-                CallFailure::Failed(message) => BlockError::permanent(message),
-            })?;
+        let result = self.call_or_replay(arguments, ctx).await?;
         let text = text_of(&result);
         if result.is_error == Some(true) {
             return Err(BlockError::permanent(format!(

@@ -147,6 +147,49 @@ CREATE TABLE remote_runs (
     worker          TEXT NOT NULL
 ) STRICT;
 ",
+    // 9: the responses of a run's outbound calls, to replay it (`run --replay`); and
+    // evaluations (`agentloom eval`): one row each, and the runs of their cases.
+    r"
+CREATE TABLE run_calls (
+    run_id          TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq             INTEGER NOT NULL,
+    node_id         TEXT NOT NULL,
+    attempt         INTEGER NOT NULL,
+    request_hash    TEXT NOT NULL,
+    method          TEXT NOT NULL,
+    url             TEXT NOT NULL,
+    status          INTEGER NOT NULL,
+    headers_json    TEXT NOT NULL,
+    response_json   TEXT,
+    body_size       INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) STRICT;
+CREATE TABLE evaluations (
+    id              TEXT PRIMARY KEY NOT NULL,
+    graph_name      TEXT NOT NULL,
+    graph_file      TEXT NOT NULL,
+    cases_file      TEXT NOT NULL,
+    started_at_ms   INTEGER NOT NULL,
+    duration_ms     INTEGER,
+    passed          INTEGER NOT NULL DEFAULT 0,
+    failed          INTEGER NOT NULL DEFAULT 0,
+    pass_rate       REAL,
+    input_tokens    INTEGER NOT NULL DEFAULT 0,
+    output_tokens   INTEGER NOT NULL DEFAULT 0,
+    cost_usd        REAL NOT NULL DEFAULT 0,
+    summary_json    TEXT
+) STRICT;
+CREATE INDEX evaluations_by_graph ON evaluations (graph_file, started_at_ms);
+CREATE TABLE evaluation_runs (
+    evaluation_id   TEXT NOT NULL REFERENCES evaluations (id) ON DELETE CASCADE,
+    case_name       TEXT NOT NULL,
+    repeat          INTEGER NOT NULL,
+    run_id          TEXT NOT NULL,
+    passed          INTEGER NOT NULL,
+    checks_json     TEXT NOT NULL,
+    PRIMARY KEY (evaluation_id, case_name, repeat)
+) STRICT;
+",
 ];
 
 /// The schema version this build writes.

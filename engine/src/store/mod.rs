@@ -14,6 +14,8 @@
 
 mod approvals;
 mod busy;
+mod calls;
+mod evaluations;
 mod liveness;
 mod migrations;
 mod queries;
@@ -31,6 +33,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 
 pub use approvals::{Claim, EarlierDecision, PendingApproval};
+pub use evaluations::{EvaluationDetail, EvaluationRow, EvaluationRun};
 pub use queries::{NodeRow, RunDetail, RunRow};
 pub use values::{DEFAULT_MAX_VALUE_BYTES, LogPolicy};
 pub use writer::RunRecorder;

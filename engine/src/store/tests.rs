@@ -237,10 +237,13 @@ fn open_creates_the_file_its_folders_and_the_schema() {
     assert_eq!(
         tables,
         [
+            "evaluation_runs",
+            "evaluations",
             "events",
             "node_runs",
             "pending_approvals",
             "remote_runs",
+            "run_calls",
             "run_graph_files",
             "run_graphs",
             "run_values",

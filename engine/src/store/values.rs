@@ -97,6 +97,11 @@ impl ValueLog {
         }
     }
 
+    /// The cap on one value's JSON text.
+    pub fn max_value_bytes(&self) -> usize {
+        self.policy.max_value_bytes
+    }
+
     /// A new run under this writer: values are stored again for it.
     pub fn reset(&mut self) {
         self.seen.clear();

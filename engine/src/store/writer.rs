@@ -48,6 +48,8 @@ enum Msg {
     /// a one-entry map allocates room for eleven, and a long run of quick nodes can queue
     /// many of these before the writer catches up.
     NodeValues(RunEvent, Vec<(String, Value)>),
+    /// The response of an outbound call, for replay.
+    Call(Box<crate::events::RecordedCall>),
     /// Write everything queued so far, then answer.
     Flush(mpsc::SyncSender<Result<(), String>>),
     Shutdown,
@@ -192,6 +194,17 @@ impl EventSink for RunRecorder {
         // After finish() nobody listens; the event is dropped as documented.
         let _ = self.tx.send(msg);
     }
+
+    fn record_call(&self, call: &crate::events::RecordedCall) {
+        self.queue_call(call);
+    }
+}
+
+impl RunRecorder {
+    /// Queues an outbound call's response (see [`EventSink::record_call`]).
+    fn queue_call(&self, call: &crate::events::RecordedCall) {
+        let _ = self.tx.send(Msg::Call(Box::new(call.clone())));
+    }
 }
 
 impl Drop for RunRecorder {
@@ -279,11 +292,34 @@ struct RunEntry {
     node_usage: Usage,
     usage_stale: bool,
     events: Vec<RunEvent>,
+    /// Outbound calls not written yet, in their logged form.
+    calls: Vec<CallRow>,
+    /// Calls recorded so far (their `seq`).
+    call_count: u64,
+}
+
+/// One row of `run_calls` waiting to be written.
+struct CallRow {
+    seq: u64,
+    node: String,
+    attempt: u32,
+    request_hash: String,
+    method: String,
+    url: String,
+    status: u16,
+    headers_json: String,
+    /// `{"body": …}` with a large body stored as a value; `None` when over the cap.
+    response_json: Option<String>,
+    body_size: usize,
 }
 
 impl RunEntry {
     fn has_pending(&self) -> bool {
-        !self.inserted || self.dirty || !self.dirty_nodes.is_empty() || !self.events.is_empty()
+        !self.inserted
+            || self.dirty
+            || !self.dirty_nodes.is_empty()
+            || !self.events.is_empty()
+            || !self.calls.is_empty()
     }
 
     fn batch_full(&self) -> bool {
@@ -555,6 +591,7 @@ impl Writer {
                 }
                 self.apply(event, None);
             }
+            Msg::Call(call) => self.keep_call(*call),
             Msg::Flush(ack) => {
                 self.tick(true);
                 let _ = ack.send(self.error.clone().map_or(Ok(()), Err));
@@ -566,6 +603,40 @@ impl Writer {
 
     fn batch_full(&self) -> bool {
         self.run.as_ref().is_some_and(RunEntry::batch_full)
+    }
+
+    /// Queues a call's response in its logged form: the body stored like any value (kept
+    /// once, deflated), or only its size when it is over the cap.
+    fn keep_call(&mut self, call: crate::events::RecordedCall) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        let body_size = call.response.body.len();
+        let response_json = (body_size <= self.values.max_value_bytes()).then(|| {
+            let body = match String::from_utf8(call.response.body) {
+                Ok(text) => Value::Text(text),
+                Err(binary) => Value::Bytes(binary.into_bytes()),
+            };
+            let map = self
+                .values
+                .shrink(ValueMap::from([("body".to_owned(), body)]));
+            json_text(&map, "{}")
+        });
+        let seq = run.call_count;
+        run.call_count += 1;
+        run.calls.push(CallRow {
+            seq,
+            node: call.node,
+            attempt: call.attempt,
+            request_hash: call.request_hash,
+            method: call.method,
+            url: call.url,
+            status: call.response.status,
+            headers_json: json_text(&call.response.headers, "[]"),
+            response_json,
+            body_size,
+        });
+        self.mark_pending();
     }
 
     /// When the writer must wake up next, if at all.
@@ -669,6 +740,8 @@ impl Writer {
                 node_usage: Usage::default(),
                 usage_stale: false,
                 events: vec![event],
+                calls: Vec::new(),
+                call_count: 0,
             });
             self.last_heartbeat = Instant::now();
             self.urgent = true;
@@ -812,6 +885,7 @@ impl Writer {
                     self.last_partial_write = now;
                 }
                 run.events.clear();
+                run.calls.clear();
                 self.first_pending = None;
                 self.urgent = false;
                 self.retry_at = None;
@@ -877,6 +951,7 @@ impl Batch<'_> {
             // A run id recorded before (a rerun under the same id) starts from a clean slate.
             tx.execute("DELETE FROM events WHERE run_id = ?1", params![run.id])?;
             tx.execute("DELETE FROM node_runs WHERE run_id = ?1", params![run.id])?;
+            tx.execute("DELETE FROM run_calls WHERE run_id = ?1", params![run.id])?;
             tx.execute(
             "INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
                                inputs_json, outputs_json, error, input_tokens, output_tokens, cost_usd,
@@ -997,6 +1072,28 @@ impl Batch<'_> {
                     event.kind.name(),
                     event.kind.node(),
                     stored_payload(&event.kind),
+                ])?;
+            }
+        }
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO run_calls (run_id, seq, node_id, attempt, request_hash, method, url,
+                                        status, headers_json, response_json, body_size)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            for call in &run.calls {
+                insert.execute(params![
+                    run.id,
+                    to_i64(call.seq),
+                    call.node,
+                    call.attempt,
+                    call.request_hash,
+                    call.method,
+                    call.url,
+                    call.status,
+                    call.headers_json,
+                    call.response_json,
+                    to_i64(u64::try_from(call.body_size).unwrap_or(u64::MAX)),
                 ])?;
             }
         }

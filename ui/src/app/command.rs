@@ -130,6 +130,11 @@ pub enum Command {
     RefreshHistory,
     /// Show a past run's values on the canvas.
     OpenRun(String),
+    /// Run the graph again with a past run's inputs, its outbound calls answered from that
+    /// run's recording (History → Replay).
+    ReplayRun(String),
+    /// Show the Evaluations panel (View → Evaluations).
+    OpenEvaluations,
     /// Show the credentials manager.
     OpenCredentials,
     /// Show the graph's MCP servers.
@@ -225,6 +230,7 @@ pub fn menu_commands(selected: &[NodeId]) -> Vec<Command> {
         Command::GroupSelection(selected.to_vec()),
         Command::FitView,
         Command::ActualSize,
+        Command::OpenEvaluations,
         Command::Run,
         Command::StopRun,
     ]
@@ -255,6 +261,7 @@ impl Command {
             Command::GroupSelection(_) => entry(Edit, "Group (comment)", keys(command, Key::G)),
             Command::FitView => entry(View, "Fit graph to view", keys(Modifiers::NONE, Key::F)),
             Command::ActualSize => entry(View, "Actual size", keys(command, Key::Num0)),
+            Command::OpenEvaluations => entry(View, "Evaluations", None),
             Command::Run => entry(Run, "Run", keys(command, Key::Enter)),
             Command::StopRun => entry(Run, "Stop", keys(command, Key::Period)),
             _ => return None,

@@ -345,6 +345,8 @@ impl App {
             }
             Command::RefreshHistory => self.refresh_history(),
             Command::OpenRun(id) => self.open_run(&id),
+            Command::ReplayRun(id) => self.replay_run(&id, ctx),
+            Command::OpenEvaluations => self.evaluations.open = true,
             Command::OpenCredentials => self.credentials.show_window(),
             Command::OpenMcpServers => self.mcp_window.open = true,
             Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),

@@ -27,9 +27,11 @@ mod windows;
 
 use canvas::{groups, quick_add, wire_menu, wiring};
 // The run view and its panel reach these through the app.
-use panels::{approval_panel, history, inspector, json_tree, palette, subgraph, trust_banner};
+use panels::{
+    approval_panel, history, inspector, json_tree, palette, run_timeline, subgraph, trust_banner,
+};
 pub(crate) use windows::examples;
-use windows::{credentials, mcp_servers, path_prompt};
+use windows::{credentials, evaluations, mcp_servers, path_prompt};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -157,6 +159,8 @@ pub struct App {
     selected_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
     /// The menu of a right-clicked wire, while open.
     wire_menu: Option<wire_menu::WireMenu>,
+    pub evaluations: evaluations::EvaluationsPanel,
+    timeline: run_timeline::RunTimeline,
     /// [`App::logic`] ran for the coming frame.
     logic_ran: bool,
 }
@@ -250,6 +254,8 @@ impl App {
             examples_open: false,
             selected_wire: None,
             wire_menu: None,
+            evaluations: evaluations::EvaluationsPanel::default(),
+            timeline: run_timeline::RunTimeline::default(),
             group_title_editing: None,
             logic_ran: false,
         };
@@ -411,6 +417,7 @@ impl App {
         ) {
             self.commands.push(Command::EditMcpServers(edit));
         }
+        self.evaluations_ui(&ctx);
         self.close_prompt_ui(&ctx);
 
         let commands = std::mem::take(&mut self.commands);

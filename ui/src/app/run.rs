@@ -115,6 +115,8 @@ pub struct RunView {
     pub untrusted_file: Option<std::path::PathBuf>,
     /// Set while a run is going.
     live: Option<LiveRun>,
+    /// The recording the next run's outbound calls are answered from (History → Replay).
+    pub replay: Option<Arc<agentloom_engine::Replay>>,
 }
 
 /// The view reads as its run state (`run.status`, `run.nodes`, …).
@@ -206,6 +208,7 @@ impl RunView {
             cancel: cancel.clone(),
             run_id,
             seed: seed.map(Arc::new),
+            replay: self.replay.take(),
             ..RunOptions::default()
         };
         let repaint = ctx.clone();

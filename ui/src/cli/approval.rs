@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest, Escaped, ValidGraph, Value};
-use agentloom_engine::{PendingApproval, RunSeed, RunStatus};
+use agentloom_engine::{RunSeed, RunStatus};
 
 pub use super::approval_choice::ResumeArgs;
 use super::approval_choice::{decided_line, pick_and_decide};
@@ -36,7 +36,6 @@ pub struct RejectArgs {
     #[command(flatten)]
     pub resume: ResumeArgs,
 }
-
 
 pub fn approve_command(args: ApproveArgs) -> anyhow::Result<i32> {
     let set = args.set;
@@ -184,6 +183,7 @@ fn decide_and_resume(
             seed: Some(seed),
             secrets,
             untrusted_file,
+            replay: None,
         },
     )
 }

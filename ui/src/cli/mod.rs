@@ -16,6 +16,7 @@ pub mod agent;
 pub(crate) mod approval;
 mod approval_choice;
 pub mod credentials;
+pub mod eval;
 mod interrupt;
 mod mcp;
 mod progress;
@@ -172,6 +173,15 @@ pub enum CliCommand {
     Worker(worker::WorkerArgs),
     /// Queue a run of a graph for the workers of a NATS JetStream server.
     Submit(submit::SubmitArgs),
+    /// Run a graph against test cases and check its outputs (exit 1 under --min-pass-rate).
+    Eval(eval::EvalArgs),
+    /// List evaluations from the run log.
+    Evals {
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -214,6 +224,13 @@ pub struct RunArgs {
     /// Trust the graph file for this run without asking (see `agentloom trust`).
     #[arg(long)]
     pub trust: bool,
+    /// Answer the run's outbound calls (LLM, HTTP, MCP, web search) from what run RUN_ID
+    /// recorded, with no network.
+    #[arg(long, value_name = "RUN_ID")]
+    pub replay: Option<String>,
+    /// What a replay does with a call that was not recorded: fail its node, or make it.
+    #[arg(long, value_enum, default_value_t = crate::runner::eval::ReplayMissArg::Fail, requires = "replay")]
+    pub replay_miss: crate::runner::eval::ReplayMissArg,
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -232,6 +249,8 @@ pub fn run_command(command: CliCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
         CliCommand::Run(args) => run_graph(args),
+        CliCommand::Eval(args) => eval::eval_command(args),
+        CliCommand::Evals { json, db } => eval::evals_command(db, json),
         CliCommand::Validate { graph, json } => validate_command(&graph, json),
         CliCommand::Blocks { json, graph } => blocks_command(json, graph.as_deref()),
         CliCommand::Runs {
@@ -547,6 +566,18 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     let Some(workspace) = workspace_dir(args.workspace)? else {
         return Ok(EXIT_INVALID);
     };
+    let replay = match &args.replay {
+        Some(run_id) => {
+            match crate::runner::eval::load_replay(args.db.clone(), run_id, args.replay_miss) {
+                Ok(replay) => Some(replay),
+                Err(message) => {
+                    eprintln!("--replay {}: {message}", escape_control(run_id));
+                    return Ok(EXIT_INVALID);
+                }
+            }
+        }
+        None => None,
+    };
     let seed = match (&args.from, &args.reuse) {
         (Some(from), Some(reuse)) => {
             match approval::run_from_seed(args.db.clone(), &graph, from, reuse) {
@@ -574,6 +605,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             seed,
             secrets,
             untrusted_file: (!trusted).then(|| args.graph.clone()),
+            replay,
         },
     )
 }
@@ -595,6 +627,8 @@ struct Execution {
     /// The graph file, when its user has not trusted it: kept with the run, so that
     /// resuming it after an approval still sends no credential.
     untrusted_file: Option<PathBuf>,
+    /// The recording the run's outbound calls are answered from (`--replay`).
+    replay: Option<Arc<agentloom_engine::Replay>>,
 }
 
 /// Runs a validated graph headless: recorded, with progress on stderr and the result on
@@ -662,6 +696,7 @@ fn execute(
         concurrency: run.concurrency,
         run_id: run.run_id,
         seed: run.seed.map(Arc::new),
+        replay: run.replay,
     };
     phase("run log and runtime ready");
     interrupt::watch(cancel.clone());

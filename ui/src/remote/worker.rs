@@ -411,6 +411,7 @@ impl Worker {
             concurrency: request.concurrency,
             run_id: Some(run_id.clone()),
             seed: seed.map(Arc::new),
+            replay: None,
         };
         let report = executor
             .run(

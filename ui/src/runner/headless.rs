@@ -121,6 +121,17 @@ impl GraphRunner {
         workspace: &Path,
         cancel: CancellationToken,
     ) -> FinishedRun {
+        self.run_replaying(inputs, workspace, cancel, None).await
+    }
+
+    /// [`GraphRunner::run`], its outbound calls answered from `replay` when given.
+    pub async fn run_replaying(
+        &self,
+        inputs: ValueMap,
+        workspace: &Path,
+        cancel: CancellationToken,
+        replay: Option<Arc<agentloom_engine::Replay>>,
+    ) -> FinishedRun {
         if let Some(queue) = &self.queue {
             let (report, events) = crate::remote::run_queued(
                 queue,
@@ -151,6 +162,7 @@ impl GraphRunner {
         }
         let options = RunOptions {
             cancel,
+            replay,
             ..RunOptions::default()
         };
         let report = self

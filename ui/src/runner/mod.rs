@@ -8,6 +8,7 @@
 //! or a command line.
 
 pub mod catalog;
+pub mod eval;
 pub mod examples;
 pub mod headless;
 pub mod paths;

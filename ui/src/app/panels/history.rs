@@ -61,6 +61,12 @@ pub fn history_ui(ui: &mut Ui, runs: &[RunRow], shown: Option<&str>, commands: &
                 if response.clicked() {
                     commands.push(Command::OpenRun(run.id.clone()));
                 }
+                response.context_menu(|ui| {
+                    if ui.button("Replay").clicked() {
+                        commands.push(Command::ReplayRun(run.id.clone()));
+                        ui.close();
+                    }
+                });
             }
         });
 }

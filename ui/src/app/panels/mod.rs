@@ -8,6 +8,7 @@ pub mod json_tree;
 pub mod palette;
 pub mod pinned;
 pub mod problems;
+pub mod run_timeline;
 pub mod subgraph;
 pub mod trust_banner;
 
@@ -26,6 +27,7 @@ impl App {
                 .id_salt("run_summary")
                 .show(&mut cols[0], |ui| {
                     run_panel::run_summary_ui(ui, &mut self.run, &mut self.commands);
+                    self.timeline_ui(ui);
                 });
             if let Some(servers) = self.mcp_connector.connecting() {
                 // Until then the servers' tool nodes show as unknown blocks.

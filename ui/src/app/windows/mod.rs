@@ -3,6 +3,7 @@
 
 mod close_prompt;
 pub mod credentials;
+pub mod evaluations;
 pub mod examples;
 pub mod mcp_servers;
 pub mod path_prompt;

@@ -1,0 +1,125 @@
+//! Reading back a run's recorded outbound calls, to replay them.
+
+use agentloom_core::{RecordedResponse, Value, ValueMap};
+use rusqlite::params;
+
+use super::{RunStore, StoreError, values};
+use crate::events::RecordedCall;
+
+impl RunStore {
+    /// The outbound calls run `run_id` recorded, in the order they were made. A response
+    /// whose body was over the log's cap is left out (a replay then misses it).
+    pub fn recorded_calls(&self, run_id: &str) -> Result<Vec<RecordedCall>, StoreError> {
+        let conn = self.lock();
+        let read_error = |source| StoreError::Read {
+            path: self.path.clone(),
+            source,
+        };
+        let rows: Vec<(RecordedCall, String)> = conn
+            .prepare_cached(
+                "SELECT node_id, attempt, request_hash, method, url, status, headers_json,
+                        response_json
+                 FROM run_calls WHERE run_id = ?1 AND response_json IS NOT NULL ORDER BY seq",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![run_id], |row| {
+                    let headers: String = row.get(6)?;
+                    let call = RecordedCall {
+                        node: row.get(0)?,
+                        attempt: row.get(1)?,
+                        request_hash: row.get(2)?,
+                        method: row.get(3)?,
+                        url: row.get(4)?,
+                        response: RecordedResponse {
+                            status: row.get(5)?,
+                            headers: serde_json::from_str(&headers).unwrap_or_default(),
+                            body: Vec::new(),
+                        },
+                    };
+                    Ok((call, row.get(7)?))
+                })?
+                .collect()
+            })
+            .map_err(read_error)?;
+        let mut calls = Vec::with_capacity(rows.len());
+        for (mut call, response) in rows {
+            let mut map: ValueMap = serde_json::from_str(&response).unwrap_or_default();
+            values::restore(&conn, run_id, &mut map).map_err(|message| StoreError::Recording {
+                path: self.path.clone(),
+                message,
+            })?;
+            call.response.body = match map.remove("body") {
+                Some(Value::Text(text)) => text.into_bytes(),
+                Some(Value::Bytes(bytes)) => bytes,
+                _ => Vec::new(),
+            };
+            calls.push(call);
+        }
+        Ok(calls)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use agentloom_core::{GraphDoc, RecordedResponse, ValueMap};
+
+    use crate::events::{EventKind, EventSink, RecordedCall, RunEvent};
+    use crate::store::{LogPolicy, RunStore};
+
+    fn call(node: &str, body: Vec<u8>) -> RecordedCall {
+        RecordedCall {
+            node: node.to_owned(),
+            attempt: 1,
+            request_hash: "h".to_owned(),
+            method: "POST".to_owned(),
+            url: "http://127.0.0.1:1/v1/chat".to_owned(),
+            response: RecordedResponse {
+                status: 200,
+                headers: vec![("content-type".to_owned(), "text/plain".to_owned())],
+                body,
+            },
+        }
+    }
+
+    #[test]
+    fn calls_are_read_back_in_order_and_a_body_over_the_cap_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RunStore::open(&dir.path().join("runs.sqlite3")).unwrap();
+        let recorder = store
+            .recorder_with(
+                &GraphDoc::new("g"),
+                LogPolicy {
+                    max_value_bytes: 4096,
+                },
+            )
+            .unwrap();
+        recorder.emit(&RunEvent {
+            seq: 0,
+            at_ms: 0,
+            kind: EventKind::RunStarted {
+                run_id: "r1".to_owned(),
+                graph_name: "g".to_owned(),
+                node_count: 0,
+                inputs: ValueMap::new(),
+            },
+        });
+        let large = "x".repeat(2000).into_bytes();
+        recorder.record_call(&call("a", b"first".to_vec()));
+        recorder.record_call(&call("b", large.clone()));
+        recorder.record_call(&call("c", vec![0xff, 0x00, 0xfe]));
+        recorder.record_call(&call("d", vec![b'y'; 5000]));
+        recorder.finish().unwrap();
+        let calls = store.recorded_calls("r1").unwrap();
+        let nodes: Vec<&str> = calls.iter().map(|c| c.node.as_str()).collect();
+        assert_eq!(nodes, ["a", "b", "c"], "the body over the cap is not kept");
+        assert_eq!(calls[0].response.body, b"first");
+        assert_eq!(
+            calls[1].response.body, large,
+            "a large body comes back whole"
+        );
+        assert_eq!(calls[2].response.body, [0xff, 0x00, 0xfe]);
+        assert_eq!(calls[0].response.headers[0].0, "content-type");
+    }
+}

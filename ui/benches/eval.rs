@@ -1,0 +1,175 @@
+//! `agentloom eval` against separate `agentloom run` processes, measured in the same run:
+//!
+//! 1. N cases (default 1,000) of the hello example (no model) in one `eval`, against N
+//!    `agentloom run` processes one after the other; the target is at most a tenth of the time;
+//! 2. 200 cases of an `llm.chat` graph against fakellm with `--concurrency 8` (skipped when
+//!    fakellm is not on PATH).
+//!
+//! Uses the release binary (`AGENTLOOM_BIN`, else target/release/agentloom):
+//!
+//! ```sh
+//! cargo build --release -p agentloom
+//! cargo bench -p agentloom --bench eval                       # N = 1000
+//! AGENTLOOM_EVAL_BENCH_N=50 cargo bench -p agentloom --bench eval
+//! ```
+
+#![allow(clippy::unwrap_used, reason = "a benchmark stops at the first failure")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn binary() -> PathBuf {
+    std::env::var_os("AGENTLOOM_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/agentloom"),
+        PathBuf::from,
+    )
+}
+
+fn agentloom(bin: &Path, args: &[&str]) -> std::process::Output {
+    let output = Command::new(bin)
+        .args(args)
+        .env_remove("AGENTLOOM_LOG")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "agentloom {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn main() {
+    let bin = binary();
+    if !bin.exists() {
+        eprintln!(
+            "no agentloom binary at {}: build it with `cargo build --release -p agentloom`, or set AGENTLOOM_BIN",
+            bin.display()
+        );
+        return;
+    }
+    let n: usize = std::env::var("AGENTLOOM_EVAL_BENCH_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000);
+    let dir = tempfile::tempdir().unwrap();
+    let hello =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
+    let hello = hello.to_str().unwrap();
+    let cases: String = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"name\": \"case {i}\", \"inputs\": {{\"name\": \"N{i}\"}}, \"expect\": {{\"greeting\": \"Hello, N{i}!\"}}}}\n"
+            )
+        })
+        .collect();
+    let cases_file = dir.path().join("cases.jsonl");
+    std::fs::write(&cases_file, cases).unwrap();
+    let eval_db = dir.path().join("eval.sqlite3");
+    let run_db = dir.path().join("runs.sqlite3");
+
+    let started = Instant::now();
+    agentloom(
+        &bin,
+        &[
+            "eval",
+            hello,
+            "--cases",
+            cases_file.to_str().unwrap(),
+            "--json",
+            "--db",
+            eval_db.to_str().unwrap(),
+        ],
+    );
+    let one_eval = started.elapsed();
+
+    let started = Instant::now();
+    for i in 0..n {
+        agentloom(
+            &bin,
+            &[
+                "run",
+                hello,
+                "--input",
+                &format!("name=N{i}"),
+                "--json",
+                "--db",
+                run_db.to_str().unwrap(),
+            ],
+        );
+    }
+    let processes = started.elapsed();
+    let ratio = one_eval.as_secs_f64() / processes.as_secs_f64();
+    println!(
+        "{n} hello cases: one eval {:.2} s, {n} run processes {:.2} s: eval takes {:.1}% of the time ({})",
+        one_eval.as_secs_f64(),
+        processes.as_secs_f64(),
+        ratio * 100.0,
+        if ratio <= 0.1 {
+            "within the 10% target"
+        } else {
+            "OVER the 10% target"
+        }
+    );
+
+    llm_cases(&bin, dir.path());
+}
+
+/// 200 `llm.chat` cases against fakellm, 8 at once.
+fn llm_cases(bin: &Path, dir: &Path) {
+    let Some(fake) = agentloom_tests::FakeLlm::start_with_rules(
+        "rules:\n  - name: any\n    when: {messages_contain: \"Greet\"}\n    respond: {content: \"Hello there\"}\n",
+    ) else {
+        println!("200 llm.chat cases: skipped (fakellm is not installed)");
+        return;
+    };
+    let graph = serde_json::json!({
+        "format": "agentloom.graph", "version": 1, "name": "bench chat",
+        "nodes": [
+            {"id": "who", "block": "graph.input", "config": {"name": "who", "type": "text"}},
+            {"id": "chat", "block": "llm.chat", "config": {"credential": "fakellm",
+                "base_url": format!("{}/v1", fake.base()), "model": "test-model",
+                "prompt": "Greet {{ who }}", "stream": false}},
+            {"id": "out", "block": "graph.output", "config": {"name": "reply"}}
+        ],
+        "edges": [
+            {"from": ["who", "value"], "to": ["chat", "who"]},
+            {"from": ["chat", "text"], "to": ["out", "value"]}
+        ]
+    });
+    let graph_file = dir.join("chat.json");
+    std::fs::write(&graph_file, graph.to_string()).unwrap();
+    let cases: String = (0..200)
+        .map(|i| {
+            format!("{{\"name\": \"chat {i}\", \"inputs\": {{\"who\": \"P{i}\"}}, \"expect\": {{\"reply\": {{\"contains\": \"Hello\"}}}}}}\n")
+        })
+        .collect();
+    let cases_file = dir.join("chat.jsonl");
+    std::fs::write(&cases_file, cases).unwrap();
+    let db = dir.join("chat.sqlite3");
+    let started = Instant::now();
+    let output = Command::new(bin)
+        .args(["eval", graph_file.to_str().unwrap(), "--cases"])
+        .arg(&cases_file)
+        .args(["--concurrency", "8", "--trust", "--json", "--db"])
+        .arg(&db)
+        .env_remove("AGENTLOOM_LOG")
+        .env("AGENTLOOM_SECRET_FAKELLM", "sk-bench")
+        .env(
+            "AGENTLOOM_SECRET_FAKELLM_HOSTS",
+            format!("127.0.0.1:{}", fake.port()),
+        )
+        .output()
+        .unwrap();
+    let took: Duration = started.elapsed();
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    println!(
+        "200 llm.chat cases against fakellm, concurrency 8: {:.2} s ({:.1} ms a case), {} passed, run time p50 {} ms, p95 {} ms",
+        took.as_secs_f64(),
+        took.as_secs_f64() * 1000.0 / 200.0,
+        result["passed"],
+        result["p50_ms"],
+        result["p95_ms"]
+    );
+}

@@ -1,0 +1,391 @@
+//! The Evaluations panel (View → Evaluations): choose or create a cases file (a case can
+//! be added from the shown run's inputs and outputs), run it with progress on a thread of
+//! its own, see ✓/✗ per check, open a case's run on the canvas, and follow pass rate and
+//! cost over the graph's evaluations on a chart. The same evaluation as `agentloom eval`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, TryRecvError};
+
+use agentloom_engine::{EvaluationRow, RunStore};
+use tokio_util::sync::CancellationToken;
+
+use crate::runner::eval::{EvalPlan, EvalProgress, ReplayMissArg, run_evaluation};
+
+/// What the panel asks of the app.
+pub enum EvaluationAction {
+    /// Show this run on the canvas.
+    OpenRun(String),
+}
+
+/// What the panel needs from the app each frame.
+pub struct EvaluationEnv<'a> {
+    /// The open graph's file (`None`: never saved, nothing to evaluate).
+    pub graph_file: Option<&'a Path>,
+    pub store: Option<&'a Arc<RunStore>>,
+    pub workspace: PathBuf,
+    /// The run shown on the canvas, to add as a case.
+    pub shown_run: Option<&'a str>,
+    /// The graph file is trusted (its runs may use credentials).
+    pub trusted: bool,
+}
+
+enum Msg {
+    Progress(EvalProgress),
+    Done(Result<serde_json::Value, String>),
+}
+
+struct Worker {
+    rx: Receiver<Msg>,
+    cancel: CancellationToken,
+}
+
+/// The panel's state, kept between frames.
+#[derive(Default)]
+pub struct EvaluationsPanel {
+    pub open: bool,
+    pub cases_path: String,
+    pub status: String,
+    progress: Option<EvalProgress>,
+    worker: Option<Worker>,
+    /// The last evaluation's summary (as `agentloom eval --json` prints it).
+    pub result: Option<serde_json::Value>,
+    history: Vec<EvaluationRow>,
+    history_of: Option<PathBuf>,
+}
+
+impl EvaluationsPanel {
+    pub fn is_running(&self) -> bool {
+        self.worker.is_some()
+    }
+
+    /// Starts evaluating the graph against the cases file on a thread of its own.
+    pub fn start(&mut self, env: &EvaluationEnv<'_>) {
+        let (Some(graph), Some(store)) = (env.graph_file, env.store) else {
+            self.status =
+                "Save the graph to a file first; evaluations are kept in the run log.".to_owned();
+            return;
+        };
+        if self.cases_path.trim().is_empty() {
+            self.status = "Choose a cases file first.".to_owned();
+            return;
+        }
+        let plan = EvalPlan {
+            graph: graph.to_owned(),
+            cases_file: PathBuf::from(self.cases_path.trim()),
+            repeat: 1,
+            concurrency: 4,
+            baseline: None,
+            replay: None,
+            replay_miss: ReplayMissArg::Fail,
+            workspace: env.workspace.clone(),
+            trust: env.trusted,
+        };
+        let (tx, rx) = mpsc::channel();
+        let cancel = CancellationToken::new();
+        let store = Arc::clone(store);
+        let stop = cancel.clone();
+        let spawned = std::thread::Builder::new()
+            .name("agentloom-eval".to_owned())
+            .spawn(move || {
+                let progress_tx = tx.clone();
+                let progress = move |p: EvalProgress| {
+                    let _ = progress_tx.send(Msg::Progress(p));
+                };
+                let done = run_evaluation(&plan, store, &progress, stop);
+                let _ = tx.send(Msg::Done(done.map_err(|e| e.to_string())));
+            });
+        match spawned {
+            Ok(_) => {
+                self.status = "Evaluating…".to_owned();
+                self.progress = None;
+                self.worker = Some(Worker { rx, cancel });
+            }
+            Err(e) => self.status = format!("cannot start the evaluation: {e}"),
+        }
+    }
+
+    /// Takes what the worker sent since the last frame.
+    fn drain(&mut self) {
+        let Some(worker) = &self.worker else {
+            return;
+        };
+        loop {
+            match worker.rx.try_recv() {
+                Ok(Msg::Progress(p)) => self.progress = Some(p),
+                Ok(Msg::Done(done)) => {
+                    match done {
+                        Ok(summary) => {
+                            self.status = format!(
+                                "{} passed, {} failed",
+                                summary["passed"], summary["failed"]
+                            );
+                            self.result = Some(summary);
+                        }
+                        Err(message) => self.status = message,
+                    }
+                    self.worker = None;
+                    // The chart reads the new evaluation.
+                    self.history_of = None;
+                    return;
+                }
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.status = "the evaluation stopped unexpectedly".to_owned();
+                    self.worker = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Appends the shown run (its inputs, and its outputs as what to expect) to the cases
+    /// file as a new JSON Lines case.
+    pub fn add_case_from_run(&mut self, store: &RunStore, run_id: &str) {
+        let path = PathBuf::from(self.cases_path.trim());
+        if self.cases_path.trim().is_empty() {
+            self.status = "Choose or name a cases file first.".to_owned();
+            return;
+        }
+        let detail = match store.get_run(run_id) {
+            Ok(Some(detail)) => detail,
+            Ok(None) => {
+                self.status = format!("run {run_id} is not in the run log");
+                return;
+            }
+            Err(e) => {
+                self.status = e.to_string();
+                return;
+            }
+        };
+        let existing = std::fs::read_to_string(&path).unwrap_or_default();
+        let count = existing.lines().filter(|l| !l.trim().is_empty()).count();
+        let to_json = |map: &agentloom_core::ValueMap| {
+            serde_json::Value::Object(map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+        };
+        let case = serde_json::json!({
+            "name": format!("case {}", count + 1),
+            "inputs": to_json(&detail.inputs),
+            "expect": to_json(&detail.outputs),
+        });
+        let mut text = existing;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&case.to_string());
+        text.push('\n');
+        self.status = match std::fs::write(&path, text) {
+            Ok(()) => format!("added case {} to {}", count + 1, path.display()),
+            Err(e) => format!("cannot write {}: {e}", path.display()),
+        };
+    }
+
+    /// Draws the panel when it is open; returns what the app should do.
+    pub fn show(
+        &mut self,
+        ctx: &egui::Context,
+        env: &EvaluationEnv<'_>,
+    ) -> Option<EvaluationAction> {
+        self.drain();
+        if !self.open {
+            return None;
+        }
+        if self.is_running() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+        }
+        if let (Some(store), Some(graph)) = (env.store, env.graph_file)
+            && self.history_of.as_deref() != Some(graph)
+        {
+            let file = std::fs::canonicalize(graph).unwrap_or_else(|_| graph.to_owned());
+            self.history = store
+                .list_evaluations(Some(&file.display().to_string()), 50)
+                .unwrap_or_default();
+            self.history.reverse();
+            self.history_of = Some(graph.to_owned());
+        }
+        let mut action = None;
+        let mut open = self.open;
+        egui::Window::new("Evaluations")
+            .open(&mut open)
+            .default_width(560.0)
+            .show(ctx, |ui| action = self.contents(ui, env));
+        self.open = open;
+        action
+    }
+
+    fn contents(&mut self, ui: &mut egui::Ui, env: &EvaluationEnv<'_>) -> Option<EvaluationAction> {
+        let mut action = None;
+        ui.horizontal(|ui| {
+            ui.label("Cases file");
+            ui.add(
+                egui::TextEdit::singleline(&mut self.cases_path)
+                    .hint_text("cases.jsonl")
+                    .desired_width(280.0),
+            );
+            if ui.button("Browse…").clicked() {
+                // With no desktop portal or zenity, the dialog would answer as if cancelled.
+                if !crate::app::files::native_dialogs_available() {
+                    self.status = "No file dialog here: type the cases file's path.".to_owned();
+                } else if let Some(path) = rfd::FileDialog::new()
+                    .set_title("Cases file")
+                    .add_filter("Cases", &["jsonl", "csv"])
+                    .pick_file()
+                {
+                    self.cases_path = path.display().to_string();
+                }
+            }
+        });
+        ui.horizontal(|ui| {
+            let running = self.is_running();
+            if ui
+                .add_enabled(!running, egui::Button::new("Run evaluation"))
+                .clicked()
+            {
+                self.start(env);
+            }
+            if running
+                && ui.button("Stop").clicked()
+                && let Some(worker) = &self.worker
+            {
+                worker.cancel.cancel();
+            }
+            if ui
+                .add_enabled(
+                    env.shown_run.is_some() && env.store.is_some(),
+                    egui::Button::new("Add the shown run as a case"),
+                )
+                .clicked()
+                && let (Some(store), Some(run)) = (env.store, env.shown_run)
+            {
+                self.add_case_from_run(store, run);
+            }
+        });
+        if let Some(progress) = &self.progress
+            && self.is_running()
+        {
+            #[allow(clippy::cast_precision_loss, reason = "a progress fraction")]
+            let fraction = progress.done as f32 / progress.total.max(1) as f32;
+            ui.add(egui::ProgressBar::new(fraction).text(format!(
+                "{}/{} · {}",
+                progress.done, progress.total, progress.case
+            )));
+        }
+        if !self.status.is_empty() {
+            ui.label(&self.status);
+        }
+        if let Some(result) = &self.result {
+            action = results_table(ui, result);
+        }
+        if !self.history.is_empty() {
+            ui.separator();
+            history_chart(ui, &self.history);
+        }
+        action
+    }
+}
+
+/// The table of a finished evaluation: a row a case, ✓/✗ a check; a case's name opens
+/// its (first) run.
+fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<EvaluationAction> {
+    let mut action = None;
+    egui::Grid::new("evaluation results")
+        .striped(true)
+        .show(ui, |ui| {
+            ui.strong("Case");
+            ui.strong("Checks");
+            ui.strong("Cost");
+            ui.strong("Time");
+            ui.end_row();
+            for case in result["cases"].as_array().into_iter().flatten() {
+                let name = case["name"].as_str().unwrap_or_default();
+                let mark = if case["passed"] == true { "✓" } else { "✗" };
+                let first_run = case["runs"][0]["run_id"].as_str().unwrap_or_default();
+                if ui
+                    .link(format!("{mark} {}", agentloom_core::escape_control(name)))
+                    .on_hover_text("Open this case's run on the canvas")
+                    .clicked()
+                    && !first_run.is_empty()
+                {
+                    action = Some(EvaluationAction::OpenRun(first_run.to_owned()));
+                }
+                ui.horizontal(|ui| {
+                    for run in case["runs"].as_array().into_iter().flatten() {
+                        for check in run["checks"].as_array().into_iter().flatten() {
+                            let passed = check["passed"] == true;
+                            let label = format!(
+                                "{} {} {}",
+                                if passed { "✓" } else { "✗" },
+                                check["output"].as_str().unwrap_or_default(),
+                                check["check"].as_str().unwrap_or_default()
+                            );
+                            let detail = check["detail"].as_str().unwrap_or_default();
+                            let shown = ui.label(label);
+                            if !detail.is_empty() {
+                                shown.on_hover_text(agentloom_core::escape_control(detail));
+                            }
+                        }
+                    }
+                });
+                ui.label(format!(
+                    "${:.4}",
+                    case["cost_usd"].as_f64().unwrap_or_default()
+                ));
+                ui.label(format!(
+                    "{} ms",
+                    case["duration_ms"].as_u64().unwrap_or_default()
+                ));
+                ui.end_row();
+            }
+        });
+    ui.label(format!(
+        "pass rate {:.0}% · {} ms",
+        result["pass_rate"].as_f64().unwrap_or_default() * 100.0,
+        result["duration_ms"].as_u64().unwrap_or_default()
+    ));
+    action
+}
+
+/// Pass rate (%) and cost (USD) of the graph's evaluations, oldest first.
+fn history_chart(ui: &mut egui::Ui, history: &[EvaluationRow]) {
+    use egui_plot::{Legend, Line, Plot, PlotPoints};
+    #[allow(clippy::cast_precision_loss, reason = "an index on a chart")]
+    let pass: PlotPoints = history
+        .iter()
+        .enumerate()
+        .map(|(i, row)| [i as f64, row.pass_rate.unwrap_or_default() * 100.0])
+        .collect();
+    #[allow(clippy::cast_precision_loss, reason = "an index on a chart")]
+    let cost: PlotPoints = history
+        .iter()
+        .enumerate()
+        .map(|(i, row)| [i as f64, row.cost_usd])
+        .collect();
+    ui.label(format!(
+        "Pass rate and cost over {} evaluations",
+        history.len()
+    ));
+    Plot::new("evaluation history")
+        .height(140.0)
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .show(ui, |plot| {
+            plot.line(Line::new("pass rate (%)", pass));
+            plot.line(Line::new("cost (USD)", cost));
+        });
+}
+
+impl crate::app::App {
+    /// The Evaluations panel, when open; a case clicked opens its run on the canvas.
+    pub(in crate::app) fn evaluations_ui(&mut self, ctx: &egui::Context) {
+        let env = EvaluationEnv {
+            graph_file: self.document.path.as_deref(),
+            store: self.store.as_ref(),
+            workspace: self.run_workspace(),
+            shown_run: self.run.run_id.as_deref(),
+            trusted: self.untrusted.is_none(),
+        };
+        if let Some(EvaluationAction::OpenRun(run_id)) = self.evaluations.show(ctx, &env) {
+            self.commands.push(crate::app::Command::OpenRun(run_id));
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! `agentloom eval` and `agentloom evals`: a graph run against test cases, and replays.
+
+use std::path::PathBuf;
+
+use agentloom_core::Escaped;
+use tokio_util::sync::CancellationToken;
+
+use super::{EXIT_FAILED, EXIT_INVALID};
+use crate::runner::eval::{EvalFailure, EvalPlan, EvalProgress, ReplayMissArg, run_evaluation};
+
+/// `agentloom eval` arguments.
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    pub graph: PathBuf,
+    /// The cases: JSON Lines (`{"name", "inputs", "expect"}` a line) or CSV (input columns
+    /// and `expect.OUTPUT` columns).
+    #[arg(long, value_name = "FILE")]
+    pub cases: PathBuf,
+    /// Run each case N times; the pass rate then carries a 95% (Wilson) interval.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u32,
+    /// How many case runs go at once.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub concurrency: usize,
+    /// Print exactly one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Compare with an earlier evaluation of the same graph.
+    #[arg(long, value_name = "EVAL_ID")]
+    pub baseline: Option<String>,
+    /// Exit 1 when the pass rate (over runs) is below R.
+    #[arg(long, default_value_t = 1.0, value_name = "R")]
+    pub min_pass_rate: f64,
+    /// Answer every case's outbound calls from what the same case recorded in evaluation
+    /// EVAL_ID, with no network.
+    #[arg(long, value_name = "EVAL_ID")]
+    pub replay: Option<String>,
+    /// What a replay does with a call that was not recorded: fail its node, or make it.
+    #[arg(long, value_enum, default_value_t = ReplayMissArg::Fail, requires = "replay")]
+    pub replay_miss: ReplayMissArg,
+    /// The run log database (default: the per-user data directory).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// The directory file blocks may read and write (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Trust the graph file for this evaluation without asking (see `agentloom trust`).
+    #[arg(long)]
+    pub trust: bool,
+}
+
+/// `agentloom eval`: runs every case (`--repeat` times), checks it, records the evaluation
+/// and prints it; exit 0 when the pass rate reaches `--min-pass-rate`, 1 when not, 2 when
+/// the cases file or the arguments are wrong.
+pub(crate) fn eval_command(args: EvalArgs) -> anyhow::Result<i32> {
+    if args.repeat == 0 || args.concurrency == 0 {
+        eprintln!("--repeat and --concurrency must be at least 1");
+        return Ok(EXIT_INVALID);
+    }
+    if !(0.0..=1.0).contains(&args.min_pass_rate) {
+        eprintln!("--min-pass-rate must be between 0 and 1, e.g. 0.9");
+        return Ok(EXIT_INVALID);
+    }
+    let Some(workspace) = super::workspace_dir(args.workspace.clone())? else {
+        return Ok(EXIT_INVALID);
+    };
+    let store = crate::runner::open_run_log(args.db.clone())?;
+    let plan = EvalPlan {
+        graph: args.graph.clone(),
+        cases_file: args.cases.clone(),
+        repeat: args.repeat,
+        concurrency: args.concurrency,
+        baseline: args.baseline.clone(),
+        replay: args.replay.clone(),
+        replay_miss: args.replay_miss,
+        workspace,
+        trust: args.trust,
+    };
+    let cancel = CancellationToken::new();
+    super::interrupt::watch(cancel.clone());
+    let progress = |p: EvalProgress| {
+        eprintln!(
+            "[{}/{}] {} {}",
+            p.done,
+            p.total,
+            if p.passed { "✓" } else { "✗" },
+            Escaped(&p.case),
+        );
+    };
+    let summary = match run_evaluation(&plan, store, &progress, cancel.clone()) {
+        Ok(summary) => summary,
+        Err(EvalFailure::Invalid(message)) => {
+            eprintln!("{}", Escaped(&message));
+            return Ok(EXIT_INVALID);
+        }
+        Err(EvalFailure::Failed(message)) => anyhow::bail!(message),
+    };
+    if args.json {
+        out!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print_table(&summary)?;
+    }
+    let pass_rate = summary["pass_rate"].as_f64().unwrap_or_default();
+    Ok(
+        if cancel.is_cancelled() || pass_rate + 1e-9 < args.min_pass_rate {
+            EXIT_FAILED
+        } else {
+            0
+        },
+    )
+}
+
+/// The table `agentloom eval` prints without `--json`.
+fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
+    out!(
+        "  {:<28} {:>7} {:>10} {:>9}  {}",
+        "case",
+        "checks",
+        "cost",
+        "time",
+        "first failure"
+    );
+    for case in summary["cases"].as_array().into_iter().flatten() {
+        let runs = case["runs"].as_array().cloned().unwrap_or_default();
+        let checks: Vec<&serde_json::Value> = runs
+            .iter()
+            .flat_map(|r| r["checks"].as_array().into_iter().flatten())
+            .collect();
+        let ok = checks.iter().filter(|c| c["passed"] == true).count();
+        let failure = checks
+            .iter()
+            .find(|c| c["passed"] == false)
+            .map(|c| {
+                format!(
+                    "{} {}: {}",
+                    c["output"].as_str().unwrap_or_default(),
+                    c["check"].as_str().unwrap_or_default(),
+                    c["detail"].as_str().unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        out!(
+            "{} {:<28} {:>7} {:>10} {:>9}  {}",
+            if case["passed"] == true { "✓" } else { "✗" },
+            Escaped(&agentloom_core::clip_chars(
+                case["name"].as_str().unwrap_or_default(),
+                28
+            )),
+            format!("{ok}/{}", checks.len()),
+            format!("${:.4}", case["cost_usd"].as_f64().unwrap_or_default()),
+            format!("{} ms", case["duration_ms"].as_u64().unwrap_or_default()),
+            Escaped(&agentloom_core::clip_chars(&failure, 120))
+        );
+    }
+    let interval = &summary["pass_rate_interval"];
+    out!(
+        "\n{} passed, {} failed; pass rate {:.1}% over {} runs (95% interval {:.1}–{:.1}%)",
+        summary["passed"],
+        summary["failed"],
+        summary["pass_rate"].as_f64().unwrap_or_default() * 100.0,
+        summary["runs"],
+        interval[0].as_f64().unwrap_or_default() * 100.0,
+        interval[1].as_f64().unwrap_or(1.0) * 100.0
+    );
+    out!(
+        "tokens {} in / {} out, cost ${:.4}; run time p50 {} ms, p95 {} ms; {} ms in all",
+        summary["usage"]["input_tokens"],
+        summary["usage"]["output_tokens"],
+        summary["usage"]["cost_usd"].as_f64().unwrap_or_default(),
+        summary["p50_ms"],
+        summary["p95_ms"],
+        summary["duration_ms"]
+    );
+    if let Some(baseline) = summary.get("baseline") {
+        let list = |key: &str| {
+            baseline[key]
+                .as_array()
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(|n| Escaped(n).to_string()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default()
+        };
+        out!(
+            "against {}: pass rate {:+.1} points, cost {:+.4} USD, time {:+} ms",
+            baseline["eval_id"].as_str().unwrap_or_default(),
+            baseline["pass_rate_delta"].as_f64().unwrap_or_default() * 100.0,
+            baseline["cost_usd_delta"].as_f64().unwrap_or_default(),
+            baseline["duration_ms_delta"].as_f64().unwrap_or_default()
+        );
+        let failing = list("now_failing");
+        if !failing.is_empty() {
+            out!("now failing: {failing}");
+        }
+        let passing = list("now_passing");
+        if !passing.is_empty() {
+            out!("now passing: {passing}");
+        }
+    }
+    out!(
+        "evaluation {}",
+        summary["eval_id"].as_str().unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// `agentloom evals`: the evaluations in the run log, newest first.
+pub(crate) fn evals_command(db: Option<PathBuf>, json: bool) -> anyhow::Result<i32> {
+    let store = crate::runner::open_run_log(db)?;
+    let rows = store.list_evaluations(None, 100)?;
+    if json {
+        out!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        eprintln!("no evaluations yet in {}", store.path().display());
+    }
+    for row in rows {
+        out!(
+            "{}  {:>6}  {:>3} passed {:>3} failed  ${:.4}  {}  {}",
+            row.id,
+            row.pass_rate
+                .map_or_else(|| "-".to_owned(), |rate| format!("{:.0}%", rate * 100.0)),
+            row.passed,
+            row.failed,
+            row.cost_usd,
+            Escaped(&row.graph_name),
+            Escaped(&row.cases_file)
+        );
+    }
+    Ok(0)
+}

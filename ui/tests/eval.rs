@@ -1,0 +1,550 @@
+//! `agentloom eval`, `agentloom evals` and `agentloom run --replay` end to end: the real
+//! binary, real run logs, the hello example with its shipped cases, an `llm.chat` graph and
+//! an agent against fakellm and a local HTTP peer, replayed with both stopped.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::io::{BufReader, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentloom_tests::{FakeLlm, read_http_request};
+use serde_json::{Value, json};
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../assets/examples")
+        .join(name)
+}
+
+fn agentloom(args: &[&str], db: &Path, dir: &Path, fake_port: Option<u16>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentloom"));
+    command
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .env_remove("AGENTLOOM_LOG")
+        .current_dir(dir);
+    if let Some(port) = fake_port {
+        command
+            .env("AGENTLOOM_SECRET_FAKELLM", "sk-fakellm-test")
+            .env(
+                "AGENTLOOM_SECRET_FAKELLM_HOSTS",
+                format!("127.0.0.1:{port}"),
+            );
+    }
+    command.output().unwrap()
+}
+
+fn eval(args: &[&str], db: &Path, dir: &Path, fake_port: Option<u16>) -> Output {
+    let mut all = vec!["eval"];
+    all.extend_from_slice(args);
+    agentloom(&all, db, dir, fake_port)
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn the_hello_example_passes_its_shipped_cases_with_the_json_shape_of_the_docs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    let cases = example("hello.cases.jsonl");
+    let output = eval(
+        &[s(&hello), "--cases", s(&cases), "--json"],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = json_of(&output);
+    for key in [
+        "eval_id",
+        "graph",
+        "cases",
+        "passed",
+        "failed",
+        "pass_rate",
+        "usage",
+        "duration_ms",
+    ] {
+        assert!(result.get(key).is_some(), "no `{key}` in {result}");
+    }
+    assert_eq!(result["passed"], 3);
+    assert_eq!(result["failed"], 0);
+    assert_eq!(result["pass_rate"], 1.0);
+    let first = &result["cases"][0];
+    assert_eq!(first["name"], "greets Ada");
+    assert_eq!(first["passed"], true);
+    let run = &first["runs"][0];
+    assert_eq!(run["passed"], true);
+    let check = &run["checks"][0];
+    assert_eq!(
+        (&check["output"], &check["check"], &check["passed"]),
+        (&json!("greeting"), &json!("equals"), &json!(true))
+    );
+    assert!(check.get("detail").is_some());
+    // Every case ran as a normal run in the log, linked to the evaluation.
+    let run_id = run["run_id"].as_str().unwrap();
+    let shown = agentloom(&["show", run_id, "--json"], &db, dir.path(), None);
+    assert_eq!(json_of(&shown)["outputs"]["greeting"], "Hello, Ada!");
+    let listed = json_of(&agentloom(&["evals", "--json"], &db, dir.path(), None));
+    assert_eq!(listed[0]["id"], result["eval_id"]);
+    assert_eq!(listed[0]["passed"], 3);
+}
+
+#[test]
+fn a_failing_case_exits_1_with_its_reason_unless_the_pass_rate_is_low_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    let cases = write(
+        dir.path(),
+        "cases.jsonl",
+        r#"{"name": "right", "inputs": {"name": "Ada"}, "expect": {"greeting": "Hello, Ada!"}}
+{"name": "wrong", "inputs": {"name": "Ada"}, "expect": {"greeting": "Goodbye, Ada!"}}
+"#,
+    );
+    let output = eval(&[s(&hello), "--cases", s(&cases)], &db, dir.path(), None);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("✗ wrong"), "{table}");
+    assert!(
+        table.contains("expected \"Goodbye, Ada!\"") || table.contains("expected Goodbye"),
+        "{table}"
+    );
+    assert!(table.contains("1 passed, 1 failed"), "{table}");
+
+    // --repeat: each case runs 3 times; the pass rate carries its interval.
+    let output = eval(
+        &[
+            s(&hello),
+            "--cases",
+            s(&cases),
+            "--json",
+            "--repeat",
+            "3",
+            "--concurrency",
+            "3",
+            "--min-pass-rate",
+            "0.5",
+        ],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = json_of(&output);
+    assert_eq!(result["cases"][0]["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(result["pass_rate"], 0.5);
+    let interval = result["pass_rate_interval"].as_array().unwrap();
+    let (low, high) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    assert!(
+        low > 0.18 && low < 0.2 && high > 0.8 && high < 0.82,
+        "{interval:?}"
+    );
+}
+
+#[test]
+fn a_broken_cases_file_exits_2_naming_the_line_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    for (text, wanted) in [
+        (
+            "{\"name\": \"a\", \"expect\": {\"greeting\": \"Hello, world!\"}}\n{\"name\": \"b\", \"expect\": {\"greeting\": {\"regex\": \"(unclosed\"}}}\n",
+            "cases.jsonl:2: expect.greeting.regex: invalid regex",
+        ),
+        (
+            "{\"name\": \"a\", \"inputs\": {\"nmae\": \"Ada\"}}\n",
+            "cases.jsonl:1: inputs: the graph has no input `nmae`",
+        ),
+        (
+            "{\"name\": \"a\", \"expect\": {\"greting\": \"x\"}}\n",
+            "cases.jsonl:1: expect.greting: the graph has no output `greting`",
+        ),
+        ("{\"name\": \"a\"\n", "cases.jsonl:1: -: not a JSON object"),
+    ] {
+        let cases = write(dir.path(), "cases.jsonl", text);
+        let output = eval(&[s(&hello), "--cases", s(&cases)], &db, dir.path(), None);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(wanted), "{}", stderr(&output));
+    }
+}
+
+#[test]
+fn csv_cases_compare_expect_columns_and_a_baseline_names_the_newly_failing_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    let cases = write(
+        dir.path(),
+        "cases.csv",
+        "case,name,expect.greeting\nada,Ada,\"Hello, Ada!\"\nbob,Bob,\"Hello, Bob!\"\n",
+    );
+    let first = json_of(&eval(
+        &[s(&hello), "--cases", s(&cases), "--json"],
+        &db,
+        dir.path(),
+        None,
+    ));
+    assert_eq!(first["passed"], 2, "{first}");
+    let first_id = first["eval_id"].as_str().unwrap();
+
+    // The same graph with another greeting: both cases now fail.
+    let changed = std::fs::read_to_string(&hello)
+        .unwrap()
+        .replace("Hello, {{ name }}!", "Hi, {{ name }}!");
+    let changed = write(dir.path(), "hello.agentloom.json", &changed);
+    let output = eval(
+        &[
+            s(&changed),
+            "--cases",
+            s(&cases),
+            "--trust",
+            "--baseline",
+            first_id,
+        ],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("now failing: ada, bob"), "{table}");
+    assert!(table.contains("pass rate -100.0 points"), "{table}");
+    let output = eval(
+        &[
+            s(&changed),
+            "--cases",
+            s(&cases),
+            "--trust",
+            "--json",
+            "--baseline",
+            first_id,
+        ],
+        &db,
+        dir.path(),
+        None,
+    );
+    let result = json_of(&output);
+    assert_eq!(result["baseline"]["now_failing"], json!(["ada", "bob"]));
+    assert_eq!(result["baseline"]["pass_rate_delta"], -1.0);
+}
+
+const RULES: &str = r#"
+rules:
+  - name: judge
+    when: {messages_contain: "You judge the output"}
+    respond: {content: "{\"pass\": true, \"reason\": \"It is a friendly greeting.\"}"}
+  - name: hello
+    when: {messages_contain: "Greet Ada"}
+    respond: {content: "Hello Ada, nice to meet you"}
+  - name: fetch
+    when: {messages_contain: "TASK-FETCH", turn: 1}
+    respond:
+      tool_calls: [{name: http_get, arguments: {url: "PEER_URL"}}]
+  - name: fetched
+    when: {messages_contain: "TASK-FETCH", turn: 2, tool_result_contains: "payload-42"}
+    respond:
+      tool_calls: [{name: finish, arguments: {answer: "The page says payload-42."}}]
+"#;
+
+fn chat_graph(dir: &Path, fake: &FakeLlm, stream: bool) -> PathBuf {
+    let graph = json!({
+        "format": "agentloom.graph", "version": 1, "name": "greeter",
+        "nodes": [
+            {"id": "who", "block": "graph.input", "config": {"name": "who", "type": "text"}},
+            {"id": "chat", "block": "llm.chat", "config": {"credential": "fakellm",
+                "base_url": format!("{}/v1", fake.base()), "model": "test-model",
+                "prompt": "Greet {{ who }}", "stream": stream}},
+            {"id": "out", "block": "graph.output", "config": {"name": "reply"}}
+        ],
+        "edges": [
+            {"from": ["who", "value"], "to": ["chat", "who"]},
+            {"from": ["chat", "text"], "to": ["out", "value"]}
+        ]
+    });
+    write(
+        dir,
+        "greeter.json",
+        &serde_json::to_string_pretty(&graph).unwrap(),
+    )
+}
+
+#[test]
+fn an_llm_graph_is_checked_by_contains_and_by_fakellm_as_judge_then_replayed_offline() {
+    let Some(fake) = FakeLlm::start_with_rules(RULES) else {
+        return;
+    };
+    let port = fake.port();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let graph = chat_graph(dir.path(), &fake, false);
+    let cases = write(
+        dir.path(),
+        "cases.jsonl",
+        &format!(
+            "{}\n",
+            json!({"name": "ada", "inputs": {"who": "Ada"}, "expect": {"reply": {
+                "contains": "Ada",
+                "llm_judge": {"criteria": "The reply greets Ada kindly.", "credential": "fakellm",
+                    "base_url": format!("{}/v1", fake.base()), "model": "judge-model"}}}})
+        ),
+    );
+    let output = eval(
+        &[s(&graph), "--cases", s(&cases), "--trust", "--json"],
+        &db,
+        dir.path(),
+        Some(port),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = json_of(&output);
+    let checks = &result["cases"][0]["runs"][0]["checks"];
+    assert_eq!(checks[0]["check"], "contains");
+    assert_eq!(checks[1]["check"], "llm_judge");
+    assert_eq!(checks[1]["passed"], true, "{checks}");
+    assert!(
+        checks[1]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("It is a friendly greeting."),
+        "{checks}"
+    );
+    let eval_id = result["eval_id"].as_str().unwrap().to_owned();
+    drop(fake);
+
+    // The model is gone: the recorded calls answer. The judge is not replayed, so only
+    // `contains` is asked here.
+    let plain = write(
+        dir.path(),
+        "plain.jsonl",
+        "{\"name\": \"ada\", \"inputs\": {\"who\": \"Ada\"}, \"expect\": {\"reply\": {\"contains\": \"nice to meet\"}}}\n",
+    );
+    let output = eval(
+        &[
+            s(&graph),
+            "--cases",
+            s(&plain),
+            "--trust",
+            "--json",
+            "--replay",
+            &eval_id,
+        ],
+        &db,
+        dir.path(),
+        Some(port),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(json_of(&output)["passed"], 1);
+}
+
+/// A plain HTTP server on 127.0.0.1 answering every request with `payload-42`; its URL and
+/// how many requests it served.
+fn start_peer() -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/data", listener.local_addr().unwrap());
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let _ = read_http_request(&mut reader);
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\nconnection: close\r\n\r\npayload-42",
+            );
+        }
+    });
+    (url, served)
+}
+
+/// An agent with `http_get` (and `write_file`) whose goal is the graph input `goal`.
+fn agent_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
+    let graph = json!({
+        "format": "agentloom.graph", "version": 1, "name": "fetcher",
+        "nodes": [
+            {"id": "goal", "block": "graph.input", "config": {"name": "goal", "type": "text"}},
+            {"id": "agent", "block": "ai.agent", "config": {"credential": "fakellm",
+                "base_url": format!("{}/v1", fake.base()), "model": "test-model",
+                "builtin_tools": "http_get,write_file", "allow_private_network": true}},
+            {"id": "out", "block": "graph.output", "config": {"name": "answer"}}
+        ],
+        "edges": [
+            {"from": ["goal", "value"], "to": ["agent", "goal"]},
+            {"from": ["agent", "answer"], "to": ["out", "value"]}
+        ]
+    });
+    write(
+        dir,
+        "agent.json",
+        &serde_json::to_string_pretty(&graph).unwrap(),
+    )
+}
+
+#[test]
+fn an_agent_case_checks_the_tools_it_called() {
+    let (peer_url, _) = start_peer();
+    let Some(fake) = FakeLlm::start_with_rules(&RULES.replace("PEER_URL", &peer_url)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let graph = agent_graph(dir.path(), &fake);
+    let cases = write(
+        dir.path(),
+        "cases.jsonl",
+        &[
+            json!({"name": "fetches", "inputs": {"goal": "TASK-FETCH: read the page"},
+                "expect": {"answer": {"contains": "payload-42"}, "run": {"tool_called": "http_get", "status": "completed"}}}),
+            // fakellm counts turns per first message: each case its own conversation.
+            json!({"name": "writes", "inputs": {"goal": "TASK-FETCH: read the page again"},
+                "expect": {"run": {"tool_called": "write_file"}}}),
+        ]
+        .map(|case| case.to_string())
+        .join("\n"),
+    );
+    let output = eval(
+        &[s(&graph), "--cases", s(&cases), "--trust", "--json"],
+        &db,
+        dir.path(),
+        Some(fake.port()),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let result = json_of(&output);
+    assert_eq!(result["cases"][0]["passed"], true, "{result}");
+    assert_eq!(result["cases"][1]["passed"], false);
+    let check = &result["cases"][1]["runs"][0]["checks"][0];
+    assert_eq!(check["check"], "tool_called");
+    assert!(
+        check["detail"].as_str().unwrap().contains("http_get"),
+        "{check}"
+    );
+}
+
+#[test]
+fn an_llm_run_replays_with_the_model_stopped_and_a_changed_prompt_misses() {
+    for stream in [false, true] {
+        let Some(fake) = FakeLlm::start_with_rules(RULES) else {
+            return;
+        };
+        let port = Some(fake.port());
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runs.sqlite3");
+        let graph = chat_graph(dir.path(), &fake, stream);
+        let run = |graph: &Path, extra: &[&str]| {
+            let mut args = vec!["run", s(graph), "--trust", "--json", "--input", "who=Ada"];
+            args.extend_from_slice(extra);
+            agentloom(&args, &db, dir.path(), port)
+        };
+        let live = json_of(&run(&graph, &[]));
+        assert_eq!(live["status"], "completed", "{live}");
+        assert_eq!(live["outputs"]["reply"], "Hello Ada, nice to meet you");
+        let run_id = live["run_id"].as_str().unwrap().to_owned();
+        drop(fake);
+
+        let replayed = json_of(&run(&graph, &["--replay", &run_id]));
+        assert_eq!(
+            replayed["status"], "completed",
+            "stream {stream}: {replayed}"
+        );
+        assert_eq!(replayed["outputs"], live["outputs"]);
+
+        // Another prompt is another request: not in the recording, so its node fails.
+        let text = std::fs::read_to_string(&graph)
+            .unwrap()
+            .replace("Greet {{ who }}", "Greet {{ who }} warmly");
+        let changed = write(dir.path(), "changed.json", &text);
+        let missed = run(&changed, &["--replay", &run_id]);
+        assert_eq!(missed.status.code(), Some(1));
+        let error = json_of(&missed)["error"].as_str().unwrap().to_owned();
+        assert!(
+            error.contains("not recorded: chat POST http://127.0.0.1:"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn an_agent_run_replays_its_model_and_tool_calls_with_both_peers_stopped() {
+    let (peer_url, served) = start_peer();
+    let Some(fake) = FakeLlm::start_with_rules(&RULES.replace("PEER_URL", &peer_url)) else {
+        return;
+    };
+    let port = Some(fake.port());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let graph = agent_graph(dir.path(), &fake);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            s(&graph),
+            "--trust",
+            "--json",
+            "--input",
+            "goal=TASK-FETCH: read the page",
+        ];
+        args.extend_from_slice(extra);
+        json_of(&agentloom(&args, &db, dir.path(), port))
+    };
+    let live = run(&[]);
+    assert_eq!(live["status"], "completed", "{live}");
+    assert_eq!(live["outputs"]["answer"], "The page says payload-42.");
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+    let run_id = live["run_id"].as_str().unwrap().to_owned();
+    drop(fake);
+
+    let replayed = run(&["--replay", &run_id]);
+    assert_eq!(replayed["status"], "completed", "{replayed}");
+    assert_eq!(replayed["outputs"], live["outputs"]);
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        1,
+        "the tool's page came from the recording"
+    );
+}
+
+#[test]
+fn replaying_a_run_that_is_not_in_the_log_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    let output = agentloom(
+        &["run", s(&hello), "--replay", "nosuchrun"],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("no run `nosuchrun`"),
+        "{}",
+        stderr(&output)
+    );
+}
