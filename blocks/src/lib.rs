@@ -27,7 +27,7 @@
 //! | `web.search`          | `web_search`      |
 //! | `mcp.<server>.<tool>` (a graph's MCP servers) | `mcp` |
 
-mod agent;
+pub mod agent;
 mod branch;
 pub mod confined;
 mod constant;

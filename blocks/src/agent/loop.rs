@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sandbox::Sandbox;
 use super::schema::{Builtin, ToolKind, Toolbox};
+use super::step::Step;
 use super::tools::{HttpGetSettings, ToolEnv, run_builtin};
 use crate::llm::common::{LlmSettings, Meter};
 use crate::llm::provider::{Endpoint, complete};
@@ -37,26 +38,6 @@ pub(crate) struct Limits {
     pub max_wall: Option<Duration>,
     /// Estimated tokens of transcript before old steps are summarised.
     pub context_budget: u64,
-}
-
-/// One step of the transcript, as shown live and in the `transcript` output.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Step {
-    pub step: u64,
-    pub thought: String,
-    /// The tool called; `None` when the model called none.
-    pub tool: Option<String>,
-    pub arguments: serde_json::Value,
-    pub observation: String,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cost_usd: f64,
-    /// The decision was refused (unknown tool, bad arguments, no call).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub invalid: bool,
-    /// The provider's id of the call, to pair the result with it.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub call_id: String,
 }
 
 /// Everything the loop needs to carry on: the checkpoint of an approval.

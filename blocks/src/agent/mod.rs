@@ -7,14 +7,17 @@
 //! | `tools.rs`  | the built-in tools (files, Python, HTTP GET, web search)    |
 //! | `sandbox.rs`| where run_code's program runs: bubblewrap or Landlock       |
 //! | `schema.rs` | tool definitions and the check of each decision             |
+//! | `step.rs`   | one step of the transcript, as streamed and shown            |
 
 mod block;
 #[path = "loop.rs"]
 mod run_loop;
 mod sandbox;
 mod schema;
+mod step;
 mod tools;
 
 pub(crate) use block::register;
 pub use block::{UNSANDBOXED_FIELD, unsandboxed_code_nodes};
 pub use sandbox::BWRAP_ENV;
+pub use step::Step;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use agentloom_blocks::agent::Step;
 use agentloom_core::{RunInput, Value};
 use agentloom_engine::RunStatus;
 use egui::{RichText, Ui};
@@ -210,11 +211,11 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
     }
     for (port, text) in &run.partial {
         // An agent's steps, one a line, as they happen.
-        let steps = crate::cli::agent::parse_steps(text);
+        let steps = Step::parse_lines(text);
         if !steps.is_empty() {
             ui.label(RichText::new("Steps").small().color(theme::TEXT_WEAK));
             for step in &steps {
-                ui.label(RichText::new(crate::cli::agent::describe_step(step)).monospace());
+                ui.label(RichText::new(step.describe()).monospace());
             }
             continue;
         }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
+use agentloom_blocks::agent::Step;
 use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate};
 use agentloom_engine::{
     Approver, EventKind, EventSink, Executor, FanoutSink, RunEvent, RunOptions, RunStatus,
@@ -196,7 +197,7 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
 /// `transcript` port) and keeps them for the summary.
 struct StepPrinter {
     print: bool,
-    steps: std::sync::Mutex<Vec<serde_json::Value>>,
+    steps: std::sync::Mutex<Vec<Step>>,
 }
 
 impl EventSink for StepPrinter {
@@ -208,11 +209,11 @@ impl EventSink for StepPrinter {
             return;
         }
         for line in chunk.lines().filter(|l| !l.trim().is_empty()) {
-            let Ok(step) = serde_json::from_str::<serde_json::Value>(line) else {
+            let Some(step) = Step::parse_line(line) else {
                 continue;
             };
             if self.print {
-                eprintln!("{}", describe_step(&step));
+                eprintln!("{}", step.describe());
             }
             if let Ok(mut steps) = self.steps.lock() {
                 steps.push(step);
@@ -237,42 +238,9 @@ pub fn add_steps(run: &mut serde_json::Value) {
         else {
             continue;
         };
-        let steps = parse_steps(lines);
+        let steps = serde_json::to_value(Step::parse_lines(lines)).unwrap_or_default();
         if let Some(object) = node.as_object_mut() {
-            object.insert("steps".to_owned(), serde_json::Value::Array(steps));
+            object.insert("steps".to_owned(), steps);
         }
     }
-}
-
-/// The agent steps in streamed `transcript` text: one JSON object with a `step` number a
-/// line. Empty when the text is something else.
-pub fn parse_steps(text: &str) -> Vec<serde_json::Value> {
-    text.lines()
-        .filter(|line| !line.trim().is_empty())
-        .map_while(|line| {
-            serde_json::from_str::<serde_json::Value>(line)
-                .ok()
-                .filter(|step| step.get("step").is_some())
-        })
-        .collect()
-}
-
-/// `step 2 · write_file {"path":…} → wrote 2 bytes to a.txt  (812 in / 20 out, $0.0001)`.
-pub fn describe_step(step: &serde_json::Value) -> String {
-    let text = |name: &str| step[name].as_str().unwrap_or_default().to_owned();
-    let thought = text("thought");
-    let observation = agentloom_core::clip_chars(&text("observation").replace('\n', " ⏎ "), 200);
-    let mut line = format!(
-        "step {} · {} {} → {observation}  ({} in / {} out, ${:.4})",
-        step["step"],
-        step["tool"].as_str().unwrap_or("(no tool)"),
-        agentloom_core::clip_chars(&step["arguments"].to_string(), 160),
-        step["input_tokens"],
-        step["output_tokens"],
-        step["cost_usd"].as_f64().unwrap_or(0.0),
-    );
-    if !thought.is_empty() {
-        line = format!("  {}\n{line}", agentloom_core::clip_chars(&thought, 300));
-    }
-    line
 }

@@ -696,22 +696,13 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 for (port, text) in &run.partial {
                     // An agent's latest step (its steps stream one JSON line each).
                     let last_line = text.lines().last().unwrap_or_default();
-                    if let Some(step) = crate::cli::agent::parse_steps(last_line).first() {
-                        let observation = step["observation"].as_str().unwrap_or_default();
+                    if let Some(step) = agentloom_blocks::agent::Step::parse_line(last_line) {
                         badge_line(
                             ui,
-                            RichText::new(format!(
-                                "step {} · {} → {}",
-                                step["step"],
-                                step["tool"].as_str().unwrap_or("(no tool)"),
-                                agentloom_core::clip_chars(
-                                    &observation.replace('\n', " "),
-                                    theme::NODE_PREVIEW_CHARS
-                                )
-                            ))
-                            .monospace()
-                            .small()
-                            .color(theme::ACCENT),
+                            RichText::new(step.headline(theme::NODE_PREVIEW_CHARS))
+                                .monospace()
+                                .small()
+                                .color(theme::ACCENT),
                         );
                         continue;
                     }

@@ -1,0 +1,139 @@
+//! One step of the agent's transcript: streamed as a JSON line on the `transcript` port
+//! while the agent works, kept in its checkpoint, and read back by whoever shows the run
+//! (the canvas, the run panel, `agentloom agent` and `agentloom show --json`).
+
+use agentloom_core::clip_chars;
+use serde::{Deserialize, Serialize};
+
+/// One step of the transcript, as shown live and in the `transcript` output.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub step: u64,
+    pub thought: String,
+    /// The tool called; `None` when the model called none.
+    pub tool: Option<String>,
+    pub arguments: serde_json::Value,
+    pub observation: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    /// The decision was refused (unknown tool, bad arguments, no call).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invalid: bool,
+    /// The provider's id of the call, to pair the result with it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub call_id: String,
+}
+
+impl Step {
+    /// The steps in streamed `transcript` text, one JSON line each, up to the first line
+    /// that is not a step. Empty when the text is something else.
+    pub fn parse_lines(text: &str) -> Vec<Step> {
+        text.lines()
+            .filter(|line| !line.trim().is_empty())
+            .map_while(Step::parse_line)
+            .collect()
+    }
+
+    /// One streamed line as a step; `None` when it is not one.
+    pub fn parse_line(line: &str) -> Option<Step> {
+        serde_json::from_str(line).ok()
+    }
+
+    /// The tool's name, or what stands for none.
+    pub fn tool_name(&self) -> &str {
+        self.tool.as_deref().unwrap_or("(no tool)")
+    }
+
+    /// `step 2 · write_file {"path":…} → wrote 2 bytes to a.txt  (812 in / 20 out, $0.0001)`,
+    /// after the thought on a line of its own when there is one.
+    pub fn describe(&self) -> String {
+        let observation = clip_chars(&self.observation.replace('\n', " ⏎ "), 200);
+        let line = format!(
+            "step {} · {} {} → {observation}  ({} in / {} out, ${:.4})",
+            self.step,
+            self.tool_name(),
+            clip_chars(&self.arguments.to_string(), 160),
+            self.input_tokens,
+            self.output_tokens,
+            self.cost_usd,
+        );
+        if self.thought.is_empty() {
+            line
+        } else {
+            format!("  {}\n{line}", clip_chars(&self.thought, 300))
+        }
+    }
+
+    /// `step 2 · write_file → wrote 2 bytes`: one short line, the observation clipped to
+    /// `max_chars`.
+    pub fn headline(&self, max_chars: usize) -> String {
+        format!(
+            "step {} · {} → {}",
+            self.step,
+            self.tool_name(),
+            clip_chars(&self.observation.replace('\n', " "), max_chars)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+    use super::*;
+
+    fn write_step() -> Step {
+        Step {
+            step: 2,
+            thought: "save it".to_owned(),
+            tool: Some("write_file".to_owned()),
+            arguments: serde_json::json!({"path": "a.txt"}),
+            observation: "wrote 2 bytes\nto a.txt".to_owned(),
+            input_tokens: 812,
+            output_tokens: 20,
+            cost_usd: 0.0001,
+            ..Step::default()
+        }
+    }
+
+    #[test]
+    fn streamed_lines_read_back_as_the_steps_written() {
+        let step = write_step();
+        let mut text = serde_json::to_string(&step).unwrap();
+        text.push_str("\n\n");
+        text.push_str(
+            &serde_json::to_string(&Step {
+                step: 3,
+                ..step.clone()
+            })
+            .unwrap(),
+        );
+        text.push_str("\nnot a step\n");
+        let steps = Step::parse_lines(&text);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0], step);
+        assert_eq!(steps[1].step, 3);
+        assert!(Step::parse_lines("plain streamed text").is_empty());
+        assert!(Step::parse_lines(r#"{"other": 1}"#).is_empty());
+    }
+
+    #[test]
+    fn a_step_is_described_with_its_tool_result_and_cost() {
+        assert_eq!(
+            write_step().describe(),
+            "  save it\nstep 2 · write_file {\"path\":\"a.txt\"} → wrote 2 bytes ⏎ to a.txt  \
+             (812 in / 20 out, $0.0001)"
+        );
+        let none = Step {
+            step: 1,
+            observation: "no call".to_owned(),
+            ..Step::default()
+        };
+        assert_eq!(
+            none.describe(),
+            "step 1 · (no tool) null → no call  (0 in / 0 out, $0.0000)"
+        );
+        assert_eq!(write_step().headline(7), "step 2 · write_file → wrote 2…");
+    }
+}
