@@ -2,7 +2,7 @@
 
 pub mod app;
 pub mod cli;
-pub mod headless;
 pub mod logging;
+pub mod runner;
 pub mod serve;
 pub mod trust;

@@ -9,7 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     agentloom::logging::init();
     let cli = agentloom::cli::Cli::parse();
-    let command = cli.command.unwrap_or(agentloom::cli::Command::Open {
+    let command = cli.command.unwrap_or(agentloom::cli::CliCommand::Open {
         graph: None,
         db: None,
         workspace: None,

@@ -172,7 +172,7 @@ pub fn fingerprint(path: &Path) -> Result<Fingerprint, TrustError> {
 
 /// Whether every file of `fingerprint` is a shipped example, unchanged.
 fn is_shipped_example(fingerprint: &Fingerprint) -> bool {
-    let shipped: BTreeSet<String> = crate::app::examples::EXAMPLES
+    let shipped: BTreeSet<String> = crate::runner::examples::EXAMPLES
         .iter()
         .map(|(_, text)| sha256_hex(text.as_bytes()))
         .collect();
@@ -210,7 +210,7 @@ pub struct TrustStore {
 impl TrustStore {
     /// The store in the per-user data directory (`XDG_DATA_HOME/agentloom`).
     pub fn open_default() -> Result<Self, TrustError> {
-        crate::app::files::data_dir()
+        crate::runner::paths::data_dir()
             .map(|dir| Self::in_dir(&dir))
             .ok_or(TrustError::NoDataDir)
     }
@@ -574,29 +574,6 @@ impl SecretSource for UntrustedSecrets {
     }
 }
 
-/// The block catalog for `doc`, the graph file at `file`: the built-in blocks with
-/// `graph.call` resolving against the file, and, when `trusted`, the tools of its MCP
-/// servers (connected now). Untrusted, no server is started or reached, `graph.call` stays
-/// in the file's folder, and each server is one problem saying so. Returns the problems of
-/// servers that are not connected.
-pub fn catalog_for(
-    doc: &GraphDoc,
-    file: Option<&Path>,
-    trusted: bool,
-    secrets: &dyn SecretSource,
-) -> (Registry, Vec<Problem>) {
-    let mut registry = builtin_for(file, trusted);
-    let problems = match file {
-        Some(file) if !trusted => {
-            let mut problems = offline_server_problems(doc, file);
-            problems.extend(unsandboxed_code_problems(doc, file));
-            problems
-        }
-        _ => agentloom_blocks::mcp::add_mcp_tools(&mut registry, doc, secrets),
-    };
-    (registry, problems)
-}
-
 /// One problem per agent of an untrusted file that would run code without a sandbox: only
 /// a file its user trusts may ask for that.
 pub fn unsandboxed_code_problems(doc: &GraphDoc, file: &Path) -> Vec<Problem> {
@@ -617,21 +594,6 @@ pub fn unsandboxed_code_problems(doc: &GraphDoc, file: &Path) -> Vec<Problem> {
             }
         })
         .collect()
-}
-
-/// The built-in blocks for a graph in `file`: `graph.call` resolves against the file, and
-/// stays in its folder unless `trusted`.
-pub fn builtin_for(file: Option<&Path>, trusted: bool) -> Registry {
-    let mut registry = Registry::builtin();
-    match file {
-        Some(file) if !trusted => agentloom_blocks::graph_call::for_untrusted_graph_file(
-            &mut registry,
-            file,
-            not_trusted(file),
-        ),
-        _ => agentloom_blocks::graph_call::for_graph_file(&mut registry, file),
-    };
-    registry
 }
 
 /// One problem per MCP server of an untrusted file: not connected, and how to trust it.
@@ -779,7 +741,7 @@ mod tests {
     #[test]
     fn shipped_examples_are_trusted_unchanged() {
         let dir = tempfile::tempdir().unwrap();
-        let path = crate::app::examples::write_examples(dir.path(), 3).unwrap();
+        let path = crate::runner::examples::write_examples(dir.path(), 3).unwrap();
         let print = fingerprint(&path).unwrap();
         assert!(
             !print.calls.is_empty(),
@@ -859,9 +821,10 @@ mod tests {
         );
         // The catalog of the untrusted file holds it back; trusted, it is not.
         let secrets = UntrustedSecrets::new(&path);
-        let (_, untrusted) = catalog_for(&doc, Some(&path), false, &secrets);
+        let (_, untrusted) =
+            crate::runner::catalog::catalog_for(&doc, Some(&path), false, &secrets);
         assert_eq!(untrusted, problems);
-        let (_, trusted) = catalog_for(&doc, Some(&path), true, &secrets);
+        let (_, trusted) = crate::runner::catalog::catalog_for(&doc, Some(&path), true, &secrets);
         assert!(trusted.is_empty(), "{trusted:?}");
     }
 

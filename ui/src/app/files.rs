@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use agentloom_core::GraphDoc;
 
+pub use crate::runner::data_dir;
+
 /// The autosave file inside the data directory.
 const AUTOSAVE_FILE: &str = "autosave.agentloom.json";
 /// Remembers which graph was open last.
@@ -33,24 +35,17 @@ pub enum FileError {
 /// Reads a graph file.
 pub fn load_graph(path: &Path) -> Result<GraphDoc, FileError> {
     use agentloom_core::GraphFileError;
-    agentloom_core::read_graph_file(path, agentloom_core::max_graph_bytes()).map_err(
-        |err| match err {
-            GraphFileError::Io(source) => FileError::Read {
-                path: path.to_owned(),
-                source,
-            },
-            GraphFileError::Load(source) => FileError::Load {
-                path: path.to_owned(),
-                source,
-            },
-            refused @ (GraphFileError::TooLarge { .. } | GraphFileError::NotAFile { .. }) => {
-                FileError::Read {
-                    path: path.to_owned(),
-                    source: std::io::Error::other(refused.to_string()),
-                }
+    let path = path.to_owned();
+    crate::runner::load_graph(&path).map_err(|err| match err.source {
+        GraphFileError::Io(source) => FileError::Read { path, source },
+        GraphFileError::Load(source) => FileError::Load { path, source },
+        refused @ (GraphFileError::TooLarge { .. } | GraphFileError::NotAFile { .. }) => {
+            FileError::Read {
+                path,
+                source: std::io::Error::other(refused.to_string()),
             }
-        },
-    )
+        }
+    })
 }
 
 /// Writes a graph file in its canonical form (atomically: a temporary file, then rename).
@@ -69,11 +64,6 @@ pub fn save_graph(doc: &GraphDoc, path: &Path) -> Result<(), FileError> {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, doc.to_json_string()).map_err(write_error)?;
     std::fs::rename(&tmp, path).map_err(write_error)
-}
-
-/// The per-user data directory (`~/.local/share/agentloom`), if there is a home.
-pub fn data_dir() -> Option<PathBuf> {
-    directories::ProjectDirs::from("dev", "agentloom", "agentloom").map(|d| d.data_dir().to_owned())
 }
 
 /// Where unsaved work and the last-graph note are kept.

@@ -169,7 +169,7 @@ impl App {
             .as_deref()
             .map(crate::trust::TrustStore::in_dir);
         let untrusted = trust_banner::Untrusted::of(trust_store.as_ref(), doc, path.as_deref());
-        let catalog = Arc::new(crate::trust::builtin_for(
+        let catalog = Arc::new(crate::runner::catalog::builtin_for(
             path.as_deref(),
             untrusted.is_none(),
         ));

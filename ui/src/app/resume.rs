@@ -2,8 +2,11 @@
 //! then the recorded graph runs again under the same id, its finished nodes seeded from
 //! the run log.
 
-use agentloom_core::{ApprovalDecision, validate};
+use agentloom_core::ApprovalDecision;
 use agentloom_engine::RunStatus;
+
+use crate::runner::catalog::recorded_graph;
+use crate::runner::resume::{claim_refusal, still_untrusted_file};
 
 use super::App;
 use super::approval_panel::ApprovalPrompt;
@@ -46,18 +49,8 @@ impl App {
         let doc = detail.graph_doc().map_err(|e| e.to_string())?;
         // The graph files the run calls as they were when it started.
         let kept = store.graph_files(&run_id).map_err(|e| e.to_string())?;
-        let mut catalog = agentloom_blocks::Registry::builtin();
-        agentloom_blocks::graph_call::with_files(
-            &mut catalog,
-            std::sync::Arc::new(agentloom_blocks::graph_call::GraphFiles::kept(kept)?),
-        );
-        let catalog = std::sync::Arc::new(catalog);
-        let graph = validate(&doc, catalog.as_ref()).map_err(|problems| {
-            format!(
-                "the recorded graph cannot run any more ({} problem(s))",
-                problems.len()
-            )
-        })?;
+        let (catalog, graph) = recorded_graph(&doc, kept)
+            .map_err(|e| format!("the recorded graph cannot run any more: {e}"))?;
         let runtime = self
             .runtime
             .as_ref()
@@ -65,7 +58,7 @@ impl App {
         let claim = store
             .claim_decision(&run_id, node, decision)
             .map_err(|e| e.to_string())?;
-        if let Some(refusal) = crate::cli::approval::claim_refusal(&run_id, node, &claim) {
+        if let Some(refusal) = claim_refusal(&run_id, node, &claim) {
             return Err(refusal);
         }
         let seed = store.resume_seed(&run_id).map_err(|e| e.to_string())?;
@@ -82,11 +75,10 @@ impl App {
             .with_catalog(catalog);
         // A run of a file its user had not trusted gets no credential when resumed either,
         // unless the file has been trusted since.
-        if let Some(file) = store
-            .untrusted_graph_file(&run_id)
-            .map_err(|e| e.to_string())?
-            .map(std::path::PathBuf::from)
-            .filter(|file| !crate::trust::is_trusted_in(self.trust_store.as_ref(), file))
+        let trusted =
+            |file: &std::path::Path| crate::trust::is_trusted_in(self.trust_store.as_ref(), file);
+        if let Some(file) =
+            still_untrusted_file(&store, &run_id, trusted).map_err(|e| e.to_string())?
         {
             executor = executor.with_secrets(std::sync::Arc::new(
                 crate::trust::UntrustedSecrets::new(&file),

@@ -7,9 +7,11 @@ use agentloom_core::{
     ApprovalDecision, ApprovalRequest, GraphDoc, Usage, ValidGraph, Value, ValueMap,
 };
 use agentloom_engine::{
-    Approver, DurableApprover, EventKind, EventSink, Executor, FanoutSink, NodeStatus, RunDetail,
+    Approver, EventKind, EventSink, Executor, FanoutSink, LogPolicy, NodeStatus, RunDetail,
     RunEvent, RunOptions, RunReport, RunSeed, RunStatus, RunStore,
 };
+
+use crate::runner::record::{RunContext, RunRecording};
 
 pub use super::approval_panel::ApprovalPrompt;
 use tokio::sync::{mpsc, oneshot};
@@ -180,10 +182,17 @@ impl RunView {
         seed: Option<RunSeed>,
     ) -> Result<(), String> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let recorder = match store {
-            Some(store) => Some(Arc::new(
-                store.recorder(&graph.doc).map_err(|e| e.to_string())?,
-            )),
+        let context = RunContext {
+            workspace: Some(executor.workspace().to_owned()),
+            graph_files: self.graph_files.clone(),
+            untrusted_file: self.untrusted_file.clone(),
+            resumes: run_id.clone(),
+        };
+        let recording = match store {
+            Some(store) => Some(
+                RunRecording::start(store, &graph.doc, LogPolicy::default(), context)
+                    .map_err(|e| e.to_string())?,
+            ),
             None => None,
         };
         let ui_sink: Arc<dyn EventSink> = Arc::new(UiSink {
@@ -191,16 +200,8 @@ impl RunView {
             ctx: ctx.clone(),
         });
         let mut sinks = vec![ui_sink];
-        if let Some((recorder, store)) = recorder.as_ref().zip(store) {
-            sinks.push(recorder.clone());
-            // After the recorder: it writes the run's row that the workspace refers to.
-            sinks.push(Arc::new(crate::cli::recording::RunContextSink {
-                recorder: recorder.clone(),
-                store: store.clone(),
-                workspace: Some(executor.workspace().to_owned()),
-                graph_files: self.graph_files.clone(),
-                untrusted_file: self.untrusted_file.clone(),
-            }));
+        if let Some(recording) = &recording {
+            sinks.extend(recording.sinks());
         }
         let sink = Arc::new(FanoutSink(sinks));
         // Every request is stored before the person is asked: closing the app or a crash
@@ -209,12 +210,10 @@ impl RunView {
             tx: tx.clone(),
             ctx: ctx.clone(),
         });
-        let executor = match store {
-            Some(store) => executor
-                .clone()
-                .with_approver(Arc::new(DurableApprover::new(store.clone(), Some(ask)))),
-            None => executor.clone().with_approver(ask),
-        };
+        let mut executor = executor.clone();
+        if let Some(approver) = crate::runner::approver(store, Some(ask)) {
+            executor = executor.with_approver(approver);
+        }
         let cancel = CancellationToken::new();
         let options = RunOptions {
             cancel: cancel.clone(),
@@ -236,16 +235,11 @@ impl RunView {
                 },
             );
         }
-        // A resumed run has used the decisions stored with it.
-        let resumed = options.run_id.clone().zip(store.cloned());
         runtime.spawn(async move {
             let report = executor.run(Arc::new(graph), inputs, options, sink).await;
-            let record_error = recorder.and_then(|r| r.finish().err().map(|e| e.to_string()));
-            if let Some((run_id, store)) = resumed
-                && let Err(err) = store.clear_decided_approvals(&run_id)
-            {
-                tracing::warn!(%err, "cannot clear the decided approvals");
-            }
+            // The workspace is recorded as the run starts.
+            let record_error =
+                recording.and_then(|r| r.finish(&report.run_id, None).err().map(|e| e.to_string()));
             let _ = tx.send(RunMsg::Finished(Box::new(report), record_error));
             repaint.request_repaint();
         });

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::terminal_approver::TerminalApprover;
 use super::{EXIT_FAILED, EXIT_INVALID, EXIT_WAITING};
+use crate::runner::{self, record::RunContext, record::RunRecording};
 
 /// Every built-in tool of the agent block.
 const ALL_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
@@ -111,22 +112,24 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         steps: std::sync::Mutex::new(Vec::new()),
     });
     let mut sinks: Vec<Arc<dyn EventSink>> = vec![steps.clone()];
-    let (store, recorder) = super::open_recorder(
+    let recording = RunRecording::start_or_warn(
         args.db.clone(),
         &graph.doc,
         agentloom_engine::LogPolicy::default(),
+        RunContext::default(),
     );
-    if let Some(recorder) = &recorder {
-        sinks.push(recorder.clone());
+    let store = recording.as_ref().map(|r| r.store().clone());
+    if let Some(recording) = &recording {
+        sinks.extend(recording.sinks());
     }
     let mut executor = Executor::new(registry)
         .with_workspace(workspace.clone())
-        .with_secrets(crate::headless::default_secrets());
+        .with_secrets(runner::default_secrets());
     // Safe mode asks on the terminal. Without one, the run pauses, stored in the run log
     // (exit 3), until `agentloom approve` or `agentloom reject` resumes it.
     let ask = (!args.yes && std::io::stdin().is_terminal())
         .then(|| Arc::new(TerminalApprover::new(None)) as Arc<dyn Approver>);
-    if let Some(approver) = super::headless_approver(store.as_ref(), ask) {
+    if let Some(approver) = runner::approver(store.as_ref(), ask) {
         executor = executor.with_approver(approver);
     }
     let runtime = super::async_runtime()?;
@@ -146,7 +149,11 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             )
             .await
     });
-    super::recording::finish(recorder, store.as_ref(), &report.run_id, &workspace);
+    if let Some(recording) = recording
+        && let Err(err) = recording.finish(&report.run_id, Some(&workspace))
+    {
+        eprintln!("warning: {err}");
+    }
     let answer = report.outputs.get("answer").map(Value::to_text);
     let steps = steps.steps.lock().map(|s| s.clone()).unwrap_or_default();
     if args.json {

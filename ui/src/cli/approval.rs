@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentloom_blocks::Registry;
-use agentloom_blocks::graph_call::{self, GraphFiles};
-use agentloom_core::{ApprovalDecision, ApprovalRequest, Escaped, ValidGraph, Value, validate};
-use agentloom_engine::{Claim, PendingApproval, RunSeed, RunStatus};
+use agentloom_core::{ApprovalDecision, ApprovalRequest, Escaped, ValidGraph, Value};
+use agentloom_engine::{PendingApproval, RunSeed, RunStatus};
 
-use super::{EXIT_INVALID, Execution, execute, open_store, workspace_dir};
+use super::{EXIT_INVALID, Execution, execute, workspace_dir};
+use crate::runner::catalog::recorded_graph;
+use crate::runner::resume::{claim_refusal, still_untrusted_file};
+use crate::runner::{self, open_run_log};
 
 #[derive(Debug, clap::Args)]
 pub struct ApproveArgs {
@@ -94,7 +95,7 @@ fn decide_and_resume(
     args: ResumeArgs,
     decide: impl FnOnce(&ApprovalRequest) -> Result<ApprovalDecision, String>,
 ) -> anyhow::Result<i32> {
-    let store = open_store(args.db.clone())?;
+    let store = open_run_log(args.db.clone())?;
     let Some(detail) = store.get_run(run_id)? else {
         eprintln!(
             "no run `{}` in {}; `agentloom runs` lists them",
@@ -131,14 +132,12 @@ fn decide_and_resume(
     };
     // The graph files the run calls as they were when it started, not as they are now.
     let kept = store.graph_files(&run_id)?;
-    let graph = match GraphFiles::kept(kept).and_then(|files| {
-        let mut registry = Registry::builtin();
-        graph_call::with_files(&mut registry, Arc::new(files));
-        let registry = Arc::new(registry);
-        let doc = detail.graph_doc().map_err(|e| e.to_string())?;
-        Ok((validate_recorded(&doc, &registry)?, registry))
-    }) {
-        Ok(graph) => graph,
+    let recorded_graph = detail
+        .graph_doc()
+        .map_err(|e| e.to_string())
+        .and_then(|doc| recorded_graph(&doc, kept));
+    let (registry, graph) = match recorded_graph {
+        Ok(recorded) => recorded,
         Err(message) => {
             eprintln!(
                 "run {run_id}: the recorded graph cannot run any more: {}",
@@ -147,7 +146,6 @@ fn decide_and_resume(
             return Ok(EXIT_INVALID);
         }
     };
-    let (graph, registry) = graph;
     // One decision counts: a second `approve`/`reject` finds it taken and changes nothing.
     let claim = store.claim_decision(&run_id, &approval.node, &decision)?;
     if let Some(refusal) = claim_refusal(&run_id, &approval.node, &claim) {
@@ -157,13 +155,10 @@ fn decide_and_resume(
     let seed = store.resume_seed(&run_id)?;
     // A run of a file its user had not trusted stays without credentials, unless the file
     // (as it is now) has been trusted since.
-    let untrusted_file = store
-        .untrusted_graph_file(&run_id)?
-        .map(PathBuf::from)
-        .filter(|file| !crate::trust::is_trusted(file));
+    let untrusted_file = still_untrusted_file(&store, &run_id, crate::trust::is_trusted)?;
     let secrets: Arc<dyn agentloom_core::SecretSource> = match &untrusted_file {
         Some(file) => Arc::new(crate::trust::UntrustedSecrets::new(file)),
-        None => crate::headless::default_secrets(),
+        None => runner::default_secrets(),
     };
     // The run resumes where it started, wherever this is typed, unless told otherwise.
     let recorded = match args.workspace {
@@ -216,44 +211,6 @@ fn decide_and_resume(
     )
 }
 
-/// Why a decision on `node` of run `run_id` did not count, or `None` when it did.
-pub(crate) fn claim_refusal(run_id: &str, node: &str, claim: &Claim) -> Option<String> {
-    let node = Escaped(node);
-    match claim {
-        Claim::Won => None,
-        Claim::AlreadyDecided(earlier) => {
-            let verb = if earlier.approved {
-                "approved"
-            } else {
-                "rejected"
-            };
-            let by = earlier
-                .decided_by_pid
-                .map(|pid| format!(" by process {pid}"))
-                .unwrap_or_default();
-            let when = earlier
-                .decided_at_ms
-                .and_then(|ms| chrono::DateTime::from_timestamp_millis(i64::try_from(ms).ok()?))
-                .map(|at| {
-                    format!(
-                        " at {}",
-                        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-                    )
-                })
-                .unwrap_or_default();
-            Some(format!(
-                "run {run_id}: `{node}` was already {verb}{by}{when}; this decision changed nothing (`agentloom show {run_id}` shows how the run goes on)"
-            ))
-        }
-        Claim::NotWaiting { status } => Some(format!(
-            "run {run_id} is {status}, not waiting for an approval"
-        )),
-        Claim::NoRequest => Some(format!(
-            "run {run_id} does not wait for an approval of `{node}`"
-        )),
-    }
-}
-
 /// The undecided approval to decide: the one of `node`, or the only one.
 fn pick<'a>(
     pending: &'a [PendingApproval],
@@ -288,19 +245,6 @@ fn pick<'a>(
     }
 }
 
-fn validate_recorded(
-    doc: &agentloom_core::GraphDoc,
-    registry: &Registry,
-) -> Result<ValidGraph, String> {
-    validate(doc, registry).map_err(|problems| {
-        problems
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    })
-}
-
 /// `run --from NODE --reuse RUN_ID`: the outputs of `reuse` for every node that neither is
 /// `from` nor depends on it.
 pub(super) fn run_from_seed(
@@ -312,7 +256,7 @@ pub(super) fn run_from_seed(
     if !graph.nodes.iter().any(|n| n.id == from) {
         return Err(format!("--from {from}: the graph has no node `{from}`"));
     }
-    let store = open_store(db).map_err(|e| format!("{e:#}"))?;
+    let store = open_run_log(db).map_err(|e| format!("{e:#}"))?;
     let Some(run_id) = store.resolve_run_id(reuse).map_err(|e| e.to_string())? else {
         return Err(format!(
             "--reuse {reuse}: no such run in {}; `agentloom runs` lists them",

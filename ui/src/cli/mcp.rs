@@ -18,7 +18,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::EXIT_INVALID;
-use crate::headless::{GraphRunner, open_run_log, outputs_as_json, outputs_as_text};
+use crate::runner::headless::{GraphRunner, outputs_as_json, outputs_as_text};
+use crate::runner::open_run_log;
 
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {

@@ -18,7 +18,6 @@ pub mod credentials;
 mod interrupt;
 mod mcp;
 mod progress;
-pub(crate) mod recording;
 mod serve;
 mod terminal_approver;
 mod trust;
@@ -40,12 +39,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
-use agentloom_core::{BlockCatalog, GraphDoc, Problem, ValidGraph, Value, ValueMap, validate};
+use agentloom_core::{BlockCatalog, GraphDoc, ValidGraph, Value, ValueMap};
 use agentloom_core::{Escaped, escape_control};
-use agentloom_engine::{
-    DurableApprover, EventSink, Executor, FanoutSink, RunOptions, RunSeed, RunStatus, RunStore,
-};
+use agentloom_engine::{EventSink, Executor, FanoutSink, RunOptions, RunSeed, RunStatus};
 use anyhow::Context as _;
+
+use crate::runner::record::RunRecording;
+use crate::runner::{self, check_inputs, format_problem, load_graph, open_run_log};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
@@ -66,11 +66,12 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub command: Option<CliCommand>,
 }
 
+/// A subcommand of the binary (the app's own commands are `app::Command`).
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum CliCommand {
     /// Open the desktop app, optionally with a graph file.
     Open {
         graph: Option<PathBuf>,
@@ -182,9 +183,9 @@ pub struct RunArgs {
 }
 
 /// Runs a parsed command; returns the process exit code.
-pub fn run_command(command: Command) -> anyhow::Result<i32> {
+pub fn run_command(command: CliCommand) -> anyhow::Result<i32> {
     match command {
-        Command::Open {
+        CliCommand::Open {
             graph,
             db,
             workspace,
@@ -196,26 +197,26 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
             crate::app::run_native(graph, db, workspace)?;
             Ok(0)
         }
-        Command::Run(args) => run_graph(args),
-        Command::Validate { graph, json } => validate_command(&graph, json),
-        Command::Blocks { json, graph } => blocks_command(json, graph.as_deref()),
-        Command::Runs {
+        CliCommand::Run(args) => run_graph(args),
+        CliCommand::Validate { graph, json } => validate_command(&graph, json),
+        CliCommand::Blocks { json, graph } => blocks_command(json, graph.as_deref()),
+        CliCommand::Runs {
             db,
             export: Some(file),
             ..
         } => export_runs(db, &file),
-        Command::Runs {
+        CliCommand::Runs {
             json, db, limit, ..
         } => runs_command(db, json, limit),
-        Command::Show { run_id, json, db } => show_command(db, &run_id, json),
-        Command::Credentials(cmd) => credentials::credentials_command(cmd),
-        Command::Approve(args) => approval::approve_command(args),
-        Command::Reject(args) => approval::reject_command(args),
-        Command::Agent(args) => agent::agent_command(args),
-        Command::Serve(args) => serve::serve_command(args),
-        Command::Mcp(args) => mcp::mcp_command(args),
-        Command::Trust(args) => trust::trust_command(args),
-        Command::Schema => {
+        CliCommand::Show { run_id, json, db } => show_command(db, &run_id, json),
+        CliCommand::Credentials(cmd) => credentials::credentials_command(cmd),
+        CliCommand::Approve(args) => approval::approve_command(args),
+        CliCommand::Reject(args) => approval::reject_command(args),
+        CliCommand::Agent(args) => agent::agent_command(args),
+        CliCommand::Serve(args) => serve::serve_command(args),
+        CliCommand::Mcp(args) => mcp::mcp_command(args),
+        CliCommand::Trust(args) => trust::trust_command(args),
+        CliCommand::Schema => {
             out!(
                 "{}",
                 serde_json::to_string_pretty(&GraphDoc::json_schema())?
@@ -225,32 +226,16 @@ pub fn run_command(command: Command) -> anyhow::Result<i32> {
     }
 }
 
-/// Reads and parses a graph file; the error names the file.
-pub(crate) fn load_graph(path: &Path) -> Result<GraphDoc, String> {
-    agentloom_core::read_graph_file(path, agentloom_core::max_graph_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-pub(crate) fn format_problem(path: &Path, problem: &Problem) -> String {
-    format!("{}: {problem}", path.display())
-}
-
 fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
     let (ok, problems): (bool, Vec<serde_json::Value>) = match load_graph(path) {
-        Err(message) => (false, vec![json!({"kind": "load", "message": message})]),
+        Err(err) => (
+            false,
+            vec![json!({"kind": "load", "message": err.to_string()})],
+        ),
         Ok(doc) => {
             // MCP servers of a trusted file are started to learn their tools; one that
             // cannot start is a problem. An untrusted file's are not started at all.
-            let trusted = crate::trust::is_trusted(path);
-            let secrets = crate::headless::secrets_for(path, trusted);
-            let (registry, mut problems) =
-                crate::trust::catalog_for(&doc, Some(path), trusted, secrets.as_ref());
-            if let Err(mut more) = validate(&doc, &registry) {
-                if !trusted {
-                    crate::trust::drop_offline_tool_nodes(&mut more, &doc);
-                }
-                problems.extend(more);
-            }
+            let (_, problems) = runner::catalog::check_file(path, &doc);
             if !json {
                 for p in &problems {
                     eprintln!("{}", format_problem(path, p));
@@ -284,16 +269,13 @@ fn blocks_command(json: bool, graph: Option<&Path>) -> anyhow::Result<i32> {
     if let Some(path) = graph {
         let doc = match load_graph(path) {
             Ok(doc) => doc,
-            Err(message) => {
-                eprintln!("{message}");
+            Err(err) => {
+                eprintln!("{err}");
                 return Ok(EXIT_INVALID);
             }
         };
-        let trusted = crate::trust::is_trusted(path);
-        let secrets = crate::headless::secrets_for(path, trusted);
         let problems;
-        (registry, problems) =
-            crate::trust::catalog_for(&doc, Some(path), trusted, secrets.as_ref());
+        (registry, problems) = runner::catalog::for_file(path, &doc);
         if !problems.is_empty() {
             for p in &problems {
                 eprintln!("{}", format_problem(path, p));
@@ -338,40 +320,9 @@ fn blocks_command(json: bool, graph: Option<&Path>) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn open_store(db: Option<PathBuf>) -> anyhow::Result<RunStore> {
-    let path = match db {
-        Some(path) => path,
-        None => RunStore::default_path()?,
-    };
-    Ok(RunStore::open(&path)?)
-}
-
-/// The run log and a recorder for one run of `graph`. A log that cannot be opened is a
-/// warning, not a failure: the run is worth more than its log entry.
-fn open_recorder(
-    db: Option<PathBuf>,
-    graph: &agentloom_core::GraphDoc,
-    policy: agentloom_engine::LogPolicy,
-) -> (
-    Option<Arc<RunStore>>,
-    Option<Arc<agentloom_engine::RunRecorder>>,
-) {
-    let opened = open_store(db).and_then(|store| {
-        let recorder = store.recorder_with(graph, policy)?;
-        Ok((Arc::new(store), Arc::new(recorder)))
-    });
-    match opened {
-        Ok((store, recorder)) => (Some(store), Some(recorder)),
-        Err(err) => {
-            eprintln!("warning: this run will not be logged: {err:#}");
-            (None, None)
-        }
-    }
-}
-
 /// `agentloom runs --export FILE`.
 fn export_runs(db: Option<PathBuf>, file: &Path) -> anyhow::Result<i32> {
-    let store = open_store(db)?;
+    let store = open_run_log(db)?;
     if let Err(err) = store.export_to(file) {
         eprintln!("{}", Escaped(&err.to_string()));
         return Ok(EXIT_INVALID);
@@ -385,7 +336,7 @@ fn export_runs(db: Option<PathBuf>, file: &Path) -> anyhow::Result<i32> {
 }
 
 fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result<i32> {
-    let store = open_store(db)?;
+    let store = open_run_log(db)?;
     let runs = store.list_runs(limit)?;
     if json {
         out!("{}", serde_json::to_string_pretty(&runs)?);
@@ -411,7 +362,7 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
 }
 
 fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result<i32> {
-    let store = open_store(db)?;
+    let store = open_run_log(db)?;
     let Some(detail) = store.get_run(run_id)? else {
         eprintln!(
             "no run `{run_id}` in {}; `agentloom runs` lists them",
@@ -500,52 +451,13 @@ fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
     Ok(inputs)
 }
 
-/// Checks given inputs against the graph's declared inputs before anything runs.
-pub(crate) fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String> {
-    let declared = graph.interface_inputs();
-    for name in inputs.keys() {
-        if !declared.iter().any(|input| &input.name == name) {
-            let names: Vec<&str> = declared.iter().map(|input| input.name.as_str()).collect();
-            return Err(if names.is_empty() {
-                format!("the graph has no input `{name}` (it declares no inputs)")
-            } else {
-                format!(
-                    "the graph has no input `{name}`; its inputs are {}",
-                    names.join(", ")
-                )
-            });
-        }
-    }
-    // A value the graph input would refuse is a wrong argument, found before anything runs.
-    for input in &declared {
-        if let Some(given) = inputs.get(&input.name)
-            && let Err(err) = agentloom_core::coerce_given(given.clone(), &input.ty)
-        {
-            return Err(format!("--input {}: {err}", input.name));
-        }
-    }
-    let missing: Vec<String> = declared
-        .iter()
-        .filter(|input| input.default.is_none() && !inputs.contains_key(&input.name))
-        .map(|input| format!("{} ({})", input.name, input.ty))
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "missing run input(s): {}; pass them as --input NAME=VALUE",
-            missing.join(", ")
-        ))
-    }
-}
-
 fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     let Some(trusted) = trust::trust_for_run(&args.graph, args.trust) else {
         return Ok(EXIT_INVALID);
     };
-    let secrets = crate::headless::secrets_for(&args.graph, trusted);
+    let secrets = runner::secrets_for(&args.graph, trusted);
     let (registry, graph) =
-        match crate::headless::load_with_tools(&args.graph, secrets.as_ref(), trusted) {
+        match runner::catalog::load_with_tools(&args.graph, secrets.as_ref(), trusted) {
             Ok(loaded) => loaded,
             Err(problems) => {
                 for p in &problems {
@@ -643,34 +555,29 @@ fn execute(
     };
     phase("graph loaded and validated");
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
-    let (store, recorder) = if run.no_log {
-        (None, None)
-    } else {
-        let policy = if run.full_log {
-            agentloom_engine::LogPolicy::full()
-        } else {
-            agentloom_engine::LogPolicy::default()
-        };
-        open_recorder(run.db.clone(), &graph.doc, policy)
-    };
-    if let Some(recorder) = &recorder {
-        sinks.push(recorder.clone());
+    let files = registry.graph_files().cloned();
+    // What runs is what was validated, whatever happens to the files meanwhile.
+    if let Some(files) = &files {
+        files.freeze();
     }
-    // After the recorder: it writes the run's row the files refer to.
-    if let (Some(recorder), Some(store)) = (&recorder, &store) {
-        let files = registry.graph_files().cloned();
-        // What runs is what was validated, whatever happens to the files meanwhile.
-        if let Some(files) = &files {
-            files.freeze();
-        }
-        // The CLI records the workspace when the run ends (`recording::finish`).
-        sinks.push(Arc::new(recording::RunContextSink {
-            recorder: recorder.clone(),
-            store: store.clone(),
-            workspace: None,
-            graph_files: files,
-            untrusted_file: run.untrusted_file.clone(),
-        }));
+    let policy = if run.full_log {
+        agentloom_engine::LogPolicy::full()
+    } else {
+        agentloom_engine::LogPolicy::default()
+    };
+    // The CLI records the workspace when the run ends.
+    let context = runner::record::RunContext {
+        workspace: None,
+        graph_files: files,
+        untrusted_file: run.untrusted_file.clone(),
+        resumes: run.run_id.clone(),
+    };
+    let recording = (!run.no_log)
+        .then(|| RunRecording::start_or_warn(run.db.clone(), &graph.doc, policy, context))
+        .flatten();
+    let store = recording.as_ref().map(|r| r.store().clone());
+    if let Some(recording) = &recording {
+        sinks.extend(recording.sinks());
     }
     let interactive = std::io::stderr().is_terminal();
     let progress = Arc::new(progress::ProgressSink::new(interactive, !run.json));
@@ -686,11 +593,10 @@ fn execute(
             progress.clone(),
         ))) as _
     });
-    if let Some(approver) = headless_approver(store.as_ref(), ask) {
+    if let Some(approver) = runner::approver(store.as_ref(), ask) {
         executor = executor.with_approver(approver);
     }
     let cancel = tokio_util::sync::CancellationToken::new();
-    let resumed = run.run_id.clone();
     let options = RunOptions {
         cancel: cancel.clone(),
         concurrency: run.concurrency,
@@ -713,13 +619,12 @@ fn execute(
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     phase("graph ran");
     progress.finish();
-    recording::finish(recorder, store.as_ref(), &report.run_id, &run.workspace);
-    phase("run log written");
-    if let (Some(store), Some(run_id)) = (&store, &resumed)
-        && let Err(err) = store.clear_decided_approvals(run_id)
+    if let Some(recording) = recording
+        && let Err(err) = recording.finish(&report.run_id, Some(&run.workspace))
     {
         eprintln!("warning: {err}");
     }
+    phase("run log written");
 
     if run.json {
         out!("{}", serde_json::to_string(&report)?);
@@ -768,24 +673,7 @@ pub(crate) fn workspace_dir(given: Option<PathBuf>) -> anyhow::Result<Option<Pat
     }
 }
 
-/// Who decides on approvals in a headless run: with a run log, every request is stored
-/// first and the run pauses when nobody can `ask` (resumed by `agentloom approve`); without
-/// one, only a person at the terminal can.
-pub(crate) fn headless_approver(
-    store: Option<&Arc<RunStore>>,
-    ask: Option<Arc<dyn agentloom_engine::Approver>>,
-) -> Option<Arc<dyn agentloom_engine::Approver>> {
-    match store {
-        Some(store) => Some(Arc::new(DurableApprover::new(store.clone(), ask))),
-        None => ask,
-    }
-}
-
 /// The runtime a headless command runs on.
 pub(crate) fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
+    runner::async_runtime().context("cannot start the async runtime")
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::EXIT_INVALID;
-use crate::headless::{GraphRunner, open_run_log};
+use crate::runner::headless::GraphRunner;
+use crate::runner::open_run_log;
 use crate::serve::{ServeConfig, guard, serve, triggers::parse_schedule};
 
 #[derive(Debug, clap::Args)]

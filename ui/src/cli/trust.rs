@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::trust::{TrustStore, fingerprint, needs_of};
 
-use super::{EXIT_INVALID, load_graph};
+use super::EXIT_INVALID;
+use crate::runner::load_graph;
 
 #[derive(Debug, clap::Args)]
 pub struct TrustArgs {

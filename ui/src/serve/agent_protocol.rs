@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use agentloom_blocks::confined;
 
-use crate::headless::{GraphRunner, outputs_as_json, outputs_as_text};
+use crate::runner::headless::{GraphRunner, outputs_as_json, outputs_as_text};
 
 /// The routes under `/ap/v1`.
 pub fn router(state: Arc<AgentProtocol>) -> Router {

@@ -15,7 +15,7 @@ use axum::response::IntoResponse;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::headless::GraphRunner;
+use crate::runner::headless::GraphRunner;
 
 /// What `agentloom serve` serves.
 pub struct ServeConfig {

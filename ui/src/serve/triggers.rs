@@ -18,7 +18,7 @@ use axum::routing::post;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::headless::{GraphRunner, outputs_as_json};
+use crate::runner::headless::{GraphRunner, outputs_as_json};
 
 /// Where webhook and scheduled runs work.
 pub struct TriggerState {

@@ -31,7 +31,7 @@ struct CatalogFor {
 
 impl CatalogFor {
     fn builtin(&self) -> Registry {
-        crate::trust::builtin_for(self.graph_file.as_deref(), self.trusted)
+        crate::runner::catalog::builtin_for(self.graph_file.as_deref(), self.trusted)
     }
 }
 

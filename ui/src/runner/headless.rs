@@ -5,11 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentloom_blocks::Registry;
-use agentloom_core::{RunInput, SecretSource, ValidGraph, ValueMap, validate_shared};
+use agentloom_core::{RunInput, ValidGraph, ValueMap};
 use agentloom_engine::{
-    CollectSink, EventSink, Executor, FanoutSink, RunEvent, RunOptions, RunReport, RunStore,
+    CollectSink, EventSink, Executor, FanoutSink, LogPolicy, RunEvent, RunOptions, RunReport,
+    RunStore,
 };
+
+use super::record::{RunContext, RunRecording};
 use tokio_util::sync::CancellationToken;
 
 /// A validated graph, ready to run with any inputs in any workspace.
@@ -39,14 +41,14 @@ impl GraphRunner {
         trust_given: bool,
     ) -> Result<GraphRunner, Vec<String>> {
         let trusted = trust_given || crate::trust::is_trusted(path);
-        if !trusted && let Ok(doc) = crate::cli::load_graph(path) {
+        if !trusted && let Ok(doc) = super::load_graph(path) {
             let needs = crate::trust::needs_of(&doc, Some(path));
             if !needs.is_empty() {
                 return Err(crate::trust::refusal(path, &needs));
             }
         }
-        let secrets = secrets_for(path, trusted);
-        let (registry, graph) = load_with_tools(path, secrets.as_ref(), trusted)?;
+        let secrets = super::secrets_for(path, trusted);
+        let (registry, graph) = super::catalog::load_with_tools(path, secrets.as_ref(), trusted)?;
         let executor = Executor::new(registry).with_secrets(secrets);
         Ok(GraphRunner {
             path: path.to_owned(),
@@ -92,7 +94,7 @@ impl GraphRunner {
 
     /// Checks given inputs against the graph's declared inputs; the error names the input.
     pub fn check_inputs(&self, inputs: &ValueMap) -> Result<(), String> {
-        crate::cli::check_inputs(&self.graph, inputs)
+        super::check_inputs(&self.graph, inputs)
     }
 
     /// Runs the graph once with `inputs`, file blocks confined to `workspace`, and records
@@ -105,15 +107,18 @@ impl GraphRunner {
     ) -> FinishedRun {
         let collect = Arc::new(CollectSink::default());
         let mut sinks: Vec<Arc<dyn EventSink>> = vec![collect.clone()];
-        let recorder = self.store.as_ref().and_then(|store| {
-            store
-                .recorder(&self.graph.doc)
-                .map_err(|err| tracing::warn!("this run will not be logged: {err}"))
-                .ok()
-                .map(Arc::new)
+        let recording = self.store.as_ref().and_then(|store| {
+            RunRecording::start(
+                store,
+                &self.graph.doc,
+                LogPolicy::default(),
+                RunContext::default(),
+            )
+            .map_err(|err| tracing::warn!("this run will not be logged: {err}"))
+            .ok()
         });
-        if let Some(recorder) = &recorder {
-            sinks.push(recorder.clone());
+        if let Some(recording) = &recording {
+            sinks.extend(recording.sinks());
         }
         let options = RunOptions {
             cancel,
@@ -130,10 +135,12 @@ impl GraphRunner {
                 Arc::new(FanoutSink(sinks)),
             )
             .await;
-        if let Some(recorder) = recorder {
-            let finished = tokio::task::spawn_blocking(move || recorder.finish()).await;
+        if let Some(recording) = recording {
+            let run_id = report.run_id.clone();
+            let finished =
+                tokio::task::spawn_blocking(move || recording.finish(&run_id, None)).await;
             if let Ok(Err(err)) = finished {
-                tracing::warn!("the run log may be incomplete: {err}");
+                tracing::warn!("{err}");
             }
         }
         FinishedRun {
@@ -141,66 +148,6 @@ impl GraphRunner {
             events: collect.events(),
         }
     }
-}
-
-/// Credentials: `AGENTLOOM_SECRET_<NAME>` first, then the OS keychain (asked only when a
-/// block needs a secret, so graphs without credentials never touch the keychain).
-pub fn default_secrets() -> Arc<dyn SecretSource> {
-    match agentloom_engine::CredentialStore::open_default() {
-        Ok(store) => Arc::new(agentloom_engine::KeychainSecrets::new(Arc::new(store))),
-        Err(_) => Arc::new(agentloom_engine::EnvSecrets),
-    }
-}
-
-/// The credentials a run of the graph file at `path` may use: none when it is untrusted.
-pub fn secrets_for(path: &Path, trusted: bool) -> Arc<dyn SecretSource> {
-    if trusted {
-        default_secrets()
-    } else {
-        Arc::new(crate::trust::UntrustedSecrets::new(path))
-    }
-}
-
-/// Loads and validates the graph at `path` with the built-in blocks and the tools of the
-/// MCP servers it names (connected now, kept for the registry's life). Untrusted, no
-/// server is connected and the graph runs in safe mode (see [`crate::trust`]). Every
-/// problem names the file.
-pub fn load_with_tools(
-    path: &Path,
-    secrets: &dyn SecretSource,
-    trusted: bool,
-) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
-    let doc = crate::cli::load_graph(path).map_err(|e| vec![e])?;
-    // Recorded with absolute `graph.call` paths: the run can be resumed from anywhere.
-    let mut doc = agentloom_blocks::graph_call::with_absolute_paths(doc, Some(path));
-    // An untrusted graph always runs in safe mode: every side effect asks first.
-    doc.settings.safe_mode |= !trusted;
-    let (registry, problems) = crate::trust::catalog_for(&doc, Some(path), trusted, secrets);
-    let doc = Arc::new(doc);
-    let mut problems: Vec<String> = problems
-        .iter()
-        .map(|p| crate::cli::format_problem(path, p))
-        .collect();
-    match validate_shared(doc.clone(), &registry) {
-        Ok(graph) if problems.is_empty() => Ok((Arc::new(registry), graph)),
-        Ok(_) => Err(problems),
-        Err(mut more) => {
-            if !trusted {
-                crate::trust::drop_offline_tool_nodes(&mut more, &doc);
-            }
-            problems.extend(more.iter().map(|p| crate::cli::format_problem(path, p)));
-            Err(problems)
-        }
-    }
-}
-
-/// Opens the run log at `db` (default: the per-user one) for a long-running command.
-pub fn open_run_log(db: Option<PathBuf>) -> anyhow::Result<Arc<RunStore>> {
-    let path = match db {
-        Some(path) => path,
-        None => RunStore::default_path()?,
-    };
-    Ok(Arc::new(RunStore::open(&path)?))
 }
 
 /// A run's outputs as one text: the single output as is, several as `name: value` lines.

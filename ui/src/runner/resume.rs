@@ -1,0 +1,57 @@
+//! Resuming a recorded run: what a decision that was not the first one says.
+
+use std::path::{Path, PathBuf};
+
+use agentloom_core::Escaped;
+use agentloom_engine::{Claim, RunStore, StoreError};
+
+/// Why a decision on `node` of run `run_id` did not count, or `None` when it did.
+pub fn claim_refusal(run_id: &str, node: &str, claim: &Claim) -> Option<String> {
+    let node = Escaped(node);
+    match claim {
+        Claim::Won => None,
+        Claim::AlreadyDecided(earlier) => {
+            let verb = if earlier.approved {
+                "approved"
+            } else {
+                "rejected"
+            };
+            let by = earlier
+                .decided_by_pid
+                .map(|pid| format!(" by process {pid}"))
+                .unwrap_or_default();
+            let when = earlier
+                .decided_at_ms
+                .and_then(|ms| chrono::DateTime::from_timestamp_millis(i64::try_from(ms).ok()?))
+                .map(|at| {
+                    format!(
+                        " at {}",
+                        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    )
+                })
+                .unwrap_or_default();
+            Some(format!(
+                "run {run_id}: `{node}` was already {verb}{by}{when}; this decision changed nothing (`agentloom show {run_id}` shows how the run goes on)"
+            ))
+        }
+        Claim::NotWaiting { status } => Some(format!(
+            "run {run_id} is {status}, not waiting for an approval"
+        )),
+        Claim::NoRequest => Some(format!(
+            "run {run_id} does not wait for an approval of `{node}`"
+        )),
+    }
+}
+
+/// The graph file of run `run_id` when its user had not trusted it and, as the file is
+/// now, still has not (`trusted` decides): the resumed run gets no credential either.
+pub fn still_untrusted_file(
+    store: &RunStore,
+    run_id: &str,
+    trusted: impl Fn(&Path) -> bool,
+) -> Result<Option<PathBuf>, StoreError> {
+    Ok(store
+        .untrusted_graph_file(run_id)?
+        .map(PathBuf::from)
+        .filter(|file| !trusted(file)))
+}
