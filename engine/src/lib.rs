@@ -4,7 +4,9 @@
 //!   ready, independent nodes run concurrently (bounded), with per-node timeouts, retries,
 //!   cancellation, skipped branches, caught errors and run limits;
 //! - every run emits a typed stream of [`RunEvent`]s to an [`EventSink`];
-//! - the run store records runs in SQLite.
+//! - the run store records runs in SQLite;
+//! - [`RunState`] is what the events say of a run: the one reducer the run store's writer
+//!   and the app's live view share.
 
 pub mod credentials;
 mod durable;
@@ -12,6 +14,7 @@ mod events;
 mod executor;
 mod limits;
 mod redact;
+mod run_state;
 mod seed;
 mod store;
 
@@ -29,6 +32,7 @@ pub use executor::{
     default_concurrency, new_run_id,
 };
 pub use redact::{REDACTED, redact_resolved_secrets};
+pub use run_state::{KeptValues, MAX_PARTIAL_BYTES, NodeProgress, RunState};
 pub use seed::{RunSeed, downstream_of};
 pub use store::{
     Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, LogPolicy, NodeRow, PendingApproval,

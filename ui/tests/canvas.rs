@@ -201,7 +201,7 @@ fn running_the_example_shows_every_node_done_and_the_output_then_history_reopens
     assert_eq!(run.status, Some(RunStatus::Completed), "{:?}", run.error);
     for id in ["name", "render", "greeting"] {
         assert_eq!(
-            run.node(id).and_then(|n| n.status),
+            run.node(id).map(|n| n.status),
             Some(NodeStatus::Done),
             "{id}"
         );

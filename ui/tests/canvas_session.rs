@@ -253,7 +253,7 @@ fn run_asks_for_the_graph_inputs_then_shows_every_node_state_and_the_output() {
     assert_eq!(run.status, Some(RunStatus::Completed), "{:?}", run.error);
     for id in ["who", "times", "say", "out"] {
         assert_eq!(
-            run.node(id).and_then(|n| n.status),
+            run.node(id).map(|n| n.status),
             Some(NodeStatus::Done),
             "{id}"
         );
@@ -321,7 +321,7 @@ fn stop_cancels_a_long_run() {
     // No inputs: Ctrl+Enter starts at once.
     keys(&mut h, Modifiers::COMMAND, Key::Enter);
     wait_until(&mut h, "the delay to start", |h| {
-        h.state().run.node("wait").and_then(|n| n.status) == Some(NodeStatus::Running)
+        h.state().run.node("wait").map(|n| n.status) == Some(NodeStatus::Running)
     });
     h.get_by_label("running");
     let started = Instant::now();
@@ -331,7 +331,7 @@ fn stop_cancels_a_long_run() {
     assert_eq!(h.state().run.status, Some(RunStatus::Cancelled));
     h.get_by_label("Run cancelled");
     assert_ne!(
-        h.state().run.node("wait").and_then(|n| n.status),
+        h.state().run.node("wait").map(|n| n.status),
         Some(NodeStatus::Done)
     );
     // The node the stop interrupted says so, instead of running forever.
@@ -343,7 +343,7 @@ fn stop_cancels_a_long_run() {
     // unseen): the run log records it as cancelled.
     keys(&mut h, Modifiers::COMMAND, Key::Enter);
     wait_until(&mut h, "the second run to start", |h| {
-        h.state().run.node("wait").and_then(|n| n.status) == Some(NodeStatus::Running)
+        h.state().run.node("wait").map(|n| n.status) == Some(NodeStatus::Running)
     });
     h.state_mut().send(Command::New);
     h.run_steps(2);
@@ -403,7 +403,7 @@ fn safe_mode_asks_before_writing_a_file_approve_writes_deny_does_not() {
         h.state().run.error
     );
     assert_eq!(
-        h.state().run.node("write").and_then(|n| n.status),
+        h.state().run.node("write").map(|n| n.status),
         Some(NodeStatus::Done)
     );
     assert_eq!(
@@ -421,7 +421,7 @@ fn safe_mode_asks_before_writing_a_file_approve_writes_deny_does_not() {
     let run = &h.state().run;
     assert_eq!(run.status, Some(RunStatus::Failed));
     let write = run.node("write").unwrap();
-    assert_eq!(write.status, Some(NodeStatus::Failed));
+    assert_eq!(write.status, NodeStatus::Failed);
     assert!(
         write
             .error
@@ -432,10 +432,7 @@ fn safe_mode_asks_before_writing_a_file_approve_writes_deny_does_not() {
     );
     // The failure ends the run (the engine's rule for a failed node without an `error`
     // wire): what depends on it never starts.
-    assert_eq!(
-        run.node("out").and_then(|n| n.status),
-        Some(NodeStatus::Pending)
-    );
+    assert_eq!(run.node("out").map(|n| n.status), Some(NodeStatus::Pending));
     assert!(!target.exists(), "a denied write writes nothing");
     assert!(h.query_all_by_label_contains("was not approved").count() >= 1);
 
@@ -478,7 +475,7 @@ fn streamed_llm_output_appears_inside_the_node_while_it_runs() {
     });
     assert!(h.state().run.is_running(), "seen before the end");
     assert_eq!(
-        h.state().run.node("chat").and_then(|n| n.status),
+        h.state().run.node("chat").map(|n| n.status),
         Some(NodeStatus::Running)
     );
     let shown = |h: &AppHarness| {

@@ -240,7 +240,7 @@ fn the_run_panel_shows_the_called_graphs_nodes_as_they_run() {
         h.state()
             .run
             .node("call/wait")
-            .is_some_and(|n| n.status == Some(agentloom_engine::NodeStatus::Running))
+            .is_some_and(|n| n.status == agentloom_engine::NodeStatus::Running)
     });
     h.get_by_label("Inside this node");
     h.get_by_label("wait");
@@ -255,7 +255,7 @@ fn the_run_panel_shows_the_called_graphs_nodes_as_they_run() {
     for child in ["text", "wait", "upper", "shout"] {
         assert_eq!(
             h.state().run.node(&format!("call/{child}")).unwrap().status,
-            Some(agentloom_engine::NodeStatus::Done),
+            agentloom_engine::NodeStatus::Done,
             "{child}"
         );
     }

@@ -133,10 +133,7 @@ fn a_waiting_run_resumes_from_the_history_after_a_restart() {
     assert_eq!(run.status, Some(RunStatus::Completed), "{:?}", run.error);
     assert_eq!(run.run_id.as_deref(), Some(run_id.as_str()));
     assert!(run.reused.contains("text"), "the finished node ran again");
-    assert_eq!(
-        run.node("write").and_then(|n| n.status),
-        Some(NodeStatus::Done)
-    );
+    assert_eq!(run.node("write").map(|n| n.status), Some(NodeStatus::Done));
     assert_eq!(
         std::fs::read_to_string(workspace.join("note.txt")).unwrap(),
         "approved after a restart"

@@ -385,7 +385,7 @@ impl RunStore {
             .nodes
             .into_iter()
             .filter(|node| node.status == NodeStatus::Done && !reruns(rerun, &node.node_id))
-            .map(|node| (node.node_id, node.outputs))
+            .map(|node| (node.node_id, node.progress.outputs))
             .collect();
         Ok(RunSeed {
             outputs,

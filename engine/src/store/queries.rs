@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{RunStore, StoreError, from_i64, values};
 use crate::events::{EventKind, NodeStatus, RunEvent, RunStatus};
+use crate::run_state::NodeProgress;
 
 /// One run in a list of runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,30 +52,24 @@ impl RunDetail {
     }
 }
 
-/// One node's execution within a run.
+/// One node's execution within a run, as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeRow {
     pub node_id: String,
-    /// The block kind (empty if the node was not in the graph document).
-    pub block: String,
-    pub status: NodeStatus,
-    pub attempts: u32,
     /// Unix milliseconds of the first attempt's start.
     pub started_at_ms: Option<u64>,
     pub finished_at_ms: Option<u64>,
-    pub duration_ms: Option<u64>,
-    /// The inputs of the last attempt.
-    pub inputs: ValueMap,
-    pub outputs: ValueMap,
-    pub error: Option<String>,
-    /// The failure went to the node's `error` output and the run went on.
-    pub error_caught: bool,
-    pub skip_reason: Option<String>,
-    /// Streamed output so far, per port, while the node was running (kept if the run
-    /// stopped before the node finished).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub partial: BTreeMap<String, String>,
-    pub usage: Usage,
+    /// What its events said (the block kind is empty if the graph does not list the node).
+    #[serde(flatten)]
+    pub progress: NodeProgress,
+}
+
+impl std::ops::Deref for NodeRow {
+    type Target = NodeProgress;
+
+    fn deref(&self) -> &NodeProgress {
+        &self.progress
+    }
 }
 
 const RUN_COLUMNS: &str = "id, graph_name, status, started_at_ms, finished_at_ms, duration_ms, \
@@ -200,22 +195,25 @@ impl RawNode {
             })?,
         };
         Ok(NodeRow {
-            block: self.block,
-            status,
-            attempts: u32::try_from(self.attempts).unwrap_or(0),
             started_at_ms: self.started_at_ms.map(from_i64),
             finished_at_ms: self.finished_at_ms.map(from_i64),
-            duration_ms: self.duration_ms.map(from_i64),
-            inputs,
-            outputs,
-            error: self.error,
-            error_caught: self.error_caught,
-            skip_reason: self.skip_reason,
-            partial,
-            usage: Usage {
-                input_tokens: from_i64(self.input_tokens),
-                output_tokens: from_i64(self.output_tokens),
-                cost_usd: self.cost_usd,
+            progress: NodeProgress {
+                block: self.block,
+                status,
+                attempts: u32::try_from(self.attempts).unwrap_or(0),
+                duration_ms: self.duration_ms.map(from_i64),
+                inputs,
+                outputs,
+                error: self.error,
+                error_caught: self.error_caught,
+                skip_reason: self.skip_reason,
+                partial,
+                usage: Usage {
+                    input_tokens: from_i64(self.input_tokens),
+                    output_tokens: from_i64(self.output_tokens),
+                    cost_usd: self.cost_usd,
+                },
+                cancelled: false,
             },
             node_id: self.node_id,
         })
@@ -526,23 +524,16 @@ fn add_pending_nodes(graph: &serde_json::Value, nodes: &mut Vec<NodeRow>) {
         }
         nodes.push(NodeRow {
             node_id: node_id.to_owned(),
-            block: node
-                .get("block")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            status: NodeStatus::Pending,
-            attempts: 0,
             started_at_ms: None,
             finished_at_ms: None,
-            duration_ms: None,
-            inputs: ValueMap::new(),
-            outputs: ValueMap::new(),
-            error: None,
-            error_caught: false,
-            skip_reason: None,
-            partial: BTreeMap::new(),
-            usage: Usage::default(),
+            progress: NodeProgress {
+                block: node
+                    .get("block")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                ..NodeProgress::default()
+            },
         });
     }
     if nodes.len() != before {

@@ -5,7 +5,6 @@
 //! batch that failed (disk full, database locked for too long) is simply written again on
 //! the next try.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -19,7 +18,8 @@ use serde::Serialize;
 use super::liveness::{HEARTBEAT_INTERVAL_MS, this_process_token};
 use super::values::{LogPolicy, StoredValue, ValueLog, insert_values};
 use super::{StoreError, now_ms, to_i64};
-use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
+use crate::events::{EventKind, EventSink, RunEvent, RunStatus};
+use crate::run_state::{KeptValues, NodeProgress};
 
 /// Events wait at most this long before they are written.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
@@ -36,8 +36,6 @@ const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 /// Events kept for a database that keeps failing; beyond this they are dropped (the run
 /// and node rows are kept).
 const MAX_PENDING_EVENTS: usize = 200_000;
-/// Streamed output kept per node port in the `partial` column.
-const MAX_PARTIAL_BYTES: usize = 1 << 20;
 /// Error messages longer than this are clipped in the log.
 const MAX_ERROR_CHARS: usize = 64 * 1024;
 /// How long an idle writer sleeps when there is nothing to do.
@@ -214,51 +212,45 @@ enum Queued {
     Partial,
 }
 
-/// The recorded state of one node.
+/// The recorded state of one node: its progress (the one reducer of run events, with
+/// values kept as the JSON of the row) and what only the log keeps.
 struct NodeState {
     queued: Queued,
-    status: NodeStatus,
-    attempts: u32,
     started_at_ms: Option<u64>,
     finished_at_ms: Option<u64>,
-    duration_ms: Option<u64>,
-    inputs_json: Option<String>,
-    outputs_json: Option<String>,
-    error: Option<String>,
-    error_caught: bool,
-    skip_reason: Option<String>,
-    partial: BTreeMap<String, String>,
-    usage: Usage,
     /// The `seq` of the first `node_started` and of `node_finished`, which are stored in
     /// this row instead of as events.
     started_seq: Option<u64>,
     finished_seq: Option<u64>,
+    /// The block kind is kept in [`Slots`], not here.
+    progress: NodeProgress<JsonValues>,
 }
 
 impl NodeState {
     fn new() -> Self {
         Self {
             queued: Queued::No,
-            status: NodeStatus::Pending,
-            attempts: 0,
             started_at_ms: None,
             finished_at_ms: None,
-            duration_ms: None,
-            inputs_json: None,
-            outputs_json: None,
-            error: None,
-            error_caught: false,
-            skip_reason: None,
-            partial: BTreeMap::new(),
-            usage: Usage::default(),
             started_seq: None,
             finished_seq: None,
+            progress: NodeProgress::default(),
         }
     }
 }
 
+/// A node's values as the JSON text of its row (`None` until it has them).
+#[derive(Default)]
+struct JsonValues(Option<String>);
+
+impl KeptValues for JsonValues {
+    fn keep(&mut self, values: &ValueMap) {
+        self.0 = Some(json_text(values, "{}"));
+    }
+}
+
 /// The recorded state of the run, and what has not reached the file yet.
-struct RunState {
+struct RunEntry {
     id: String,
     /// The row exists in the file.
     inserted: bool,
@@ -289,7 +281,7 @@ struct RunState {
     events: Vec<RunEvent>,
 }
 
-impl RunState {
+impl RunEntry {
     fn has_pending(&self) -> bool {
         !self.inserted || self.dirty || !self.dirty_nodes.is_empty() || !self.events.is_empty()
     }
@@ -312,7 +304,7 @@ impl RunState {
                 if let Some(node) = node
                     && slots.in_graph(slot)
                 {
-                    total += node.usage;
+                    total += node.progress.usage;
                 }
             }
             self.node_usage = total;
@@ -352,12 +344,15 @@ impl RunState {
         state
     }
 
-    fn set_usage(&mut self, slot: usize, usage: Usage) {
+    /// Applies a node's event to its progress, which queues its row; a change of its
+    /// usage makes the run's stale.
+    fn apply_to_node(&mut self, slot: usize, kind: &EventKind) -> &mut NodeState {
         let state = self.node(slot);
-        if state.usage != usage {
-            state.usage = usage;
-            self.usage_stale = true;
-        }
+        let usage = state.progress.usage;
+        state.progress.apply(kind);
+        let changed = state.progress.usage != usage;
+        self.usage_stale |= changed;
+        self.node(slot)
     }
 
     /// After a batch was written: nothing of what it held is queued any more.
@@ -466,7 +461,7 @@ struct Writer {
     graph_json: String,
     /// The nodes of the graph as run, and of its sub-runs.
     slots: Slots,
-    run: Option<RunState>,
+    run: Option<RunEntry>,
     /// When the oldest unwritten change was made.
     first_pending: Option<Instant>,
     /// Write at once (run started or finished, flush asked).
@@ -570,7 +565,7 @@ impl Writer {
     }
 
     fn batch_full(&self) -> bool {
-        self.run.as_ref().is_some_and(RunState::batch_full)
+        self.run.as_ref().is_some_and(RunEntry::batch_full)
     }
 
     /// When the writer must wake up next, if at all.
@@ -651,7 +646,7 @@ impl Writer {
         {
             let now = wall_ms.unwrap_or_else(now_ms);
             let started_at_ms = now.saturating_sub(event.at_ms);
-            self.run = Some(RunState {
+            self.run = Some(RunEntry {
                 id: run_id.clone(),
                 inserted: false,
                 dirty: true,
@@ -694,112 +689,53 @@ impl Writer {
             EventKind::NodeQueued { node, block } => {
                 let slot = slots.slot(node);
                 slots.learn_block(slot, block);
-                let state = run.node(slot);
-                if !state.status.is_final() {
-                    state.status = NodeStatus::Queued;
-                }
+                run.apply_to_node(slot, &event.kind);
                 // Not stored as an event: the node row holds it, and `node_started`
                 // follows at once unless the run is stopped.
                 self.mark_pending();
                 return;
             }
-            EventKind::NodeStarted {
-                node,
-                attempt,
-                inputs,
-            } => {
-                let state = run.node(slots.slot(node));
-                state.status = NodeStatus::Running;
-                state.attempts = *attempt;
+            EventKind::NodeStarted { node, .. } => {
+                let state = run.apply_to_node(slots.slot(node), &event.kind);
                 state.started_at_ms.get_or_insert(at);
-                state.inputs_json = Some(json_text(inputs, "{}"));
-                state.partial.clear();
                 if state.started_seq.is_none() {
                     state.started_seq = Some(event.seq);
                     self.mark_pending();
                     return;
                 }
             }
-            EventKind::NodePartial { node, port, chunk } => {
-                let state = run.partial_node(slots.slot(node));
-                let text = state.partial.entry(port.clone()).or_default();
-                if text.len() < MAX_PARTIAL_BYTES {
-                    text.push_str(chunk);
-                }
+            EventKind::NodePartial { node, .. } => {
+                run.partial_node(slots.slot(node))
+                    .progress
+                    .apply(&event.kind);
                 // Not stored as an event: the node's outputs hold the final text.
                 return;
             }
             EventKind::NodeUsage { node, usage } => {
-                run.node(slots.slot(node)).usage += *usage;
+                run.apply_to_node(slots.slot(node), &event.kind);
                 run.usage_stale |= !usage.is_zero();
                 run.dirty = true;
             }
-            EventKind::NodeRetrying {
-                node,
-                attempt,
-                error,
-                ..
-            } => {
-                let state = run.node(slots.slot(node));
-                state.attempts = *attempt;
-                state.error = Some(error.clone());
+            EventKind::NodeRetrying { node, .. } | EventKind::NodeAwaitingApproval { node } => {
+                run.apply_to_node(slots.slot(node), &event.kind);
             }
-            EventKind::NodeAwaitingApproval { node } => {
-                run.node(slots.slot(node)).status = NodeStatus::AwaitingApproval;
-            }
-            EventKind::NodeFinished {
-                node,
-                outputs,
-                attempts,
-                duration_ms,
-                usage,
-            } => {
-                let slot = slots.slot(node);
-                let state = run.node(slot);
-                state.status = NodeStatus::Done;
-                state.attempts = *attempts;
+            EventKind::NodeFinished { node, .. } => {
+                let state = run.apply_to_node(slots.slot(node), &event.kind);
                 state.finished_at_ms = Some(at);
-                state.duration_ms = Some(*duration_ms);
-                state.outputs_json = Some(json_text(outputs, "{}"));
-                state.error = None;
-                state.partial.clear();
                 state.finished_seq = Some(event.seq);
-                run.set_usage(slot, *usage);
                 run.dirty = true;
                 self.mark_pending();
                 return;
             }
-            EventKind::NodeFailed {
-                node,
-                error,
-                attempts,
-                duration_ms,
-                usage,
-                caught,
-            } => {
-                let slot = slots.slot(node);
-                let state = run.node(slot);
-                state.status = NodeStatus::Failed;
-                state.attempts = *attempts;
+            EventKind::NodeFailed { node, .. } => {
+                let state = run.apply_to_node(slots.slot(node), &event.kind);
                 state.finished_at_ms = Some(at);
-                state.duration_ms = Some(*duration_ms);
-                state.error = Some(error.clone());
-                state.error_caught = *caught;
-                state.partial.clear();
-                run.set_usage(slot, *usage);
                 run.dirty = true;
             }
-            EventKind::NodeSkipped {
-                node,
-                reason,
-                block,
-            } => {
+            EventKind::NodeSkipped { node, block, .. } => {
                 let slot = slots.slot(node);
                 slots.learn_block(slot, block);
-                let state = run.node(slot);
-                state.status = NodeStatus::Skipped;
-                state.finished_at_ms = Some(at);
-                state.skip_reason = Some(reason.clone());
+                run.apply_to_node(slot, &event.kind).finished_at_ms = Some(at);
             }
             EventKind::RunFinished {
                 status,
@@ -898,7 +834,7 @@ impl Writer {
 /// What one transaction writes: the run row, the changed node rows, the new events.
 struct Batch<'a> {
     graph_json: &'a str,
-    run: &'a RunState,
+    run: &'a RunEntry,
     slots: &'a Slots,
     usage: Usage,
     values: &'a [StoredValue],
@@ -1020,25 +956,27 @@ impl Batch<'_> {
                 if node.queued != listed {
                     continue;
                 }
-                let partial = (!node.partial.is_empty()).then(|| json_text(&node.partial, "{}"));
+                let progress = &node.progress;
+                let partial =
+                    (!progress.partial.is_empty()).then(|| json_text(&progress.partial, "{}"));
                 upsert.execute(params![
                     run.id,
                     id,
                     block.as_ref(),
-                    node.status.as_str(),
-                    node.attempts,
+                    progress.status.as_str(),
+                    progress.attempts,
                     node.started_at_ms.map(to_i64),
                     node.finished_at_ms.map(to_i64),
-                    node.duration_ms.map(to_i64),
-                    node.inputs_json,
-                    node.outputs_json,
-                    node.error,
-                    node.error_caught,
-                    node.skip_reason,
+                    progress.duration_ms.map(to_i64),
+                    progress.inputs.0,
+                    progress.outputs.0,
+                    progress.error,
+                    progress.error_caught,
+                    progress.skip_reason,
                     partial,
-                    to_i64(node.usage.input_tokens),
-                    to_i64(node.usage.output_tokens),
-                    node.usage.cost_usd,
+                    to_i64(progress.usage.input_tokens),
+                    to_i64(progress.usage.output_tokens),
+                    progress.usage.cost_usd,
                     node.started_seq.map(to_i64),
                     node.finished_seq.map(to_i64),
                 ])?;

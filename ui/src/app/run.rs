@@ -1,14 +1,11 @@
 //! Running the open graph in-process and following its events, and showing past runs.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use agentloom_core::{
-    ApprovalDecision, ApprovalRequest, GraphDoc, Usage, ValidGraph, Value, ValueMap,
-};
+use agentloom_core::{ApprovalDecision, ApprovalRequest, GraphDoc, ValidGraph, Value, ValueMap};
 use agentloom_engine::{
-    Approver, EventKind, EventSink, Executor, FanoutSink, LogPolicy, NodeStatus, RunDetail,
-    RunEvent, RunOptions, RunReport, RunSeed, RunStatus, RunStore,
+    Approver, EventSink, Executor, FanoutSink, LogPolicy, NodeProgress, NodeStatus, RunDetail,
+    RunEvent, RunOptions, RunReport, RunSeed, RunState, RunStore,
 };
 
 use crate::runner::record::{RunContext, RunRecording};
@@ -85,60 +82,54 @@ impl Approver for UiApprover {
     }
 }
 
-/// What is known of one node in the shown run.
-#[derive(Clone, Debug, Default)]
-pub struct NodeRun {
-    /// The block kind, as the run reported it (empty until it did).
-    pub block: String,
-    pub status: Option<NodeStatus>,
-    pub attempts: u32,
-    pub inputs: ValueMap,
-    pub outputs: ValueMap,
-    /// Streamed output so far, by port.
-    pub partial: BTreeMap<String, String>,
-    pub error: Option<String>,
-    pub duration_ms: Option<u64>,
-    pub usage: Usage,
-    pub skip_reason: Option<String>,
-    /// The run was stopped while this node waited or ran.
-    pub cancelled: bool,
+/// How a node's run state shows on its badge.
+pub trait NodeBadge {
+    /// What the node's badge says and in which colour (`None`: nothing to say yet).
+    fn state(&self) -> Option<(&'static str, egui::Color32)>;
 }
 
-impl NodeRun {
-    /// What the node's badge says and in which colour (`None`: nothing to say yet).
-    pub fn state(&self) -> Option<(&'static str, egui::Color32)> {
+impl NodeBadge for NodeProgress {
+    fn state(&self) -> Option<(&'static str, egui::Color32)> {
         if self.cancelled {
             return Some(("cancelled", super::theme::WARN));
         }
-        let status = self.status.filter(|s| *s != NodeStatus::Pending)?;
-        let text = match status {
+        let text = match self.status {
+            NodeStatus::Pending => return None,
             NodeStatus::AwaitingApproval => "waiting for approval",
             other => other.as_str(),
         };
-        Some((text, super::theme::status_color(status)))
+        Some((text, super::theme::status_color(self.status)))
     }
 }
 
-/// The run shown on the canvas: live, or loaded from the history.
+/// The run shown on the canvas: live, or loaded from the history. What its events say is
+/// a [`RunState`] (the reducer the run log's writer shares), read through this view.
 #[derive(Default)]
 pub struct RunView {
-    pub run_id: Option<String>,
-    pub status: Option<RunStatus>,
-    pub nodes: HashMap<String, NodeRun>,
-    pub outputs: ValueMap,
-    pub error: Option<String>,
-    pub usage: Usage,
-    pub duration_ms: Option<u64>,
+    pub state: RunState,
     /// Nodes waiting for a decision: of the live run, or stored with a waiting run.
     pub approvals: Vec<ApprovalPrompt>,
-    /// Nodes whose outputs were reused (an earlier run, pinned) rather than run.
-    pub reused: std::collections::BTreeSet<String>,
     /// The graph files the next run calls, kept with it in the run log.
     pub graph_files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
     /// The open graph's file when its user has not trusted it: kept with the run.
     pub untrusted_file: Option<std::path::PathBuf>,
     /// Set while a run is going.
     live: Option<LiveRun>,
+}
+
+/// The view reads as its run state (`run.status`, `run.nodes`, …).
+impl std::ops::Deref for RunView {
+    type Target = RunState;
+
+    fn deref(&self) -> &RunState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for RunView {
+    fn deref_mut(&mut self) -> &mut RunState {
+        &mut self.state
+    }
 }
 
 struct LiveRun {
@@ -149,10 +140,6 @@ struct LiveRun {
 impl RunView {
     pub fn is_running(&self) -> bool {
         self.live.is_some()
-    }
-
-    pub fn node(&self, id: &str) -> Option<&NodeRun> {
-        self.nodes.get(id)
     }
 
     /// Starts `graph` on `runtime`; events arrive through [`RunView::drain`].
@@ -223,18 +210,9 @@ impl RunView {
         };
         let repaint = ctx.clone();
         *self = RunView {
-            status: Some(RunStatus::Running),
+            state: RunState::starting(&graph.doc),
             ..RunView::default()
         };
-        for node in &graph.nodes {
-            self.nodes.insert(
-                node.id.clone(),
-                NodeRun {
-                    status: Some(NodeStatus::Pending),
-                    ..NodeRun::default()
-                },
-            );
-        }
         runtime.spawn(async move {
             let report = executor.run(Arc::new(graph), inputs, options, sink).await;
             // The workspace is recorded as the run starts.
@@ -268,7 +246,7 @@ impl RunView {
         }
         let approved = decision.is_approved();
         if prompt.send(decision) && approved {
-            self.entry(node).status = Some(NodeStatus::Running);
+            self.state.nodes.entry(node.to_owned()).or_default().status = NodeStatus::Running;
         }
         None
     }
@@ -285,7 +263,7 @@ impl RunView {
         }
         for msg in msgs {
             match msg {
-                RunMsg::Event(event) => self.apply(&event.kind),
+                RunMsg::Event(event) => self.state.apply(&event.kind),
                 RunMsg::Approval {
                     node,
                     request,
@@ -294,11 +272,12 @@ impl RunView {
                     .approvals
                     .push(ApprovalPrompt::live(node, request, reply)),
                 RunMsg::Finished(report, record_error) => {
-                    self.run_id = Some(report.run_id.clone());
-                    self.status = Some(report.status);
-                    self.mark_cancelled();
-                    if self.error.is_none() {
-                        self.error = report.error.clone().or(record_error);
+                    let state = &mut self.state;
+                    state.run_id = Some(report.run_id.clone());
+                    state.status = Some(report.status);
+                    state.mark_cancelled();
+                    if state.error.is_none() {
+                        state.error = report.error.clone().or(record_error);
                     }
                     self.live = None;
                     finished = true;
@@ -308,159 +287,12 @@ impl RunView {
         finished
     }
 
-    fn apply(&mut self, kind: &EventKind) {
-        match kind {
-            EventKind::RunStarted { run_id, .. } => self.run_id = Some(run_id.clone()),
-            EventKind::NodeQueued { node, block } => {
-                let n = self.entry(node);
-                n.status = Some(NodeStatus::Queued);
-                block.clone_into(&mut n.block);
-            }
-            EventKind::NodeStarted {
-                node,
-                attempt,
-                inputs,
-            } => {
-                let n = self.entry(node);
-                n.status = Some(NodeStatus::Running);
-                n.attempts = *attempt;
-                n.inputs.clone_from(inputs);
-            }
-            EventKind::NodePartial { node, port, chunk } => {
-                self.entry(node)
-                    .partial
-                    .entry(port.clone())
-                    .or_default()
-                    .push_str(chunk);
-            }
-            EventKind::NodeUsage { node, usage } => self.entry(node).usage += *usage,
-            EventKind::NodeRetrying { node, error, .. } => {
-                self.entry(node).error = Some(error.clone())
-            }
-            EventKind::NodeAwaitingApproval { node } => {
-                self.entry(node).status = Some(NodeStatus::AwaitingApproval);
-            }
-            EventKind::NodeFinished {
-                node,
-                outputs,
-                attempts,
-                duration_ms,
-                usage,
-            } => {
-                // A node reused from an earlier run or its pinned outputs did not run.
-                if *attempts == 0 {
-                    self.reused.insert(node.clone());
-                }
-                let n = self.entry(node);
-                n.status = Some(NodeStatus::Done);
-                n.outputs.clone_from(outputs);
-                n.attempts = *attempts;
-                n.duration_ms = Some(*duration_ms);
-                n.usage = *usage;
-                n.error = None;
-                n.partial.clear();
-            }
-            EventKind::NodeFailed {
-                node,
-                error,
-                attempts,
-                duration_ms,
-                usage,
-                ..
-            } => {
-                let n = self.entry(node);
-                n.status = Some(NodeStatus::Failed);
-                n.error = Some(error.clone());
-                n.attempts = *attempts;
-                n.duration_ms = Some(*duration_ms);
-                n.usage = *usage;
-            }
-            EventKind::NodeSkipped {
-                node,
-                reason,
-                block,
-            } => {
-                let n = self.entry(node);
-                block.clone_into(&mut n.block);
-                n.status = Some(NodeStatus::Skipped);
-                n.skip_reason = Some(reason.clone());
-            }
-            EventKind::RunFinished {
-                status,
-                outputs,
-                error,
-                usage,
-                duration_ms,
-            } => {
-                self.status = Some(*status);
-                self.mark_cancelled();
-                self.outputs.clone_from(outputs);
-                self.error.clone_from(error);
-                self.usage = *usage;
-                self.duration_ms = Some(*duration_ms);
-            }
-        }
-    }
-
-    /// After a stopped run, the nodes it left unfinished show as cancelled.
-    fn mark_cancelled(&mut self) {
-        if !matches!(
-            self.status,
-            Some(RunStatus::Cancelled | RunStatus::Interrupted)
-        ) {
-            return;
-        }
-        // A node the stop interrupted reports the block error of a cancellation.
-        let interrupted = agentloom_core::BlockError::cancelled().message;
-        for node in self.nodes.values_mut() {
-            node.cancelled = match node.status {
-                Some(NodeStatus::Queued | NodeStatus::Running | NodeStatus::AwaitingApproval) => {
-                    true
-                }
-                Some(NodeStatus::Failed) => node.error.as_deref() == Some(interrupted.as_str()),
-                _ => false,
-            };
-        }
-    }
-
-    fn entry(&mut self, node: &str) -> &mut NodeRun {
-        self.nodes.entry(node.to_owned()).or_default()
-    }
-
     /// Shows a recorded run.
     pub fn from_detail(detail: &RunDetail) -> RunView {
-        let mut view = RunView {
-            run_id: Some(detail.run.id.clone()),
-            status: Some(detail.run.status),
-            outputs: detail.outputs.clone(),
-            error: detail.run.error.clone(),
-            usage: detail.run.usage,
-            duration_ms: detail.run.duration_ms,
+        RunView {
+            state: RunState::from(detail),
             ..RunView::default()
-        };
-        for row in &detail.nodes {
-            if row.status == NodeStatus::Done && row.attempts == 0 {
-                view.reused.insert(row.node_id.clone());
-            }
-            view.nodes.insert(
-                row.node_id.clone(),
-                NodeRun {
-                    block: row.block.clone(),
-                    status: Some(row.status),
-                    attempts: row.attempts,
-                    inputs: row.inputs.clone(),
-                    outputs: row.outputs.clone(),
-                    partial: row.partial.clone(),
-                    error: row.error.clone(),
-                    duration_ms: row.duration_ms,
-                    usage: row.usage,
-                    skip_reason: row.skip_reason.clone(),
-                    cancelled: false,
-                },
-            );
         }
-        view.mark_cancelled();
-        view
     }
 }
 

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use agentloom_blocks::agent::Step;
 use agentloom_core::{RunInput, Value};
-use agentloom_engine::RunStatus;
+use agentloom_engine::{NodeProgress, RunStatus};
 use egui::{RichText, Ui};
 
 use super::Command;
-use super::run::{NodeRun, RunView};
+use super::run::{NodeBadge, RunView};
 use super::theme;
 
 /// One graph input in the form.
@@ -170,7 +170,7 @@ pub fn run_summary_ui(ui: &mut Ui, run: &mut RunView, commands: &mut Vec<Command
 }
 
 /// One node's full record in the run.
-pub fn node_run_ui(ui: &mut Ui, run: &NodeRun) {
+pub fn node_run_ui(ui: &mut Ui, run: &NodeProgress) {
     ui.label(RichText::new("Last run").strong());
     if let Some((text, color)) = run.state() {
         ui.label(RichText::new(text).color(color));

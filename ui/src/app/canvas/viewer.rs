@@ -29,6 +29,7 @@ use super::wiring::Pin;
 use crate::app::Command;
 use crate::app::document::CanvasNode;
 use crate::app::panels::palette::{PaletteEntry, search_entries};
+use crate::app::run::NodeBadge;
 use crate::app::run::RunView;
 use crate::app::theme;
 
@@ -177,7 +178,7 @@ impl<'a> Viewer<'a> {
         }
     }
 
-    /// The word for a node's run state (`text` from `NodeRun::state`): outputs reused from an
+    /// The word for a node's run state (`text` from `NodeBadge::state`): outputs reused from an
     /// earlier run (or pinned) rather than run again say so.
     fn state_word(&self, id: &str, text: &'static str) -> &'static str {
         if self.run.reused.contains(id) && text == "done" {
@@ -191,7 +192,7 @@ impl<'a> Viewer<'a> {
     /// failed or invalid, or its run status; `None` for a node with nothing to show.
     fn state_color(&self, node: NodeId, snarl: &Snarl<CanvasNode>) -> Option<Color32> {
         let canvas = snarl.get_node(node)?;
-        let status = self.run.node(&canvas.doc.id).and_then(|r| r.status);
+        let status = self.run.node(&canvas.doc.id).map(|r| r.status);
         let has_problem =
             canvas.config_problem.is_some() || self.problems.contains_key(&canvas.doc.id);
         if Some(node) == self.inspected {
@@ -245,7 +246,7 @@ impl Viewer<'_> {
             let done = self
                 .run
                 .node(&canvas.doc.id)
-                .is_some_and(|r| r.status == Some(NodeStatus::Done));
+                .is_some_and(|r| r.status == NodeStatus::Done);
             if ui
                 .add_enabled(done, egui::Button::new("Pin outputs"))
                 .on_hover_text("Keep this node's outputs from the run shown: later runs use them instead of running it")
@@ -512,10 +513,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             self.box_header_ui(node, ui, snarl);
             return;
         }
-        let state = self
-            .run
-            .node(&canvas.doc.id)
-            .and_then(crate::app::run::NodeRun::state);
+        let state = self.run.node(&canvas.doc.id).and_then(NodeBadge::state);
         let detailed = self.node_detailed(node);
         // A detailed node says its state in the badge below its pins, so that nothing a run
         // brings changes the node's width.

@@ -9,13 +9,13 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 
 use agentloom_core::{BlockCatalog, ConfigField, FieldKind, ValueType};
+use agentloom_engine::NodeProgress;
 use agentloom_engine::credentials::CredentialInfo;
 use egui::{RichText, Ui};
 use egui_snarl::NodeId;
 
 use crate::app::Command;
 use crate::app::document::CanvasNode;
-use crate::app::run::NodeRun;
 use crate::app::theme;
 
 /// What the inspector keeps between frames.
@@ -57,7 +57,7 @@ pub fn inspector_ui(
     state: &mut InspectorState,
     node_id: NodeId,
     node: &CanvasNode,
-    run: Option<&NodeRun>,
+    run: Option<&NodeProgress>,
     catalog: &dyn BlockCatalog,
     credentials: &[CredentialInfo],
     commands: &mut Vec<Command>,

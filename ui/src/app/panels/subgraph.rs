@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 
 use agentloom_blocks::graph_call;
 use agentloom_core::NodeDoc;
+use agentloom_engine::NodeProgress;
 use egui::{RichText, Ui};
 
-use crate::app::run::RunView;
+use crate::app::run::{NodeBadge, RunView};
 use crate::app::theme;
 
 /// The graph file `node` runs, if it runs one: `Err` says why it cannot be found.
@@ -33,7 +34,7 @@ pub fn child_file(node: &NodeDoc, graph_file: Option<&Path>) -> Option<Result<Pa
 /// The nodes of the sub-runs of node `id` in `run` (recorded as `id/…`), with their state.
 pub fn child_runs_ui(ui: &mut Ui, run: &RunView, id: &str) {
     let prefix = format!("{id}/");
-    let mut children: Vec<(&str, &crate::app::run::NodeRun)> = run
+    let mut children: Vec<(&str, &NodeProgress)> = run
         .nodes
         .iter()
         .filter_map(|(node, state)| Some((node.strip_prefix(&prefix)?, state)))
