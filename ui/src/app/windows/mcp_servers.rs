@@ -100,9 +100,9 @@ impl McpConnector {
         let spawned = std::thread::Builder::new()
             .name("agentloom-mcp-connect".to_owned())
             .spawn(move || {
-                let mut catalog = for_thread.builtin();
-                let problems =
-                    agentloom_blocks::mcp::add_mcp_tools(&mut catalog, &servers, secrets.as_ref());
+                let file = for_thread.graph_file.as_deref();
+                let (catalog, problems) =
+                    crate::runner::catalog::catalog_for(&servers, file, true, secrets.as_ref());
                 // The app may have moved on to other servers; then nobody listens.
                 let _ = sender.send((catalog, problems));
             });
