@@ -1,7 +1,8 @@
 //! The one reducer of run events: what a run's event stream says about the run and each
 //! node. The run-log writer keeps each node's [`NodeProgress`] with its batching (values as
 //! the JSON it writes), the app holds a [`RunState`] for the run it shows, and a run read
-//! back from the log converts into one, so the live view and the recorded run agree.
+//! back from the log converts into one (`RunState::from(&RunDetail)`, in the store), so the
+//! live view and the recorded run agree.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,7 +10,6 @@ use agentloom_core::{GraphDoc, Usage, ValueMap};
 use serde::{Deserialize, Serialize};
 
 use crate::events::{EventKind, NodeStatus, RunStatus};
-use crate::store::RunDetail;
 
 /// Streamed output kept per node port; beyond it the text stops growing (the node's
 /// outputs hold the final value).
@@ -241,32 +241,5 @@ impl RunState {
     /// The node `id`, if the run has said anything of it.
     pub fn node(&self, id: &str) -> Option<&NodeProgress> {
         self.nodes.get(id)
-    }
-}
-
-impl From<&RunDetail> for RunState {
-    /// A run as recorded: the nodes that never started are pending.
-    fn from(detail: &RunDetail) -> Self {
-        let mut state = RunState {
-            run_id: Some(detail.run.id.clone()),
-            status: Some(detail.run.status),
-            nodes: detail
-                .nodes
-                .iter()
-                .map(|row| (row.node_id.clone(), row.progress.clone()))
-                .collect(),
-            outputs: detail.outputs.clone(),
-            error: detail.run.error.clone(),
-            usage: detail.run.usage,
-            duration_ms: detail.run.duration_ms,
-            reused: detail
-                .nodes
-                .iter()
-                .filter(|row| row.status == NodeStatus::Done && row.attempts == 0)
-                .map(|row| row.node_id.clone())
-                .collect(),
-        };
-        state.mark_cancelled();
-        state
     }
 }

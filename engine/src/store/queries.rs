@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{RunStore, StoreError, from_i64, values};
 use crate::events::{EventKind, NodeStatus, RunEvent, RunStatus};
-use crate::run_state::NodeProgress;
+use crate::run_state::{NodeProgress, RunState};
 
 /// One run in a list of runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +49,33 @@ impl RunDetail {
 
     pub fn node(&self, id: &str) -> Option<&NodeRow> {
         self.nodes.iter().find(|n| n.node_id == id)
+    }
+}
+
+impl From<&RunDetail> for RunState {
+    /// A run as recorded: the nodes that never started are pending.
+    fn from(detail: &RunDetail) -> Self {
+        let mut state = RunState {
+            run_id: Some(detail.run.id.clone()),
+            status: Some(detail.run.status),
+            nodes: detail
+                .nodes
+                .iter()
+                .map(|row| (row.node_id.clone(), row.progress.clone()))
+                .collect(),
+            outputs: detail.outputs.clone(),
+            error: detail.run.error.clone(),
+            usage: detail.run.usage,
+            duration_ms: detail.run.duration_ms,
+            reused: detail
+                .nodes
+                .iter()
+                .filter(|row| row.status == NodeStatus::Done && row.attempts == 0)
+                .map(|row| row.node_id.clone())
+                .collect(),
+        };
+        state.mark_cancelled();
+        state
     }
 }
 
