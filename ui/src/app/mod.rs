@@ -17,6 +17,7 @@ mod document;
 pub(crate) mod files;
 mod logic;
 mod menus;
+mod native;
 mod panels;
 mod resume;
 mod run;
@@ -47,6 +48,7 @@ pub use command::Command;
 pub use document::{ConnectError, Document};
 pub use examples::EXAMPLES;
 pub use files::{load_graph, save_graph};
+pub use native::run_native;
 
 use canvas::CanvasState;
 use inspector::InspectorState;
@@ -441,78 +443,4 @@ impl App {
             selected
         }
     }
-}
-
-/// The eframe wrapper.
-struct DesktopApp {
-    app: App,
-    started: Instant,
-    logged_first_frame: bool,
-}
-
-impl eframe::App for DesktopApp {
-    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
-        self.app.logic(ctx);
-    }
-
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        self.app.show(ui);
-        if !self.logged_first_frame {
-            self.logged_first_frame = true;
-            tracing::info!(
-                elapsed_ms = self.started.elapsed().as_millis(),
-                nodes = self.app.document.snarl.nodes().count(),
-                "first frame"
-            );
-        }
-    }
-
-    fn on_exit(&mut self, _gl: Option<&eframe::glow::Context>) {
-        self.app.close();
-    }
-}
-
-/// Opens the desktop window on `graph` (or the last/example graph), recording runs in `db`
-/// (or the per-user run log).
-pub fn run_native(
-    path: Option<PathBuf>,
-    db: Option<PathBuf>,
-    workspace: Option<PathBuf>,
-) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let mut paths = AppPaths::user_default(db);
-    paths.workspace = workspace;
-    let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default()
-            .with_title("Agentloom")
-            .with_inner_size([1280.0, 800.0])
-            .with_min_inner_size([640.0, 400.0])
-            .with_drag_and_drop(true)
-            .with_icon(window_icon()),
-        renderer: eframe::Renderer::Glow,
-        ..eframe::NativeOptions::default()
-    };
-    eframe::run_native(
-        "Agentloom",
-        options,
-        Box::new(move |_cc| {
-            let app = App::startup(path, &paths);
-            Ok(Box::new(DesktopApp {
-                app,
-                started,
-                logged_first_frame: false,
-            }))
-        }),
-    )
-    .map_err(|e| anyhow::anyhow!("cannot open the window: {e}"))
-}
-
-/// The application icon (assets/icons), on the window and in the task bar. An unreadable one
-/// leaves the window without (an empty icon is none), which is no reason not to open.
-fn window_icon() -> egui::IconData {
-    let png = include_bytes!("../../../assets/icons/agentloom-256.png");
-    eframe::icon_data::from_png_bytes(png).unwrap_or_else(|e| {
-        tracing::warn!("the window icon is unreadable: {e}");
-        egui::IconData::default()
-    })
 }
