@@ -669,3 +669,76 @@ fn show(db: &Path, run_id: &str) -> Value {
     assert!(output.status.success(), "{}", stderr(&output));
     serde_json::from_slice(&output.stdout).unwrap()
 }
+
+#[test]
+fn eval_nats_spreads_the_cases_over_the_workers_and_checks_them_here() {
+    let nats = NatsServer::start();
+    let workers: Vec<Worker> = ["e1", "e2"]
+        .iter()
+        .map(|name| Worker::start(&nats, name, &["--concurrency", "2"]))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 300);
+    let mut cases = String::new();
+    for i in 0..8 {
+        let expected = if i == 7 { "not what it says" } else { "" };
+        let expect = if expected.is_empty() {
+            json!({"echo": format!("t{i}")})
+        } else {
+            json!({"echo": expected})
+        };
+        cases.push_str(
+            &json!({"name": format!("case {i}"), "inputs": {"text": format!("t{i}")}, "expect": expect})
+                .to_string(),
+        );
+        cases.push('\n');
+    }
+    let cases_file = dir.path().join("cases.jsonl");
+    std::fs::write(&cases_file, cases).unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let output = bin()
+        .arg("eval")
+        .arg(&graph)
+        .arg("--cases")
+        .arg(&cases_file)
+        .args(["--nats", &nats.url, "--concurrency", "8", "--json", "--trust"])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    // One case expects another text: the pass rate is 7/8, under the default 1.0.
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["passed"], 7, "{summary}");
+    assert_eq!(summary["failed"], 1, "{summary}");
+    let run_ids: BTreeSet<String> = summary["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|case| case["runs"].as_array().unwrap().iter())
+        .map(|run| run["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(run_ids.len(), 8);
+    // Every case ran on a worker, each once, and both workers took some.
+    let per_worker: Vec<BTreeMap<String, String>> = workers.iter().map(Worker::runs).collect();
+    for run_id in &run_ids {
+        let ran: usize = per_worker.iter().filter(|runs| runs.contains_key(run_id)).count();
+        assert_eq!(ran, 1, "run {run_id} ran on {ran} workers");
+    }
+    for (worker, runs) in workers.iter().zip(&per_worker) {
+        assert!(
+            runs.keys().any(|id| run_ids.contains(id)),
+            "worker {} ran no case",
+            worker.name
+        );
+    }
+    // The evaluation is recorded here, and `evals` lists it.
+    let listed = bin()
+        .args(["evals", "--json"])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+}

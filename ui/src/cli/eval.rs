@@ -47,6 +47,10 @@ pub struct EvalArgs {
     /// Trust the graph file for this evaluation without asking (see `agentloom trust`).
     #[arg(long)]
     pub trust: bool,
+    /// Spread the cases over the workers of this NATS JetStream server (`agentloom worker`)
+    /// instead of running them here; the checks and the evaluation stay here.
+    #[arg(long, value_name = "URL", conflicts_with = "replay")]
+    pub nats: Option<String>,
 }
 
 /// `agentloom eval`: runs every case (`--repeat` times), checks it, records the evaluation
@@ -75,6 +79,7 @@ pub(crate) fn eval_command(args: EvalArgs) -> anyhow::Result<i32> {
         replay_miss: args.replay_miss,
         workspace,
         trust: args.trust,
+        nats: args.nats.clone(),
     };
     let cancel = CancellationToken::new();
     super::interrupt::watch(cancel.clone());

@@ -83,6 +83,8 @@ pub struct EvalPlan {
     pub replay_miss: ReplayMissArg,
     pub workspace: PathBuf,
     pub trust: bool,
+    /// Run the cases on the workers of this NATS server instead of here.
+    pub nats: Option<String>,
 }
 
 /// One case run checked.
@@ -158,6 +160,17 @@ pub fn run_evaluation(
             })?),
             None => None,
         };
+    // Before the evaluation is recorded: a server that cannot be reached leaves no trace.
+    let runtime = super::async_runtime().map_err(|e| failed(&e))?;
+    let runner = match &plan.nats {
+        Some(url) => {
+            let queue = runtime
+                .block_on(crate::remote::Nats::connect(url, "agentloom eval"))
+                .map_err(|e| failed(&e))?;
+            runner.with_queue(queue)
+        }
+        None => runner,
+    };
     let trusted = plan.trust || crate::trust::is_trusted(&plan.graph);
     let judge = Judge {
         registry: Arc::new(Registry::builtin()),
@@ -184,7 +197,6 @@ pub fn run_evaluation(
     };
     store.begin_evaluation(&row).map_err(|e| failed(&e))?;
     let started = Instant::now();
-    let runtime = super::async_runtime().map_err(|e| failed(&e))?;
     let total_runs = cases.len() * plan.repeat as usize;
     let done = std::sync::atomic::AtomicUsize::new(0);
     let jobs: Vec<(usize, u32)> = (0..cases.len())

@@ -80,6 +80,7 @@ impl EvaluationsPanel {
             replay_miss: ReplayMissArg::Fail,
             workspace: env.workspace.clone(),
             trust: env.trusted,
+            nats: None,
         };
         let (tx, rx) = mpsc::channel();
         let cancel = CancellationToken::new();
