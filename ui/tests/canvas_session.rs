@@ -547,3 +547,29 @@ fn file_blocks_of_a_saved_graph_work_in_the_graph_folder() {
     );
     assert!(!dir.path().join("note.txt").exists());
 }
+
+#[test]
+fn the_history_names_the_worker_of_a_run_recorded_from_a_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let constant = r#"{"format":"agentloom.graph","version":1,"name":"constant","nodes":[
+        {"id":"c","block":"data.constant","config":{"value":"hi"}},
+        {"id":"out","block":"graph.output","config":{"name":"out"}}],
+        "edges":[{"from":["c","value"],"to":["out","value"]}]}"#;
+    let mut h = harness(&graph(constant), &paths(&dir));
+    h.state_mut().send(Command::Run);
+    h.run_steps(2);
+    wait_until(&mut h, "the run", |h| {
+        !h.state().run.is_running() && !h.state().history().is_empty()
+    });
+    let run_id = h.state().history()[0].id.clone();
+    assert!(h.query_by_label_contains("on worker-7").is_none());
+    // What `agentloom submit --wait` records for a run a worker ran.
+    agentloom_engine::RunStore::open(&dir.path().join("runs.sqlite3"))
+        .unwrap()
+        .record_worker(&run_id, "worker-7")
+        .unwrap();
+    h.get_by_role_and_label(Role::Button, "Refresh").click();
+    h.run_steps(2);
+    assert_eq!(h.state().history()[0].worker.as_deref(), Some("worker-7"));
+    h.get_by_label_contains("· on worker-7");
+}

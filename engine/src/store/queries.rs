@@ -24,6 +24,9 @@ pub struct RunRow {
     pub usage: Usage,
     pub error: Option<String>,
     pub node_count: usize,
+    /// The worker that ran it, for a run recorded from a queue (`submit --wait`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 /// One run with everything recorded about it.
@@ -100,7 +103,8 @@ impl std::ops::Deref for NodeRow {
 }
 
 const RUN_COLUMNS: &str = "id, graph_name, status, started_at_ms, finished_at_ms, duration_ms, \
-                           input_tokens, output_tokens, cost_usd, error, node_count";
+                           input_tokens, output_tokens, cost_usd, error, node_count, \
+                           (SELECT worker FROM remote_runs WHERE remote_runs.run_id = runs.id)";
 
 /// The raw columns of a run row, checked afterwards (a rusqlite row callback cannot
 /// return our own errors).
@@ -116,6 +120,7 @@ struct RawRun {
     cost_usd: f64,
     error: Option<String>,
     node_count: i64,
+    worker: Option<String>,
 }
 
 impl RawRun {
@@ -132,6 +137,7 @@ impl RawRun {
             cost_usd: row.get(8)?,
             error: row.get(9)?,
             node_count: row.get(10)?,
+            worker: row.get(11)?,
         })
     }
 
@@ -155,6 +161,7 @@ impl RawRun {
             },
             error: self.error,
             node_count: usize::try_from(self.node_count).unwrap_or(0),
+            worker: self.worker,
             id: self.id,
         })
     }
@@ -361,7 +368,7 @@ impl RunStore {
                     ),
                     params![id],
                     |row| {
-                        let extra: Extra = (row.get(11)?, row.get(12)?, row.get(13)?, row.get(14)?);
+                        let extra: Extra = (row.get(12)?, row.get(13)?, row.get(14)?, row.get(15)?);
                         Ok((RawRun::from_row(row)?, extra))
                     },
                 )

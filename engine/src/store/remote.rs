@@ -1,7 +1,7 @@
 //! Runs that ran on another machine: the worker that ran each one, so that `runs`/`show`
-//! say where a run recorded from a queue happened.
+//! say where a run recorded from a queue happened (read back as `RunRow::worker`).
 
-use rusqlite::{OptionalExtension as _, params};
+use rusqlite::params;
 
 use super::{RunStore, StoreError};
 
@@ -19,20 +19,5 @@ impl RunStore {
                 source,
             })?;
         Ok(())
-    }
-
-    /// The worker that ran run `run_id`, when it ran on another machine.
-    pub fn run_worker(&self, run_id: &str) -> Result<Option<String>, StoreError> {
-        self.lock()
-            .query_row(
-                "SELECT worker FROM remote_runs WHERE run_id = ?1",
-                params![run_id],
-                |row| row.get::<_, String>(0),
-            )
-            .optional()
-            .map_err(|source| StoreError::Read {
-                path: self.path.clone(),
-                source,
-            })
     }
 }

@@ -393,27 +393,15 @@ fn export_runs(db: Option<PathBuf>, file: &Path) -> anyhow::Result<i32> {
 fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result<i32> {
     let store = open_run_log(db)?;
     let runs = store.list_runs(limit)?;
-    // Runs recorded from a queue name the worker that ran them.
-    let workers = runs
-        .iter()
-        .map(|run| store.run_worker(&run.id))
-        .collect::<Result<Vec<_>, _>>()?;
     if json {
-        let mut listed = serde_json::to_value(&runs)?;
-        if let Some(rows) = listed.as_array_mut() {
-            for (row, worker) in rows.iter_mut().zip(&workers) {
-                if let Some(worker) = worker {
-                    row["worker"] = json!(worker);
-                }
-            }
-        }
-        out!("{}", serde_json::to_string_pretty(&listed)?);
+        // Runs recorded from a queue carry the `worker` that ran them.
+        out!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(0);
     }
     if runs.is_empty() {
         eprintln!("no runs yet in {}", store.path().display());
     }
-    for (run, worker) in runs.into_iter().zip(workers) {
+    for run in runs {
         out!(
             "{}  {:<11} {:>8}  {}{}{}",
             run.id,
@@ -421,7 +409,7 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
             run.duration_ms
                 .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
             Escaped(&run.graph_name),
-            worker
+            run.worker
                 .map(|w| format!(" on {}", Escaped(&w)))
                 .unwrap_or_default(),
             run.error
@@ -441,14 +429,10 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         );
         return Ok(EXIT_INVALID);
     };
-    // A run recorded from a queue (`submit --wait`) names the worker that ran it.
-    let worker = store.run_worker(&detail.run.id)?;
     if json {
+        // A run recorded from a queue (`submit --wait`) carries the `worker` that ran it.
         let mut shown = serde_json::to_value(&detail)?;
         agent::add_steps(&mut shown);
-        if let Some(worker) = &worker {
-            shown["worker"] = json!(worker);
-        }
         out!("{}", serde_json::to_string_pretty(&shown)?);
         return Ok(0);
     }
@@ -462,7 +446,7 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     if let Some(ms) = run.duration_ms {
         out!("duration {ms} ms");
     }
-    if let Some(worker) = &worker {
+    if let Some(worker) = &run.worker {
         out!("worker {}", Escaped(worker));
     }
     if !run.usage.is_zero() {

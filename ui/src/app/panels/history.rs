@@ -40,7 +40,7 @@ pub fn history_ui(ui: &mut Ui, runs: &[RunRow], shown: Option<&str>, commands: &
                         theme::WARN
                     }
                 };
-                let text = format!(
+                let mut text = format!(
                     "{} · {} · {} · {}",
                     run.graph_name,
                     run.status.as_str(),
@@ -48,6 +48,9 @@ pub fn history_ui(ui: &mut Ui, runs: &[RunRow], shown: Option<&str>, commands: &
                     run.duration_ms
                         .map_or_else(String::new, |ms| format!("{ms} ms"))
                 );
+                if let Some(worker) = &run.worker {
+                    text.push_str(&format!(" · on {worker}"));
+                }
                 let selected = shown == Some(run.id.as_str());
                 // One line per run, so as many runs as fit are listed.
                 let response = ui.add(
