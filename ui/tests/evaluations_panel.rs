@@ -1,5 +1,5 @@
 //! The Evaluations panel and the run timeline, driven through the real UI (egui_kittest):
-//! View → Evaluations, run a cases file, ✓/✗ per check, a case opens its run on the
+//! View → Evaluations, run a cases file, ✔/❌ per check, a case opens its run on the
 //! canvas, the shown run added as a case, the chart of the graph's evaluations, and the
 //! timeline of the shown run's nodes.
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -40,14 +40,17 @@ fn a_cases_file_runs_from_the_panel_and_a_case_opens_its_run() {
         h.state().evaluations.result.is_some()
     });
     assert_eq!(h.state().evaluations.status, "1 passed, 1 failed");
-    h.get_by_label("✓ greets Ada");
-    h.get_by_label("✗ wrong");
+    h.get_by_label("✔ greets Ada");
+    h.get_by_label("❌ wrong");
     assert!(
-        h.query_all_by_label("✓ greeting equals").count() >= 1,
-        "a ✓ per passed check"
+        h.query_all_by_label("✔ greeting equals").count() >= 1,
+        "a ✔ per passed check"
     );
-    h.get_by_label("✗ greeting equals");
+    h.get_by_label("❌ greeting equals");
     h.get_by_label("Pass rate and cost over 1 evaluations");
+    // The cases' runs are in the history at once.
+    h.run_steps(2);
+    assert_eq!(h.state().history().len(), 2, "{:?}", h.state().history());
 
     // A case opens its run on the canvas.
     let result = h.state().evaluations.result.clone().unwrap();
@@ -55,7 +58,7 @@ fn a_cases_file_runs_from_the_panel_and_a_case_opens_its_run() {
         .as_str()
         .unwrap()
         .to_owned();
-    h.get_by_label("✓ greets Ada").click();
+    h.get_by_label("✔ greets Ada").click();
     h.run_steps(3);
     wait_until(&mut h, "the case's run on the canvas", |h| {
         h.state().run.run_id.as_deref() == Some(ada_run.as_str())

@@ -1,6 +1,6 @@
 //! The Evaluations panel (View → Evaluations): choose or create a cases file (a case can
 //! be added from the shown run's inputs and outputs), run it with progress on a thread of
-//! its own, see ✓/✗ per check, open a case's run on the canvas, and follow pass rate and
+//! its own, see ✔/❌ per check, open a case's run on the canvas, and follow pass rate and
 //! cost over the graph's evaluations on a chart. The same evaluation as `agentloom eval`.
 
 use std::path::{Path, PathBuf};
@@ -285,7 +285,7 @@ impl EvaluationsPanel {
     }
 }
 
-/// The table of a finished evaluation: a row a case, ✓/✗ a check; a case's name opens
+/// The table of a finished evaluation: a row a case, ✔/❌ a check; a case's name opens
 /// its (first) run.
 fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<EvaluationAction> {
     let mut action = None;
@@ -299,7 +299,7 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
             ui.end_row();
             for case in result["cases"].as_array().into_iter().flatten() {
                 let name = case["name"].as_str().unwrap_or_default();
-                let mark = if case["passed"] == true { "✓" } else { "✗" };
+                let mark = if case["passed"] == true { "✔" } else { "❌" };
                 let first_run = case["runs"][0]["run_id"].as_str().unwrap_or_default();
                 if ui
                     .link(format!("{mark} {}", agentloom_core::escape_control(name)))
@@ -315,7 +315,7 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
                             let passed = check["passed"] == true;
                             let label = format!(
                                 "{} {} {}",
-                                if passed { "✓" } else { "✗" },
+                                if passed { "✔" } else { "❌" },
                                 check["output"].as_str().unwrap_or_default(),
                                 check["check"].as_str().unwrap_or_default()
                             );
@@ -348,30 +348,39 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
 
 /// Pass rate (%) and cost (USD) of the graph's evaluations, oldest first.
 fn history_chart(ui: &mut egui::Ui, history: &[EvaluationRow]) {
-    use egui_plot::{Legend, Line, Plot, PlotPoints};
+    use egui_plot::{Legend, Line, Plot, Points};
     #[allow(clippy::cast_precision_loss, reason = "an index on a chart")]
-    let pass: PlotPoints = history
-        .iter()
-        .enumerate()
-        .map(|(i, row)| [i as f64, row.pass_rate.unwrap_or_default() * 100.0])
-        .collect();
-    #[allow(clippy::cast_precision_loss, reason = "an index on a chart")]
-    let cost: PlotPoints = history
-        .iter()
-        .enumerate()
-        .map(|(i, row)| [i as f64, row.cost_usd])
-        .collect();
+    let series = |value: &dyn Fn(&EvaluationRow) -> f64| -> Vec<[f64; 2]> {
+        history
+            .iter()
+            .enumerate()
+            .map(|(i, row)| [i as f64, value(row)])
+            .collect()
+    };
+    let pass = series(&|row| row.pass_rate.unwrap_or_default() * 100.0);
+    let cost = series(&|row| row.cost_usd);
     ui.label(format!(
         "Pass rate and cost over {} evaluations",
         history.len()
     ));
+    #[allow(clippy::cast_precision_loss, reason = "an index on a chart")]
+    let last = history.len().saturating_sub(1).max(1) as f64;
     Plot::new("evaluation history")
         .height(140.0)
         .legend(Legend::default())
         .allow_scroll(false)
+        // From the first evaluation to the last, 0 to 100 %: one evaluation is a point
+        // on a chart of its own size, not a dot in an empty field.
+        .include_x(0.0)
+        .include_x(last)
+        .include_y(0.0)
+        .include_y(100.0)
         .show(ui, |plot| {
-            plot.line(Line::new("pass rate (%)", pass));
-            plot.line(Line::new("cost (USD)", cost));
+            // Markers too: a single evaluation has no line to draw.
+            plot.line(Line::new("pass rate (%)", pass.clone()));
+            plot.points(Points::new("pass rate (%)", pass).radius(3.0));
+            plot.line(Line::new("cost (USD)", cost.clone()));
+            plot.points(Points::new("cost (USD)", cost).radius(3.0));
         });
 }
 
@@ -385,8 +394,13 @@ impl crate::app::App {
             shown_run: self.run.run_id.as_deref(),
             trusted: self.untrusted.is_none(),
         };
+        let was_running = self.evaluations.is_running();
         if let Some(EvaluationAction::OpenRun(run_id)) = self.evaluations.show(ctx, &env) {
             self.commands.push(crate::app::Command::OpenRun(run_id));
+        }
+        // The cases' runs join the history once the evaluation is over.
+        if was_running && !self.evaluations.is_running() {
+            self.commands.push(crate::app::Command::RefreshHistory);
         }
     }
 }
