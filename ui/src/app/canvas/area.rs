@@ -60,17 +60,35 @@ impl App {
         egui::Id::new("agentloom-canvas").with(self.selection_epoch)
     }
 
-    /// The nodes selected on the canvas (shift-click, shift-drag a box).
+    /// The nodes selected on the canvas (shift-click, shift-drag a box, Select all).
     pub fn selected_ids(&self, ctx: &egui::Context) -> Vec<String> {
-        egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx)
+        self.selected_nodes(ctx)
             .into_iter()
             .filter_map(|n| self.document.snarl.get_node(n).map(|c| c.doc.id.clone()))
             .collect()
     }
 
+    /// The canvas selection: egui-snarl's and the blocks added beside it, each once.
+    pub(in crate::app) fn selected_nodes(&self, ctx: &egui::Context) -> Vec<egui_snarl::NodeId> {
+        let mut selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx);
+        for node in &self.canvas.also_selected {
+            if !selected.contains(node) && self.document.snarl.get_node(*node).is_some() {
+                selected.push(*node);
+            }
+        }
+        selected
+    }
+
+    /// Selects every block (Edit → Select all).
+    pub(in crate::app) fn select_all(&mut self) {
+        self.canvas.also_selected = self.document.snarl.node_ids().map(|(id, _)| id).collect();
+    }
+
     /// Empties the canvas selection, keeping the view where it is.
     pub(in crate::app) fn clear_selection(&mut self, ctx: &egui::Context) {
+        self.canvas.also_selected.clear();
         if egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx).is_empty() {
+            self.last_selection.clear();
             return;
         }
         self.selection_epoch += 1;
@@ -266,6 +284,32 @@ impl App {
         {
             self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
         }
+        // A press on the canvas takes the keyboard from any field (the inspector's), so
+        // that the canvas's keys work again.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.any_pressed())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+        {
+            ctx.memory_mut(egui::Memory::stop_text_input);
+        }
+        // A shift-click adds to the selection: the block the inspector shows counts as
+        // selected, so it stays in (snarl selects only the clicked block).
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.primary_clicked() && i.modifiers.shift_only())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+            && let Some(shown) = self.inspected
+            && self.last_selection.is_empty()
+            && self.canvas.also_selected.is_empty()
+            && self
+                .node_at(self.canvas.to_graph(pos))
+                .is_some_and(|hit| hit != shown)
+        {
+            self.canvas.also_selected.push(shown);
+        }
         if let Some(pos) = pointer.filter(|_| over_canvas)
             && ctx.input(|i| i.pointer.primary_clicked() && i.modifiers.is_none())
             && ctx
@@ -303,7 +347,7 @@ impl App {
         }
         self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
 
-        let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), &ctx);
+        let selected = self.selected_nodes(&ctx);
         if selected != self.last_selection {
             if let [one] = selected.as_slice() {
                 self.inspected = Some(*one);
