@@ -284,8 +284,9 @@ impl App {
         {
             self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
         }
-        // A press on the canvas takes the keyboard from any field (the inspector's), so
-        // that the canvas's keys work again.
+        // A press on the canvas takes the keyboard from whichever widget has it, so that
+        // the canvas's keys work again. egui leaves it with a widget pressed on, and Tab
+        // from the inspector walks it onto the canvas widget itself.
         if let Some(pos) = pointer.filter(|_| over_canvas)
             && ctx.input(|i| i.pointer.any_pressed())
             && ctx
