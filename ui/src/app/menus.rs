@@ -137,13 +137,10 @@ impl App {
             || self.quick_add.is_some()
     }
 
-    /// Whether the canvas has the keyboard: no field has it (nor any other widget, such as
-    /// a button reached with Tab), and no dialog, window, menu or popup is open.
+    /// Whether the canvas has the keyboard: no widget has it (a field, or a button reached
+    /// with Tab), and no dialog, window, menu or popup is open.
     fn canvas_has_keys(&self, ctx: &egui::Context) -> bool {
-        !ctx.egui_wants_keyboard_input()
-            && ctx.memory(|m| m.focused().is_none())
-            && !egui::Popup::is_any_open(ctx)
-            && !self.dialog_open()
+        !ctx.egui_wants_keyboard_input() && !egui::Popup::is_any_open(ctx) && !self.dialog_open()
     }
 
     /// Turns the frame's key presses, clipboard events and dropped files into commands.
