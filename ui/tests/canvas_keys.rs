@@ -144,6 +144,19 @@ fn dialogs() -> Vec<(&'static str, Command)> {
     ]
 }
 
+/// Presses each canvas shortcut in turn; none may change the canvas.
+fn every_shortcut_changes_nothing(h: &mut AppHarness, situation: &str) {
+    let before = canvas_state(h);
+    for shortcut in SHORTCUTS {
+        press(h, *shortcut);
+        assert_eq!(
+            canvas_state(h),
+            before,
+            "{shortcut:?} {situation} changed the canvas"
+        );
+    }
+}
+
 #[test]
 fn no_canvas_shortcut_acts_while_a_dialog_or_window_is_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -154,15 +167,7 @@ fn no_canvas_shortcut_acts_while_a_dialog_or_window_is_open() {
             h.query_all_by_label(dialog).next().is_some(),
             "{dialog} is open"
         );
-        let before = canvas_state(&h);
-        for shortcut in SHORTCUTS {
-            press(&mut h, *shortcut);
-            assert_eq!(
-                canvas_state(&h),
-                before,
-                "{shortcut:?} with {dialog} open changed the canvas"
-            );
-        }
+        every_shortcut_changes_nothing(&mut h, &format!("with {dialog} open"));
     }
 }
 
@@ -319,4 +324,49 @@ fn a_click_on_empty_canvas_takes_the_keyboard_back_from_the_inspector() {
             "the edit stayed"
         );
     }
+}
+
+/// Writes a file, so that in safe mode the run waits for approval.
+const WRITE: &str = r#"{"format":"agentloom.graph","version":1,"name":"write",
+  "settings":{"safe_mode":true},"nodes":[
+    {"id":"text","block":"data.constant","position":[0,0],"config":{"value":"hi","type":"text"}},
+    {"id":"write","block":"file.write","position":[250,0],"config":{"path":"out/note.txt"}},
+    {"id":"out","block":"graph.output","position":[500,0],"config":{"name":"path"}}],
+  "edges":[{"from":["text","value"],"to":["write","content"]},
+           {"from":["write","path"],"to":["out","value"]}]}"#;
+
+#[test]
+fn keys_over_the_approval_window_do_not_reach_the_canvas() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&support::graph(WRITE), &paths(&dir));
+    send(&mut h, Command::Run);
+    support::wait_until(&mut h, "the approval", |h| {
+        !h.state().run.approvals.is_empty()
+    });
+    let text = title_of(&h, "text");
+    click_at(&mut h, text, PointerButton::Primary, Modifiers::NONE);
+    send(&mut h, Command::Zoom(0.7));
+    assert_eq!(h.state().inspected_id(), Some("text"));
+
+    // The pointer rests on the window's text, between its buttons.
+    let over = h
+        .get_by_label_contains("waits for approval")
+        .rect()
+        .center();
+    h.event(egui::Event::PointerMoved(over));
+    h.run_steps(2);
+    let before = canvas_state(&h);
+    every_shortcut_changes_nothing(&mut h, "over the approval window");
+    // Over the canvas again, the keys act.
+    let empty = empty_canvas_of(&h, "write");
+    h.event(egui::Event::PointerMoved(empty));
+    h.run_steps(2);
+    keys(&mut h, Modifiers::NONE, Key::F);
+    assert_ne!(canvas_state(&h).view, before.view, "F fits the view");
+}
+
+/// A point of the canvas with no node under it, above `node`.
+fn empty_canvas_of(h: &AppHarness, node: &str) -> Pos2 {
+    let rect = h.state().node_screen_rect(node).unwrap();
+    Pos2::new(rect.center().x, rect.top() - 60.0)
 }

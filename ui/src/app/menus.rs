@@ -138,9 +138,13 @@ impl App {
     }
 
     /// Whether the canvas has the keyboard: no widget has it (a field, or a button reached
-    /// with Tab), and no dialog, window, menu or popup is open.
+    /// with Tab), no dialog, menu or popup is open, and the pointer is over no window (the
+    /// approval window stays open beside the canvas).
     fn canvas_has_keys(&self, ctx: &egui::Context) -> bool {
-        !ctx.egui_wants_keyboard_input() && !egui::Popup::is_any_open(ctx) && !self.dialog_open()
+        !ctx.egui_wants_keyboard_input()
+            && !egui::Popup::is_any_open(ctx)
+            && !self.dialog_open()
+            && !self.pointer_over_window(ctx)
     }
 
     /// Turns the frame's key presses, clipboard events and dropped files into commands.

@@ -79,6 +79,22 @@ impl App {
         selected
     }
 
+    /// Whether the pointer is over a window: a layer above the canvas that is not one of
+    /// the canvas's own (zoom buttons, minimap, group titles). Keys then belong to it.
+    pub(in crate::app) fn pointer_over_window(&self, ctx: &egui::Context) -> bool {
+        let Some(layer) = ctx.pointer_hover_pos().and_then(|p| ctx.layer_id_at(p)) else {
+            return false;
+        };
+        let canvas_own = layer.id == zoom_buttons_id()
+            || layer.id == minimap::area_id()
+            || self
+                .document
+                .groups
+                .iter()
+                .any(|g| layer.id == groups::title_area_id(&g.id));
+        layer.order != egui::Order::Background && !canvas_own
+    }
+
     /// Selects every block (Edit → Select all).
     pub(in crate::app) fn select_all(&mut self) {
         self.canvas.also_selected = self.document.snarl.node_ids().map(|(id, _)| id).collect();
@@ -100,7 +116,7 @@ impl App {
     /// bottom-right corner.
     pub(in crate::app) fn zoom_buttons_ui(&mut self, ctx: &egui::Context, canvas: egui::Rect) {
         let scale = self.canvas.transform.scaling;
-        egui::Area::new(egui::Id::new("zoom-buttons"))
+        egui::Area::new(zoom_buttons_id())
             .order(egui::Order::Middle)
             .pivot(egui::Align2::RIGHT_BOTTOM)
             .fixed_pos(canvas.right_bottom() - egui::vec2(10.0, 10.0))
@@ -377,4 +393,9 @@ impl App {
             Pos2::new(100.0, 100.0)
         }
     }
+}
+
+/// The zoom buttons' layer, over the canvas.
+fn zoom_buttons_id() -> egui::Id {
+    egui::Id::new("zoom-buttons")
 }
