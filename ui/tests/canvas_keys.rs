@@ -225,6 +225,25 @@ fn select_all_in_the_edit_menu_and_ctrl_a_select_every_block_but_not_while_typin
 }
 
 #[test]
+fn a_shift_drag_box_adds_its_blocks_to_the_one_a_plain_click_picked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let ctx = h.ctx.clone();
+    let name = title_of(&h, "Who to greet");
+    click_at(&mut h, name, PointerButton::Primary, Modifiers::NONE);
+    let greeting = h.state().node_screen_rect("greeting").unwrap();
+    support::drag(
+        &mut h,
+        greeting.left_top() - egui::vec2(10.0, 10.0),
+        greeting.right_bottom() + egui::vec2(10.0, 10.0),
+        Modifiers::SHIFT,
+    );
+    let mut selected = h.state().selected_ids(&ctx);
+    selected.sort();
+    assert_eq!(selected, ["greeting", "name"]);
+}
+
+#[test]
 fn shift_click_adds_a_block_to_the_one_a_plain_click_picked() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = harness(&example(), &paths(&dir));
@@ -243,7 +262,7 @@ fn shift_click_adds_a_block_to_the_one_a_plain_click_picked() {
     click_at(&mut h, greeting, PointerButton::Primary, Modifiers::SHIFT);
     assert_eq!(h.state().selected_ids(&ctx).len(), 3);
 
-    // Delete removes the three; a plain click afterwards selects one again.
+    // Ctrl+D duplicates the three; a plain click afterwards selects one again.
     keys(&mut h, Modifiers::COMMAND, Key::D);
     assert_eq!(
         ids(&h).len(),

@@ -311,22 +311,6 @@ impl App {
         {
             ctx.memory_mut(egui::Memory::stop_text_input);
         }
-        // A shift-click adds to the selection: the block the inspector shows counts as
-        // selected, so it stays in (snarl selects only the clicked block).
-        if let Some(pos) = pointer.filter(|_| over_canvas)
-            && ctx.input(|i| i.pointer.primary_clicked() && i.modifiers.shift_only())
-            && ctx
-                .layer_id_at(pos)
-                .is_none_or(|layer| layer.order == canvas_layer)
-            && let Some(shown) = self.inspected
-            && self.last_selection.is_empty()
-            && self.canvas.also_selected.is_empty()
-            && self
-                .node_at(self.canvas.to_graph(pos))
-                .is_some_and(|hit| hit != shown)
-        {
-            self.canvas.also_selected.push(shown);
-        }
         if let Some(pos) = pointer.filter(|_| over_canvas)
             && ctx.input(|i| i.pointer.primary_clicked() && i.modifiers.is_none())
             && ctx
@@ -364,7 +348,20 @@ impl App {
         }
         self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
 
-        let selected = self.selected_nodes(&ctx);
+        let mut selected = self.selected_nodes(&ctx);
+        // Shift adds to the selection (a click or a box): the block a plain click picked
+        // counts as selected, so it stays in (snarl's selection starts with what shift
+        // touched).
+        if self.last_selection.is_empty()
+            && !selected.is_empty()
+            && ctx.input(|i| i.modifiers.shift)
+            && let Some(shown) = self.inspected
+            && !selected.contains(&shown)
+            && self.document.snarl.get_node(shown).is_some()
+        {
+            self.canvas.also_selected.push(shown);
+            selected.push(shown);
+        }
         if selected != self.last_selection {
             if let [one] = selected.as_slice() {
                 self.inspected = Some(*one);
