@@ -109,7 +109,8 @@ pub struct CanvasState {
     pub(in crate::app) node_margin: MarginF32,
     pub(in crate::app) header_margin: MarginF32,
     /// Selected blocks that egui-snarl's own selection does not hold (it cannot be given
-    /// blocks from outside): Select all, and the inspected block a shift-click adds to.
+    /// blocks from outside): Select all, and the block a plain click picked, which a
+    /// shift-click or shift-drag box adds to.
     pub(in crate::app) also_selected: Vec<NodeId>,
 }
 
