@@ -341,6 +341,7 @@ fn menus_show_the_keyboard_shortcuts() {
                 "Paste Ctrl+V",
                 "Duplicate Ctrl+D",
                 "Delete Delete",
+                "Select all Ctrl+A",
             ][..],
         ),
         ("View", &["Fit graph to view F", "Actual size Ctrl+0"][..]),

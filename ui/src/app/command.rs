@@ -99,6 +99,8 @@ pub enum Command {
     },
     /// Select nothing: the inspector shows the graph.
     ClearSelection,
+    /// Select every block (Edit → Select all).
+    SelectAll,
     /// Open the quick-add search at this screen position.
     QuickAdd(Pos2),
     /// Show the node with this document id in the inspector and bring it into view.
@@ -227,6 +229,7 @@ pub fn menu_commands(selected: &[NodeId]) -> Vec<Command> {
         Command::Paste,
         Command::DuplicateNodes(selected.to_vec()),
         Command::DeleteNodes(selected.to_vec()),
+        Command::SelectAll,
         Command::GroupSelection(selected.to_vec()),
         Command::FitView,
         Command::ActualSize,
@@ -258,6 +261,7 @@ impl Command {
             Command::Paste => entry(Edit, "Paste", keys(command, Key::V)),
             Command::DuplicateNodes(_) => entry(Edit, "Duplicate", keys(command, Key::D)),
             Command::DeleteNodes(_) => entry(Edit, "Delete", keys(Modifiers::NONE, Key::Delete)),
+            Command::SelectAll => entry(Edit, "Select all", keys(command, Key::A)),
             Command::GroupSelection(_) => entry(Edit, "Group (comment)", keys(command, Key::G)),
             Command::FitView => entry(View, "Fit graph to view", keys(Modifiers::NONE, Key::F)),
             Command::ActualSize => entry(View, "Actual size", keys(command, Key::Num0)),
@@ -278,13 +282,14 @@ impl Command {
         match self {
             // They arrive as clipboard events, and Delete goes to a picked wire first.
             Command::Copy(_) | Command::Paste | Command::DeleteNodes(_) => Keys::Own,
-            // Text fields keep their own undo; the graph's undo is for the canvas.
+            // Text fields keep their own undo and Ctrl+A; these act on the canvas.
             Command::Undo
             | Command::Redo
             | Command::DuplicateNodes(_)
+            | Command::SelectAll
             | Command::GroupSelection(_)
             | Command::FitView
-            | Command::ActualSize => Keys::NotWhileTyping,
+            | Command::ActualSize => Keys::Canvas,
             _ => Keys::Always,
         }
     }
@@ -295,8 +300,9 @@ impl Command {
 pub enum Keys {
     /// Also while a text field has the keyboard.
     Always,
-    /// Only while no text field has the keyboard.
-    NotWhileTyping,
+    /// Only while the canvas has the keyboard: no field has it and no dialog, window or
+    /// popup is open.
+    Canvas,
     /// Handled by the shortcut handler itself (clipboard events, Delete).
     Own,
 }

@@ -304,6 +304,7 @@ impl App {
                 self.clear_selection(ctx);
                 self.inspected = None;
             }
+            Command::SelectAll => self.select_all(),
             Command::InspectById(id) => {
                 if let Some(node) = self.document.node_by_id(&id) {
                     self.inspected = Some(node);

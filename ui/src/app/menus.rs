@@ -123,27 +123,51 @@ impl App {
         );
     }
 
+    /// Whether a dialog or window of the app is open: keys then belong to it, also where
+    /// its fields are disabled and so never take the keyboard.
+    fn dialog_open(&self) -> bool {
+        self.credentials.open
+            || self.mcp_window.open
+            || self.examples_open
+            || self.path_prompt.is_some()
+            || self.evaluations.open
+            || self.run_form.open
+            || self.close_prompt_open()
+            || self.wire_menu.is_some()
+            || self.quick_add.is_some()
+    }
+
+    /// Whether the canvas has the keyboard: no widget has it (a field, or a button reached
+    /// with Tab), no dialog, menu or popup is open, and the pointer is over no window (the
+    /// approval window stays open beside the canvas).
+    fn canvas_has_keys(&self, ctx: &egui::Context) -> bool {
+        !ctx.egui_wants_keyboard_input()
+            && !egui::Popup::is_any_open(ctx)
+            && !self.dialog_open()
+            && !self.pointer_over_window(ctx)
+    }
+
     /// Turns the frame's key presses, clipboard events and dropped files into commands.
+    /// The canvas's keys (Delete, F, Space, Ctrl+D…) act only while the canvas has the
+    /// keyboard, so that nothing typed in a dialog or field reaches the graph.
     pub(super) fn shortcuts(&mut self, ctx: &egui::Context) {
-        let typing = ctx.egui_wants_keyboard_input();
+        let canvas_keys = self.canvas_has_keys(ctx);
         let selected = self.targets(ctx);
         let mut keyed: Vec<(egui::KeyboardShortcut, Command)> = menu_commands(&selected)
             .into_iter()
             .filter(|c| match c.keys() {
                 Keys::Always => true,
-                Keys::NotWhileTyping => !typing,
+                Keys::Canvas => canvas_keys,
                 Keys::Own => false,
             })
             .filter_map(|c| Some((c.shortcut()?, c)))
             .collect();
-        if !typing {
+        if canvas_keys {
             keyed.push((REDO_Y, Command::Redo));
         }
         // Shortcuts with more modifiers first: Ctrl+Z would also match Ctrl+Shift+Z.
         keyed.sort_by_key(|(s, _)| std::cmp::Reverse(modifier_count(s.modifiers)));
         let mut found = Vec::new();
-        // Escape closes an open menu first.
-        let popup_open = egui::Popup::is_any_open(ctx) || self.quick_add.is_some();
         let canvas_rect = self.canvas.screen_rect;
         ctx.input_mut(|i| {
             for (shortcut, command) in keyed {
@@ -151,7 +175,7 @@ impl App {
                     found.push(command);
                 }
             }
-            if typing {
+            if !canvas_keys {
                 return;
             }
             if i.key_pressed(Key::Delete) || i.key_pressed(Key::Backspace) {
@@ -160,13 +184,12 @@ impl App {
                     _ => Command::DeleteNodes(selected.clone()),
                 });
             }
-            if i.key_pressed(Key::Escape) && !popup_open {
+            if i.key_pressed(Key::Escape) {
                 found.push(Command::ClearSelection);
             }
             // Space or Tab over the canvas: quick add at the pointer.
             if let Some(pointer) = i.pointer.hover_pos()
                 && canvas_rect.contains(pointer)
-                && !popup_open
                 && (i.consume_key(Modifiers::NONE, Key::Space)
                     || i.consume_key(Modifiers::NONE, Key::Tab))
             {

@@ -433,7 +433,7 @@ impl App {
     /// The nodes Delete, Duplicate and Copy act on: the canvas selection, else the node in
     /// the inspector.
     fn targets(&self, ctx: &egui::Context) -> Vec<NodeId> {
-        let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx);
+        let selected = self.selected_nodes(ctx);
         if selected.is_empty() {
             self.inspected
                 .filter(|n| self.document.snarl.get_node(*n).is_some())

@@ -60,17 +60,51 @@ impl App {
         egui::Id::new("agentloom-canvas").with(self.selection_epoch)
     }
 
-    /// The nodes selected on the canvas (shift-click, shift-drag a box).
+    /// The nodes selected on the canvas (shift-click, shift-drag a box, Select all).
     pub fn selected_ids(&self, ctx: &egui::Context) -> Vec<String> {
-        egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx)
+        self.selected_nodes(ctx)
             .into_iter()
             .filter_map(|n| self.document.snarl.get_node(n).map(|c| c.doc.id.clone()))
             .collect()
     }
 
+    /// The canvas selection: egui-snarl's and the blocks added beside it, each once.
+    pub(in crate::app) fn selected_nodes(&self, ctx: &egui::Context) -> Vec<egui_snarl::NodeId> {
+        let mut selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx);
+        for node in &self.canvas.also_selected {
+            if !selected.contains(node) && self.document.snarl.get_node(*node).is_some() {
+                selected.push(*node);
+            }
+        }
+        selected
+    }
+
+    /// Whether the pointer is over a window: a layer above the canvas that is not one of
+    /// the canvas's own (zoom buttons, minimap, group titles). Keys then belong to it.
+    pub(in crate::app) fn pointer_over_window(&self, ctx: &egui::Context) -> bool {
+        let Some(layer) = ctx.pointer_hover_pos().and_then(|p| ctx.layer_id_at(p)) else {
+            return false;
+        };
+        let canvas_own = layer.id == zoom_buttons_id()
+            || layer.id == minimap::area_id()
+            || self
+                .document
+                .groups
+                .iter()
+                .any(|g| layer.id == groups::title_area_id(&g.id));
+        layer.order != egui::Order::Background && !canvas_own
+    }
+
+    /// Selects every block (Edit → Select all).
+    pub(in crate::app) fn select_all(&mut self) {
+        self.canvas.also_selected = self.document.snarl.node_ids().map(|(id, _)| id).collect();
+    }
+
     /// Empties the canvas selection, keeping the view where it is.
     pub(in crate::app) fn clear_selection(&mut self, ctx: &egui::Context) {
+        self.canvas.also_selected.clear();
         if egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx).is_empty() {
+            self.last_selection.clear();
             return;
         }
         self.selection_epoch += 1;
@@ -82,7 +116,7 @@ impl App {
     /// bottom-right corner.
     pub(in crate::app) fn zoom_buttons_ui(&mut self, ctx: &egui::Context, canvas: egui::Rect) {
         let scale = self.canvas.transform.scaling;
-        egui::Area::new(egui::Id::new("zoom-buttons"))
+        egui::Area::new(zoom_buttons_id())
             .order(egui::Order::Middle)
             .pivot(egui::Align2::RIGHT_BOTTOM)
             .fixed_pos(canvas.right_bottom() - egui::vec2(10.0, 10.0))
@@ -266,6 +300,17 @@ impl App {
         {
             self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
         }
+        // A press on the canvas takes the keyboard from whichever widget has it, so that
+        // the canvas's keys work again. egui leaves it with a widget pressed on, and Tab
+        // from the inspector walks it onto the canvas widget itself.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.any_pressed())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+        {
+            ctx.memory_mut(egui::Memory::stop_text_input);
+        }
         if let Some(pos) = pointer.filter(|_| over_canvas)
             && ctx.input(|i| i.pointer.primary_clicked() && i.modifiers.is_none())
             && ctx
@@ -303,7 +348,20 @@ impl App {
         }
         self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
 
-        let selected = egui_snarl::ui::get_selected_nodes(self.canvas_id(), &ctx);
+        let mut selected = self.selected_nodes(&ctx);
+        // Shift adds to the selection (a click or a box): the block a plain click picked
+        // counts as selected, so it stays in (snarl's selection starts with what shift
+        // touched).
+        if self.last_selection.is_empty()
+            && !selected.is_empty()
+            && ctx.input(|i| i.modifiers.shift)
+            && let Some(shown) = self.inspected
+            && !selected.contains(&shown)
+            && self.document.snarl.get_node(shown).is_some()
+        {
+            self.canvas.also_selected.push(shown);
+            selected.push(shown);
+        }
         if selected != self.last_selection {
             if let [one] = selected.as_slice() {
                 self.inspected = Some(*one);
@@ -332,4 +390,9 @@ impl App {
             Pos2::new(100.0, 100.0)
         }
     }
+}
+
+/// The zoom buttons' layer, over the canvas.
+fn zoom_buttons_id() -> egui::Id {
+    egui::Id::new("zoom-buttons")
 }

@@ -126,7 +126,7 @@ pub fn group_titles_ui(
         if !frame.intersects(state.screen_rect) {
             continue;
         }
-        egui::Area::new(egui::Id::new("group-title").with(&group.id))
+        egui::Area::new(title_area_id(&group.id))
             .order(egui::Order::Middle)
             .fixed_pos(frame.min + egui::vec2(6.0, 6.0))
             .constrain(false)
@@ -175,4 +175,9 @@ pub fn group_titles_ui(
             });
     }
     typing
+}
+
+/// The layer of a group's title, over the canvas.
+pub(super) fn title_area_id(group: &str) -> egui::Id {
+    egui::Id::new("group-title").with(group)
 }

@@ -42,7 +42,7 @@ pub fn minimap_ui(
     }
     let bounds = bounds.union(view).expand(40.0);
     let mut moved = None;
-    egui::Area::new(egui::Id::new("minimap"))
+    egui::Area::new(area_id())
         .order(egui::Order::Middle)
         .pivot(egui::Align2::LEFT_BOTTOM)
         .fixed_pos(canvas.left_bottom() + egui::vec2(10.0, -10.0))
@@ -92,4 +92,9 @@ pub fn minimap_ui(
             }
         });
     moved
+}
+
+/// The minimap's layer, over the canvas.
+pub(super) fn area_id() -> egui::Id {
+    egui::Id::new("minimap")
 }

@@ -108,6 +108,10 @@ pub struct CanvasState {
     /// Margins of the node and header frames, as snarl applies them.
     pub(in crate::app) node_margin: MarginF32,
     pub(in crate::app) header_margin: MarginF32,
+    /// Selected blocks that egui-snarl's own selection does not hold (it cannot be given
+    /// blocks from outside): Select all, and the block a plain click picked, which a
+    /// shift-click or shift-drag box adds to.
+    pub(in crate::app) also_selected: Vec<NodeId>,
 }
 
 impl Default for CanvasState {
@@ -129,6 +133,7 @@ impl Default for CanvasState {
             wire_menu_query: String::new(),
             node_margin: MarginF32::ZERO,
             header_margin: MarginF32::ZERO,
+            also_selected: Vec::new(),
         }
     }
 }

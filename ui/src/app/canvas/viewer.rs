@@ -195,7 +195,7 @@ impl<'a> Viewer<'a> {
         let status = self.run.node(&canvas.doc.id).map(|r| r.status);
         let has_problem =
             canvas.config_problem.is_some() || self.problems.contains_key(&canvas.doc.id);
-        if Some(node) == self.inspected {
+        if Some(node) == self.inspected || self.state.also_selected.contains(&node) {
             Some(theme::ACCENT)
         } else if matches!(status, Some(NodeStatus::Failed)) || has_problem {
             Some(theme::ERROR)
