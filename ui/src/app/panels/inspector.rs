@@ -1,9 +1,11 @@
 //! The inspector: the selected node's configuration form, generated from its block's config
 //! field list (text, multiline, template, number, bool, choice, type, JSON, credential).
 //!
-//! Credential fields pick from the stored credentials; the `model` field of a block talking
-//! to Ollama offers the models that Ollama has installed (asked off the UI thread, cached
-//! per base URL).
+//! Numbers are typed as text: an unset one stays empty with its default as the hint. Long
+//! text and JSON values scroll in an editor of bounded height. Credential fields pick from
+//! the stored credentials and those given as `AGENTLOOM_SECRET_<NAME>`; the `model` field of
+//! a block talking to Ollama offers the models that Ollama has installed (asked off the UI
+//! thread, cached per base URL).
 
 use std::collections::HashMap;
 use std::sync::mpsc;
