@@ -68,7 +68,7 @@ fn adding_a_block_from_the_palette_puts_it_on_the_canvas_and_in_the_inspector() 
     );
     assert_eq!(harness.state().inspected_id(), Some("delay"));
     // The inspector shows the block's form.
-    harness.get_by_label_contains("Wait (ms)");
+    harness.get_by_role_and_label(Role::TextInput, "Wait (ms)");
     // The palette search narrows the list.
     let search = harness.get_by_role_and_label(Role::TextInput, "Search blocks");
     search.click();

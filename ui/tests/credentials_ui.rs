@@ -17,6 +17,9 @@ use agentloom_tests::oidc::{Browser, Oidc};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT as _, Queryable as _};
+use support::shown_anywhere;
+
+mod support;
 
 type AppHarness = Harness<'static, App>;
 
@@ -91,15 +94,6 @@ fn open_credentials_from_the_menu(h: &mut AppHarness) {
     // The new window sizes itself over its first frames.
     h.run_steps(4);
     h.get_by_label("Add an API key");
-}
-
-/// Whether any node of the accessibility tree shows `text` as its label or value.
-fn shown_anywhere(h: &AppHarness, text: &str) -> bool {
-    h.query_by(|node| {
-        node.label().is_some_and(|l| l.contains(text))
-            || node.value().is_some_and(|v| v.contains(text))
-    })
-    .is_some()
 }
 
 #[test]
@@ -533,25 +527,7 @@ fn child_without_a_keychain() {
 
 #[test]
 fn the_window_says_when_the_keychain_cannot_be_reached() {
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_without_a_keychain",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(
-            "DBUS_SESSION_BUS_ADDRESS",
-            "unix:path=/nonexistent/agentloom-test-bus",
-        )
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && stdout.contains("CHILD-OK"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    support::run_without_a_keychain("child_without_a_keychain", &[]);
 }
 
 fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {

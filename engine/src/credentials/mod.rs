@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-pub use secrets::KeychainSecrets;
+pub use secrets::{KeychainSecrets, environment_credential, environment_credentials};
 pub use store::{CredentialStore, INDEX_FILE, KEYCHAIN_SERVICE};
 
 /// What a credential holds.

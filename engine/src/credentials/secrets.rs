@@ -179,6 +179,28 @@ impl KeychainSecrets {
     }
 }
 
+/// Whether credential `name` is given to this process as `AGENTLOOM_SECRET_<NAME>`, which
+/// runs read before the keychain; `Err` when it is given but unusable (a bad `_HOSTS` list).
+pub fn environment_credential(name: &str) -> Result<bool, SecretError> {
+    agentloom_core::env_secret(name).map(|secret| secret.is_some())
+}
+
+/// The credentials given to this process as `AGENTLOOM_SECRET_<NAME>` variables (not their
+/// `_HOSTS` lists), by the name a graph gives them (lower-cased), sorted.
+pub fn environment_credentials() -> Vec<String> {
+    let prefix = agentloom_core::secret_env_var("");
+    let mut names: Vec<String> = std::env::vars_os()
+        .filter_map(|(key, _)| {
+            let suffix = key.to_str()?.strip_prefix(&prefix)?;
+            (!suffix.is_empty() && !suffix.ends_with("_HOSTS")).then(|| suffix.to_ascii_lowercase())
+        })
+        .filter(|name| !matches!(environment_credential(name), Ok(false)))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// The command that signs in again for credential `name` of OAuth provider `provider`
 /// (`github`, `google`, or an OpenID issuer URL).
 pub(crate) fn login_command(name: &str, provider: &str) -> String {

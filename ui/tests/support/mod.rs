@@ -170,6 +170,35 @@ pub fn drop_file(h: &mut AppHarness, path: &Path) {
     h.run_steps(3);
 }
 
+/// Whether any node of the accessibility tree shows `text` as its label or value.
+pub fn shown_anywhere(h: &AppHarness, text: &str) -> bool {
+    h.query_by(|node| {
+        node.label().is_some_and(|l| l.contains(text))
+            || node.value().is_some_and(|v| v.contains(text))
+    })
+    .is_some()
+}
+
+/// Runs the ignored test `child` of this test binary in a process of its own whose session
+/// bus leads nowhere (no keychain), with `env` set, and checks it printed `CHILD-OK`.
+pub fn run_without_a_keychain(child: &str, env: &[(&str, &str)]) {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", child, "--ignored", "--nocapture"])
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/agentloom-test-bus",
+        )
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("CHILD-OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// The text the last frame put on the clipboard, if any.
 pub fn copied_text(h: &AppHarness) -> Option<String> {
     h.output()

@@ -1,9 +1,11 @@
 //! The inspector: the selected node's configuration form, generated from its block's config
 //! field list (text, multiline, template, number, bool, choice, type, JSON, credential).
 //!
-//! Credential fields pick from the stored credentials; the `model` field of a block talking
-//! to Ollama offers the models that Ollama has installed (asked off the UI thread, cached
-//! per base URL).
+//! Numbers are typed as text: an unset one stays empty with its default as the hint. Long
+//! text and JSON values scroll in an editor of bounded height. Credential fields pick from
+//! the stored credentials and those given as `AGENTLOOM_SECRET_<NAME>`; the `model` field of
+//! a block talking to Ollama offers the models that Ollama has installed (asked off the UI
+//! thread, cached per base URL).
 
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -23,6 +25,8 @@ use crate::app::theme;
 pub struct InspectorState {
     /// Text being typed into JSON fields, kept until it parses.
     json_buffers: HashMap<(NodeId, String), String>,
+    /// Text typed into number fields, kept while it is being edited or is not a number.
+    number_buffers: HashMap<(NodeId, String), String>,
     /// Credential fields switched to typing a name that is not stored (`None`: the node's
     /// own credential).
     other_credential: HashMap<(NodeId, Option<String>), bool>,
@@ -35,6 +39,7 @@ pub struct InspectorState {
 impl InspectorState {
     pub fn clear(&mut self) {
         self.json_buffers.clear();
+        self.number_buffers.clear();
         self.other_credential.clear();
         self.pinned.clear();
     }
@@ -164,7 +169,8 @@ fn field_ui(
             .or_default();
         let picked = credential_picker_ui(
             ui,
-            ("field_credential", node_id),
+            // One per field: an agent has a model and a search credential.
+            ("field_credential", node_id, &field.name),
             label_id,
             current.and_then(|v| v.as_str()),
             provider,
@@ -217,48 +223,22 @@ fn field_ui(
                 .desired_rows(4)
                 .code_editor()
                 .desired_width(f32::INFINITY);
-            if ui.add(edit).labelled_by_name(&field.label).changed() {
+            if bounded(ui, ("text", node_id, &field.name), edit)
+                .labelled_by_name(&field.label)
+                .changed()
+            {
                 set(Some(serde_json::Value::String(text)));
             }
         }
-        // An unset field shows the block's default, inside the field's range, so that only an
-        // edit writes it: the value shown is never saved merely by being looked at.
+        // Typed as text: an unset field stays empty (its default as the grey hint), so that
+        // a value is written only when typed and clearing the field removes it.
         FieldKind::Number { min, max } => {
-            let (low, high) = (
-                min.unwrap_or(f64::NEG_INFINITY),
-                max.unwrap_or(f64::INFINITY),
-            );
-            let shown = shown
-                .and_then(serde_json::Value::as_f64)
-                .unwrap_or(0.0)
-                .clamp(low, high);
-            let mut value = shown;
-            if ui
-                .add(
-                    egui::DragValue::new(&mut value)
-                        .range(low..=high)
-                        .speed(0.1),
-                )
-                .changed()
-                && value != shown
-            {
-                set(serde_json::Number::from_f64(value).map(serde_json::Value::Number));
-            }
+            let range = NumberRange::Real(*min, *max);
+            number_field_ui(ui, state, node_id, field, current, range, &mut set);
         }
         FieldKind::Integer { min, max } => {
-            let (low, high) = (min.unwrap_or(i64::MIN), max.unwrap_or(i64::MAX));
-            let shown = shown
-                .and_then(serde_json::Value::as_i64)
-                .unwrap_or(0)
-                .clamp(low, high);
-            let mut value = shown;
-            if ui
-                .add(egui::DragValue::new(&mut value).range(low..=high))
-                .changed()
-                && value != shown
-            {
-                set(Some(serde_json::Value::from(value)));
-            }
+            let range = NumberRange::Whole(*min, *max);
+            number_field_ui(ui, state, node_id, field, current, range, &mut set);
         }
         FieldKind::Bool => {
             let mut value = shown.and_then(serde_json::Value::as_bool).unwrap_or(false);
@@ -310,7 +290,10 @@ fn field_ui(
                 .desired_rows(2)
                 .code_editor()
                 .desired_width(f32::INFINITY);
-            if ui.add(edit).labelled_by_name(&field.label).changed() {
+            if bounded(ui, ("json", node_id, &field.name), edit)
+                .labelled_by_name(&field.label)
+                .changed()
+            {
                 if buffer.trim().is_empty() {
                     set(None);
                 } else if let Ok(value) = serde_json::from_str::<serde_json::Value>(buffer) {
@@ -330,9 +313,136 @@ fn field_ui(
     }
 }
 
-/// A combo box of the stored credentials (those for `provider` first), "(none)", and
-/// "Other…" to type a name that is not stored here (e.g. given to headless runs as an
-/// environment variable). Returns the new name when one was picked.
+/// `edit` in a scroll area no taller than about a third of the inspector's view, so that a
+/// long value scrolls in its own field and what follows it (the last run) stays in view.
+fn bounded(
+    ui: &mut Ui,
+    id_salt: impl std::hash::Hash + std::fmt::Debug,
+    edit: egui::TextEdit<'_>,
+) -> egui::Response {
+    let max_height = (ui.clip_rect().height() * 0.35).clamp(80.0, 320.0);
+    egui::ScrollArea::vertical()
+        .id_salt(id_salt)
+        .max_height(max_height)
+        .show(ui, |ui| ui.add(edit))
+        .inner
+}
+
+/// The values a number field takes: whole or real, with optional bounds.
+#[derive(Clone, Copy)]
+enum NumberRange {
+    Whole(Option<i64>, Option<i64>),
+    Real(Option<f64>, Option<f64>),
+}
+
+impl NumberRange {
+    /// `text` as the field's value, or why it is not one.
+    fn parse(self, text: &str) -> Result<serde_json::Value, String> {
+        match self {
+            Self::Whole(min, max) => {
+                let value: i64 = text
+                    .parse()
+                    .map_err(|_| format!("`{text}` is not a whole number"))?;
+                if let Some(min) = min.filter(|&min| value < min) {
+                    return Err(format!("must be at least {min}"));
+                }
+                if let Some(max) = max.filter(|&max| value > max) {
+                    return Err(format!("must be at most {max}"));
+                }
+                Ok(serde_json::Value::from(value))
+            }
+            Self::Real(min, max) => {
+                let value: f64 = text
+                    .parse()
+                    .ok()
+                    .filter(|v: &f64| v.is_finite())
+                    .ok_or_else(|| format!("`{text}` is not a number"))?;
+                if let Some(min) = min.filter(|&min| value < min) {
+                    return Err(format!("must be at least {min}"));
+                }
+                if let Some(max) = max.filter(|&max| value > max) {
+                    return Err(format!("must be at most {max}"));
+                }
+                serde_json::Number::from_f64(value)
+                    .map(serde_json::Value::Number)
+                    .ok_or_else(|| format!("`{text}` is not a number"))
+            }
+        }
+    }
+}
+
+/// What an empty number field means: the block's default, else the help's "Empty: …".
+fn number_hint(field: &ConfigField) -> String {
+    if let Some(default) = &field.default {
+        return default.to_string();
+    }
+    field
+        .help
+        .split_once("Empty: ")
+        .map(|(_, rest)| rest.split(['.', '(']).next().unwrap_or(rest).trim())
+        .filter(|hint| !hint.is_empty())
+        .unwrap_or("not set")
+        .to_owned()
+}
+
+/// A number typed as text. Empty: unset (removed from the file). Text that is not a number
+/// in range stays in the field with a red message and leaves the file unchanged.
+fn number_field_ui(
+    ui: &mut Ui,
+    state: &mut InspectorState,
+    node_id: NodeId,
+    field: &ConfigField,
+    current: Option<&serde_json::Value>,
+    range: NumberRange,
+    set: &mut impl FnMut(Option<serde_json::Value>),
+) {
+    let key = (node_id, field.name.clone());
+    let saved = current
+        .map(serde_json::Value::to_string)
+        .unwrap_or_default();
+    let mut text = state
+        .number_buffers
+        .get(&key)
+        .cloned()
+        .unwrap_or_else(|| saved.clone());
+    let hint = number_hint(field);
+    let response = ui
+        .add(
+            egui::TextEdit::singleline(&mut text)
+                .hint_text(hint)
+                .desired_width(f32::INFINITY),
+        )
+        .labelled_by_name(&field.label);
+    let typed = text.trim();
+    let parsed = (!typed.is_empty()).then(|| range.parse(typed)).transpose();
+    if response.changed() {
+        if let Ok(value) = &parsed
+            && value.as_ref() != current
+        {
+            set(value.clone());
+        }
+        state.number_buffers.insert(key.clone(), text.clone());
+    } else if !response.has_focus() && parsed.is_ok() {
+        // Done editing: show the file's value again (also after an undo).
+        state.number_buffers.remove(&key);
+    }
+    if let Err(problem) = parsed {
+        ui.label(
+            RichText::new(format!(
+                "{}: {problem}, so it is not saved. Correct it, or clear the field for {}.",
+                field.label,
+                number_hint(field)
+            ))
+            .small()
+            .color(theme::ERROR),
+        );
+    }
+}
+
+/// A combo box of the stored credentials (those for `provider` first), the credentials
+/// given in the environment (`AGENTLOOM_SECRET_<NAME>`, which runs read first), "(none)",
+/// and "Other…" to type any name. Says where the chosen one comes from. Returns the new
+/// name when one was picked.
 #[allow(clippy::too_many_arguments, reason = "one picker for two places")]
 fn credential_picker_ui(
     ui: &mut Ui,
@@ -344,9 +454,14 @@ fn credential_picker_ui(
     other: &mut bool,
     commands: &mut Vec<Command>,
 ) -> Option<Option<String>> {
+    use agentloom_engine::credentials::{environment_credential, environment_credentials};
+
     let current = current.filter(|c| !c.trim().is_empty());
     let stored = current.and_then(|c| credentials.iter().find(|info| info.name == c));
-    if current.is_some() && stored.is_none() {
+    // Runs read the environment before the keychain; a bad `_HOSTS` list is said below.
+    let from_env = current.map(environment_credential);
+    let in_env = matches!(from_env, Some(Ok(true)) | Some(Err(_)));
+    if current.is_some() && stored.is_none() && !in_env {
         *other = true;
     }
     let (matching, others): (Vec<&CredentialInfo>, Vec<&CredentialInfo>) =
@@ -354,6 +469,7 @@ fn credential_picker_ui(
     let selected = match (current, stored) {
         (None, _) if *other => "Other…".to_owned(),
         (None, _) => "(none)".to_owned(),
+        (Some(name), _) if in_env => env_label(name),
         (Some(name), Some(_)) => name.to_owned(),
         (Some(name), None) => format!("{name} (not stored)"),
     };
@@ -374,7 +490,7 @@ fn credential_picker_ui(
                 if ui
                     .selectable_label(current == Some(info.name.as_str()), &info.name)
                     .on_hover_text(format!(
-                        "{}, {}, {}",
+                        "In the keychain: {}, {}, {}",
                         info.kind,
                         info.provider,
                         info.status(now)
@@ -398,10 +514,26 @@ fn credential_picker_ui(
                     item(ui, info);
                 }
             }
+            let env_names = environment_credentials();
+            if !env_names.is_empty() {
+                ui.separator();
+                for name in env_names {
+                    if ui
+                        .selectable_label(current == Some(name.as_str()), env_label(&name))
+                        .on_hover_text(format!(
+                            "Given to this process as {}",
+                            agentloom_core::secret_env_var(&name)
+                        ))
+                        .clicked()
+                    {
+                        picked = Some(Some(name));
+                    }
+                }
+            }
             ui.separator();
             if ui
-                .selectable_label(*other && stored.is_none(), "Other…")
-                .on_hover_text("Type the name of a credential that is not stored here")
+                .selectable_label(*other && stored.is_none() && !in_env, "Other…")
+                .on_hover_text("Type the name of a credential that is not listed here")
                 .clicked()
             {
                 pick_other = true;
@@ -428,19 +560,29 @@ fn credential_picker_ui(
             picked = Some((!name.is_empty()).then_some(name));
         }
     }
-    match (current, stored) {
-        (Some(name), None) => {
-            ui.label(
-                RichText::new(format!(
-                    "Not stored here: runs need {} set, or add it under Credentials.",
-                    agentloom_core::secret_env_var(name)
-                ))
-                .small()
-                .color(theme::WARN),
-            );
-        }
-        (Some(_), Some(info)) if info.status(now) != "ok" => {
-            ui.label(RichText::new(info.status(now)).small().color(theme::WARN));
+    let note = |ui: &mut Ui, text: String, color| {
+        ui.label(RichText::new(text).small().color(color));
+    };
+    match (current, stored, from_env) {
+        (Some(name), _, Some(Ok(true))) => note(
+            ui,
+            format!(
+                "{} is set in the environment: runs use it before the keychain.",
+                agentloom_core::secret_env_var(name)
+            ),
+            theme::TEXT_WEAK,
+        ),
+        (Some(_), _, Some(Err(problem))) => note(ui, problem.to_string(), theme::ERROR),
+        (Some(name), None, _) => note(
+            ui,
+            format!(
+                "Not stored here: runs need {} set, or add it under Credentials.",
+                agentloom_core::secret_env_var(name)
+            ),
+            theme::WARN,
+        ),
+        (Some(_), Some(info), _) if info.status(now) != "ok" => {
+            note(ui, info.status(now).to_owned(), theme::WARN);
         }
         _ => {}
     }
@@ -448,6 +590,11 @@ fn credential_picker_ui(
         commands.push(Command::OpenCredentials);
     }
     picked
+}
+
+/// How a credential given in the environment is named in the picker.
+fn env_label(name: &str) -> String {
+    format!("{name} (from environment)")
 }
 
 /// The Ollama a block talks to: `provider` = `ollama` (its default URL when `base_url` is
