@@ -396,7 +396,7 @@ fn undo_keeps_the_inspector_and_the_selection_on_the_same_blocks() {
         Some("delay"),
         "still inspecting it"
     );
-    h.get_by_label_contains("Wait (ms)");
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Wait (ms)");
 
     // Delete acts on the block that was selected, not on whatever took its place.
     keys(&mut h, Modifiers::NONE, Key::Delete);
