@@ -48,6 +48,16 @@ fn safe_mode_shows_in_the_toolbar_while_on_and_clicking_it_turns_it_off_in_one_u
     h.get_by_role_and_label(Role::Button, "Safe mode");
 }
 
+#[test]
+fn an_untrusted_files_forced_safe_mode_shows_in_the_toolbar() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hello.agentloom.json");
+    agentloom::app::save_graph(&example(), &file).unwrap();
+    let h = harness_for(App::new(&example(), Some(file), &paths(&dir)));
+    assert!(!h.state().document.settings.safe_mode);
+    h.get_by_label("Safe mode (untrusted file)");
+}
+
 /// The characters of `text` that the app's fonts (after its first frames) draw as a box,
 /// in either family: the canvas's small text is proportional, step lists are monospace.
 fn missing_glyphs(h: &support::AppHarness, text: &str) -> Vec<char> {

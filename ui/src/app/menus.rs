@@ -102,6 +102,14 @@ impl App {
     /// While safe mode is on, a toolbar button that says so; clicking it turns it off.
     fn safe_mode_indicator(&mut self, ui: &mut egui::Ui) {
         if !self.document.settings.safe_mode {
+            // An untrusted file's runs are in safe mode whatever the setting says.
+            if self.untrusted.is_some() {
+                ui.label(RichText::new("Safe mode (untrusted file)").color(theme::WARN))
+                    .on_hover_text(
+                        "This file is not trusted: its runs ask before blocks with side \
+                         effects, whatever the Run menu says. Trust the file to change that.",
+                    );
+            }
             return;
         }
         let button = egui::Button::new(RichText::new("Safe mode").color(theme::WARN))
