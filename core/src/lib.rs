@@ -52,7 +52,7 @@ pub use validate::{
     InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode, instantiate_node,
     validate, validate_shared,
 };
-pub use value::{Value, ValueMap, clip_chars};
+pub use value::{Value, ValueMap, clip_chars, one_line};
 
 pub use async_trait::async_trait;
 pub use tokio_util::sync::CancellationToken;

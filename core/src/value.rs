@@ -175,16 +175,26 @@ impl Value {
             Value::Bytes(b) => format!("<{} bytes>", b.len()),
             other => other.to_text(),
         };
-        let single_line: String = full
-            .chars()
-            .map(|c| if c == '\n' { '¶' } else { c })
-            .collect();
+        let single_line = one_line(&full);
         if single_line.chars().count() <= max_chars {
             single_line
         } else {
             clip_chars(&single_line, max_chars.saturating_sub(1))
         }
     }
+}
+
+/// `text` on one line for a one-line label: each line break a `¶` (a glyph every font of
+/// the app has), a carriage return dropped, any other control character a space.
+pub fn one_line(text: &str) -> String {
+    text.chars()
+        .filter(|&c| c != '\r')
+        .map(|c| match c {
+            '\n' => '¶',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
 }
 
 /// The first `max_chars` characters of `text`, with an ellipsis after them when it was

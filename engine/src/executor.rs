@@ -1111,6 +1111,10 @@ impl Scheduler {
         self.ready
             .push(Reverse((self.graph.topo_rank[index], index)));
         let node = &self.graph.nodes[index];
+        // A node wired only as a tool runs when it is called, and says so then.
+        if only_a_tool(node) {
+            return;
+        }
         self.shared.emit(EventKind::NodeQueued {
             node: node.id.clone(),
             block: node.meta.kind.clone(),
@@ -1294,6 +1298,11 @@ impl Scheduler {
                     for &(target, slot) in &fanout.targets {
                         self.settle(target, slot, value.clone());
                     }
+                }
+                // A node wired only as a tool has handed over its description, not run:
+                // it has nothing to report (a finish without attempts reads as reused).
+                if only_a_tool(node) {
+                    return;
                 }
                 outputs.retain(|port, _| node.node.ports().outputs.iter().any(|p| &p.name == port));
                 self.shared.emit(EventKind::NodeFinished {

@@ -204,8 +204,15 @@ impl RunState {
             _ => {
                 let Some(id) = kind.node() else { return };
                 // Finished without running: its outputs came from elsewhere.
-                if let EventKind::NodeFinished { attempts: 0, .. } = kind {
-                    self.reused.insert(id.to_owned());
+                match kind {
+                    EventKind::NodeFinished { attempts: 0, .. } => {
+                        self.reused.insert(id.to_owned());
+                    }
+                    // A node that runs (a tool called later, say) is not reused.
+                    EventKind::NodeStarted { .. } => {
+                        self.reused.remove(id);
+                    }
+                    _ => {}
                 }
                 let node = self.nodes.entry(id.to_owned()).or_default();
                 if let EventKind::NodeQueued { block, .. } | EventKind::NodeSkipped { block, .. } =

@@ -446,6 +446,22 @@ async fn a_wired_block_is_a_tool_with_its_unwired_inputs_as_arguments() {
             greet_runs.iter().any(|k| matches!(k, EventKind::NodeFinished { outputs, .. } if outputs.get("text") == Some(&Value::from("Hello, Ada!")))),
             "{greet_runs:#?}"
         );
+        // Handing over its description is no run: the node is not "reused", and it
+        // shows the one run the call made.
+        let mut state = agentloom_engine::RunState::starting(&doc);
+        for event in &events {
+            state.apply(&event.kind);
+        }
+        assert!(
+            !state.reused.contains("greet"),
+            "{provider}: {:?}",
+            state.reused
+        );
+        assert_eq!(state.node("greet").unwrap().attempts, 1, "{provider}");
+        assert!(
+            !events.iter().any(|e| matches!(&e.kind, EventKind::NodeFinished { node, attempts: 0, .. } if node == "greet")),
+            "{provider}: a tool-only node reports no finish before it is called"
+        );
         let counts = fake.rule_counts().await;
         assert_eq!(
             counts["wired_call"], 1,

@@ -2,7 +2,7 @@
 //! while the agent works, kept in its checkpoint, and read back by whoever shows the run
 //! (the canvas, the run panel, `agentloom agent` and `agentloom show --json`).
 
-use agentloom_core::clip_chars;
+use agentloom_core::{clip_chars, one_line};
 use serde::{Deserialize, Serialize};
 
 /// One step of the transcript, as shown live and in the `transcript` output.
@@ -48,7 +48,7 @@ impl Step {
     /// `step 2 · write_file {"path":…} → wrote 2 bytes to a.txt  (812 in / 20 out, $0.0001)`,
     /// after the thought on a line of its own when there is one.
     pub fn describe(&self) -> String {
-        let observation = clip_chars(&self.observation.replace('\n', " ⏎ "), 200);
+        let observation = clip_chars(&one_line(&self.observation), 200);
         let line = format!(
             "step {} · {} {} → {observation}  ({} in / {} out, ${:.4})",
             self.step,
@@ -68,12 +68,12 @@ impl Step {
     /// `step 2 · write_file → wrote 2 bytes`: one short line, the observation clipped to
     /// `max_chars`.
     pub fn headline(&self, max_chars: usize) -> String {
-        format!(
+        one_line(&format!(
             "step {} · {} → {}",
             self.step,
             self.tool_name(),
-            clip_chars(&self.observation.replace('\n', " "), max_chars)
-        )
+            clip_chars(&self.observation, max_chars)
+        ))
     }
 }
 
@@ -122,7 +122,7 @@ mod tests {
     fn a_step_is_described_with_its_tool_result_and_cost() {
         assert_eq!(
             write_step().describe(),
-            "  save it\nstep 2 · write_file {\"path\":\"a.txt\"} → wrote 2 bytes ⏎ to a.txt  \
+            "  save it\nstep 2 · write_file {\"path\":\"a.txt\"} → wrote 2 bytes¶to a.txt  \
              (812 in / 20 out, $0.0001)"
         );
         let none = Step {

@@ -410,7 +410,13 @@ impl App {
         };
         let doc = self.document.to_doc();
         let catalog = self.catalog.clone();
-        if let Some(node) = palette::new_node(entry, &doc, catalog.as_ref()) {
+        let pin_name = match pins {
+            [pin] => self.document.pin_name(*pin),
+            _ => None,
+        };
+        if let Some(node) =
+            palette::new_node_for_pin(entry, &doc, catalog.as_ref(), pin_name.as_deref())
+        {
             let id = self.document.add_wired(node, pos, pins, catalog.as_ref());
             self.inspected = Some(id);
         }

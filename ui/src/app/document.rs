@@ -30,12 +30,20 @@ pub struct CanvasNode {
     pub config_problem: Option<String>,
     /// The block's title, for the header.
     pub title: String,
+    /// The block has a name in the graph's interface (a graph input or output).
+    pub interface_named: bool,
 }
 
 /// How far from the origin a node may sit on the canvas. A damaged or hand-edited file may
 /// put a node anywhere (`1e308` does not even fit the canvas's `f32`); such a node is brought
 /// back to this edge, where fit-to-view can still show it beside the others.
 pub const CANVAS_EXTENT: f32 = 100_000.0;
+
+/// Whether nodes of this block have a name in the graph's interface (a graph input or
+/// output): a required `name` in their config.
+pub fn has_interface_name(meta: &agentloom_core::BlockMeta) -> bool {
+    meta.config.iter().any(|f| f.name == "name" && f.required)
+}
 
 /// A saved position as a canvas position, within [`CANVAS_EXTENT`].
 pub fn canvas_pos(position: [f64; 2]) -> Pos2 {
@@ -63,6 +71,7 @@ impl CanvasNode {
             outputs: Vec::new(),
             config_problem: None,
             title: String::new(),
+            interface_named: false,
         };
         node.refresh_ports(catalog);
         node
@@ -71,9 +80,9 @@ impl CanvasNode {
     /// Recomputes ports after the config changed. On a config error the old ports stay, so
     /// wires are not lost while a person is typing.
     pub fn refresh_ports(&mut self, catalog: &dyn BlockCatalog) {
-        self.title = catalog
-            .block(&self.doc.block)
-            .map_or_else(|| self.doc.block.clone(), |b| b.meta().title.clone());
+        let block = catalog.block(&self.doc.block);
+        self.title = block.map_or_else(|| self.doc.block.clone(), |b| b.meta().title.clone());
+        self.interface_named = block.is_some_and(|b| has_interface_name(b.meta()));
         match instantiate_node(0, &self.doc, catalog) {
             Ok((_, imp)) => {
                 self.inputs = imp.ports().inputs.clone();
@@ -84,9 +93,21 @@ impl CanvasNode {
         }
     }
 
-    /// The label shown in the header: the node's label, else its id.
+    /// The node's title: its label, else the name it has in the graph's interface (a graph
+    /// input or output, so renaming it renames the title), else its id.
     pub fn display_name(&self) -> &str {
-        self.doc.label.as_deref().unwrap_or(&self.doc.id)
+        let interface_name = self
+            .doc
+            .config
+            .get("name")
+            .filter(|_| self.interface_named)
+            .and_then(|v| v.as_str())
+            .filter(|name| !name.trim().is_empty());
+        self.doc
+            .label
+            .as_deref()
+            .or(interface_name)
+            .unwrap_or(&self.doc.id)
     }
 
     pub fn input_index(&self, name: &str) -> Option<usize> {
@@ -394,6 +415,15 @@ impl Document {
     pub fn add_node(&mut self, node: NodeDoc, pos: Pos2, catalog: &dyn BlockCatalog) -> NodeId {
         self.checkpoint();
         self.snarl.insert_node(pos, CanvasNode::new(node, catalog))
+    }
+
+    /// The port name of `pin`, if its node is there.
+    pub fn pin_name(&self, pin: Pin) -> Option<String> {
+        let port = match pin {
+            Pin::Out(out) => self.snarl.get_node(out.node)?.outputs.get(out.output),
+            Pin::In(inp) => self.snarl.get_node(inp.node)?.inputs.get(inp.input),
+        };
+        port.map(|p| p.name.clone())
     }
 
     /// Adds `node` at `pos` wired to `pins`, the ends of a wire dropped on empty canvas:

@@ -77,6 +77,7 @@ impl App {
             ui.separator();
             self.tool_button(ui, RichText::new("▶ Run").color(theme::OK), Command::Run);
             self.tool_button(ui, "■ Stop", Command::StopRun);
+            self.safe_mode_indicator(ui);
             ui.separator();
             self.tool_button(ui, "Undo", Command::Undo);
             self.tool_button(ui, "Redo", Command::Redo);
@@ -96,6 +97,33 @@ impl App {
                     .color(theme::TEXT_WEAK),
             );
         });
+    }
+
+    /// While safe mode is on, a toolbar button that says so; clicking it turns it off.
+    fn safe_mode_indicator(&mut self, ui: &mut egui::Ui) {
+        if !self.document.settings.safe_mode {
+            // An untrusted file's runs are in safe mode whatever the setting says.
+            if self.untrusted.is_some() {
+                ui.label(RichText::new("Safe mode (untrusted file)").color(theme::WARN))
+                    .on_hover_text(
+                        "This file is not trusted: its runs ask before blocks with side \
+                         effects, whatever the Run menu says. Trust the file to change that.",
+                    );
+            }
+            return;
+        }
+        let button = egui::Button::new(RichText::new("Safe mode").color(theme::WARN))
+            .stroke(egui::Stroke::new(1.0, theme::WARN));
+        if ui
+            .add(button)
+            .on_hover_text(
+                "Safe mode is on: blocks with side effects ask before they run. \
+                 Click to turn it off (Run menu to turn it on again).",
+            )
+            .clicked()
+        {
+            self.commands.push(Command::SetSafeMode(false));
+        }
     }
 
     /// Safe mode and where file blocks work, under Run and Stop.

@@ -85,6 +85,26 @@ pub const STATUS_BORDER: f32 = 2.0;
 /// How strongly a plain box (zoomed far out) is filled with its state's colour.
 pub const BOX_STATE_FILL: f32 = 0.7;
 
+/// egui's bundled fonts, with Hack (the monospace font) last in the proportional family
+/// too: Ubuntu-Light has no arrows (`→` in a step line, drawn as a box without it), and so
+/// both families draw the same characters.
+pub fn fonts() -> egui::FontDefinitions {
+    let mut fonts = egui::FontDefinitions::default();
+    let monospace = fonts
+        .families
+        .get(&egui::FontFamily::Monospace)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(proportional) = fonts.families.get_mut(&egui::FontFamily::Proportional) {
+        for font in monospace {
+            if !proportional.contains(&font) {
+                proportional.push(font);
+            }
+        }
+    }
+    fonts
+}
+
 /// Applies the app's look to egui.
 pub fn apply(ctx: &egui::Context) {
     let mut visuals = Visuals::dark();
@@ -96,6 +116,7 @@ pub fn apply(ctx: &egui::Context) {
     visuals.selection.stroke = Stroke::new(1.5, ACCENT);
     visuals.hyperlink_color = ACCENT;
     visuals.window_corner_radius = CornerRadius::same(6);
+    ctx.set_fonts(fonts());
     ctx.set_theme(egui::ThemePreference::Dark);
     ctx.set_visuals_of(egui::Theme::Dark, visuals);
     ctx.all_styles_mut(|style| {

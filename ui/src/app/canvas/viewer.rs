@@ -262,7 +262,10 @@ impl Viewer<'_> {
 
 /// An error or problem inside a node: one line of it, the whole of it on hover.
 fn node_message(ui: &mut Ui, message: &str, color: Color32) {
-    let shown = agentloom_core::clip_chars(message, theme::NODE_MESSAGE_CHARS);
+    let shown = agentloom_core::one_line(&agentloom_core::clip_chars(
+        message,
+        theme::NODE_MESSAGE_CHARS,
+    ));
     badge_line(ui, RichText::new(shown).small().color(color)).on_hover_text(message);
 }
 
@@ -714,7 +717,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                         .collect();
                     badge_line(
                         ui,
-                        RichText::new(format!("{port} … {tail}"))
+                        RichText::new(agentloom_core::one_line(&format!("{port} … {tail}")))
                             .monospace()
                             .small()
                             .color(theme::ACCENT),

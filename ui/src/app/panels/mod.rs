@@ -26,6 +26,14 @@ impl App {
             egui::ScrollArea::vertical()
                 .id_salt("run_summary")
                 .show(&mut cols[0], |ui| {
+                    if self.document.settings.safe_mode {
+                        ui.label(
+                            RichText::new(
+                                "Safe mode: blocks with side effects ask before they run",
+                            )
+                            .color(theme::WARN),
+                        );
+                    }
                     run_panel::run_summary_ui(ui, &mut self.run, &mut self.commands);
                     self.timeline_ui(ui);
                 });

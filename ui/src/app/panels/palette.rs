@@ -61,20 +61,28 @@ pub fn new_node(
     doc: &GraphDoc,
     catalog: &dyn BlockCatalog,
 ) -> Option<NodeDoc> {
+    new_node_for_pin(entry, doc, catalog, None)
+}
+
+/// [`new_node`] made from a pin (a wire dropped on empty canvas): a block that is named
+/// (a graph input or output) takes the pin's name, so an input made for `goal` is `goal`.
+pub fn new_node_for_pin(
+    entry: &PaletteEntry,
+    doc: &GraphDoc,
+    catalog: &dyn BlockCatalog,
+    pin_name: Option<&str>,
+) -> Option<NodeDoc> {
     let block = catalog.block(&entry.kind)?;
-    let base = entry.kind.rsplit('.').next().unwrap_or(&entry.kind);
+    let named = crate::app::document::has_interface_name(block.meta());
+    let kind_base = entry.kind.rsplit('.').next().unwrap_or(&entry.kind);
+    let base = pin_name.filter(|_| named).unwrap_or(kind_base);
     let mut node = NodeDoc::new(doc.fresh_node_id(base), entry.kind.clone());
     for field in &block.meta().config {
         if let Some(default) = &field.default {
             node.config.insert(field.name.clone(), default.clone());
         }
     }
-    if block
-        .meta()
-        .config
-        .iter()
-        .any(|f| f.name == "name" && f.required)
-    {
+    if named {
         node.config.insert(
             "name".to_owned(),
             serde_json::Value::String(node.id.clone()),
