@@ -208,3 +208,25 @@ pub fn pin(h: &AppHarness, node: &str, name: &str, output: bool) -> Pos2 {
     let x = if output { rect.right() } else { rect.left() };
     Pos2::new(x, pin_label_in(h, node, name).y)
 }
+
+/// The real `agentloom ARGS --db DB`, with stdin closed (no terminal: approvals pause).
+pub fn agentloom_cli(args: &[&str], db: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .env_remove("AGENTLOOM_LOG")
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Fails unless the command exited 0, showing what it said on stderr.
+pub fn assert_exit_ok(output: &std::process::Output) {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
