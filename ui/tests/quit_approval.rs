@@ -12,7 +12,9 @@ use agentloom::app::Command;
 use agentloom_engine::{NodeStatus, RunStatus, RunStore};
 use egui::accesskit::Role;
 use egui_kittest::kittest::Queryable as _;
-use support::{AppHarness, agentloom_cli, assert_exit_ok, graph, harness, paths, wait_until};
+use support::{
+    AppHarness, agentloom_cli, assert_exit_ok, graph, harness, live_agent_graph, paths, wait_until,
+};
 
 /// A write that asks first (safe mode), beside a branch that waits `ms` (still going when
 /// the app quits).
@@ -45,6 +47,22 @@ fn only_run(db: &Path) -> agentloom_engine::RunRow {
     let mut runs = RunStore::open(db).unwrap().list_runs(10).unwrap();
     assert_eq!(runs.len(), 1, "{runs:?}");
     runs.remove(0)
+}
+
+/// Run `run_id` read back from `db`, which must have completed.
+fn completed_run(db: &Path, run_id: &str) -> agentloom_engine::RunDetail {
+    let detail = RunStore::open(db)
+        .unwrap()
+        .get_run(run_id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        detail.run.status,
+        RunStatus::Completed,
+        "{:?}",
+        detail.run.error
+    );
+    detail
 }
 
 fn start_run(h: &mut AppHarness) {
@@ -104,17 +122,7 @@ fn quitting_while_an_approval_waits_leaves_the_run_waiting_for_agentloom_approve
         std::fs::read_to_string(workspace.join("note.txt")).unwrap(),
         "written after quitting"
     );
-    let detail = RunStore::open(&db)
-        .unwrap()
-        .get_run(&run_id)
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        detail.run.status,
-        RunStatus::Completed,
-        "{:?}",
-        detail.run.error
-    );
+    let detail = completed_run(&db, &run_id);
     // The slow branch the quit stopped ran again on resuming.
     assert_eq!(
         detail.outputs["late"],
@@ -171,4 +179,40 @@ fn quitting_stops_a_run_that_waits_for_nobody() {
     quit(&mut h);
     assert!(!h.state().run.is_running());
     assert_eq!(only_run(&db).status, RunStatus::Cancelled);
+}
+
+/// The agent of the report: safe mode, its `write_file` waits for approval, the app quits;
+/// `agentloom approve` resumes the agent from its checkpoint and it finishes.
+#[test]
+fn an_agent_waiting_for_approval_resumes_after_quitting() {
+    let Some(fake) = agentloom_tests::FakeLlm::start("agent/fakellm.yaml") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let workspace = paths.workspace.clone().unwrap();
+    let db = paths.run_log.clone().unwrap();
+    let mut h = harness(&live_agent_graph(&fake.base()), &paths);
+    start_run(&mut h);
+    wait_until(&mut h, "the approval", |h| {
+        !h.state().run.approvals.is_empty()
+    });
+    wait_until(&mut h, "the run log to list the run as waiting", |_| {
+        only_run(&db).status == RunStatus::Waiting
+    });
+    quit(&mut h);
+    let run = only_run(&db);
+    assert_eq!(run.status, RunStatus::Waiting, "{:?}", run.error);
+    assert!(!workspace.join("live.txt").exists());
+
+    assert_exit_ok(&agentloom_cli(&["approve", &run.id], &db));
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("live.txt")).unwrap(),
+        "x"
+    );
+    let detail = completed_run(&db, &run.id);
+    assert_eq!(
+        detail.outputs["answer"],
+        agentloom_core::Value::from("Left live.txt alone.")
+    );
 }

@@ -230,3 +230,15 @@ pub fn assert_exit_ok(output: &std::process::Output) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// An agent in safe mode against fakellm's `TASK-LIVE` script (tests/fixtures/agent):
+/// a `list_files` step, then a `write_file` of `live.txt` that waits for approval.
+pub fn live_agent_graph(fakellm_base: &str) -> GraphDoc {
+    graph(&format!(
+        r#"{{"format":"agentloom.graph","version":1,"name":"live agent","settings":{{"safe_mode":true}},
+  "nodes":[{{"id":"goal","block":"data.constant","position":[40,40],"config":{{"type":"text","value":"TASK-LIVE: look around"}}}},
+           {{"id":"agent","block":"ai.agent","label":"Worker","position":[360,40],"config":{{"base_url":"{fakellm_base}/v1","model":"test-model"}}}},
+           {{"id":"out","block":"graph.output","position":[760,40],"config":{{"name":"answer"}}}}],
+  "edges":[{{"from":["goal","value"],"to":["agent","goal"]}},{{"from":["agent","answer"],"to":["out","value"]}}]}}"#
+    ))
+}
