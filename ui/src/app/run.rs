@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use agentloom_core::{ApprovalDecision, ApprovalRequest, GraphDoc, ValidGraph, Value, ValueMap};
 use agentloom_engine::{
     Approver, EventSink, Executor, FanoutSink, LogPolicy, NodeProgress, NodeStatus, RunDetail,
-    RunEvent, RunOptions, RunReport, RunSeed, RunState, RunStore,
+    RunEvent, RunOptions, RunReport, RunSeed, RunState, RunStatus, RunStore,
 };
 
 use crate::runner::record::{RunContext, RunRecording};
@@ -267,6 +267,14 @@ impl RunView {
             }
         }
         self.approvals.clear();
+        if self.status == Some(RunStatus::Waiting)
+            && let Some(run_id) = &self.run_id
+        {
+            tracing::info!(
+                run_id,
+                "the run waits for approval: decide it from the history or with `agentloom approve {run_id}`"
+            );
+        }
     }
 
     /// Answers a pending approval of the live run: an approved node runs on, a rejected one

@@ -45,7 +45,7 @@ pub fn claim_refusal(run_id: &str, node: &str, claim: &Claim) -> Option<String> 
                 .map(|pid| format!(" (process {pid})"))
                 .unwrap_or_default();
             Some(format!(
-                "run {run_id} is still going in the app or terminal that asks for this decision{by}: decide it there, or here once that has closed (the run stays waiting)"
+                "run {run_id} is still going{by}: decide it in the app or terminal that asks, or here once that has stopped (the run stays waiting)"
             ))
         }
     }
