@@ -701,14 +701,7 @@ fn eval_nats_spreads_the_cases_over_the_workers_and_checks_them_here() {
         .arg(&graph)
         .arg("--cases")
         .arg(&cases_file)
-        .args([
-            "--nats",
-            &nats.url,
-            "--concurrency",
-            "8",
-            "--json",
-            "--trust",
-        ])
+        .args(["--nats", &nats.url, "--concurrency", "8", "--json", "--trust"])
         .arg("--db")
         .arg(&db)
         .output()
@@ -729,10 +722,7 @@ fn eval_nats_spreads_the_cases_over_the_workers_and_checks_them_here() {
     // Every case ran on a worker, each once, and both workers took some.
     let per_worker: Vec<BTreeMap<String, String>> = workers.iter().map(Worker::runs).collect();
     for run_id in &run_ids {
-        let ran: usize = per_worker
-            .iter()
-            .filter(|runs| runs.contains_key(run_id))
-            .count();
+        let ran: usize = per_worker.iter().filter(|runs| runs.contains_key(run_id)).count();
         assert_eq!(ran, 1, "run {run_id} ran on {ran} workers");
     }
     for (worker, runs) in workers.iter().zip(&per_worker) {
