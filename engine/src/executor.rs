@@ -59,6 +59,10 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// Cancel this to stop the run.
     pub cancel: CancellationToken,
+    /// Cancel this when nobody is left to decide approvals (the app quitting): the run
+    /// stops as with `cancel`, but a node waiting for a decision keeps its stored request
+    /// and the run ends `waiting`, to be resumed; a run waiting for nobody ends `cancelled`.
+    pub pause: CancellationToken,
     /// Overrides the graph's concurrency setting: how many nodes of this run may do
     /// CPU-bound work at once (the cores by default). Nodes that wait (timers, requests,
     /// people, sub-runs) take no slot.
@@ -223,6 +227,7 @@ impl Executor {
             seq: AtomicU64::new(0),
             usage: Mutex::new(Usage::default()),
             cancel: options.cancel.clone(),
+            pause: options.pause.clone(),
             limit_error: Mutex::new(None),
             limits: inherited.limits,
             redactor: inherited.redactor,
@@ -288,6 +293,8 @@ struct RunShared {
     seq: AtomicU64,
     usage: Mutex<Usage>,
     cancel: CancellationToken,
+    /// Stops the run leaving its approvals pending (see [`RunOptions::pause`]).
+    pause: CancellationToken,
     /// Set when a run limit stopped the run.
     limit_error: Mutex<Option<String>>,
     /// Shared with sub-runs: node slots, steps and the cost budget.
@@ -385,6 +392,17 @@ impl RunShared {
 
     fn total_usage(&self) -> Usage {
         self.usage.lock().map(|u| *u).unwrap_or_default()
+    }
+
+    /// Marks `node` as waiting for a decision: the error that ends its attempt.
+    fn wait_for_decision(&self, node: &str) -> BlockError {
+        if let Ok(mut waiting) = self.waiting.lock() {
+            waiting.insert(node.to_owned());
+        }
+        BlockError {
+            message: "waiting for approval".to_owned(),
+            ..BlockError::cancelled()
+        }
     }
 
     fn is_waiting(&self, node: &str) -> bool {
@@ -677,6 +695,7 @@ impl RunCtx for NodeCtx {
         let options = RunOptions {
             run_id: Some(format!("{}/{prefix}", self.shared.run_id)),
             cancel: self.cancel.child_token(),
+            pause: self.shared.pause.clone(),
             seed: (!seed.is_empty() || !seed.checkpoints.is_empty()).then(|| Arc::new(seed)),
             ..RunOptions::default()
         };
@@ -713,15 +732,7 @@ impl RunCtx for NodeCtx {
             RunStatus::Completed => Ok(report.outputs),
             RunStatus::Cancelled => Err(BlockError::cancelled()),
             // A node inside waits for a person: this node waits with it (the run pauses).
-            RunStatus::Waiting => {
-                if let Ok(mut waiting) = self.shared.waiting.lock() {
-                    waiting.insert(self.node_id.clone());
-                }
-                Err(BlockError {
-                    message: "waiting for approval".to_owned(),
-                    ..BlockError::cancelled()
-                })
-            }
+            RunStatus::Waiting => Err(self.shared.wait_for_decision(&self.node_id)),
             _ => Err(BlockError::permanent(format!(
                 "the sub-graph failed: {}",
                 report.error.unwrap_or_else(|| "unknown error".to_owned())
@@ -1076,6 +1087,10 @@ impl Scheduler {
                 biased;
                 outcome = running.next() => outcome,
                 () = self.shared.cancel.cancelled() => None,
+                () = self.shared.pause.cancelled() => {
+                    self.shared.cancel.cancel();
+                    None
+                }
                 () = sleep_until(deadline) => {
                     if let Some(ms) = graph.doc.settings.max_wall_ms {
                         self.shared.stop_for_limit(format!("time limit reached: the run may take at most {ms} ms"));
@@ -1411,7 +1426,8 @@ impl Scheduler {
         let paused = self.shared.waiting.lock().is_ok_and(|w| !w.is_empty());
         let status = if self.failure.is_some() || limit_error.is_some() {
             RunStatus::Failed
-        } else if paused && !self.shared.cancel.is_cancelled() {
+        } else if paused && (!self.shared.cancel.is_cancelled() || self.shared.pause.is_cancelled())
+        {
             RunStatus::Waiting
         } else if self.shared.cancel.is_cancelled()
             || self.states.iter().any(|s| !s.status.is_final())
@@ -1562,16 +1578,14 @@ async fn ask_approval(
     tokio::select! {
         decision = approver.decide_or_pause(&shared.run_id, node, request) => match decision {
             Some(decision) => Ok(decision),
-            None => {
-                if let Ok(mut waiting) = shared.waiting.lock() {
-                    waiting.insert(node.to_owned());
-                }
-                Err(BlockError {
-                    message: "waiting for approval".to_owned(),
-                    ..BlockError::cancelled()
-                })
-            }
+            None => Err(shared.wait_for_decision(node)),
         },
-        () = shared.cancel.cancelled() => Err(BlockError::cancelled()),
+        () = shared.cancel.cancelled() => {
+            if !shared.pause.is_cancelled() {
+                return Err(BlockError::cancelled());
+            }
+            // Paused: the stored request keeps the node waiting for whoever decides later.
+            Err(shared.wait_for_decision(node))
+        }
     }
 }

@@ -377,3 +377,93 @@ async fn a_node_asking_with_a_checkpoint_gets_it_back_with_the_decision() {
         json!({"checkpoint": {"step": 3}, "decision": {"decision": "approved", "arguments": {"path": "b.txt"}}})
     );
 }
+
+/// Someone asked who never answers (a person at the app who quits instead).
+struct NeverAnswers;
+
+#[async_trait]
+impl agentloom_engine::Approver for NeverAnswers {
+    async fn decide(
+        &self,
+        _run_id: &str,
+        _node: &str,
+        _request: &agentloom_core::ApprovalRequest,
+    ) -> ApprovalDecision {
+        std::future::pending().await
+    }
+}
+
+/// Approval of the one request of run `run_id`, as asked.
+fn as_asked(store: &RunStore, run_id: &str) -> ApprovalDecision {
+    store.pending_approvals(run_id).unwrap()[0]
+        .request
+        .approve_as_is()
+}
+
+/// `writing_graph` run with someone to ask, stopped by `stop` once the run log lists it as
+/// waiting; what the run ended as, its run log (in `dir`) and its id.
+async fn asked_then_stopped(
+    dir: &tempfile::TempDir,
+    stop: impl FnOnce(&RunOptions),
+) -> (RunStatus, Arc<RunStore>, String) {
+    let store = Arc::new(RunStore::open(&dir.path().join("runs.sqlite3")).unwrap());
+    let registry = registry(&Arc::new(AtomicU32::new(0)));
+    let doc = writing_graph();
+    let graph = validate(&doc, registry.as_ref()).unwrap();
+    let recorder = Arc::new(store.recorder(&doc).unwrap());
+    let executor = Executor::new(registry.clone())
+        .with_workspace(dir.path().to_path_buf())
+        .with_approver(Arc::new(DurableApprover::new(
+            store.clone(),
+            Some(Arc::new(NeverAnswers)),
+        )));
+    let options = RunOptions::default();
+    let run = tokio::spawn({
+        let options = options.clone();
+        let recorder = recorder.clone();
+        async move {
+            executor
+                .run(Arc::new(graph), ValueMap::new(), options, recorder)
+                .await
+        }
+    });
+    // While the person is asked, the run log says waiting, and the decision is theirs.
+    let run_id = loop {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        if let Some(run) = store.list_runs(1).unwrap().pop()
+            && run.status == RunStatus::Waiting
+        {
+            break run.id;
+        }
+    };
+    let claim = store
+        .claim_decision(&run_id, "write", &as_asked(&store, &run_id))
+        .unwrap();
+    assert!(matches!(claim, Claim::AskedElsewhere { .. }), "{claim:?}");
+    stop(&options);
+    let report = run.await.unwrap();
+    recorder.finish().unwrap();
+    assert_eq!(
+        store.get_run(&run_id).unwrap().unwrap().run.status,
+        report.status
+    );
+    (report.status, store, run_id)
+}
+
+#[tokio::test]
+async fn a_run_paused_while_a_person_is_asked_stays_waiting_and_can_be_decided_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let (status, store, run_id) = asked_then_stopped(&dir, |options| options.pause.cancel()).await;
+    assert_eq!(status, RunStatus::Waiting);
+    let claim = store
+        .claim_decision(&run_id, "write", &as_asked(&store, &run_id))
+        .unwrap();
+    assert_eq!(claim, Claim::Won);
+}
+
+#[tokio::test]
+async fn a_run_cancelled_while_a_person_is_asked_is_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (status, ..) = asked_then_stopped(&dir, |options| options.cancel.cancel()).await;
+    assert_eq!(status, RunStatus::Cancelled);
+}

@@ -13,23 +13,15 @@ use agentloom_engine::RunStatus;
 use egui::accesskit::Role;
 use egui::{Modifiers, PointerButton};
 use egui_kittest::kittest::Queryable as _;
-use support::{click_at, graph, harness, paths, title_of, wait_until};
+use support::{click_at, harness, live_agent_graph, paths, title_of, wait_until};
 
 #[test]
 fn agent_steps_appear_while_the_agent_works() {
     let Some(fake) = agentloom_tests::FakeLlm::start("agent/fakellm.yaml") else {
         return;
     };
-    let json = format!(
-        r#"{{"format":"agentloom.graph","version":1,"name":"live agent","settings":{{"safe_mode":true}},
-  "nodes":[{{"id":"goal","block":"data.constant","position":[40,40],"config":{{"type":"text","value":"TASK-LIVE: look around"}}}},
-           {{"id":"agent","block":"ai.agent","label":"Worker","position":[360,40],"config":{{"base_url":"{}/v1","model":"test-model"}}}},
-           {{"id":"out","block":"graph.output","position":[760,40],"config":{{"name":"answer"}}}}],
-  "edges":[{{"from":["goal","value"],"to":["agent","goal"]}},{{"from":["agent","answer"],"to":["out","value"]}}]}}"#,
-        fake.base()
-    );
     let dir = tempfile::tempdir().unwrap();
-    let mut h = harness(&graph(&json), &paths(&dir));
+    let mut h = harness(&live_agent_graph(&fake.base()), &paths(&dir));
     let title = title_of(&h, "Worker");
     click_at(&mut h, title, PointerButton::Primary, Modifiers::NONE);
     h.get_by_role_and_label(Role::Button, "▶ Run").click();

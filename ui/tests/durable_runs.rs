@@ -184,12 +184,7 @@ fn approving_an_app_started_run_from_the_command_line_resumes_it_in_the_apps_wor
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(
-        approved.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&approved.stderr)
-    );
+    support::assert_exit_ok(&approved);
     assert_eq!(
         std::fs::read_to_string(workspace.join("note.txt")).unwrap(),
         "written by the test"

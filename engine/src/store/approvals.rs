@@ -6,7 +6,7 @@ use agentloom_core::{ApprovalDecision, ApprovalRequest, Value};
 use rusqlite::{OptionalExtension as _, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use super::liveness::{Liveness, liveness, this_process_token};
+use super::liveness::{Liveness, STALE_HEARTBEAT_MS, liveness, this_process_token};
 use super::{RunStore, StoreError, from_i64, now_ms, to_i64};
 use crate::events::NodeStatus;
 use crate::seed::RunSeed;
@@ -34,6 +34,9 @@ pub enum Claim {
     NotWaiting { status: String },
     /// The run waits for no approval of that node.
     NoRequest,
+    /// The run is still going in the process that asks for the decision (the app, a
+    /// terminal): it is decided there, or once that process has gone.
+    AskedElsewhere { pid: Option<u32> },
 }
 
 /// The decision that came first.
@@ -56,6 +59,25 @@ fn token_pid(token: &str) -> Option<u32> {
         .ok()
 }
 
+/// Whether the process that wrote `token` still runs (judged by the heartbeat at
+/// `heartbeat_ms` where it cannot be checked).
+fn owner_alive(token: &str, heartbeat_ms: Option<i64>) -> bool {
+    match liveness(token) {
+        Liveness::Alive => true,
+        Liveness::Dead => false,
+        Liveness::Unknown => {
+            now_ms().saturating_sub(heartbeat_ms.map_or(0, from_i64)) <= STALE_HEARTBEAT_MS
+        }
+    }
+}
+
+/// SQL: run `?1` has a request nobody has decided yet.
+pub(super) const UNDECIDED: &str =
+    "EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1 AND decision_json IS NULL)";
+
+/// status, finished at, owner token, heartbeat at.
+type RunOwnerRow = (String, Option<i64>, Option<String>, Option<i64>);
+
 /// node, action, arguments, checkpoint, requested at, decision, details (JSON texts).
 type ApprovalRow = (
     String,
@@ -69,15 +91,20 @@ type ApprovalRow = (
 
 impl RunStore {
     /// Records that node `node` of run `run_id` waits for a decision on `request`
-    /// (replacing an earlier request of the same node).
+    /// (replacing an earlier request of the same node). A going run is listed as `waiting`
+    /// from now on, while someone is asked ([`RunStore::clear_approval`] lists it as
+    /// running again).
     pub fn save_approval_request(
         &self,
         run_id: &str,
         node: &str,
         request: &ApprovalRequest,
     ) -> Result<(), StoreError> {
-        let conn = self.lock();
-        conn.execute(
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|source| self.write_error(source))?;
+        tx.execute(
             "INSERT INTO pending_approvals (run_id, node_id, action, arguments_json, checkpoint_json,
                                             requested_at_ms, decision_json, details_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7)
@@ -97,6 +124,12 @@ impl RunStore {
             ],
         )
         .map_err(|source| self.write_error(source))?;
+        tx.execute(
+            "UPDATE runs SET status = 'waiting' WHERE id = ?1 AND status = 'running'",
+            params![run_id],
+        )
+        .map_err(|source| self.write_error(source))?;
+        tx.commit().map_err(|source| self.write_error(source))?;
         Ok(())
     }
 
@@ -188,14 +221,28 @@ impl RunStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(write_error)?;
-        let status: Option<String> = tx
+        let run: Option<RunOwnerRow> = tx
             .query_row(
-                "SELECT status FROM runs WHERE id = ?1",
+                "SELECT status, finished_at_ms, owner, heartbeat_at_ms FROM runs WHERE id = ?1",
                 params![run_id],
-                |row| row.get(0),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
             )
             .optional()
             .map_err(write_error)?;
+        let asked_by = run
+            .as_ref()
+            .and_then(|(status, finished, owner, heartbeat)| {
+                let owner = owner.as_deref()?;
+                (status == "waiting" && finished.is_none() && owner_alive(owner, *heartbeat))
+                    .then_some(owner)
+            });
+        if let Some(owner) = asked_by {
+            // The process running it is asking someone (the app, a terminal) right now.
+            return Ok(Claim::AskedElsewhere {
+                pid: token_pid(owner),
+            });
+        }
+        let status = run.map(|(status, ..)| status);
         let row: Option<(Option<String>, Option<String>, Option<i64>)> = tx
             .query_row(
                 "SELECT decision_json, decided_by, decided_at_ms FROM pending_approvals
@@ -334,14 +381,28 @@ impl RunStore {
             .map_err(read_error)
     }
 
-    /// Forgets the request of `node` (answered while the run was going).
+    /// Forgets the request of `node` (answered while the run was going); the going run is
+    /// listed as running again once it waits for no other decision.
     pub fn clear_approval(&self, run_id: &str, node: &str) -> Result<(), StoreError> {
-        let conn = self.lock();
-        conn.execute(
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|source| self.write_error(source))?;
+        tx.execute(
             "DELETE FROM pending_approvals WHERE run_id = ?1 AND node_id = ?2",
             params![run_id, node],
         )
         .map_err(|source| self.write_error(source))?;
+        tx.execute(
+            &format!(
+                "UPDATE runs SET status = 'running'
+                 WHERE id = ?1 AND status = 'waiting' AND finished_at_ms IS NULL
+                   AND NOT ({UNDECIDED})"
+            ),
+            params![run_id],
+        )
+        .map_err(|source| self.write_error(source))?;
+        tx.commit().map_err(|source| self.write_error(source))?;
         Ok(())
     }
 

@@ -15,6 +15,7 @@ use agentloom_core::{GraphDoc, Usage, Value, ValueMap};
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
+use super::approvals::UNDECIDED;
 use super::liveness::{HEARTBEAT_INTERVAL_MS, this_process_token};
 use super::values::{LogPolicy, StoredValue, ValueLog, insert_values};
 use super::{StoreError, now_ms, to_i64};
@@ -929,11 +930,14 @@ impl Batch<'_> {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         if run.inserted {
             if run.dirty {
-                tx.prepare_cached(
-                "UPDATE runs SET status = ?2, finished_at_ms = ?3, duration_ms = ?4, outputs_json = ?5,
+                // A going run asking a person is listed as waiting (see
+                // `RunStore::save_approval_request`).
+                tx.prepare_cached(&format!(
+                "UPDATE runs SET status = CASE WHEN ?2 = 'running' AND {UNDECIDED} THEN 'waiting' ELSE ?2 END,
+                        finished_at_ms = ?3, duration_ms = ?4, outputs_json = ?5,
                         error = ?6, input_tokens = ?7, output_tokens = ?8, cost_usd = ?9, heartbeat_at_ms = ?10
-                 WHERE id = ?1",
-            )?
+                 WHERE id = ?1"
+            ))?
             .execute(params![
                 run.id,
                 run.status.as_str(),
@@ -953,10 +957,10 @@ impl Batch<'_> {
             tx.execute("DELETE FROM node_runs WHERE run_id = ?1", params![run.id])?;
             tx.execute("DELETE FROM run_calls WHERE run_id = ?1", params![run.id])?;
             tx.execute(
-            "INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
+            &format!("INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
                                inputs_json, outputs_json, error, input_tokens, output_tokens, cost_usd,
                                node_count, pid, owner, heartbeat_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+             VALUES (?1, ?2, CASE WHEN ?3 = 'running' AND {UNDECIDED} THEN 'waiting' ELSE ?3 END, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
              ON CONFLICT (id) DO UPDATE SET
                 graph_name = excluded.graph_name, status = excluded.status,
                 started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
@@ -964,7 +968,7 @@ impl Batch<'_> {
                 outputs_json = excluded.outputs_json, error = excluded.error,
                 input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
                 cost_usd = excluded.cost_usd, node_count = excluded.node_count, pid = excluded.pid,
-                owner = excluded.owner, heartbeat_at_ms = excluded.heartbeat_at_ms",
+                owner = excluded.owner, heartbeat_at_ms = excluded.heartbeat_at_ms"),
             params![
                 run.id,
                 run.graph_name,

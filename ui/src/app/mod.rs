@@ -61,6 +61,8 @@ pub const EXAMPLE_GRAPH: &str = include_str!("../../../assets/examples/hello.age
 
 /// How long unsaved changes wait before they are autosaved.
 const AUTOSAVE_DELAY: Duration = Duration::from_secs(3);
+/// How long quitting waits for a live run to stop and be recorded.
+const QUIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Where the app keeps its files; tests point these at temporary directories.
 #[derive(Clone, Debug)]
@@ -325,11 +327,14 @@ impl App {
             .map(|n| n.doc.id.as_str())
     }
 
-    /// What the window does as it closes: stops a live run and leaves the run log one
+    /// What the window does as it closes, however it is closed (File → Quit, Ctrl+Q, the
+    /// window's close button): stops a live run, leaving one that waits for an approval
+    /// `waiting` and resumable, and leaves the run log one
     /// self-contained file (its newest pages are in the `-wal` file until then), so the
     /// user can copy or attach `runs.sqlite3` alone.
     pub fn close(&mut self) {
-        self.run.stop();
+        // A run waiting for a decision stays waiting, whichever way the app is left.
+        self.run.leave(QUIT_WAIT);
         if let Some(store) = &self.store
             && let Err(err) = store.make_self_contained()
         {

@@ -1,11 +1,12 @@
 //! Running the open graph in-process and following its events, and showing past runs.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest, GraphDoc, ValidGraph, Value, ValueMap};
 use agentloom_engine::{
     Approver, EventSink, Executor, FanoutSink, LogPolicy, NodeProgress, NodeStatus, RunDetail,
-    RunEvent, RunOptions, RunReport, RunSeed, RunState, RunStore,
+    RunEvent, RunOptions, RunReport, RunSeed, RunState, RunStatus, RunStore,
 };
 
 use crate::runner::record::{RunContext, RunRecording};
@@ -137,6 +138,7 @@ impl std::ops::DerefMut for RunView {
 struct LiveRun {
     rx: mpsc::UnboundedReceiver<RunMsg>,
     cancel: CancellationToken,
+    pause: CancellationToken,
 }
 
 impl RunView {
@@ -204,8 +206,10 @@ impl RunView {
             executor = executor.with_approver(approver);
         }
         let cancel = CancellationToken::new();
+        let pause = CancellationToken::new();
         let options = RunOptions {
             cancel: cancel.clone(),
+            pause: pause.clone(),
             run_id,
             seed: seed.map(Arc::new),
             replay: self.replay.take(),
@@ -224,7 +228,7 @@ impl RunView {
             let _ = tx.send(RunMsg::Finished(Box::new(report), record_error));
             repaint.request_repaint();
         });
-        self.live = Some(LiveRun { rx, cancel });
+        self.live = Some(LiveRun { rx, cancel, pause });
         Ok(())
     }
 
@@ -235,6 +239,41 @@ impl RunView {
         }
         for prompt in self.approvals.drain(..) {
             prompt.cancel();
+        }
+    }
+
+    /// The app is going away: the live run stops, except that a node waiting for a
+    /// decision keeps its stored request, so the run stays `waiting` (decided later from
+    /// the history or with `agentloom approve`). Waits up to `limit` for the run log to
+    /// record how the run ended.
+    pub fn leave(&mut self, limit: Duration) {
+        let Some(live) = &self.live else {
+            return;
+        };
+        live.pause.cancel();
+        // Nobody answers them now: dropping their replies leaves the requests undecided.
+        self.approvals.clear();
+        let deadline = Instant::now() + limit;
+        while self.is_running() {
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    "the run did not stop within {} ms of quitting; the run log may still list it as running",
+                    limit.as_millis()
+                );
+                return;
+            }
+            if !self.drain() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.approvals.clear();
+        if self.status == Some(RunStatus::Waiting)
+            && let Some(run_id) = &self.run_id
+        {
+            tracing::info!(
+                run_id,
+                "the run waits for approval: decide it from the history or with `agentloom approve {run_id}`"
+            );
         }
     }
 

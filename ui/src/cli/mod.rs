@@ -681,6 +681,7 @@ fn execute(
         run_id: run.run_id,
         seed: run.seed.map(Arc::new),
         replay: run.replay,
+        ..RunOptions::default()
     };
     phase("run log and runtime ready");
     interrupt::watch(cancel.clone());

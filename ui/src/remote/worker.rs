@@ -412,6 +412,7 @@ impl Worker {
             run_id: Some(run_id.clone()),
             seed: seed.map(Arc::new),
             replay: None,
+            ..RunOptions::default()
         };
         let report = executor
             .run(

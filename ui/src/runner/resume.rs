@@ -40,6 +40,14 @@ pub fn claim_refusal(run_id: &str, node: &str, claim: &Claim) -> Option<String> 
         Claim::NoRequest => Some(format!(
             "run {run_id} does not wait for an approval of `{node}`"
         )),
+        Claim::AskedElsewhere { pid } => {
+            let by = pid
+                .map(|pid| format!(" (process {pid})"))
+                .unwrap_or_default();
+            Some(format!(
+                "run {run_id} is still going{by}: decide it in the app or terminal that asks, or here once that has stopped (the run stays waiting)"
+            ))
+        }
     }
 }
 

@@ -237,3 +237,37 @@ pub fn pin(h: &AppHarness, node: &str, name: &str, output: bool) -> Pos2 {
     let x = if output { rect.right() } else { rect.left() };
     Pos2::new(x, pin_label_in(h, node, name).y)
 }
+
+/// The real `agentloom ARGS --db DB`, with stdin closed (no terminal: approvals pause).
+pub fn agentloom_cli(args: &[&str], db: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .env_remove("AGENTLOOM_LOG")
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Fails unless the command exited 0, showing what it said on stderr.
+pub fn assert_exit_ok(output: &std::process::Output) {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// An agent in safe mode against fakellm's `TASK-LIVE` script (tests/fixtures/agent):
+/// a `list_files` step, then a `write_file` of `live.txt` that waits for approval.
+pub fn live_agent_graph(fakellm_base: &str) -> GraphDoc {
+    graph(&format!(
+        r#"{{"format":"agentloom.graph","version":1,"name":"live agent","settings":{{"safe_mode":true}},
+  "nodes":[{{"id":"goal","block":"data.constant","position":[40,40],"config":{{"type":"text","value":"TASK-LIVE: look around"}}}},
+           {{"id":"agent","block":"ai.agent","label":"Worker","position":[360,40],"config":{{"base_url":"{fakellm_base}/v1","model":"test-model"}}}},
+           {{"id":"out","block":"graph.output","position":[760,40],"config":{{"name":"answer"}}}}],
+  "edges":[{{"from":["goal","value"],"to":["agent","goal"]}},{{"from":["agent","answer"],"to":["out","value"]}}]}}"#
+    ))
+}
