@@ -744,3 +744,36 @@ fn a_group_frames_the_selection_carries_its_blocks_and_is_saved_in_the_file() {
         "the move is one undo step"
     );
 }
+
+#[test]
+fn a_constant_feeds_a_text_input_from_the_dropped_wire_menu() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = example();
+    doc.edges.retain(|e| e.to.0 != "render");
+    let mut h = harness(&doc, &paths(&dir));
+    // The `name` input pin sits on the left edge of the node, level with its name.
+    let pin = Pos2::new(
+        h.state().node_screen_rect("render").unwrap().left(),
+        canvas_text(&h, "name").y,
+    );
+    let to = empty_canvas(&h);
+    drag(&mut h, pin, to, Modifiers::NONE);
+    h.run_steps(2);
+    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire");
+    search.type_text("constant");
+    h.run_steps(2);
+    assert!(h.query_by_label("No block fits this pin").is_none());
+    h.key_press(Key::Enter);
+    h.run_steps(3);
+    let doc = h.state().document.to_doc();
+    let added = doc
+        .nodes
+        .iter()
+        .find(|n| n.block == "data.constant")
+        .expect("a constant added");
+    assert!(
+        wires(&h).contains(&format!("{}.value -> render.name", added.id)),
+        "{:?}",
+        wires(&h)
+    );
+}

@@ -38,8 +38,14 @@ pub fn entries(catalog: &dyn BlockCatalog) -> Vec<PaletteEntry> {
                 inputs: Vec::new(),
                 outputs: Vec::new(),
             };
+            // A required field without a default (a constant's value) is probed as null,
+            // so the block's ports are known to the wire-drop search all the same.
             if let Some(node) = new_node(&entry, &probe, catalog)
-                && let Ok((_, imp)) = agentloom_core::instantiate_node(0, &node, catalog)
+                && let Ok((_, imp)) = agentloom_core::instantiate_node(
+                    0,
+                    &with_required_nulls(node, catalog),
+                    catalog,
+                )
             {
                 entry.inputs = imp.ports().inputs.clone();
                 entry.outputs = imp.ports().outputs_with_error();
@@ -89,6 +95,27 @@ pub fn new_node_for_pin(
         );
     }
     Some(node)
+}
+
+/// `node` with each required field it lacks set to null, when its block then configures:
+/// a block added at a dropped wire has ports to wire (a constant's output) while its value
+/// is still to be written. Otherwise `node` as it was.
+pub fn with_required_nulls(node: NodeDoc, catalog: &dyn BlockCatalog) -> NodeDoc {
+    let Some(block) = catalog.block(&node.block) else {
+        return node;
+    };
+    let mut probed = node.clone();
+    for field in block.meta().config.iter().filter(|f| f.required) {
+        probed
+            .config
+            .entry(field.name.clone())
+            .or_insert(serde_json::Value::Null);
+    }
+    if agentloom_core::instantiate_node(0, &probed, catalog).is_ok() {
+        probed
+    } else {
+        node
+    }
 }
 
 /// The palette panel.
