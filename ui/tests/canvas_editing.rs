@@ -578,22 +578,33 @@ fn the_palette_search_is_fuzzy_and_says_when_nothing_matches() {
     h.get_by_label_contains("No block matches “zzqx”");
 }
 
+/// Types `query` into the search of an open dropped-wire menu.
+fn search_the_wire_menu(h: &mut AppHarness, query: &str) {
+    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire");
+    search.type_text(query);
+    h.run_steps(2);
+}
+
+/// The block of kind `block` the document now holds.
+fn added_block(h: &AppHarness, block: &str) -> agentloom_core::NodeDoc {
+    h.state()
+        .document
+        .to_doc()
+        .nodes
+        .into_iter()
+        .find(|n| n.block == block)
+        .unwrap_or_else(|| panic!("no `{block}` added"))
+}
+
 #[test]
 fn a_dropped_wire_menu_searches_and_enter_adds_the_match_wired() {
     let dir = tempfile::tempdir().unwrap();
     let (mut h, _) = drop_the_template_text_wire(&dir);
     h.run_steps(2);
-    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire");
-    search.type_text("jsnprs");
-    h.run_steps(2);
+    search_the_wire_menu(&mut h, "jsnprs");
     h.key_press(Key::Enter);
     h.run_steps(3);
-    let doc = h.state().document.to_doc();
-    let added = doc
-        .nodes
-        .iter()
-        .find(|n| n.block == "json.parse")
-        .expect("added");
+    let added = added_block(&h, "json.parse");
     assert!(
         wires(&h).contains(&format!("render.text -> {}.text", added.id)),
         "{:?}",
@@ -759,18 +770,11 @@ fn a_constant_feeds_a_text_input_from_the_dropped_wire_menu() {
     let to = empty_canvas(&h);
     drag(&mut h, pin, to, Modifiers::NONE);
     h.run_steps(2);
-    let search = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire");
-    search.type_text("constant");
-    h.run_steps(2);
+    search_the_wire_menu(&mut h, "constant");
     assert!(h.query_by_label("No block fits this pin").is_none());
     h.key_press(Key::Enter);
     h.run_steps(3);
-    let doc = h.state().document.to_doc();
-    let added = doc
-        .nodes
-        .iter()
-        .find(|n| n.block == "data.constant")
-        .expect("a constant added");
+    let added = added_block(&h, "data.constant");
     assert!(
         wires(&h).contains(&format!("{}.value -> render.name", added.id)),
         "{:?}",
