@@ -246,7 +246,9 @@ impl RunStore {
     }
 
     /// Marks every `running` run whose recording process is gone as `interrupted`, along
-    /// with its unfinished nodes. Returns the ids marked. Called by [`RunStore::open`].
+    /// with its unfinished nodes, and ends a run left `waiting` by a process killed while
+    /// it asked a person: its waiting nodes keep their requests, its other unfinished nodes
+    /// are pending again. Returns the ids marked. Called by [`RunStore::open`].
     pub fn recover_interrupted(&self) -> Result<Vec<String>, StoreError> {
         let now = now_ms();
         let read_error = |source| StoreError::Read {
@@ -266,7 +268,8 @@ impl RunStore {
                 .prepare(
                     "SELECT id, owner, heartbeat_at_ms, started_at_ms,
                             (SELECT max(at_ms) FROM events WHERE events.run_id = runs.id)
-                     FROM runs WHERE status = 'running'",
+                     FROM runs
+                     WHERE status = 'running' OR (status = 'waiting' AND finished_at_ms IS NULL)",
                 )
                 .map_err(read_error)?;
             stmt.query_map([], |row| {
@@ -309,18 +312,29 @@ impl RunStore {
             .map_err(write_error)?;
         for (id, last_seen) in &abandoned {
             // A run that was waiting for a person stays resumable: its request is stored.
+            // One killed while it asked (listed `waiting` already) ends as a paused run
+            // does: waiting nodes awaiting approval, the rest of its unfinished nodes pending.
             let waiting = tx
                 .execute(
-                    "UPDATE runs SET status = 'waiting', error = 'waiting for approval'
-                     WHERE id = ?1 AND status = 'running'
+                    "UPDATE runs SET status = 'waiting',
+                            error = CASE WHEN status = 'waiting' THEN coalesce(error, 'waiting for approval')
+                                         ELSE 'waiting for approval' END,
+                            finished_at_ms = CASE WHEN status = 'waiting' THEN ?2 ELSE finished_at_ms END,
+                            duration_ms = CASE WHEN status = 'waiting' THEN max(0, ?2 - started_at_ms)
+                                               ELSE duration_ms END
+                     WHERE id = ?1 AND status IN ('running', 'waiting')
                        AND EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1)",
-                    params![id],
+                    params![id, to_i64(*last_seen)],
                 )
                 .map_err(write_error)?;
             if waiting > 0 {
                 tx.execute(
                     "UPDATE node_runs SET status = 'pending', error = NULL
-                     WHERE run_id = ?1 AND status IN ('queued', 'running')",
+                     WHERE run_id = ?1
+                       AND (status IN ('queued', 'running')
+                            OR (status = 'awaiting_approval'
+                                AND NOT EXISTS (SELECT 1 FROM pending_approvals
+                                                WHERE run_id = ?1 AND node_id = node_runs.node_id)))",
                     params![id],
                 )
                 .map_err(write_error)?;
@@ -331,7 +345,7 @@ impl RunStore {
                         finished_at_ms = ?2,
                         duration_ms = max(0, ?2 - started_at_ms),
                         error = coalesce(error, 'the process recording this run stopped before the run finished')
-                 WHERE id = ?1 AND status = 'running'",
+                 WHERE id = ?1 AND status IN ('running', 'waiting')",
                 params![id, to_i64(*last_seen)],
             )
             .map_err(write_error)?;

@@ -721,48 +721,63 @@ fn a_folder_that_cannot_be_created_is_named() {
 /// Records the start of a run and a node left running, then stops the recorder as a
 /// killed process would have left it.
 fn record_unfinished(store: &RunStore, run_id: &str) {
-    record(
-        store,
-        &[
-            run_started(run_id),
-            ev(
-                1,
-                3,
-                EventKind::NodeFinished {
-                    node: "fetch".to_owned(),
-                    outputs: map(&[("body", Value::from("ok"))]),
-                    attempts: 1,
-                    duration_ms: 3,
-                    usage: Usage::default(),
-                },
-            ),
-            ev(
-                2,
-                4,
-                EventKind::NodeStarted {
-                    node: "summarize".to_owned(),
-                    attempt: 1,
-                    inputs: ValueMap::new(),
-                },
-            ),
-            ev(
-                3,
-                5,
-                EventKind::NodeQueued {
-                    node: "notify".to_owned(),
-                    block: String::new(),
-                },
-            ),
-            ev(
-                4,
-                6,
-                EventKind::NodeUsage {
-                    node: "summarize".to_owned(),
-                    usage: usage(7, 1, 0.5),
-                },
-            ),
-        ],
-    );
+    record(store, &unfinished(run_id));
+}
+
+/// The events of [`record_unfinished`]: `fetch` done, `summarize` running, `notify` queued.
+fn unfinished(run_id: &str) -> Vec<RunEvent> {
+    vec![
+        run_started(run_id),
+        ev(
+            1,
+            3,
+            EventKind::NodeFinished {
+                node: "fetch".to_owned(),
+                outputs: map(&[("body", Value::from("ok"))]),
+                attempts: 1,
+                duration_ms: 3,
+                usage: Usage::default(),
+            },
+        ),
+        ev(
+            2,
+            4,
+            EventKind::NodeStarted {
+                node: "summarize".to_owned(),
+                attempt: 1,
+                inputs: ValueMap::new(),
+            },
+        ),
+        ev(
+            3,
+            5,
+            EventKind::NodeQueued {
+                node: "notify".to_owned(),
+                block: String::new(),
+            },
+        ),
+        ev(
+            4,
+            6,
+            EventKind::NodeUsage {
+                node: "summarize".to_owned(),
+                usage: usage(7, 1, 0.5),
+            },
+        ),
+    ]
+}
+
+/// The liveness token of a real process that has exited.
+#[cfg(target_os = "linux")]
+fn dead_owner() -> String {
+    let mut dead = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let token = liveness::linux_token(dead.id()).unwrap();
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    token
 }
 
 fn set_owner(path: &Path, run_id: &str, owner: &str, heartbeat_at_ms: u64) {
@@ -782,13 +797,7 @@ fn an_interrupted_run_lasts_until_its_last_recorded_event() {
     let store = RunStore::open(&path).unwrap();
     record_unfinished(&store, "dead-run");
     drop(store);
-    let mut dead = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
-    let dead_token = liveness::linux_token(dead.id()).unwrap();
-    dead.kill().unwrap();
-    dead.wait().unwrap();
+    let dead_token = dead_owner();
     // Died 42 s into the run, before its first heartbeat after the start.
     let started = now_ms() - 100_000;
     raw(&path)
@@ -822,13 +831,7 @@ fn a_run_left_running_by_a_dead_process_is_interrupted_on_reopen() {
     drop(store);
 
     // A real process that recorded "dead-run" and is gone, one that is still alive.
-    let mut dead = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
-    let dead_token = liveness::linux_token(dead.id()).unwrap();
-    dead.kill().unwrap();
-    dead.wait().unwrap();
+    let dead_token = dead_owner();
     let mut live = std::process::Command::new("sleep")
         .arg("30")
         .spawn()
@@ -880,6 +883,98 @@ fn a_run_left_running_by_a_dead_process_is_interrupted_on_reopen() {
         store.get_run("live-run").unwrap().unwrap().run.status,
         RunStatus::Interrupted
     );
+    assert!(store.recover_interrupted().unwrap().is_empty());
+}
+
+/// A process killed (kill -9) while it asked a person: the run log lists the run `waiting`,
+/// with a running branch beside the node that asks. The next open ends it as a paused run:
+/// still waiting and resumable, the asking node awaiting approval, the rest pending.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_run_killed_while_it_asked_a_person_is_left_consistent_and_waiting() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let mut events = unfinished("asked-run");
+    events.extend([
+        ev(
+            5,
+            7,
+            EventKind::NodeStarted {
+                node: "notify".to_owned(),
+                attempt: 1,
+                inputs: ValueMap::new(),
+            },
+        ),
+        ev(
+            6,
+            8,
+            EventKind::NodeAwaitingApproval {
+                node: "notify".to_owned(),
+            },
+        ),
+        // Asked, then its request lost with the process before it was stored.
+        ev(
+            7,
+            9,
+            EventKind::NodeAwaitingApproval {
+                node: "never".to_owned(),
+            },
+        ),
+    ]);
+    record(&store, &events);
+    let request = agentloom_core::ApprovalRequest {
+        action: "Notify".to_owned(),
+        arguments: Value::from("hello"),
+        checkpoint: None,
+        details: None,
+    };
+    store
+        .save_approval_request("asked-run", "notify", &request)
+        .unwrap();
+    drop(store);
+    let last_seen = now_ms() - 1_000;
+    set_owner(&path, "asked-run", &dead_owner(), last_seen);
+    assert_eq!(
+        raw(&path)
+            .query_row("SELECT status FROM runs WHERE id = 'asked-run'", [], |r| {
+                r.get::<_, String>(0)
+            })
+            .unwrap(),
+        "waiting",
+        "listed waiting while it asked"
+    );
+
+    let store = RunStore::open(&path).unwrap();
+    let run = store.get_run("asked-run").unwrap().unwrap();
+    assert_eq!(run.run.status, RunStatus::Waiting);
+    assert!(
+        run.run.finished_at_ms.unwrap() >= last_seen,
+        "{:?}",
+        run.run
+    );
+    assert_eq!(run.run.error.as_deref(), Some("waiting for approval"));
+    assert_eq!(run.node("fetch").unwrap().status, NodeStatus::Done);
+    assert_eq!(
+        run.node("notify").unwrap().status,
+        NodeStatus::AwaitingApproval
+    );
+    for node in ["summarize", "never"] {
+        let row = run.node(node).unwrap();
+        assert_eq!(row.status, NodeStatus::Pending, "{node}");
+        assert_eq!(row.error, None, "{node}");
+    }
+    assert_eq!(run.run.usage, usage(7, 1, 0.5), "usage so far is kept");
+    // Decided later, as any paused run.
+    let decision = store.pending_approvals("asked-run").unwrap()[0]
+        .request
+        .approve_as_is();
+    assert_eq!(
+        store
+            .claim_decision("asked-run", "notify", &decision)
+            .unwrap(),
+        Claim::Won
+    );
+    // Nothing left to recover on the next open.
     assert!(store.recover_interrupted().unwrap().is_empty());
 }
 
