@@ -91,50 +91,82 @@ impl FakeLlm {
                 "the test peer `fakellm` is not on PATH: install it with `pip install fakellm==0.3.5`, or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need it"
             );
         };
-        // A port picked free can be taken by another test's server before fakellm binds it:
-        // then fakellm exits while the other server answers, so a start is checked twice.
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let mut fake = Self::spawn(&binary, config)?;
-            std::thread::sleep(Duration::from_millis(150));
-            match fake.child.try_wait() {
-                Ok(None) => {
+        Self::start_on_ports(&binary, config, rules, free_port)
+    }
+
+    /// Starts fakellm on ports from `next_port` until fakellm itself answers on one. A port
+    /// picked free can be taken by another test's server before fakellm binds it: then
+    /// fakellm exits (its Python start-up is slow) while the other server answers, so a
+    /// start counts only once fakellm's own stats endpoint answers as fakellm does.
+    #[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+    fn start_on_ports(
+        binary: &Path,
+        config: &Path,
+        rules: Option<tempfile::TempDir>,
+        mut next_port: impl FnMut() -> u16,
+    ) -> Option<FakeLlm> {
+        const ATTEMPTS: u32 = 5;
+        let mut last_failure = String::new();
+        for _ in 0..ATTEMPTS {
+            let port = next_port();
+            let log = tempfile::NamedTempFile::new().unwrap();
+            let child = Command::new(binary)
+                .args([
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &port.to_string(),
+                    "--config",
+                ])
+                .arg(config)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log.reopen().unwrap())
+                .spawn()
+                .unwrap();
+            let mut fake = FakeLlm {
+                child,
+                port,
+                _rules: None,
+            };
+            match fake.confirm_answering(log.path()) {
+                Ok(()) => {
                     fake._rules = rules;
                     return Some(fake);
                 }
-                _ if attempts < 3 => continue,
-                status => panic!("fakellm exited after it seemed to listen: {status:?}"),
+                // Dropped here: the child is killed before the next port is tried.
+                Err(failure) => last_failure = failure,
             }
         }
+        panic!("fakellm did not start in {ATTEMPTS} attempts; the last: {last_failure}");
     }
 
-    #[allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
-    fn spawn(binary: &Path, config: &Path) -> Option<FakeLlm> {
-        let port = free_port();
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let child = Command::new(binary)
-            .args([
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--config",
-            ])
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .unwrap();
-        let mut fake = FakeLlm {
-            child,
-            port,
-            _rules: None,
-        };
-        wait_until_listening(&mut fake.child, port, log.path(), "fakellm");
-        Some(fake)
+    /// Waits (up to 30 s) until this fakellm answers its stats request on its port; `Err`
+    /// when it exits first (another server holds the port) or nothing answers as fakellm.
+    fn confirm_answering(&mut self, log: &Path) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let output = std::fs::read_to_string(log).unwrap_or_default();
+                return Err(format!(
+                    "fakellm exited ({status}) on port {}:\n{output}",
+                    self.port
+                ));
+            }
+            // Another server's answer is not fakellm's: wait until fakellm exits (seen
+            // above) or, still starting, takes over nothing and the time runs out.
+            if answers_as_fakellm(self.port) {
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                return Err(format!(
+                    "nothing answered as fakellm on port {} within 30 s",
+                    self.port
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// `http://127.0.0.1:PORT` (OpenAI clients add `/v1`).
@@ -216,6 +248,34 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Whether what answers `GET /_fakellm/stats` on `port` of 127.0.0.1 is fakellm: a 200
+/// with its request counts (`total_requests`, `by_rule`), within 2 s.
+fn answers_as_fakellm(port: u16) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let limit = Some(Duration::from_secs(2));
+    if stream.set_read_timeout(limit).is_err() || stream.set_write_timeout(limit).is_err() {
+        return false;
+    }
+    let request = "GET /_fakellm/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = Vec::new();
+    // Bounded: a stats answer is small, whatever else answers may not be.
+    let _ = stream.take(64 * 1024).read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    let Some((head, body)) = answer.split_once("\r\n\r\n") else {
+        return false;
+    };
+    head.starts_with("HTTP/1.1 200")
+        && serde_json::from_str::<serde_json::Value>(body).is_ok_and(|stats| {
+            stats.get("total_requests").is_some() && stats.get("by_rule").is_some()
+        })
 }
 
 /// Sends SIGINT to process `pid`, as Ctrl-C in its terminal would.
@@ -327,4 +387,54 @@ fn answer_counting_posts(stream: TcpStream, posts: &std::sync::atomic::AtomicUsi
     let _ = stream.write_all(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use std::io::{BufReader, Write as _};
+    use std::net::TcpListener;
+    use std::path::Path;
+
+    use super::{FakeLlm, answers_as_fakellm, find_on_path, free_port, read_http_request};
+
+    /// Another server holds the first port handed to fakellm (as when a test's server takes
+    /// a port between its pick and fakellm's bind): the start goes on to a port where
+    /// fakellm itself answers, never to the other server.
+    #[test]
+    fn fakellm_starts_where_it_answers_itself_not_where_another_server_took_its_port() {
+        let Some(binary) = find_on_path("fakellm") else {
+            assert_eq!(
+                std::env::var("AGENTLOOM_SKIP_PEERS").as_deref(),
+                Ok("1"),
+                "fakellm is not installed: pip install fakellm==0.3.5"
+            );
+            return;
+        };
+        let squatter = TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = squatter.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in squatter.incoming().flatten() {
+                let mut reader = BufReader::new(&stream);
+                let _ = read_http_request(&mut reader);
+                let _ = (&stream).write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                );
+            }
+        });
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/serve/fakellm.yaml");
+        let mut ports = [taken].into_iter();
+        let fake = FakeLlm::start_on_ports(&binary, &config, None, || {
+            ports.next().unwrap_or_else(free_port)
+        })
+        .unwrap();
+        assert_ne!(
+            fake.port(),
+            taken,
+            "handed out the port another server holds"
+        );
+        assert!(answers_as_fakellm(fake.port()));
+        assert!(!answers_as_fakellm(taken));
+    }
 }
