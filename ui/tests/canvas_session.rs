@@ -191,6 +191,51 @@ fn save_in_the_close_prompt_writes_the_file_then_closes() {
 }
 
 #[test]
+fn closing_an_untitled_graph_with_save_asks_for_a_path_then_closes_and_cancel_keeps_it_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = App::new(&example(), None, &paths(&dir));
+    app.set_native_file_dialogs(false);
+    let mut h = harness_for(app);
+    press(&mut h, "Delay");
+
+    // Save, then Cancel where the path is asked: the window stays, the changes too.
+    request_close(&mut h);
+    h.run_steps(2);
+    press(&mut h, "Save");
+    h.run_steps(2);
+    h.get_by_label("Save graph");
+    h.get_by_role_and_label(Role::Button, "Cancel").click();
+    h.step();
+    assert!(!sent(&h, &ViewportCommand::Close));
+    h.run_steps(2);
+    assert!(h.query_by_label("Save graph").is_none());
+    assert!(h.state().document.dirty);
+
+    // Save, a path: saved there, then the window closes as asked.
+    request_close(&mut h);
+    h.run_steps(2);
+    press(&mut h, "Save");
+    let file = dir.path().join("closing.agentloom.json");
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    h.get_by_role_and_label(Role::TextInput, "Path")
+        .type_text(file.to_str().unwrap());
+    h.run_steps(1);
+    // Enter goes down alone: the close request is in the frame of the key press.
+    h.event(egui::Event::Key {
+        key: Key::Enter,
+        physical_key: None,
+        pressed: true,
+        repeat: false,
+        modifiers: Modifiers::NONE,
+    });
+    h.step();
+    assert!(sent(&h, &ViewportCommand::Close), "the window closes");
+    let saved = agentloom::app::load_graph(&file).unwrap();
+    assert!(saved.node("delay").is_some(), "the edit was saved");
+    assert!(!h.state().document.dirty);
+}
+
+#[test]
 fn ctrl_s_saves_to_the_current_file_and_clears_the_unsaved_mark() {
     let dir = tempfile::tempdir().unwrap();
     let paths = paths(&dir);

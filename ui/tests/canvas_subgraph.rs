@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agentloom::app::{App, Command as AppCommand, load_graph};
+use egui::accesskit::Role;
 use egui::{Modifiers, PointerButton, Pos2};
 use egui_kittest::kittest::Queryable as _;
 use serde_json::json;
@@ -392,4 +393,159 @@ fn the_app_shows_a_reference_cycle_as_a_problem_before_running() {
         "{:?}",
         h.state().notice
     );
+}
+
+/// Two graph-to-screen points: the canvas's pan and zoom.
+fn view(h: &AppHarness) -> (Pos2, Pos2) {
+    (
+        h.state().graph_to_screen(Pos2::ZERO),
+        h.state().graph_to_screen(Pos2::new(100.0, 100.0)),
+    )
+}
+
+/// Double-clicks the title of node `id`.
+fn double_click_node(h: &mut AppHarness, id: &str) {
+    let rect = h.state().node_screen_rect(id).unwrap();
+    double_click_at(h, Pos2::new(rect.center().x, rect.top() + 10.0));
+}
+
+#[test]
+fn saving_an_untitled_graph_from_the_prompt_goes_on_to_open_the_called_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    files(dir.path(), 0);
+    let child_file = dir.path().join("lib").join("child.json");
+    // Never saved: it calls the child by its absolute path.
+    let mut untitled = parent();
+    untitled["nodes"][1]["config"]["path"] = json!(child_file.to_str().unwrap());
+    let doc = support::graph(&untitled.to_string());
+    let mut app = App::new(&doc, None, &paths(&dir));
+    app.set_native_file_dialogs(false);
+    let mut h = harness_for(app);
+    h.state_mut().send(AppCommand::AddBlock {
+        kind: "control.delay".into(),
+        pos: Some(Pos2::new(0.0, 400.0)),
+    });
+    h.run_steps(3);
+    assert!(h.state().document.dirty);
+
+    // Save, then Cancel where the path is asked: nothing is saved, nothing opens.
+    double_click_node(&mut h, "call");
+    h.get_by_label("Save changes?");
+    h.get_by_role_and_label(Role::Button, "Save").click();
+    h.run_steps(3);
+    h.get_by_label("Save graph");
+    h.get_by_role_and_label(Role::Button, "Cancel").click();
+    h.run_steps(3);
+    assert!(h.query_by_label("Save graph").is_none());
+    assert!(!h.state().close_prompt_open());
+    assert_eq!(h.state().document.name, "Parent");
+    assert_eq!(h.state().document.path, None);
+    assert!(h.state().document.dirty);
+
+    // Save, a path: saved there, and the called graph opens as asked.
+    double_click_node(&mut h, "call");
+    h.get_by_role_and_label(Role::Button, "Save").click();
+    h.run_steps(3);
+    let saved = dir.path().join("parent.agentloom.json");
+    h.key_press_modifiers(Modifiers::COMMAND, egui::Key::A);
+    h.get_by_role_and_label(Role::TextInput, "Path")
+        .type_text(saved.to_str().unwrap());
+    h.run_steps(1);
+    h.key_press(egui::Key::Enter);
+    h.run_steps(3);
+    let on_disk = load_graph(&saved).unwrap();
+    assert!(on_disk.node("delay").is_some(), "the edit was saved");
+    assert_eq!(
+        h.state().document.path.as_deref(),
+        Some(child_file.as_path()),
+        "notice: {:?}",
+        h.state().notice
+    );
+    assert_eq!(h.state().document.name, "Shout");
+    // The way back names the file just saved.
+    h.get_by_label("parent.agentloom.json");
+}
+
+#[test]
+fn the_breadcrumb_bar_leads_back_to_the_caller_as_it_was_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let parent_file = files(dir.path(), 0);
+    let doc = load_graph(&parent_file).unwrap();
+    let mut h = harness_for(App::new(&doc, Some(parent_file.clone()), &paths(&dir)));
+    assert!(
+        h.query_by_label("parent.json").is_none(),
+        "no bar at the top"
+    );
+
+    // The caller's view: zoomed, and two blocks selected (echo in the inspector).
+    h.state_mut().send(AppCommand::Zoom(1.25));
+    h.run_steps(3);
+    let echo = support::title_of(&h, "echo");
+    support::click_at(&mut h, echo, PointerButton::Primary, Modifiers::NONE);
+    let call = support::title_of(&h, "Shout it");
+    support::click_at(&mut h, call, PointerButton::Primary, Modifiers::SHIFT);
+    let mut selected = h.state().selected_ids(&h.ctx);
+    selected.sort();
+    assert_eq!(selected, ["call", "echo"]);
+    let inspected = h.state().inspected_id().map(str::to_owned);
+    let left = view(&h);
+
+    // Opened as a double-click does (the command it sends), the selection left as it is.
+    let child_file = dir.path().join("lib").join("child.json");
+    h.state_mut()
+        .send(AppCommand::OpenCalled(child_file.clone()));
+    h.run_steps(3);
+    assert_eq!(
+        h.state().document.path.as_deref(),
+        Some(child_file.as_path())
+    );
+    // "parent.json › child.json"
+    h.get_by_label("parent.json");
+    h.get_by_label("child.json");
+    assert!(
+        h.state().selected_ids(&h.ctx).is_empty(),
+        "the caller's selection stays with it"
+    );
+
+    // Changed, then back: the usual prompt; Don't save returns to the caller as left.
+    h.state_mut().send(AppCommand::AddBlock {
+        kind: "control.delay".into(),
+        pos: Some(Pos2::new(0.0, 400.0)),
+    });
+    h.run_steps(3);
+    h.get_by_label("parent.json").click();
+    h.run_steps(3);
+    h.get_by_label("Save changes?");
+    h.get_by_role_and_label(Role::Button, "Don't save").click();
+    h.run_steps(4);
+    assert_eq!(
+        h.state().document.path.as_deref(),
+        Some(parent_file.as_path())
+    );
+    assert_eq!(h.state().document.name, "Parent");
+    assert_eq!(view(&h), left, "pan and zoom kept");
+    let mut selected = h.state().selected_ids(&h.ctx);
+    selected.sort();
+    assert_eq!(selected, ["call", "echo"]);
+    assert_eq!(h.state().inspected_id().map(str::to_owned), inspected);
+    assert!(h.query_by_label("parent.json").is_none(), "the bar is gone");
+    assert!(
+        load_graph(&child_file).unwrap().node("delay").is_none(),
+        "the child's change was not saved"
+    );
+
+    // Down by a double-click and back unchanged: no prompt, the node double-clicked in
+    // the inspector. Opening another file forgets the way.
+    double_click_node(&mut h, "call");
+    assert_eq!(h.state().document.name, "Shout");
+    h.get_by_label("parent.json").click();
+    h.run_steps(4);
+    assert!(!h.state().close_prompt_open());
+    assert_eq!(h.state().document.name, "Parent");
+    assert_eq!(h.state().inspected_id(), Some("call"));
+    assert_eq!(view(&h), left);
+    double_click_node(&mut h, "call");
+    h.state_mut().send(AppCommand::Open(parent_file.clone()));
+    h.run_steps(3);
+    assert!(h.query_by_label("parent.json").is_none());
 }

@@ -19,6 +19,11 @@ pub enum Command {
     OpenDialog,
     /// Open a graph file (replaces the canvas; undo brings the old one back).
     Open(PathBuf),
+    /// Open the graph file a graph-call node runs, remembering this graph and its view so
+    /// the breadcrumb bar leads back.
+    OpenCalled(PathBuf),
+    /// Go back to the caller at this place of the breadcrumb bar (0: the first).
+    ReturnToCaller(usize),
     /// Show the examples gallery.
     ShowExamples,
     /// Open the example at this index of the gallery as a new untitled document.

@@ -63,6 +63,8 @@ impl App {
     ) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
+        // Another graph: no way back to the callers of this one.
+        self.callers.clear();
         self.graph_file = graph_file.map(Path::to_path_buf);
         // Untitled but resolving against a file (an example's copy, a recorded run): it has
         // that file's trust only when it is that file's graph.
@@ -166,6 +168,8 @@ impl App {
                     Err(err) => self.notice = Some(err.to_string()),
                 }
             }
+            Command::OpenCalled(path) => self.open_called(path, ctx),
+            Command::ReturnToCaller(index) => self.return_to_caller(index),
             Command::Save => match self.document.path.clone() {
                 Some(path) => {
                     self.save_to(&path);
@@ -370,11 +374,16 @@ impl App {
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
             }
             Command::SaveAndClose => {
-                self.apply(Command::Save, ctx);
                 self.close_prompt = false;
-                if !self.document.dirty {
-                    self.allow_close = true;
-                    ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                if self.document.path.is_none() {
+                    // Saved once a path is given, then the window closes as asked.
+                    self.save_then(Command::Quit, ctx);
+                } else {
+                    self.apply(Command::Save, ctx);
+                    if !self.document.dirty {
+                        self.allow_close = true;
+                        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                    }
                 }
             }
             Command::CancelClose => {
@@ -392,13 +401,22 @@ impl App {
             }
             Command::SaveAndContinue => {
                 if let Some(next) = self.discard_prompt.take() {
-                    self.apply(Command::Save, ctx);
-                    // Without a file, Save asks for one first; the person goes on from there.
-                    if !self.document.dirty {
-                        self.apply(next, ctx);
-                    }
+                    self.save_then(next, ctx);
                 }
             }
+        }
+    }
+
+    /// Saves, then carries out `next` (what the "save changes?" prompt held). Without a
+    /// file, Save asks for one first: `next` goes on once a path is given, not on Cancel.
+    fn save_then(&mut self, next: Command, ctx: &egui::Context) {
+        match self.document.path.clone() {
+            Some(path) => {
+                if self.save_to(&path) {
+                    self.apply(next, ctx);
+                }
+            }
+            None => self.file_dialog_then(PathPurpose::SaveAs, ctx, Some(next)),
         }
     }
 
@@ -473,6 +491,17 @@ impl App {
 
     /// Asks for a file with the native dialog, or with the in-app prompt where there is none.
     pub(super) fn file_dialog(&mut self, purpose: PathPurpose, ctx: &egui::Context) {
+        self.file_dialog_then(purpose, ctx, None);
+    }
+
+    /// [`App::file_dialog`], carrying out `then` after the file's command once a file is
+    /// picked (nothing when the person cancels).
+    fn file_dialog_then(
+        &mut self,
+        purpose: PathPurpose,
+        ctx: &egui::Context,
+        then: Option<Command>,
+    ) {
         let native = *self
             .native_dialogs
             .get_or_insert_with(files::native_dialogs_available);
@@ -491,7 +520,7 @@ impl App {
                     .display()
                     .to_string(),
             };
-            self.path_prompt = Some(path_prompt::PathPrompt::new(purpose, suggested));
+            self.path_prompt = Some(path_prompt::PathPrompt::new(purpose, suggested).then(then));
             return;
         }
         let picked = match purpose {
@@ -502,6 +531,9 @@ impl App {
         };
         if let Some(path) = picked {
             self.apply(purpose.command(path), ctx);
+            if let Some(then) = then {
+                self.apply(then, ctx);
+            }
         }
     }
 

@@ -132,6 +132,8 @@ pub struct App {
     close_prompt: bool,
     /// What waits for an answer to "save changes?" before it replaces the graph.
     discard_prompt: Option<Command>,
+    /// The graphs walked down from to the one shown (graph-call nodes opened), first first.
+    callers: Vec<subgraph::Caller>,
     allow_close: bool,
     first_frame: Option<Instant>,
     pending_fit: bool,
@@ -242,6 +244,7 @@ impl App {
             autosave_delay: AUTOSAVE_DELAY,
             close_prompt: false,
             discard_prompt: None,
+            callers: Vec::new(),
             allow_close: false,
             first_frame: None,
             pending_fit: true,
@@ -405,6 +408,7 @@ impl App {
                 trust_banner::banner_ui(ui, untrusted, &mut self.commands);
             });
         }
+        self.breadcrumbs_panel(ui);
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
 
         examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);

@@ -342,7 +342,7 @@ impl App {
             && let Some(child) = subgraph::child_file(&node.doc, self.graph_file.as_deref())
         {
             match child {
-                Ok(path) => self.commands.push(Command::Open(path)),
+                Ok(path) => self.commands.push(Command::OpenCalled(path)),
                 Err(message) => self.notice = Some(message),
             }
         }

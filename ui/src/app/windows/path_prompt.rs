@@ -52,6 +52,9 @@ pub struct PathPrompt {
     purpose: PathPurpose,
     text: String,
     focus: bool,
+    /// What asked for the path and goes on once it is given (not on Cancel): what a
+    /// "Save changes?" prompt held when the graph had no file yet.
+    then: Option<Command>,
 }
 
 impl PathPrompt {
@@ -61,7 +64,15 @@ impl PathPrompt {
             purpose,
             text: suggested,
             focus: true,
+            then: None,
         }
+    }
+
+    /// The prompt, with `then` carried out after its own command once a path is given.
+    #[must_use]
+    pub fn then(mut self, then: Option<Command>) -> Self {
+        self.then = then;
+        self
     }
 }
 
@@ -114,6 +125,8 @@ pub fn path_prompt_ui(
                 let confirm = ui.add_enabled(typed, egui::Button::new(state.purpose.action()));
                 if typed && (confirm.clicked() || entered) {
                     commands.push(state.purpose.command(expand_home(&state.text)));
+                    // Unsaved still (the write failed), it asks "Save changes?" again.
+                    commands.extend(state.then.take());
                     done = true;
                 }
                 if ui.button("Cancel").clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
