@@ -393,6 +393,10 @@ fn stop_cancels_a_long_run() {
     h.state_mut().send(Command::New);
     h.run_steps(2);
     assert!(!h.state().run.is_running());
+    // Listed with every graph's runs: the graph shown is the new one.
+    h.get_by_role_and_label(Role::CheckBox, "All graphs")
+        .click();
+    h.run_steps(2);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         // The history's Refresh button.

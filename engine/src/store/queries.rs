@@ -297,15 +297,33 @@ impl RunStore {
 
     /// The newest `limit` runs, newest first.
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
+        self.newest_runs(None, limit)
+    }
+
+    /// The newest `limit` runs of the graph named `graph_name`, newest first.
+    pub fn list_runs_of_graph(
+        &self,
+        graph_name: &str,
+        limit: usize,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        self.newest_runs(Some(graph_name), limit)
+    }
+
+    fn newest_runs(
+        &self,
+        graph_name: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RunRow>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let raw: Vec<RawRun> = {
             let conn = self.lock();
             let mut stmt = conn
                 .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM runs ORDER BY started_at_ms DESC, id DESC LIMIT ?1"
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE ?1 IS NULL OR graph_name = ?1
+                     ORDER BY started_at_ms DESC, id DESC LIMIT ?2"
                 ))
                 .map_err(|e| self.read_error(e))?;
-            stmt.query_map(params![limit], RawRun::from_row)
+            stmt.query_map(params![graph_name, limit], RawRun::from_row)
                 .and_then(Iterator::collect)
                 .map_err(|e| self.read_error(e))?
         };

@@ -8,11 +8,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloom_core::{GraphDoc, validate};
+use agentloom_engine::RunStatus;
 
 use super::{App, history, mcp_servers, palette};
 
 /// How often a window waiting for MCP servers looks whether they are connected.
 const MCP_POLL: Duration = Duration::from_millis(100);
+/// How often the history is listed again while a run is live (its row appears, turns
+/// waiting while a person is asked), or a run of another process may be going.
+const LIVE_HISTORY_POLL: Duration = Duration::from_millis(250);
 
 impl App {
     /// One step of the non-UI work; call once per frame, drawn or not.
@@ -20,6 +24,8 @@ impl App {
         self.logic_ran = true;
         if self.run.drain() {
             self.refresh_history();
+        } else {
+            self.follow_history(ctx);
         }
         self.take_mcp_connection();
         if self.mcp_connector.connecting().is_some() {
@@ -74,12 +80,56 @@ impl App {
         }
     }
 
+    /// Lists the runs of the graph shown again (of every graph with "All graphs").
     pub(super) fn refresh_history(&mut self) {
-        if let Some(store) = &self.store {
-            match store.list_runs(history::HISTORY_LIMIT) {
-                Ok(runs) => self.history = runs,
-                Err(err) => self.notice = Some(err.to_string()),
-            }
+        let Some(store) = &self.store else { return };
+        let graph = (!self.history_all_graphs).then(|| self.document.name.clone());
+        let listed = match &graph {
+            Some(name) => store.list_runs_of_graph(name, history::HISTORY_LIMIT),
+            None => store.list_runs(history::HISTORY_LIMIT),
+        };
+        match listed {
+            Ok(runs) => self.history = runs,
+            Err(err) => self.notice = Some(err.to_string()),
+        }
+        self.history_of = graph;
+        self.history_listed_at = Some(Instant::now());
+    }
+
+    /// Keeps the history up to date: for the graph shown (opened, renamed), and while the
+    /// live run is not listed as it is (not yet listed, or asking a person and not listed
+    /// as waiting), every [`LIVE_HISTORY_POLL`].
+    fn follow_history(&mut self, ctx: &egui::Context) {
+        let wanted = (!self.history_all_graphs).then_some(self.document.name.as_str());
+        if self.history_of.as_deref() != wanted {
+            self.refresh_history();
+            return;
+        }
+        if !self.run.is_running() {
+            return;
+        }
+        let state = if self.run.approvals.is_empty() {
+            RunStatus::Running
+        } else {
+            RunStatus::Waiting
+        };
+        let listed = self
+            .history
+            .iter()
+            .find(|run| self.run.run_id.as_deref() == Some(run.id.as_str()))
+            .map(|run| run.status);
+        if listed == Some(state) {
+            return;
+        }
+        let due = self
+            .history_listed_at
+            .map_or(Instant::now(), |at| at + LIVE_HISTORY_POLL);
+        let now = Instant::now();
+        if now >= due {
+            self.refresh_history();
+            ctx.request_repaint_after(LIVE_HISTORY_POLL);
+        } else {
+            ctx.request_repaint_after(due - now);
         }
     }
 

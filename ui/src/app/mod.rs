@@ -119,6 +119,11 @@ pub struct App {
     executor: Executor,
     store: Option<Arc<RunStore>>,
     history: Vec<RunRow>,
+    /// The history lists every graph's runs, not only the shown graph's.
+    history_all_graphs: bool,
+    /// The graph the history was listed for (`None`: all), and when, while a run is live.
+    history_of: Option<String>,
+    history_listed_at: Option<Instant>,
     /// Validation problems of the current document, recomputed when it changes.
     problems: Vec<Problem>,
     problems_by_node: HashMap<String, Vec<String>>,
@@ -234,6 +239,9 @@ impl App {
             executor,
             store,
             history: Vec::new(),
+            history_all_graphs: false,
+            history_of: None,
+            history_listed_at: None,
             problems: Vec::new(),
             problems_by_node: HashMap::new(),
             problems_revision: u64::MAX,

@@ -57,7 +57,14 @@ impl App {
             .min_size(history_height)
             .show(ui, |ui| {
                 let shown = self.run.run_id.clone();
-                history::history_ui(ui, &self.history, shown.as_deref(), &mut self.commands);
+                history::history_ui(
+                    ui,
+                    &self.history,
+                    shown.as_deref(),
+                    &self.document.name,
+                    &mut self.history_all_graphs,
+                    &mut self.commands,
+                );
             });
         egui::CentralPanel::default_margins().show(ui, |ui| {
             egui::ScrollArea::vertical()
