@@ -84,7 +84,11 @@ fn a_past_run_of_another_graph_opens_as_an_untitled_document_not_under_the_curre
     h.state_mut().send(Command::Open(hello.clone()));
     h.run_steps(3);
     assert_eq!(h.state().document.path.as_deref(), Some(hello.as_path()));
-    h.get_by_label_contains("constant · completed").click();
+    // Listed with every graph's runs, under its graph's name.
+    h.get_by_role_and_label(Role::CheckBox, "All graphs")
+        .click();
+    h.run_steps(2);
+    h.get_by_label_contains("constant\ncompleted").click();
     h.run_steps(3);
     assert_eq!(ids(&h), ["shown", "value"], "the run's graph is shown");
     assert_eq!(h.state().document.path, None, "untitled, not hello's file");
@@ -437,7 +441,7 @@ fn the_history_lists_as_many_runs_as_fit_in_its_panel() {
     h.run_steps(3);
     let status_top = h.get_by_label_contains("Run completed").rect().top();
     let rows: Vec<egui::Rect> = h
-        .get_all_by_label_contains("constant · completed")
+        .get_all_by_label_contains("completed · just now")
         .map(|row| row.rect())
         .collect();
     assert_eq!(rows.len(), 6);

@@ -122,7 +122,7 @@ fn a_waiting_run_resumes_from_the_history_after_a_restart() {
     let run_id = run_until_waiting(&doc, &db, &workspace);
 
     let mut h = harness(&doc, &paths);
-    h.get_by_label_contains("write · waiting").click();
+    h.get_by_label_contains("waiting · just now").click();
     h.run_steps(3);
     assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
     h.get_by_label_contains("`write` (Write file) waits for approval");
@@ -372,7 +372,11 @@ fn an_untrusted_run_opened_from_the_history_stays_offline_and_without_credential
         .unwrap();
 
     let mut h = harness(&support::example(), &paths);
-    h.get_by_label_contains("shared · waiting").click();
+    // A run of another graph: listed with every graph's runs.
+    h.get_by_role_and_label(Role::CheckBox, "All graphs")
+        .click();
+    h.run_steps(2);
+    h.get_by_label_contains("shared\nwaiting").click();
     h.run_steps(3);
     assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
     h.get_by_label("Trust and connect");
