@@ -14,8 +14,8 @@ use super::{App, history, mcp_servers, palette};
 
 /// How often a window waiting for MCP servers looks whether they are connected.
 const MCP_POLL: Duration = Duration::from_millis(100);
-/// How often the history is listed again while a run is live (its row appears, turns
-/// waiting while a person is asked), or a run of another process may be going.
+/// How often the history is listed again while the live run is not listed as it is (its
+/// row not written yet, or not yet waiting while a person is asked).
 const LIVE_HISTORY_POLL: Duration = Duration::from_millis(250);
 
 impl App {
