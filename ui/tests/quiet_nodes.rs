@@ -3,7 +3,8 @@
 //! a tool"), or while a wire dragged from an input could end on them; graph inputs and
 //! outputs have no `tool` output; old files keep their wires. A node bypassed from its menu
 //! or with Ctrl+B is dimmed, says "bypassed", is saved so, and a run passes its input
-//! through without doing what it does.
+//! through without doing what it does; `agentloom run` sends no request for a bypassed
+//! `http.request` (a real HTTP server on 127.0.0.1 counts them).
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod support;
@@ -256,4 +257,48 @@ fn a_bypassed_node_is_marked_saved_undoable_and_runs_pass_its_input_through() {
     click_at(&mut h, at, PointerButton::Primary, Modifiers::NONE);
     keys(&mut h, Modifiers::COMMAND, Key::B);
     assert!(!saved_node(&h, "write").bypass);
+}
+
+/// `agentloom run` of a graph whose POST is bypassed sends nothing and hands the body on;
+/// the same graph with the node running again posts once.
+#[test]
+fn agentloom_run_of_a_bypassed_request_sends_nothing() {
+    let server = agentloom_tests::PostCounter::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let graph_path = dir.path().join("post.agentloom.json");
+    let write = |bypass: bool| {
+        let doc = serde_json::json!({
+            "format": "agentloom.graph", "version": 1, "name": "post",
+            "nodes": [
+                {"id": "payload", "block": "data.constant", "config": {"value": "payload", "type": "text"}},
+                {"id": "post", "block": "http.request", "bypass": bypass,
+                 "config": {"method": "POST", "url": server.url(), "allow_private_network": true}},
+                {"id": "out", "block": "graph.output", "config": {"name": "body"}}],
+            "edges": [
+                {"from": ["payload", "value"], "to": ["post", "body"]},
+                {"from": ["post", "body"], "to": ["out", "value"]}]
+        });
+        std::fs::write(&graph_path, doc.to_string()).unwrap();
+    };
+    let run = || {
+        let output = support::agentloom_cli(
+            &["run", graph_path.to_str().unwrap(), "--json", "--trust"],
+            &db,
+        );
+        support::assert_exit_ok(&output);
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+
+    write(true);
+    let report = run();
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["outputs"]["body"], "payload", "the body handed on");
+    assert_eq!(server.posts(), 0, "a bypassed request is never sent");
+
+    write(false);
+    let report = run();
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["outputs"]["body"], "ok");
+    assert_eq!(server.posts(), 1);
 }
