@@ -107,6 +107,21 @@ fn handle_errors_here_and_use_as_a_tool_show_the_outputs_saved_and_undoable() {
         "{saved}"
     );
 
+    // A tool output feeds only an input that takes tools: into the graph output's json it
+    // is refused, saying why.
+    let before = wires(&h);
+    h.state_mut().send(Command::Connect {
+        from: ("render".into(), TOOL_PORT.into()),
+        to: ("greeting".into(), "value".into()),
+    });
+    h.run_steps(3);
+    assert_eq!(wires(&h), before);
+    let notice = h.state().notice.clone().unwrap_or_default();
+    assert!(
+        notice.contains("Connection refused") && notice.contains("an input that takes tools"),
+        "{notice}"
+    );
+
     // Each is one undo step.
     keys(&mut h, Modifiers::COMMAND, Key::Z);
     assert_eq!(shown_outputs(&h, "render"), ["text", "error"]);
