@@ -104,6 +104,18 @@ pub struct NodeDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<std::collections::BTreeMap<String, serde_json::Value>>")]
     pub pinned: Option<crate::value::ValueMap>,
+    /// Bypassed: runs do not run the node but pass its inputs through to its outputs (by
+    /// port name, else the first input of the output's type; null when none fits).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bypass: bool,
+    /// The canvas shows the node's `error` output though it is not wired ("Handle errors
+    /// here"); a wired one shows anyway. Runs ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub show_error: bool,
+    /// The canvas shows the node's `tool` output though it is not wired ("Use as a
+    /// tool"); a wired one shows anyway. Runs ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub show_tool: bool,
 }
 
 impl NodeDoc {
@@ -117,6 +129,9 @@ impl NodeDoc {
             timeout_ms: None,
             retry: None,
             pinned: None,
+            bypass: false,
+            show_error: false,
+            show_tool: false,
         }
     }
 

@@ -11,6 +11,7 @@
 
 mod approval;
 mod block;
+mod bypass;
 mod config;
 mod escape;
 mod graph;
@@ -30,6 +31,7 @@ pub use block::{
     RunCtx, RunInput, Secret, SecretError, SecretSource, TOOL_PORT, Usage, env_secret, error_chain,
     outputs, run_cpu_bound, secret_env_var,
 };
+pub use bypass::bypass_outputs;
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
 pub use escape::{Escaped, escape_control};
 pub use graph::{

@@ -159,10 +159,13 @@ pub struct TypeMismatch {
 /// | json                         | anything  | checked on arrival                    |
 /// | integer                      | number    | unchanged (integers are numbers)      |
 /// | number, integer, bool        | text      | formatted                             |
-/// | object, list, messages, tool | text      | compact JSON                          |
+/// | object, list, messages       | text      | compact JSON                          |
 /// | text                         | messages  | one user message                      |
 /// | messages                     | list<object>, list<json> | unchanged              |
 /// | list<A>                      | list<B>   | element-wise, if A → B                |
+///
+/// A `tool` output goes only into an input that takes tools: its node is called by that
+/// consumer, so anywhere else it would hand on a description instead of running.
 pub fn compatibility(from: &ValueType, to: &ValueType) -> Result<Compat, TypeMismatch> {
     use ValueType as T;
     let mismatch = |reason: &str| TypeMismatch {
@@ -172,11 +175,14 @@ pub fn compatibility(from: &ValueType, to: &ValueType) -> Result<Compat, TypeMis
     };
     match (from, to) {
         (a, b) if a == b => Ok(Compat::Exact),
+        (T::Tool, _) => Err(mismatch(
+            "a tool is called by the block it is wired to; wire it to an input that takes tools (an agent's `tools`)",
+        )),
         (_, T::Any) => Ok(Compat::Exact),
         (T::Any, _) => Ok(Compat::Checked),
         (T::Integer, T::Number) => Ok(Compat::Coerce),
         (T::Number | T::Integer | T::Bool, T::Text) => Ok(Compat::Coerce),
-        (T::Object | T::List(_) | T::Messages | T::Tool, T::Text) => Ok(Compat::Coerce),
+        (T::Object | T::List(_) | T::Messages, T::Text) => Ok(Compat::Coerce),
         (T::Text, T::Messages) => Ok(Compat::Coerce),
         (T::Messages, T::List(item)) if matches!(**item, T::Object | T::Any) => Ok(Compat::Exact),
         (T::List(item), T::Messages) if matches!(**item, T::Object | T::Any) => Ok(Compat::Checked),
@@ -328,6 +334,13 @@ mod tests {
         assert!(compatibility(&t("text"), &t("list<text>")).is_err());
         assert!(compatibility(&t("list<text>"), &t("list<bool>")).is_err());
         assert!(compatibility(&t("bytes"), &t("text")).is_err());
+        assert_eq!(compatibility(&t("tool"), &t("tool")), Ok(Compat::Exact));
+        for into in ["json", "text", "object"] {
+            assert!(
+                compatibility(&t("tool"), &t(into)).is_err(),
+                "tool into {into}"
+            );
+        }
     }
 
     #[test]

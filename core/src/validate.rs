@@ -85,6 +85,8 @@ pub struct ValidNode {
     pub retry: RetryPolicy,
     pub inputs: Vec<InputSlot>,
     pub outputs: Vec<OutputFanout>,
+    /// Not run: its inputs pass through to its outputs ([`crate::bypass_outputs`]).
+    pub bypass: bool,
 }
 
 /// A graph the executor can run: every block known, every wire typed, no cycles.
@@ -386,7 +388,8 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
         let is_tool = wires_of(i)
             .iter()
             .any(|w| w.port == crate::block::TOOL_PORT);
-        if is_tool {
+        // A bypassed node is not run: it needs none of its inputs.
+        if is_tool || node.bypass {
             continue;
         }
         for port in &imp.ports().inputs {
@@ -455,6 +458,7 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
             retry: doc_node.retry.clone().unwrap_or_default(),
             inputs,
             outputs: output_fanouts(wires_of(i)),
+            bypass: doc_node.bypass,
         });
     }
     Ok((nodes, topo_order, topo_rank))

@@ -813,7 +813,11 @@ impl RunCtx for NodeCtx {
             budget: NodeBudget::default(),
         };
         let started = Instant::now();
-        let result = run_attempt(tool.node.as_ref(), inputs, &ctx, tool.timeout).await;
+        let result = if tool.bypass {
+            Ok(agentloom_core::bypass_outputs(tool.node.ports(), &inputs))
+        } else {
+            run_attempt(tool.node.as_ref(), inputs, &ctx, tool.timeout).await
+        };
         let usage = ctx.usage.lock().map(|u| *u).unwrap_or_default();
         let duration_ms = elapsed_ms(started);
         match &result {
@@ -1186,6 +1190,22 @@ impl Scheduler {
                 index,
                 result: Ok(ValueMap::new()),
                 attempts: 0,
+                duration_ms: 0,
+                usage: Usage::default(),
+            }));
+        }
+        if node.bypass {
+            // Not run: no approval, no side effect; its inputs are handed on.
+            self.shared.emit(EventKind::NodeStarted {
+                node: node.id.clone(),
+                attempt: 1,
+                inputs: inputs.clone(),
+            });
+            let outputs = agentloom_core::bypass_outputs(node.node.ports(), &inputs);
+            return Box::pin(std::future::ready(NodeOutcome {
+                index,
+                result: Ok(outputs),
+                attempts: 1,
                 duration_ms: 0,
                 usage: Usage::default(),
             }));

@@ -836,3 +836,58 @@ async fn values_are_coerced_along_wires() {
     let (report, _) = run_doc(builtin(), &doc, inputs).await;
     assert_eq!(report.outputs["n"], Value::Integer(12));
 }
+
+/// A bypassed node is not run: each output takes the input of its name, else the first input
+/// of its type, else null; nothing it would do (a call, a cost) happens.
+#[tokio::test]
+async fn a_bypassed_node_hands_on_its_inputs_without_running() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut doc = GraphDoc::new("bypassed");
+    doc.nodes
+        .push(node("five", "data.constant", json!({"value": 5})));
+    doc.nodes
+        .push(node("word", "data.constant", json!({"value": "hi"})));
+    let mut costly = node("costly", "test.costly", json!({"cost": 1.0}));
+    costly.bypass = true;
+    doc.nodes.push(costly);
+    let mut render = node("render", "text.template", json!({"template": "<{{ a }}>"}));
+    render.bypass = true;
+    doc.nodes.push(render);
+    let mut flaky = node("flaky", "test.flaky", json!({"fail_times": 5}));
+    flaky.bypass = true;
+    doc.nodes.push(flaky);
+    for (id, name) in [("n", "n"), ("t", "t"), ("f", "f")] {
+        doc.nodes
+            .push(node(id, "graph.output", json!({"name": name})));
+    }
+    for (from, out, to, input) in [
+        ("five", "value", "costly", "value"),
+        ("word", "value", "render", "a"),
+        ("costly", "value", "n", "value"),
+        ("render", "text", "t", "value"),
+        ("flaky", "value", "f", "value"),
+    ] {
+        doc.edges.push(edge(from, out, to, input));
+    }
+    let registry = registry_with_test_blocks(Arc::clone(&calls));
+    let (report, events) = run_doc(registry, &doc, ValueMap::new()).await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    assert_eq!(report.outputs["n"], Value::Integer(5), "by name");
+    assert_eq!(
+        report.outputs["t"],
+        Value::from("hi"),
+        "by type, not rendered"
+    );
+    assert_eq!(report.outputs["f"], Value::Null, "no input fits");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the flaky block never ran");
+    assert!(
+        report.usage.cost_usd.abs() < f64::EPSILON,
+        "{:?}",
+        report.usage
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        EventKind::NodeFinished { node, outputs, .. }
+            if node == "render" && outputs.get("text") == Some(&Value::from("hi"))
+    )));
+}

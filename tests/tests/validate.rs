@@ -289,12 +289,15 @@ fn many_tool_wires_into_an_agent_and_tools_need_no_wired_inputs() {
         .push(EdgeDoc::new("goal", "value", "agent", "goal"));
     assert!(problems(&doc).is_empty(), "{:#?}", problems(&doc));
 
-    // A one-wire input still takes one wire, and a tool pin fits only a tool input.
+    // A one-wire input still takes one wire, and a tool input takes only tools.
+    doc.nodes
+        .push(node("goal2", "graph.input", json!({"name": "goal2"})));
     doc.edges
-        .push(EdgeDoc::new("first", "tool", "agent", "goal"));
+        .push(EdgeDoc::new("goal2", "value", "agent", "goal"));
     let p = only(&doc, ProblemKind::MultipleWires);
     assert_eq!(p.port.as_deref(), Some("goal"));
     doc.edges.pop();
+    doc.nodes.pop();
     doc.nodes.push(node(
         "count",
         "graph.input",
@@ -304,6 +307,35 @@ fn many_tool_wires_into_an_agent_and_tools_need_no_wired_inputs() {
         .push(EdgeDoc::new("count", "value", "agent", "tools"));
     let p = only(&doc, ProblemKind::TypeMismatch);
     assert_eq!(p.port.as_deref(), Some("tools"));
+}
+
+/// A `tool` output hands on a description of its node, for an agent to call: wired into
+/// an input that takes no tools (json, text) it is refused, naming both ends.
+#[test]
+fn a_tool_output_wired_into_an_input_that_takes_no_tools() {
+    let mut into_json = valid_graph();
+    into_json.edges[1] = EdgeDoc::new("greet", "tool", "out", "value");
+    let mut into_text = valid_graph();
+    into_text.nodes.push(node("parse", "json.parse", json!({})));
+    into_text
+        .edges
+        .push(EdgeDoc::new("greet", "tool", "parse", "text"));
+    for (doc, from, to, ty) in [
+        (into_json, "greet.tool", "out.value", "json"),
+        (into_text, "greet.tool", "parse.text", "text"),
+    ] {
+        let p = only(&doc, ProblemKind::TypeMismatch);
+        let (node, port) = to.split_once('.').unwrap();
+        assert_eq!(p.node.as_deref(), Some(node));
+        assert_eq!(p.port.as_deref(), Some(port));
+        assert!(
+            p.message.contains(&format!("`{from}` -> `{to}`"))
+                && p.message.contains(&format!("cannot connect tool to {ty}"))
+                && p.message.contains("an input that takes tools"),
+            "{}",
+            p.message
+        );
+    }
 }
 
 #[test]

@@ -49,7 +49,12 @@ fn agent_steps_appear_while_the_agent_works() {
 fn an_agent_keeps_every_tool_wired_to_it() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../assets/examples/online/github-triage-agent.agentloom.json");
-    let doc = load_graph(&path).unwrap();
+    let mut doc = load_graph(&path).unwrap();
+    // A graph input is never a tool: a template is the fourth.
+    doc.nodes.push(
+        agentloom_core::NodeDoc::new("note", "text.template")
+            .with_config(serde_json::json!({"template": "{{ x }}"})),
+    );
     let registry = Registry::builtin();
     let mut document = Document::from_doc(&doc, &registry, None);
     let tool_wires = |d: &Document| {
@@ -62,7 +67,7 @@ fn an_agent_keeps_every_tool_wired_to_it() {
     assert_eq!(tool_wires(&document), 3);
     // One more tool: the others stay (a one-wire input would drop its old wire).
     document
-        .connect_named(("goal", "tool"), ("triager", "tools"))
+        .connect_named(("note", "tool"), ("triager", "tools"))
         .unwrap();
     assert_eq!(tool_wires(&document), 4);
     // A one-wire input still replaces its wire.

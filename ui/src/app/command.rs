@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use egui::{Key, KeyboardShortcut, Modifiers, Pos2};
 use egui_snarl::NodeId;
 
+use super::document::NodeFlag;
 use super::mcp_servers;
 use super::wiring;
 
@@ -93,6 +94,15 @@ pub enum Command {
     /// Remove one wire.
     DeleteWire(egui_snarl::OutPinId, egui_snarl::InPinId),
     DuplicateNodes(Vec<NodeId>),
+    /// Bypass the nodes (their inputs pass through, they do not run), or, when all of
+    /// them are bypassed, run them again; one undo step.
+    ToggleBypass(Vec<NodeId>),
+    /// Turn a node flag (bypass, the `error` or `tool` output shown) on or off.
+    SetNodeFlag {
+        nodes: Vec<NodeId>,
+        flag: NodeFlag,
+        on: bool,
+    },
     Copy(Vec<NodeId>),
     Paste,
     /// Show this node in the inspector.
@@ -236,6 +246,7 @@ pub fn menu_commands(selected: &[NodeId]) -> Vec<Command> {
         Command::DeleteNodes(selected.to_vec()),
         Command::SelectAll,
         Command::GroupSelection(selected.to_vec()),
+        Command::ToggleBypass(selected.to_vec()),
         Command::FitView,
         Command::ActualSize,
         Command::OpenEvaluations,
@@ -268,6 +279,7 @@ impl Command {
             Command::DeleteNodes(_) => entry(Edit, "Delete", keys(Modifiers::NONE, Key::Delete)),
             Command::SelectAll => entry(Edit, "Select all", keys(command, Key::A)),
             Command::GroupSelection(_) => entry(Edit, "Group (comment)", keys(command, Key::G)),
+            Command::ToggleBypass(_) => entry(Edit, "Bypass", keys(command, Key::B)),
             Command::FitView => entry(View, "Fit graph to view", keys(Modifiers::NONE, Key::F)),
             Command::ActualSize => entry(View, "Actual size", keys(command, Key::Num0)),
             Command::OpenEvaluations => entry(View, "Evaluations", None),
@@ -293,6 +305,7 @@ impl Command {
             | Command::DuplicateNodes(_)
             | Command::SelectAll
             | Command::GroupSelection(_)
+            | Command::ToggleBypass(_)
             | Command::FitView
             | Command::ActualSize => Keys::Canvas,
             _ => Keys::Always,

@@ -275,6 +275,17 @@ impl App {
                     self.inspected = Some(*first);
                 }
             }
+            Command::ToggleBypass(nodes) => {
+                let all_bypassed = nodes.iter().all(|n| {
+                    self.document
+                        .snarl
+                        .get_node(*n)
+                        .is_some_and(|c| c.doc.bypass)
+                });
+                self.document
+                    .set_flag(&nodes, super::document::NodeFlag::Bypass, !all_bypassed);
+            }
+            Command::SetNodeFlag { nodes, flag, on } => self.document.set_flag(&nodes, flag, on),
             Command::Copy(nodes) => {
                 if !nodes.is_empty() {
                     let clip = self.document.copy(&nodes);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use agentloom_core::{
     BlockCatalog, ERROR_PORT, EdgeDoc, GraphDoc, GroupDoc, NodeDoc, PortSpec, RunSettings,
-    TypeMismatch, compatibility, instantiate_node,
+    TOOL_PORT, TypeMismatch, ValueType, compatibility, instantiate_node,
 };
 use egui::Pos2;
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
@@ -24,8 +24,13 @@ pub struct CanvasNode {
     pub doc: NodeDoc,
     /// Input ports, in pin order.
     pub inputs: Vec<PortSpec>,
-    /// Output ports including the implicit `error` output last, in pin order.
+    /// The output pins shown, in pin order: the declared outputs, then `error` and `tool`
+    /// when wired, turned on (`show_error`, `show_tool`) or while a dragged wire could end
+    /// on them. A pin's index is its position here ([`CanvasNode::output_index`]).
     pub outputs: Vec<PortSpec>,
+    /// Every output the node has: the declared ones, then `error`, then `tool` (which a
+    /// graph input or output has not).
+    pub all_outputs: Vec<PortSpec>,
     /// Why the node cannot be instantiated, if it cannot.
     pub config_problem: Option<String>,
     /// The block's title, for the header.
@@ -43,6 +48,16 @@ pub const CANVAS_EXTENT: f32 = 100_000.0;
 /// output): a required `name` in their config.
 pub fn has_interface_name(meta: &agentloom_core::BlockMeta) -> bool {
     meta.config.iter().any(|f| f.name == "name" && f.required)
+}
+
+/// Every output of a node with `ports`: the declared ones, then `error`, then `tool`, which a
+/// graph input or output (`interface_named`) has not: it is never called as a tool.
+pub fn every_output(ports: &agentloom_core::Ports, interface_named: bool) -> Vec<PortSpec> {
+    let mut all = ports.outputs_with_error();
+    if interface_named {
+        all.retain(|p| p.name != TOOL_PORT);
+    }
+    all
 }
 
 /// A saved position as a canvas position, within [`CANVAS_EXTENT`].
@@ -69,6 +84,7 @@ impl CanvasNode {
             doc,
             inputs: Vec::new(),
             outputs: Vec::new(),
+            all_outputs: Vec::new(),
             config_problem: None,
             title: String::new(),
             interface_named: false,
@@ -86,7 +102,11 @@ impl CanvasNode {
         match instantiate_node(0, &self.doc, catalog) {
             Ok((_, imp)) => {
                 self.inputs = imp.ports().inputs.clone();
-                self.outputs = imp.ports().outputs_with_error();
+                self.all_outputs = every_output(imp.ports(), self.interface_named);
+                // Pins shown before stay until the document settles them, so their wires
+                // are kept by name.
+                let shown: Vec<String> = self.outputs.iter().map(|p| p.name.clone()).collect();
+                self.outputs = self.wanted_outputs(|name| shown.iter().any(|s| s == name), None);
                 self.config_problem = None;
             }
             Err(problem) => self.config_problem = Some(problem.message),
@@ -114,8 +134,72 @@ impl CanvasNode {
         self.inputs.iter().position(|p| p.name == name)
     }
 
+    /// The pin index of output `name`, if it is shown.
     pub fn output_index(&self, name: &str) -> Option<usize> {
         self.outputs.iter().position(|p| p.name == name)
+    }
+
+    /// The outputs to show, in pin order: the declared ones; `error` and `tool` when
+    /// `wired` says so of them, their flag is on, or a wire of type `dragged_into` being
+    /// dragged from an input could end on them.
+    pub fn wanted_outputs(
+        &self,
+        wired: impl Fn(&str) -> bool,
+        dragged_into: Option<&ValueType>,
+    ) -> Vec<PortSpec> {
+        self.all_outputs
+            .iter()
+            .filter(|port| {
+                let flag = match port.name.as_str() {
+                    ERROR_PORT => self.doc.show_error,
+                    TOOL_PORT => self.doc.show_tool,
+                    _ => return true,
+                };
+                flag || wired(&port.name)
+                    || dragged_into.is_some_and(|into| compatibility(&port.ty, into).is_ok())
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Shows output `name` (appended, so no other pin moves) if the node has it; returns
+    /// its pin index.
+    fn show_output(&mut self, name: &str) -> Option<usize> {
+        if let Some(index) = self.output_index(name) {
+            return Some(index);
+        }
+        let port = self.all_outputs.iter().find(|p| p.name == name)?.clone();
+        self.outputs.push(port);
+        Some(self.outputs.len() - 1)
+    }
+}
+
+/// A yes-or-no setting of a node, saved in its file entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeFlag {
+    /// Not run: its inputs pass through (`bypass`).
+    Bypass,
+    /// Its `error` output shows though unwired (`show_error`, "Handle errors here").
+    ShowError,
+    /// Its `tool` output shows though unwired (`show_tool`, "Use as a tool").
+    ShowTool,
+}
+
+impl NodeFlag {
+    pub fn get(self, doc: &NodeDoc) -> bool {
+        match self {
+            NodeFlag::Bypass => doc.bypass,
+            NodeFlag::ShowError => doc.show_error,
+            NodeFlag::ShowTool => doc.show_tool,
+        }
+    }
+
+    fn set(self, doc: &mut NodeDoc, on: bool) {
+        match self {
+            NodeFlag::Bypass => doc.bypass = on,
+            NodeFlag::ShowError => doc.show_error = on,
+            NodeFlag::ShowTool => doc.show_tool = on,
+        }
     }
 }
 
@@ -159,6 +243,8 @@ pub struct Document {
     redo: Vec<GraphDoc>,
     /// The graph when a drag on the canvas began (its moves are one undo step).
     move_start: Option<GraphDoc>,
+    /// The revision and dragged wire type the shown output pins were last settled for.
+    settled: Option<(u64, Option<ValueType>)>,
 }
 
 impl Document {
@@ -178,6 +264,7 @@ impl Document {
             undo: Vec::new(),
             redo: Vec::new(),
             move_start: None,
+            settled: None,
         };
         document.load(doc, catalog);
         document.saved = Some(document.to_doc());
@@ -230,6 +317,18 @@ impl Document {
         }
         for id in existing.into_values().flatten() {
             self.snarl.remove_node(id);
+        }
+        let wired: std::collections::HashSet<(&str, &str)> = doc
+            .edges
+            .iter()
+            .map(|e| (e.from.0.as_str(), e.from.1.as_str()))
+            .collect();
+        for (&id, &node) in &ids {
+            let canvas = &self.snarl[node];
+            if canvas.config_problem.is_none() {
+                let wanted = canvas.wanted_outputs(|port| wired.contains(&(id, port)), None);
+                self.snarl[node].outputs = wanted;
+            }
         }
         self.keep_wires_of_unusable_nodes(doc, &ids);
         for edge in &doc.edges {
@@ -466,10 +565,13 @@ impl Document {
                     else {
                         continue;
                     };
-                    let source = self.snarl[id].outputs.iter().position(|p| {
-                        p.name != ERROR_PORT && compatibility(&p.ty, &dst_ty).is_ok()
-                    });
-                    if let Some(output) = source {
+                    let source = self.snarl[id]
+                        .all_outputs
+                        .iter()
+                        .find(|p| p.name != ERROR_PORT && compatibility(&p.ty, &dst_ty).is_ok())
+                        .map(|p| p.name.clone());
+                    if let Some(output) = source.and_then(|name| self.snarl[id].show_output(&name))
+                    {
                         self.snarl.drop_inputs(inp);
                         self.snarl.connect(OutPinId { node: id, output }, inp);
                     }
@@ -511,8 +613,10 @@ impl Document {
         self.connect(from_pin, to_pin)
     }
 
+    /// The pins of a wire by node ids and port names; a hidden `error` or `tool` output
+    /// is shown.
     fn resolve_pins(
-        &self,
+        &mut self,
         from: (&str, &str),
         to: (&str, &str),
     ) -> Result<(OutPinId, InPinId), ConnectError> {
@@ -524,7 +628,7 @@ impl Document {
             .ok_or_else(|| ConnectError::UnknownNode(to.0.to_owned()))?;
         let output =
             self.snarl[src]
-                .output_index(from.1)
+                .show_output(from.1)
                 .ok_or_else(|| ConnectError::UnknownPort {
                     node: from.0.to_owned(),
                     port: from.1.to_owned(),
@@ -611,6 +715,93 @@ impl Document {
                 i.input = idx;
             }
             self.snarl.connect(o, i);
+        }
+    }
+
+    /// Shows each node's `error` and `tool` outputs only when wired, turned on, or while
+    /// a wire of type `dragged_into` is dragged from an input (they could take it), keeping
+    /// every wire. Cheap when nothing changed since the last call.
+    pub fn settle_outputs(&mut self, dragged_into: Option<&ValueType>) {
+        let key = (self.revision, dragged_into.cloned());
+        if self.settled.as_ref() == Some(&key) {
+            return;
+        }
+        self.settled = Some(key);
+        let mut wired: HashMap<NodeId, Vec<String>> = HashMap::new();
+        for (out, _) in self.snarl.wires() {
+            if let Some(port) = self
+                .snarl
+                .get_node(out.node)
+                .and_then(|n| n.outputs.get(out.output))
+            {
+                wired.entry(out.node).or_default().push(port.name.clone());
+            }
+        }
+        let changed: Vec<(NodeId, Vec<PortSpec>)> = self
+            .snarl
+            .node_ids()
+            .filter(|(_, node)| node.config_problem.is_none())
+            .filter_map(|(id, node)| {
+                let names = wired.get(&id);
+                let wanted = node.wanted_outputs(
+                    |port| names.is_some_and(|n| n.iter().any(|w| w == port)),
+                    dragged_into,
+                );
+                let same = wanted.len() == node.outputs.len()
+                    && wanted
+                        .iter()
+                        .zip(&node.outputs)
+                        .all(|(a, b)| a.name == b.name);
+                (!same).then_some((id, wanted))
+            })
+            .collect();
+        for (node, wanted) in changed {
+            self.rewire_outputs(node, |canvas| canvas.outputs = wanted);
+        }
+    }
+
+    /// Changes which output pins `node` shows, keeping its wires by port name.
+    fn rewire_outputs(&mut self, node: NodeId, change: impl FnOnce(&mut CanvasNode)) {
+        let old: Vec<String> = self.snarl[node]
+            .outputs
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        let wires: Vec<(OutPinId, InPinId)> =
+            self.snarl.wires().filter(|(o, _)| o.node == node).collect();
+        for (o, i) in &wires {
+            self.snarl.disconnect(*o, *i);
+        }
+        change(&mut self.snarl[node]);
+        for (mut o, i) in wires {
+            let Some(index) = old
+                .get(o.output)
+                .and_then(|name| self.snarl[node].output_index(name))
+            else {
+                continue;
+            };
+            o.output = index;
+            self.snarl.connect(o, i);
+        }
+    }
+
+    /// Turns a node flag on or off for `nodes` (one undo step; nothing when none changes).
+    pub fn set_flag(&mut self, nodes: &[NodeId], flag: NodeFlag, on: bool) {
+        let changes: Vec<NodeId> = nodes
+            .iter()
+            .copied()
+            .filter(|n| {
+                self.snarl
+                    .get_node(*n)
+                    .is_some_and(|c| flag.get(&c.doc) != on)
+            })
+            .collect();
+        if changes.is_empty() {
+            return;
+        }
+        self.checkpoint();
+        for node in changes {
+            flag.set(&mut self.snarl[node].doc, on);
         }
     }
 

@@ -14,9 +14,10 @@ impl App {
         match command {
             Command::Undo => self.document.can_undo(),
             Command::Redo => self.document.can_redo(),
-            Command::Copy(nodes) | Command::DuplicateNodes(nodes) | Command::DeleteNodes(nodes) => {
-                !nodes.is_empty()
-            }
+            Command::Copy(nodes)
+            | Command::DuplicateNodes(nodes)
+            | Command::DeleteNodes(nodes)
+            | Command::ToggleBypass(nodes) => !nodes.is_empty(),
             Command::Paste => self.clipboard.is_some(),
             Command::Run => !self.run.is_running(),
             Command::StopRun => self.run.is_running(),

@@ -84,6 +84,8 @@ pub const MIN_WIRE_WIDTH_ON_SCREEN: f32 = 1.0;
 pub const STATUS_BORDER: f32 = 2.0;
 /// How strongly a plain box (zoomed far out) is filled with its state's colour.
 pub const BOX_STATE_FILL: f32 = 0.7;
+/// How much of its colours a bypassed node keeps.
+pub const BYPASSED_OPACITY: f32 = 0.45;
 
 /// egui's bundled fonts, with Hack (the monospace font) last in the proportional family
 /// too: Ubuntu-Light has no arrows (`→` in a step line, drawn as a box without it), and so

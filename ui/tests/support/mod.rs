@@ -99,6 +99,13 @@ pub fn click_at(h: &mut AppHarness, pos: Pos2, button: PointerButton, modifiers:
 
 /// Drags with the primary button from `from` to `to` in small steps, `modifiers` held.
 pub fn drag(h: &mut AppHarness, from: Pos2, to: Pos2, modifiers: Modifiers) {
+    hold_and_move(h, from, to, modifiers);
+    let_go(h, to, modifiers);
+}
+
+/// Presses the primary button at `from` and moves to `to` in small steps, `modifiers`
+/// held, without letting go.
+pub fn hold_and_move(h: &mut AppHarness, from: Pos2, to: Pos2, modifiers: Modifiers) {
     h.event(egui::Event::PointerMoved(from));
     h.event(egui::Event::ModifiersChanged(modifiers));
     h.event(egui::Event::PointerButton {
@@ -115,8 +122,13 @@ pub fn drag(h: &mut AppHarness, from: Pos2, to: Pos2, modifiers: Modifiers) {
         h.event(egui::Event::PointerMoved(from + (to - from) * t));
         h.step();
     }
+}
+
+/// Lets go of the primary button at `at`.
+pub fn let_go(h: &mut AppHarness, at: Pos2, modifiers: Modifiers) {
+    h.event(egui::Event::PointerMoved(at));
     h.event(egui::Event::PointerButton {
-        pos: to,
+        pos: at,
         button: PointerButton::Primary,
         pressed: false,
         modifiers,

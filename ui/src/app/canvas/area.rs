@@ -228,6 +228,9 @@ impl App {
             self.document.begin_move();
         }
 
+        let dragged_into = self.wire_drag.dragged_into(&self.document.snarl);
+        self.document.settle_outputs(dragged_into.as_ref());
+
         // Text inside nodes is not selectable: a press on a node's title grabs the node.
         ui.style_mut().interaction.selectable_labels = false;
         let canvas_id = self.canvas_id();

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use agentloom_core::GroupDoc;
-use agentloom_core::{Compat, ERROR_PORT, PortSpec, Value, compatibility};
+use agentloom_core::{Compat, ERROR_PORT, PortSpec, TOOL_PORT, Value, compatibility};
 use agentloom_engine::NodeStatus;
 use egui::emath::TSTransform;
 use egui::epaint::CubicBezierShape;
@@ -27,7 +27,7 @@ use super::state::CanvasState;
 use super::state::{Geometry, Lod};
 use super::wiring::Pin;
 use crate::app::Command;
-use crate::app::document::CanvasNode;
+use crate::app::document::{CanvasNode, NodeFlag};
 use crate::app::panels::palette::{PaletteEntry, search_entries};
 use crate::app::run::NodeBadge;
 use crate::app::run::RunView;
@@ -222,6 +222,62 @@ impl<'a> Viewer<'a> {
 }
 
 impl Viewer<'_> {
+    /// The node's flags as toggles: bypass, and the `error` and `tool` outputs shown.
+    fn flag_menu_items(&mut self, node: NodeId, ui: &mut Ui, snarl: &Snarl<CanvasNode>) {
+        let Some(canvas) = snarl.get_node(node) else {
+            return;
+        };
+        let wired = |port: &str| {
+            canvas.output_index(port).is_some_and(|output| {
+                snarl
+                    .wires()
+                    .any(|(o, _)| o == egui_snarl::OutPinId { node, output })
+            })
+        };
+        let has = |port: &str| canvas.all_outputs.iter().any(|p| p.name == port);
+        let toggles = [
+            (
+                NodeFlag::Bypass,
+                "Bypass",
+                "Do not run this node: its inputs pass through to its outputs (Ctrl+B)",
+                true,
+                false,
+            ),
+            (
+                NodeFlag::ShowError,
+                "Handle errors here",
+                "Show the error output: wired, a failure goes down it instead of failing the run",
+                has(ERROR_PORT),
+                wired(ERROR_PORT),
+            ),
+            (
+                NodeFlag::ShowTool,
+                "Use as a tool",
+                "Show the tool output: wired to an agent's tools, the agent calls this node",
+                has(TOOL_PORT),
+                wired(TOOL_PORT),
+            ),
+        ];
+        for (flag, label, hover, offered, wired) in toggles {
+            if !offered {
+                continue;
+            }
+            let mut on = flag.get(&canvas.doc) || wired;
+            let response = ui
+                .add_enabled(!wired, egui::Checkbox::new(&mut on, label))
+                .on_hover_text(hover)
+                .on_disabled_hover_text("Shown while it is wired");
+            if response.changed() {
+                self.commands.push(Command::SetNodeFlag {
+                    nodes: vec![node],
+                    flag,
+                    on,
+                });
+                ui.close();
+            }
+        }
+    }
+
     /// "Run from here" (after a recorded run) and pinning the node's outputs.
     fn rerun_menu_items(&mut self, node: NodeId, ui: &mut Ui, snarl: &Snarl<CanvasNode>) {
         let Some(canvas) = snarl.get_node(node) else {
@@ -460,6 +516,17 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                     bottom: m.bottom + border,
                 });
         }
+        // A bypassed node is drawn dimmed: it is there, but runs pass over it.
+        let default = if snarl.get_node(node).is_some_and(|n| n.doc.bypass) {
+            default
+                .fill(default.fill.gamma_multiply(theme::BYPASSED_OPACITY))
+                .stroke(Stroke::new(
+                    default.stroke.width,
+                    default.stroke.color.gamma_multiply(theme::BYPASSED_OPACITY),
+                ))
+        } else {
+            default
+        };
         match self.state_color(node, snarl) {
             // The wider border takes its width from the inner margin, so that a node does not
             // grow when a run marks it.
@@ -529,6 +596,10 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 ui.label(RichText::new("pinned").color(theme::ACCENT).small())
                     .on_hover_text("Runs use this node's pinned outputs instead of running it");
             }
+            if canvas.doc.bypass {
+                ui.label(RichText::new("bypassed").color(theme::WARN).small())
+                    .on_hover_text("Runs do not run this node: its inputs pass through to its outputs (Ctrl+B turns it back on)");
+            }
             if !detailed && let Some((text, color)) = state {
                 ui.label(
                     RichText::new(self.state_word(&canvas.doc.id, text))
@@ -563,6 +634,9 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         else {
             return PinInfo::default();
         };
+        if snarl.get_node(pin.id.node).is_some_and(|n| n.doc.bypass) {
+            ui.multiply_opacity(theme::BYPASSED_OPACITY);
+        }
         let mut info = self.pin_info(port, !pin.remotes.is_empty());
         self.remember_pin(pin.id.node, false, pin.id.input, ui, snarl);
         // A wire whose value is converted on the way (the coercion table) looks different.
@@ -605,6 +679,9 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         else {
             return PinInfo::default();
         };
+        if snarl.get_node(pin.id.node).is_some_and(|n| n.doc.bypass) {
+            ui.multiply_opacity(theme::BYPASSED_OPACITY);
+        }
         let info = self.pin_info(port, !pin.remotes.is_empty());
         self.remember_pin(pin.id.node, true, pin.id.output, ui, snarl);
         if self.node_detailed(pin.id.node) {
@@ -926,7 +1003,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         _inputs: &[InPin],
         _outputs: &[OutPin],
         ui: &mut Ui,
-        _snarl: &mut Snarl<CanvasNode>,
+        snarl: &mut Snarl<CanvasNode>,
     ) {
         if ui.button("Inspect").clicked() {
             self.commands.push(Command::Inspect(node));
@@ -936,7 +1013,10 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             self.commands.push(Command::DuplicateNodes(vec![node]));
             ui.close();
         }
-        self.rerun_menu_items(node, ui, _snarl);
+        self.rerun_menu_items(node, ui, snarl);
+        ui.separator();
+        self.flag_menu_items(node, ui, snarl);
+        ui.separator();
         if ui.button("Delete").clicked() {
             self.commands.push(Command::DeleteNodes(vec![node]));
             ui.close();

@@ -76,6 +76,16 @@ pub struct WireDrag {
 }
 
 impl WireDrag {
+    /// The type a wire dragged from an input takes, while one is: outputs that could feed
+    /// it are shown.
+    pub fn dragged_into(&self, snarl: &Snarl<CanvasNode>) -> Option<agentloom_core::ValueType> {
+        let Some(Pin::In(inp)) = self.from else {
+            return None;
+        };
+        let port = snarl.get_node(inp.node)?.inputs.get(inp.input)?;
+        Some(port.wire_type().clone())
+    }
+
     /// Follows the pointer: a press on a pin starts a drag, a release ends it. Returns why
     /// the wire was refused when it was let go where it cannot end.
     pub fn update(

@@ -48,7 +48,10 @@ pub fn entries(catalog: &dyn BlockCatalog) -> Vec<PaletteEntry> {
                 )
             {
                 entry.inputs = imp.ports().inputs.clone();
-                entry.outputs = imp.ports().outputs_with_error();
+                entry.outputs = crate::app::document::every_output(
+                    imp.ports(),
+                    crate::app::document::has_interface_name(meta),
+                );
             }
             entry
         })
