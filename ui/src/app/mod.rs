@@ -406,6 +406,16 @@ impl App {
             });
         }
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
+        let waiting: Vec<Option<egui::Rect>> = (self.run.approvals.iter())
+            .map(|prompt| self.node_screen_rect(&prompt.node))
+            .collect();
+        approval_panel::approvals_ui(
+            &ctx,
+            &mut self.run.approvals,
+            &waiting,
+            self.canvas.screen_rect,
+            &mut self.commands,
+        );
 
         examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
         if let Some(menu) = &mut self.wire_menu
