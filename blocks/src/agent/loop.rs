@@ -346,11 +346,14 @@ impl Agent<'_> {
                     arguments: approved,
                 } => {
                     arguments = approved.to_json();
-                    step.approval = Some(if arguments == step.arguments {
-                        "approved".to_owned()
-                    } else {
-                        "approved with edited arguments".to_owned()
-                    });
+                    // Outside safe mode nobody was asked.
+                    if self.ctx.safe_mode() {
+                        step.approval = Some(if arguments == step.arguments {
+                            "approved".to_owned()
+                        } else {
+                            "approved with edited arguments".to_owned()
+                        });
+                    }
                     step.arguments.clone_from(&arguments);
                 }
                 ApprovalDecision::Rejected { message } => {

@@ -88,8 +88,8 @@ impl ApprovalPrompt {
     }
 }
 
-/// The width an approval window opens with.
-const WINDOW_WIDTH: f32 = 340.0;
+/// The width an approval window opens with (its row of buttons and reason fits in it).
+const WINDOW_WIDTH: f32 = 360.0;
 /// The gap between a waiting node and its approval window.
 const GAP: f32 = 24.0;
 
@@ -181,7 +181,7 @@ fn prompt_ui(ui: &mut Ui, prompt: &mut ApprovalPrompt, commands: &mut Vec<Comman
         ui.add(
             egui::TextEdit::singleline(&mut prompt.message)
                 .hint_text("why, if rejecting")
-                .desired_width(200.0),
+                .desired_width(140.0),
         )
         .labelled_by(label.id);
         if ui.button("Reject").clicked() {

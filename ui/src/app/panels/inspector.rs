@@ -102,7 +102,6 @@ pub fn inspector_ui(
     };
     let meta = block.meta();
     ui.heading(&meta.title);
-    ui.label(RichText::new(&meta.description).color(theme::TEXT_WEAK));
     follow_run(ui, state, node_id, &last_run);
     ui.horizontal(|ui| {
         ui.selectable_value(&mut state.tab, InspectorTab::Configure, "Configure");
@@ -187,7 +186,8 @@ fn last_run_ui(
         });
 }
 
-/// The Configure tab: id and label, the block's fields, its ports and pinned outputs.
+/// The Configure tab: what the block does, its id and label, its fields, its ports and
+/// pinned outputs.
 fn configure_ui(
     ui: &mut Ui,
     state: &mut InspectorState,
@@ -197,6 +197,8 @@ fn configure_ui(
     credentials: &[CredentialInfo],
     commands: &mut Vec<Command>,
 ) {
+    ui.label(RichText::new(&meta.description).color(theme::TEXT_WEAK));
+    ui.add_space(4.0);
     egui::Grid::new("inspector_head")
         .num_columns(2)
         .spacing([8.0, 4.0])
