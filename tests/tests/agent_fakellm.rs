@@ -101,6 +101,9 @@ async fn runs_code_writes_a_file_and_finishes() {
             json!({"path": "out/answer.txt", "content": "42"})
         );
         assert_eq!(steps[2]["tool"], "finish");
+        // Outside safe mode nobody was asked; each tool's time is kept.
+        assert!(steps.iter().all(|step| step.get("approval").is_none()));
+        assert!(steps[0]["duration_ms"].as_u64().unwrap() > 0);
         // Each step was shown as it happened, one JSON line each, after a line saying its
         // tool started (a tool ran for run_code and write_file, none for finish).
         let lines: Vec<serde_json::Value> = ctx
@@ -310,6 +313,9 @@ async fn a_rejection_message_reaches_the_model() {
             json!({"path": "secrets.txt", "content": "oops"})
         );
         assert_eq!(out["artifacts"].to_json(), json!([]));
+        // The step keeps the person's decision.
+        let steps = steps(&out["transcript"]);
+        assert_eq!(steps[0]["approval"], "rejected: Leave secrets.txt alone.");
     }
 }
 
