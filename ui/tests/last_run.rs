@@ -107,11 +107,11 @@ fn the_run_panel_keeps_its_head_in_view_and_shows_long_outputs_whole() {
     h.run_steps(2);
 
     // The whole answer, to its last line.
-    let output = h.get_by_label_contains("line 79");
+    let output = h.get_by_label_contains("line 79").rect();
     let head = h.get_by_label("Run completed").rect();
-    let output_top = output.rect().top();
+    let output_top = output.top();
     // Scrolled to its end, the output moves and the head stays where it was.
-    let over = Pos2::new(output.rect().left() + 20.0, head.bottom() + 30.0);
+    let over = Pos2::new(output.left() + 20.0, head.bottom() + 30.0);
     h.event(egui::Event::PointerMoved(over));
     for _ in 0..20 {
         h.event(egui::Event::MouseWheel {
@@ -131,6 +131,21 @@ fn the_run_panel_keeps_its_head_in_view_and_shows_long_outputs_whole() {
         h.get_by_label("Run completed").rect(),
         head,
         "the head stayed"
+    );
+
+    // Its top edge drags up: more of the output shows, the head still above it.
+    let edge = h.state().canvas_screen_rect().bottom();
+    let x = output.left() + 200.0;
+    drag(
+        &mut h,
+        Pos2::new(x, edge + 1.0),
+        Pos2::new(x, edge - 150.0),
+        Modifiers::NONE,
+    );
+    let taller = h.get_by_label("Run completed").rect();
+    assert!(
+        taller.top() < head.top() - 120.0,
+        "the panel grew: its head went from {head:?} to {taller:?}"
     );
 
     h.get_by_label("Copy the run's outputs").click();
