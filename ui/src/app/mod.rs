@@ -386,10 +386,10 @@ impl App {
         self.shortcuts(&ctx);
 
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
-        // Tall enough for a few lines of output under its head; drag its edge for more.
+        // A few lines of output under its head; drag its top edge for more.
         egui::Panel::bottom("status")
             .resizable(true)
-            .default_size(180.0)
+            .default_size(120.0)
             .show(ui, |ui| self.bottom_ui(ui));
         egui::Panel::left("palette")
             .resizable(true)
