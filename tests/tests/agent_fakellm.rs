@@ -101,12 +101,32 @@ async fn runs_code_writes_a_file_and_finishes() {
             json!({"path": "out/answer.txt", "content": "42"})
         );
         assert_eq!(steps[2]["tool"], "finish");
-        // Each step was shown as it happened, one JSON line each.
-        let live: Vec<serde_json::Value> = ctx
+        // Outside safe mode nobody was asked; each tool's time is kept.
+        assert!(steps.iter().all(|step| step.get("approval").is_none()));
+        assert!(steps[0]["duration_ms"].as_u64().unwrap() > 0);
+        // Each step was shown as it happened, one JSON line each, after a line saying its
+        // tool started (a tool ran for run_code and write_file, none for finish).
+        let lines: Vec<serde_json::Value> = ctx
             .partials()
             .iter()
             .filter(|(port, _)| port == "transcript")
-            .map(|(_, line)| serde_json::from_str(line.trim()).unwrap())
+            .map(|(_, line)| serde_json::from_str::<serde_json::Value>(line.trim()).unwrap())
+            .collect();
+        let started: Vec<_> = lines
+            .iter()
+            .filter(|step| step["running"] == true)
+            .map(|step| (step["step"].clone(), step["tool"].clone()))
+            .collect();
+        assert_eq!(
+            started,
+            [
+                (json!(1), json!("run_code")),
+                (json!(2), json!("write_file"))
+            ]
+        );
+        let live: Vec<_> = lines
+            .into_iter()
+            .filter(|step| step.get("running").is_none())
             .collect();
         assert_eq!(live, steps);
         let counts = fake.rule_counts().await;
@@ -293,6 +313,9 @@ async fn a_rejection_message_reaches_the_model() {
             json!({"path": "secrets.txt", "content": "oops"})
         );
         assert_eq!(out["artifacts"].to_json(), json!([]));
+        // The step keeps the person's decision.
+        let steps = steps(&out["transcript"]);
+        assert_eq!(steps[0]["approval"], "rejected: Leave secrets.txt alone.");
     }
 }
 

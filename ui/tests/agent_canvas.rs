@@ -31,8 +31,12 @@ fn agent_steps_appear_while_the_agent_works() {
         !h.state().run.approvals.is_empty()
     });
     assert!(h.state().run.is_running());
-    // In the inspector's run record, and the latest step in the node's body.
-    h.get_by_label_contains("step 1 · list_files {} →");
+    // In the inspector's trace (a row a step), and the latest step in the node's body.
+    let trace_row = h.query_by(|node| {
+        node.label()
+            .is_some_and(|l| l.starts_with("step 1 · list_files") && !l.contains('→'))
+    });
+    assert!(trace_row.is_some());
     h.get_by_label_contains("step 1 · list_files → ");
     h.get_by_role_and_label(Role::Button, "Reject").click();
     wait_until(&mut h, "the run", |h| !h.state().run.is_running());

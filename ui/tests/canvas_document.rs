@@ -395,6 +395,8 @@ fn a_node_output_shows_as_a_folding_json_tree_with_copy() {
     h.state_mut()
         .send(Command::InspectById("person".to_owned()));
     h.run_steps(3);
+    h.get_by_label("Last run").click();
+    h.run_steps(2);
     // Folded: the keys are not listed yet. The inspector is scrolled down to its outputs.
     let header = |h: &AppHarness, text: &str| h.get_by_label_contains(text).rect().center();
     let inspector = header(&h, "value {…} 1 keys") - egui::vec2(0.0, 200.0);

@@ -288,6 +288,10 @@ const PINNED: &str = r#"{"format":"agentloom.graph","version":1,"name":"pinned",
 
 /// Replaces the text of the inspector's pinned outputs editor and presses Apply.
 fn apply_pinned(h: &mut AppHarness, json: &str) {
+    // The inspector's Configure tab scrolls: its last field, Apply under it, into view.
+    h.get_by_role_and_label(Role::Button, "Apply pinned outputs")
+        .scroll_to_me();
+    h.run_steps(2);
     h.get_by_role_and_label(Role::MultilineTextInput, "Pinned outputs")
         .focus();
     h.run_steps(1);

@@ -261,6 +261,7 @@ impl Agent<'_> {
                 .map(|c| c.id)
                 .filter(|id| !id.is_empty())
                 .unwrap_or_else(|| format!("call_{number}")),
+            ..Step::default()
         })
     }
 
@@ -345,9 +346,18 @@ impl Agent<'_> {
                     arguments: approved,
                 } => {
                     arguments = approved.to_json();
+                    // Outside safe mode nobody was asked.
+                    if self.ctx.safe_mode() {
+                        step.approval = Some(if arguments == step.arguments {
+                            "approved".to_owned()
+                        } else {
+                            "approved with edited arguments".to_owned()
+                        });
+                    }
                     step.arguments.clone_from(&arguments);
                 }
                 ApprovalDecision::Rejected { message } => {
+                    step.approval = Some(format!("rejected: {message}"));
                     step.observation = format!("A person rejected this action: {message}");
                     state.steps.push(step);
                     self.show(state);
@@ -355,9 +365,13 @@ impl Agent<'_> {
                 }
             }
         }
+        // Said before the tool runs, so a slow tool shows as the step under way.
+        self.show_running(&step);
+        let tool_started = Instant::now();
         let observation = self
             .in_time(started, self.call(state, &kind, &arguments))
             .await?;
+        step.duration_ms = u64::try_from(tool_started.elapsed().as_millis()).unwrap_or(u64::MAX);
         step.observation =
             clip_chars(&observation, MAX_OBSERVATION_CHARS) + warning.as_deref().unwrap_or("");
         state.steps.push(step);
@@ -409,6 +423,17 @@ impl Agent<'_> {
             Ok(observation) => observation,
             Err(message) => format!("error: {message}"),
         })
+    }
+
+    /// Publishes a step whose tool starts now (a `running` line on the `transcript` port;
+    /// the line with its result follows).
+    fn show_running(&self, step: &Step) {
+        let running = Step {
+            running: true,
+            ..step.clone()
+        };
+        let line = serde_json::to_string(&running).unwrap_or_default();
+        self.ctx.partial("transcript", &format!("{line}\n"));
     }
 
     /// Publishes the newest step as it happens (one JSON line on the `transcript` port).

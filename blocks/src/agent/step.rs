@@ -23,6 +23,21 @@ pub struct Step {
     /// The provider's id of the call, to pair the result with it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub call_id: String,
+    /// How long its tool ran, in milliseconds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duration_ms: u64,
+    /// What a person decided on it in safe mode: `approved`, `approved with edited
+    /// arguments` or `rejected: …`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+    /// Streamed as its tool starts: the step is under way, its observation still to come
+    /// (the line with its result, same `step`, follows). Never in the `transcript` output.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub running: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Step {
@@ -33,6 +48,19 @@ impl Step {
             .filter(|line| !line.trim().is_empty())
             .map_while(Step::parse_line)
             .collect()
+    }
+
+    /// The steps of streamed `transcript` text as they stand: a step still running, then
+    /// its result under the same number, is listed once, as its latest line says.
+    pub fn trace(text: &str) -> Vec<Step> {
+        let mut steps: Vec<Step> = Vec::new();
+        for step in Step::parse_lines(text) {
+            match steps.last_mut() {
+                Some(last) if last.step == step.step && last.running => *last = step,
+                _ => steps.push(step),
+            }
+        }
+        steps
     }
 
     /// One streamed line as a step; `None` when it is not one.
@@ -68,6 +96,13 @@ impl Step {
     /// `step 2 · write_file → wrote 2 bytes`: one short line, the observation clipped to
     /// `max_chars`.
     pub fn headline(&self, max_chars: usize) -> String {
+        if self.running {
+            return one_line(&format!(
+                "step {} · {} running…",
+                self.step,
+                self.tool_name()
+            ));
+        }
         one_line(&format!(
             "step {} · {} → {}",
             self.step,
@@ -135,5 +170,27 @@ mod tests {
             "step 1 · (no tool) null → no call  (0 in / 0 out, $0.0000)"
         );
         assert_eq!(write_step().headline(7), "step 2 · write_file → wrote 2…");
+    }
+
+    #[test]
+    fn a_running_step_is_listed_once_and_replaced_by_its_result() {
+        let running = Step {
+            observation: String::new(),
+            running: true,
+            ..write_step()
+        };
+        assert_eq!(running.headline(20), "step 2 · write_file running…");
+        let line = |step: &Step| serde_json::to_string(step).unwrap() + "\n";
+        let under_way = line(&Step {
+            step: 1,
+            ..write_step()
+        }) + &line(&running);
+        let steps = Step::trace(&under_way);
+        assert_eq!(steps.len(), 2);
+        assert!(steps[1].running);
+        let done = under_way + &line(&write_step());
+        let steps = Step::trace(&done);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[1], write_step());
     }
 }

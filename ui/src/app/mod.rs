@@ -397,6 +397,7 @@ impl App {
         self.shortcuts(&ctx);
 
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
+        // A few lines of output under its head; drag its top edge for more.
         egui::Panel::bottom("status")
             .resizable(true)
             .default_size(120.0)
@@ -418,6 +419,16 @@ impl App {
         }
         self.breadcrumbs_panel(ui);
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
+        let waiting: Vec<Option<egui::Rect>> = (self.run.approvals.iter())
+            .map(|prompt| self.node_screen_rect(&prompt.node))
+            .collect();
+        approval_panel::approvals_ui(
+            &ctx,
+            &mut self.run.approvals,
+            &waiting,
+            self.canvas.screen_rect,
+            &mut self.commands,
+        );
 
         examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
         if let Some(menu) = &mut self.wire_menu

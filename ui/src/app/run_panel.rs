@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use agentloom_blocks::agent::Step;
 use agentloom_core::{RunInput, Value};
 use agentloom_engine::{NodeProgress, RunStatus};
 use egui::{RichText, Ui};
@@ -107,9 +106,10 @@ pub fn run_form_ui(ui: &mut Ui, form: &mut RunForm, commands: &mut Vec<Command>)
     });
 }
 
-/// The bottom panel with the run summary.
-pub fn run_summary_ui(ui: &mut Ui, run: &mut RunView, commands: &mut Vec<Command>) {
-    ui.horizontal(|ui| {
+/// The head of the run panel, kept in view above its scrolling part: Stop, the run's
+/// state, id, time and usage, and Copy for its outputs.
+pub fn run_summary_header_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
+    ui.horizontal_wrapped(|ui| {
         if run.is_running() {
             ui.spinner();
             if ui.button("Stop").clicked() {
@@ -147,76 +147,129 @@ pub fn run_summary_ui(ui: &mut Ui, run: &mut RunView, commands: &mut Vec<Command
                     ui.label(format!("{ms} ms"));
                 }
                 if !run.usage.is_zero() {
-                    ui.label(format!(
-                        "{} in / {} out tokens, {}",
-                        run.usage.input_tokens,
-                        run.usage.output_tokens,
-                        cost_text(run.usage.cost_usd)
-                    ));
+                    ui.label(usage_text(&run.usage));
                 }
             }
         }
+        if !run.outputs.is_empty() {
+            copy_values_button(ui, "Copy the run's outputs", &run.outputs);
+        }
     });
-    super::approval_panel::approvals_ui(ui, &mut run.approvals, commands);
+}
+
+/// The scrolling part of the run panel: pending approvals, the run's error and its outputs,
+/// each whole.
+pub fn run_summary_ui(ui: &mut Ui, run: &RunView) {
+    if !run.approvals.is_empty() {
+        ui.label(
+            RichText::new(format!("{} approval(s) pending", run.approvals.len()))
+                .color(theme::WARN),
+        );
+    }
     if let Some(error) = &run.error {
         ui.label(RichText::new(error).color(theme::ERROR));
     }
     for (name, value) in &run.outputs {
-        ui.horizontal_wrapped(|ui| {
-            ui.label(RichText::new(format!("output {name}:")).strong());
-            ui.label(RichText::new(value.preview(400)).monospace());
-        });
+        ui.label(RichText::new(format!("output {name}")).strong());
+        ui.add(egui::Label::new(RichText::new(whole_text(value)).monospace()).selectable(true));
     }
 }
 
-/// One node's full record in the run.
-pub fn node_run_ui(ui: &mut Ui, run: &NodeProgress) {
-    ui.label(RichText::new("Last run").strong());
-    if let Some((text, color)) = run.state() {
-        ui.label(RichText::new(text).color(color));
+/// Values shown whole (text as it is, anything else as pretty JSON), up to a bound that
+/// keeps a frame quick; Copy takes all of it.
+const SHOWN_CHARS: usize = 200_000;
+
+/// `value` as shown in full in the run panel.
+pub fn whole_text(value: &Value) -> String {
+    let text = match value {
+        Value::Text(s) => s.clone(),
+        other => serde_json::to_string_pretty(&other.to_json()).unwrap_or_default(),
+    };
+    let count = text.chars().count();
+    if count <= SHOWN_CHARS {
+        return text;
     }
-    let mut facts = Vec::new();
-    if run.attempts > 0 {
-        facts.push(format!("{} attempt(s)", run.attempts));
+    let shown: String = text.chars().take(SHOWN_CHARS).collect();
+    format!(
+        "{shown}\n… {} more characters (Copy takes them all)",
+        count - SHOWN_CHARS
+    )
+}
+
+/// A Copy button that puts `values` on the clipboard: one text value as it is, else the
+/// values as a JSON object.
+fn copy_values_button(ui: &mut Ui, name: &str, values: &agentloom_core::ValueMap) {
+    let button = ui.small_button("Copy").on_hover_text(name);
+    button.widget_info(|| egui::WidgetInfo::labeled(egui::WidgetType::Button, true, name));
+    if button.clicked() {
+        let text = match values.values().next() {
+            Some(Value::Text(text)) if values.len() == 1 => text.clone(),
+            _ => serde_json::to_string_pretty(&Value::Object(values.clone()).to_json())
+                .unwrap_or_default(),
+        };
+        ui.ctx().copy_text(text);
     }
-    if let Some(ms) = run.duration_ms {
-        facts.push(format!("{ms} ms"));
-    }
-    if !run.usage.is_zero() {
-        facts.push(format!(
-            "{}/{} tokens, {}",
-            run.usage.input_tokens,
-            run.usage.output_tokens,
-            cost_text(run.usage.cost_usd)
-        ));
-    }
-    if !facts.is_empty() {
-        ui.label(facts.join(" · "));
-    }
+}
+
+/// The head of a node's last run, kept in view above its scrolling part: its state,
+/// attempts, time and usage, and Copy for its outputs (or its error).
+pub fn node_run_header_ui(ui: &mut Ui, run: &NodeProgress) {
+    ui.horizontal_wrapped(|ui| {
+        match run.state() {
+            Some((text, color)) => ui.label(RichText::new(text).color(color).strong()),
+            None => ui.label(RichText::new("not reached").color(theme::TEXT_WEAK)),
+        };
+        let mut facts = Vec::new();
+        if run.attempts > 0 {
+            facts.push(format!("{} attempt(s)", run.attempts));
+        }
+        if let Some(ms) = run.duration_ms {
+            facts.push(format!("{ms} ms"));
+        }
+        if !run.usage.is_zero() {
+            facts.push(usage_text(&run.usage));
+        }
+        if !facts.is_empty() {
+            ui.label(facts.join(" · "));
+        }
+        if !run.outputs.is_empty() {
+            copy_values_button(ui, "Copy the node's outputs", &run.outputs);
+        } else if let Some(error) = &run.error {
+            let button = ui.small_button("Copy").on_hover_text("Copy the error");
+            button.widget_info(|| {
+                egui::WidgetInfo::labeled(egui::WidgetType::Button, true, "Copy the error")
+            });
+            if button.clicked() {
+                ui.ctx().copy_text(error.clone());
+            }
+        }
+    });
+}
+
+/// The rest of a node's last run: why it was skipped, its error, inputs, outputs (all but
+/// `hidden`, which are shown otherwise) and what it is streaming.
+pub fn node_run_ui(ui: &mut Ui, run: &NodeProgress, hidden: &[&str]) {
     if let Some(reason) = &run.skip_reason {
         ui.label(RichText::new(reason).color(theme::TEXT_WEAK));
     }
     if let Some(error) = &run.error {
         ui.label(RichText::new(error).color(theme::ERROR));
     }
-    for (title, map) in [("Inputs", &run.inputs), ("Outputs", &run.outputs)] {
-        if map.is_empty() {
+    for (title, map) in [("Outputs", &run.outputs), ("Inputs", &run.inputs)] {
+        if map.keys().all(|port| hidden.contains(&port.as_str())) {
             continue;
         }
         ui.label(RichText::new(title).small().color(theme::TEXT_WEAK));
         for (port, value) in map {
+            if hidden.contains(&port.as_str()) {
+                continue;
+            }
             let id = ui.id().with(title).with(port);
             super::json_tree::json_tree_ui(ui, id, port, &value.to_json());
         }
     }
     for (port, text) in &run.partial {
-        // An agent's steps, one a line, as they happen.
-        let steps = Step::parse_lines(text);
-        if !steps.is_empty() {
-            ui.label(RichText::new("Steps").small().color(theme::TEXT_WEAK));
-            for step in &steps {
-                ui.label(RichText::new(step.describe()).monospace());
-            }
+        if hidden.contains(&port.as_str()) {
             continue;
         }
         ui.label(
@@ -225,6 +278,16 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeProgress) {
                 .color(theme::ACCENT),
         );
     }
+}
+
+/// `812 in / 20 out tokens, $0.0001`.
+pub fn usage_text(usage: &agentloom_core::Usage) -> String {
+    format!(
+        "{} in / {} out tokens, {}",
+        usage.input_tokens,
+        usage.output_tokens,
+        cost_text(usage.cost_usd)
+    )
 }
 
 /// The first 12 characters of a run id: its start time to the millisecond (run ids are

@@ -216,7 +216,8 @@ impl EventSink for StepPrinter {
             return;
         }
         for line in chunk.lines().filter(|l| !l.trim().is_empty()) {
-            let Some(step) = Step::parse_line(line) else {
+            // A step under way is printed once its result comes.
+            let Some(step) = Step::parse_line(line).filter(|step| !step.running) else {
                 continue;
             };
             if self.print {
@@ -245,7 +246,7 @@ pub fn add_steps(run: &mut serde_json::Value) {
         else {
             continue;
         };
-        let steps = serde_json::to_value(Step::parse_lines(lines)).unwrap_or_default();
+        let steps = serde_json::to_value(Step::trace(lines)).unwrap_or_default();
         if let Some(object) = node.as_object_mut() {
             object.insert("steps".to_owned(), steps);
         }

@@ -1,5 +1,6 @@
-//! Pending approvals in the run panel: the action with its arguments in a JSON editor;
-//! Approve (with the arguments as edited), or Reject with a message.
+//! Pending approvals, each in a window beside its waiting node: the action with its
+//! arguments in a JSON editor; Approve (with the arguments as edited), or Reject with a
+//! message.
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest, Value};
 use egui::{RichText, Ui};
@@ -87,26 +88,57 @@ impl ApprovalPrompt {
     }
 }
 
-/// Every pending approval with its editor and buttons, in a window over the canvas (the
-/// run panel is too short for an editor).
-pub fn approvals_ui(ui: &mut Ui, approvals: &mut [ApprovalPrompt], commands: &mut Vec<Command>) {
-    if approvals.is_empty() {
-        return;
-    }
-    ui.label(RichText::new(format!("{} approval(s) pending", approvals.len())).color(theme::WARN));
-    egui::Window::new("Approval needed")
-        .collapsible(false)
-        .resizable(true)
-        .default_width(420.0)
-        .anchor(egui::Align2::CENTER_BOTTOM, egui::vec2(0.0, -150.0))
-        .show(ui.ctx(), |ui| {
-            for prompt in approvals {
-                let id = ("approval", prompt.node.clone());
-                ui.push_id(id, |ui| {
-                    ui.group(|ui| prompt_ui(ui, prompt, commands));
-                });
-            }
+/// The width an approval window opens with (its row of buttons and reason fits in it).
+const WINDOW_WIDTH: f32 = 360.0;
+/// The gap between a waiting node and its approval window.
+const GAP: f32 = 24.0;
+
+/// Each pending approval in a window of its own beside its node (`node_rects`: where each
+/// one's node is on screen, `canvas`: the canvas), with its editor and buttons. A window opens where it
+/// covers neither the node nor the badges the node gains while it waits, and stays there
+/// (the node's changes do not move it) until the person drags it elsewhere.
+pub fn approvals_ui(
+    ctx: &egui::Context,
+    approvals: &mut [ApprovalPrompt],
+    node_rects: &[Option<egui::Rect>],
+    canvas: egui::Rect,
+    commands: &mut Vec<Command>,
+) {
+    for (prompt, node_rect) in approvals.iter_mut().zip(node_rects) {
+        let mut window = egui::Window::new("Approval needed")
+            .id(egui::Id::new(("approval", prompt.node.as_str())))
+            .collapsible(false)
+            .resizable(true)
+            .movable(true)
+            .default_width(WINDOW_WIDTH)
+            .constrain_to(ctx.content_rect());
+        if let Some(rect) = node_rect {
+            window = window.default_pos(beside(*rect, canvas));
+        }
+        window.show(ctx, |ui| {
+            ui.push_id(("approval", prompt.node.clone()), |ui| {
+                prompt_ui(ui, prompt, commands);
+            });
         });
+    }
+}
+
+/// Where a window beside the node at `node` opens: to its right, else its left, else
+/// below it (room left for the badges it gains), inside `canvas` where there is room.
+fn beside(node: egui::Rect, canvas: egui::Rect) -> egui::Pos2 {
+    let right = node.right() + GAP;
+    if right + WINDOW_WIDTH <= canvas.right() {
+        return egui::pos2(right, node.top());
+    }
+    let left = node.left() - GAP - WINDOW_WIDTH;
+    if left >= canvas.left() {
+        return egui::pos2(left, node.top());
+    }
+    // Below: the node grows by a few badge lines while it waits.
+    egui::pos2(
+        node.left().max(canvas.left()),
+        node.bottom() + GAP + 3.0 * 18.0,
+    )
 }
 
 fn prompt_ui(ui: &mut Ui, prompt: &mut ApprovalPrompt, commands: &mut Vec<Command>) {
@@ -149,7 +181,7 @@ fn prompt_ui(ui: &mut Ui, prompt: &mut ApprovalPrompt, commands: &mut Vec<Comman
         ui.add(
             egui::TextEdit::singleline(&mut prompt.message)
                 .hint_text("why, if rejecting")
-                .desired_width(200.0),
+                .desired_width(140.0),
         )
         .labelled_by(label.id);
         if ui.button("Reject").clicked() {

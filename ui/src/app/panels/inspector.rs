@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 
 use agentloom_core::{BlockCatalog, ConfigField, FieldKind, ValueType};
-use agentloom_engine::NodeProgress;
 use agentloom_engine::credentials::CredentialInfo;
+use agentloom_engine::{NodeProgress, NodeStatus};
 use egui::{RichText, Ui};
 use egui_snarl::NodeId;
 
@@ -34,6 +34,12 @@ pub struct InspectorState {
     models: HashMap<String, Models>,
     /// Pinned outputs being edited.
     pinned: super::pinned::PinnedEditor,
+    /// The tab shown.
+    tab: InspectorTab,
+    /// The node inspected last frame, the run shown and whether it had reached the node.
+    seen_run: Option<(NodeId, String, bool)>,
+    /// The steps trace of the Last run tab.
+    trace: super::agent_trace::TraceState,
 }
 
 impl InspectorState {
@@ -42,6 +48,7 @@ impl InspectorState {
         self.number_buffers.clear();
         self.other_credential.clear();
         self.pinned.clear();
+        self.trace.clear();
     }
 }
 
@@ -52,7 +59,28 @@ enum Models {
     Failed(String),
 }
 
-/// The inspector panel for `node`.
+/// The inspector's two tabs, as n8n splits them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InspectorTab {
+    /// The node's fields.
+    #[default]
+    Configure,
+    /// What the node did in the run shown: state, outputs, error, usage, steps.
+    LastRun,
+}
+
+/// The run shown, as far as the inspected node is concerned.
+pub struct LastRun<'a> {
+    /// What the run said of the node (`None`: nothing).
+    pub node: Option<&'a NodeProgress>,
+    /// The run's id (empty until it is known).
+    pub run_key: &'a str,
+    /// The node is working now, in the live run.
+    pub live: bool,
+}
+
+/// The inspector panel for `node`: its title, then Configure | Last run. Last run opens by
+/// itself when a run reaches the node, unless a text field has the keyboard.
 #[allow(
     clippy::too_many_arguments,
     reason = "the panel reads several parts of the app"
@@ -62,10 +90,11 @@ pub fn inspector_ui(
     state: &mut InspectorState,
     node_id: NodeId,
     node: &CanvasNode,
-    run: Option<&NodeProgress>,
+    last_run: LastRun<'_>,
     catalog: &dyn BlockCatalog,
     credentials: &[CredentialInfo],
     commands: &mut Vec<Command>,
+    sub_runs: impl FnOnce(&mut Ui),
 ) {
     let Some(block) = catalog.block(&node.doc.block) else {
         ui.label(RichText::new(format!("Unknown block `{}`", node.doc.block)).color(theme::ERROR));
@@ -73,6 +102,101 @@ pub fn inspector_ui(
     };
     let meta = block.meta();
     ui.heading(&meta.title);
+    follow_run(ui, state, node_id, &last_run);
+    ui.horizontal(|ui| {
+        ui.selectable_value(&mut state.tab, InspectorTab::Configure, "Configure");
+        ui.selectable_value(&mut state.tab, InspectorTab::LastRun, "Last run");
+    });
+    ui.separator();
+    match state.tab {
+        InspectorTab::Configure => {
+            egui::ScrollArea::vertical()
+                .id_salt("inspector")
+                .auto_shrink(false)
+                .show(ui, |ui| {
+                    configure_ui(ui, state, node_id, node, meta, credentials, commands);
+                });
+        }
+        InspectorTab::LastRun => last_run_ui(ui, state, &node.doc.id, &last_run, sub_runs),
+    }
+}
+
+/// Opens Last run when the run shown reaches the node (it starts, or another run with it
+/// is shown), unless the person is typing in a field.
+fn follow_run(ui: &Ui, state: &mut InspectorState, node_id: NodeId, last_run: &LastRun<'_>) {
+    let reached = last_run
+        .node
+        .is_some_and(|n| n.status != NodeStatus::Pending);
+    let seen = (node_id, last_run.run_key.to_owned(), reached);
+    if let Some((node, run, was_reached)) = &state.seen_run
+        && *node == node_id
+        && reached
+        && (!was_reached || *run != last_run.run_key)
+        && !ui.ctx().egui_wants_keyboard_input()
+    {
+        state.tab = InspectorTab::LastRun;
+    }
+    state.seen_run = Some(seen);
+}
+
+/// The Last run tab: a head that stays in view (state, time, usage, Copy), then the node's
+/// steps, outputs, error and inputs, whole, in a scroll area that fills the rest.
+fn last_run_ui(
+    ui: &mut Ui,
+    state: &mut InspectorState,
+    node: &str,
+    last_run: &LastRun<'_>,
+    sub_runs: impl FnOnce(&mut Ui),
+) {
+    let Some(run) = last_run
+        .node
+        .filter(|r| r.status != NodeStatus::Pending || r.cancelled)
+    else {
+        ui.label(
+            RichText::new("Not run yet. Run the graph (Ctrl+Enter) to see what this block does.")
+                .color(theme::TEXT_WEAK),
+        );
+        sub_runs(ui);
+        return;
+    };
+    crate::app::run_panel::node_run_header_ui(ui, run);
+    ui.separator();
+    egui::ScrollArea::vertical()
+        .id_salt(("last_run", node))
+        .auto_shrink(false)
+        .show(ui, |ui| {
+            let steps = super::agent_trace::steps_of(run);
+            let hidden: &[&str] = if steps.is_some() {
+                &["transcript", "steps"]
+            } else {
+                &[]
+            };
+            if let Some(steps) = &steps {
+                super::agent_trace::trace_ui(
+                    ui,
+                    &mut state.trace,
+                    last_run.run_key,
+                    node,
+                    steps,
+                    last_run.live,
+                );
+            }
+            crate::app::run_panel::node_run_ui(ui, run, hidden);
+            sub_runs(ui);
+        });
+}
+
+/// The Configure tab: what the block does, its id and label, its fields, its ports and
+/// pinned outputs.
+fn configure_ui(
+    ui: &mut Ui,
+    state: &mut InspectorState,
+    node_id: NodeId,
+    node: &CanvasNode,
+    meta: &agentloom_core::BlockMeta,
+    credentials: &[CredentialInfo],
+    commands: &mut Vec<Command>,
+) {
     ui.label(RichText::new(&meta.description).color(theme::TEXT_WEAK));
     ui.add_space(4.0);
     egui::Grid::new("inspector_head")
@@ -127,10 +251,6 @@ pub fn inspector_ui(
             &node.outputs,
             commands,
         );
-    }
-    if let Some(run) = run {
-        ui.separator();
-        crate::app::run_panel::node_run_ui(ui, run);
     }
 }
 

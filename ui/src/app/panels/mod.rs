@@ -1,6 +1,7 @@
 //! The panels around the canvas: the block palette, the inspector (with pinned outputs and
 //! a node's sub-runs), the run history, problems, approvals and the trust banner.
 
+pub mod agent_trace;
 pub mod approval_panel;
 pub mod history;
 pub mod inspector;
@@ -23,18 +24,20 @@ impl App {
             ui.label(RichText::new(notice).color(theme::WARN));
         }
         ui.columns(2, |cols| {
+            if self.document.settings.safe_mode {
+                cols[0].label(
+                    RichText::new("Safe mode: blocks with side effects ask before they run")
+                        .color(theme::WARN),
+                );
+            }
+            // The head stays in view; the outputs, whole, scroll under it.
+            run_panel::run_summary_header_ui(&mut cols[0], &self.run, &mut self.commands);
+            cols[0].separator();
             egui::ScrollArea::vertical()
                 .id_salt("run_summary")
+                .auto_shrink(false)
                 .show(&mut cols[0], |ui| {
-                    if self.document.settings.safe_mode {
-                        ui.label(
-                            RichText::new(
-                                "Safe mode: blocks with side effects ask before they run",
-                            )
-                            .color(theme::WARN),
-                        );
-                    }
-                    run_panel::run_summary_ui(ui, &mut self.run, &mut self.commands);
+                    run_panel::run_summary_ui(ui, &self.run);
                     self.timeline_ui(ui);
                 });
             if let Some(servers) = self.mcp_connector.connecting() {
@@ -67,6 +70,40 @@ impl App {
                 );
             });
         egui::CentralPanel::default_margins().show(ui, |ui| {
+            // A block's inspector scrolls each of its tabs itself, below their heads.
+            if !self.run_form.open
+                && self.selected_ids(ui.ctx()).len() <= 1
+                && let Some((id, node)) = self
+                    .inspected
+                    .and_then(|n| self.document.snarl.get_node(n).map(|c| (n, c)))
+            {
+                let run = self.run.node(&node.doc.id);
+                let live = self.run.is_running()
+                    && run.is_some_and(|r| {
+                        matches!(
+                            r.status,
+                            agentloom_engine::NodeStatus::Running
+                                | agentloom_engine::NodeStatus::AwaitingApproval
+                        )
+                    });
+                let shown = &self.run;
+                inspector::inspector_ui(
+                    ui,
+                    &mut self.inspector,
+                    id,
+                    node,
+                    inspector::LastRun {
+                        node: run,
+                        run_key: shown.run_id.as_deref().unwrap_or_default(),
+                        live,
+                    },
+                    self.catalog.as_ref(),
+                    self.credentials.list(),
+                    &mut self.commands,
+                    |ui| subgraph::child_runs_ui(ui, shown, &node.doc.id),
+                );
+                return;
+            }
             egui::ScrollArea::vertical()
                 .id_salt("inspector")
                 .show(ui, |ui| {
@@ -85,35 +122,15 @@ impl App {
                         );
                         return;
                     }
-                    match self
-                        .inspected
-                        .and_then(|n| self.document.snarl.get_node(n).map(|c| (n, c)))
-                    {
-                        Some((id, node)) => {
-                            let run = self.run.node(&node.doc.id);
-                            inspector::inspector_ui(
-                                ui,
-                                &mut self.inspector,
-                                id,
-                                node,
-                                run,
-                                self.catalog.as_ref(),
-                                self.credentials.list(),
-                                &mut self.commands,
-                            );
-                            subgraph::child_runs_ui(ui, &self.run, &node.doc.id);
-                        }
-                        None => {
-                            self.graph_info_ui(ui);
-                            ui.label(
-                                RichText::new(format!(
-                                    "{} blocks. Select a block to edit it.",
-                                    self.document.snarl.nodes().count()
-                                ))
-                                .color(theme::TEXT_WEAK),
-                            );
-                        }
-                    }
+                    // No block (or a block since removed) in the inspector.
+                    self.graph_info_ui(ui);
+                    ui.label(
+                        RichText::new(format!(
+                            "{} blocks. Select a block to edit it.",
+                            self.document.snarl.nodes().count()
+                        ))
+                        .color(theme::TEXT_WEAK),
+                    );
                 });
         });
     }
