@@ -228,6 +228,28 @@ impl App {
             self.document.begin_move();
         }
 
+        // A right-click where a wire is hovered opens that wire's menu: the same hit test
+        // as the hover, so whatever shows a wire's note offers Disconnect.
+        let canvas_layer = ui.layer_id().order;
+        let right_clicked_wire = pointer
+            .filter(|_| over_canvas && ctx.input(|i| i.pointer.secondary_clicked()))
+            .filter(|pos| {
+                ctx.layer_id_at(*pos)
+                    .is_none_or(|layer| layer.order == canvas_layer)
+            })
+            .and_then(|pos| self.wire_under(pos));
+        self.canvas.right_click_on_wire = right_clicked_wire.is_some();
+        // Canvas menus open where the pointer was right-clicked or a wire was dropped: known
+        // before the canvas widget runs, which opens a dropped wire's menu in the same frame.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.secondary_clicked() || i.pointer.primary_released())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+        {
+            self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
+        }
+
         // Text inside nodes is not selectable: a press on a node's title grabs the node.
         ui.style_mut().interaction.selectable_labels = false;
         let canvas_id = self.canvas_id();
@@ -247,7 +269,7 @@ impl App {
             .show(snarl, &mut viewer, ui);
 
         // A right-clicked wire is picked and offers Disconnect.
-        if let Some((from, to)) = self.canvas.wire_menu_request.take()
+        if let Some((from, to)) = self.canvas.wire_menu_request.take().or(right_clicked_wire)
             && let Some(at) = pointer
         {
             self.selected_wire = Some((from, to));
@@ -290,16 +312,6 @@ impl App {
         }
 
         // A plain click on a node shows it in the inspector; on empty canvas, the graph.
-        let canvas_layer = ui.layer_id().order;
-        // Canvas menus open where the pointer was right-clicked or a wire was dropped.
-        if let Some(pos) = pointer.filter(|_| over_canvas)
-            && ctx.input(|i| i.pointer.secondary_clicked() || i.pointer.primary_released())
-            && ctx
-                .layer_id_at(pos)
-                .is_none_or(|layer| layer.order == canvas_layer)
-        {
-            self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
-        }
         // A press on the canvas takes the keyboard from whichever widget has it, so that
         // the canvas's keys work again. egui leaves it with a widget pressed on, and Tab
         // from the inspector walks it onto the canvas widget itself.

@@ -78,6 +78,8 @@ impl Geometry {
 pub struct CanvasState {
     /// A wire right-clicked this frame: the app opens its menu.
     pub wire_menu_request: Option<(OutPinId, InPinId)>,
+    /// This frame's right-click is on a wire (its menu, not the canvas's, opens).
+    pub(in crate::app) right_click_on_wire: bool,
     /// Graph → screen transform of the last frame.
     pub transform: TSTransform,
     /// A transform to apply on the next frame (fit to view, 1:1).
@@ -121,6 +123,7 @@ impl Default for CanvasState {
             set_transform: None,
             node_rects: HashMap::new(),
             wire_menu_request: None,
+            right_click_on_wire: false,
             screen_rect: Rect::ZERO,
             menu_origin: None,
             zoom_lod: Lod::Full,

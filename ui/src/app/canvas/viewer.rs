@@ -19,13 +19,13 @@ use agentloom_core::{Compat, ERROR_PORT, PortSpec, Value, compatibility};
 use agentloom_engine::NodeStatus;
 use egui::emath::TSTransform;
 use egui::epaint::CubicBezierShape;
-use egui::{Color32, Id, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui, Vec2};
+use egui::{Color32, Id, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui};
 use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewer, WireStyle};
 use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
 use super::state::CanvasState;
 use super::state::{Geometry, Lod};
-use super::wiring::Pin;
+use super::wiring::{Pin, WireCurve};
 use crate::app::Command;
 use crate::app::document::CanvasNode;
 use crate::app::panels::palette::{PaletteEntry, search_entries};
@@ -334,9 +334,6 @@ fn port_hover_ui(ui: &mut Ui, port: &PortSpec) {
 fn box_wire_shapes(state: &CanvasState, snarl: &Snarl<CanvasNode>, viewport: Rect) -> Vec<Shape> {
     let scale = state.transform.scaling.max(f32::EPSILON);
     let width = theme::WIRE_WIDTH.max(theme::MIN_WIRE_WIDTH_ON_SCREEN / scale);
-    let curved = state.zoom_lod == Lod::Full;
-    // Snarl's default wire frame: three pin sizes, shrunk for short wires.
-    let frame = 3.0 * theme::PIN_SIZE;
     let mut shapes = Vec::new();
     for (out, inp) in snarl.wires() {
         if state.lod(out.node) != Lod::Box && state.lod(inp.node) != Lod::Box {
@@ -349,11 +346,8 @@ fn box_wire_shapes(state: &CanvasState, snarl: &Snarl<CanvasNode>, viewport: Rec
         };
         let from = state.pin_pos(out.node, from_node.pos, true, out.output);
         let to = state.pin_pos(inp.node, to_node.pos, false, inp.input);
-        let bend = if curved {
-            frame.min((to - from).length() / 6.0)
-        } else {
-            0.0
-        };
+        let curve = WireCurve::between(state, from, to);
+        let bend = curve.bend();
         if !Rect::from_two_pos(from, to)
             .expand(bend + width)
             .intersects(viewport)
@@ -369,21 +363,15 @@ fn box_wire_shapes(state: &CanvasState, snarl: &Snarl<CanvasNode>, viewport: Rec
             (None, None) => theme::TEXT_WEAK,
         };
         let stroke = Stroke::new(width, color);
-        if curved {
-            shapes.push(Shape::CubicBezier(CubicBezierShape::from_points_stroke(
-                [
-                    from,
-                    from + Vec2::new(bend, 0.0),
-                    to - Vec2::new(bend, 0.0),
-                    to,
-                ],
+        shapes.push(match curve {
+            WireCurve::Cubic(points) => Shape::CubicBezier(CubicBezierShape::from_points_stroke(
+                points,
                 false,
                 Color32::TRANSPARENT,
                 stroke,
-            )));
-        } else {
-            shapes.push(Shape::line_segment([from, to], stroke));
-        }
+            )),
+            WireCurve::Line(ends) => Shape::line_segment(ends, stroke),
+        });
     }
     shapes
 }
@@ -799,7 +787,8 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
     }
 
     fn has_graph_menu(&mut self, _pos: Pos2, _snarl: &mut Snarl<CanvasNode>) -> bool {
-        true
+        // A right-click on a wire opens the wire's menu instead.
+        !self.state.right_click_on_wire
     }
 
     fn show_graph_menu(&mut self, pos: Pos2, ui: &mut Ui, _snarl: &mut Snarl<CanvasNode>) {
