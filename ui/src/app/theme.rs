@@ -46,10 +46,6 @@ pub const MAX_SCALE: f32 = 2.0;
 pub const ZOOM_STEP: f32 = 1.25;
 /// The smallest text size anywhere in the app, in points.
 pub const MIN_TEXT_POINTS: f32 = 11.0;
-/// Fit to view goes no further out than this for a small graph: its text stays readable.
-pub const READABLE_SCALE: f32 = 0.7;
-/// A graph of at most this many blocks is small (see [`READABLE_SCALE`]).
-pub const SMALL_GRAPH_NODES: usize = 12;
 /// Longest value text shown when hovering a value in a node's badge.
 pub const NODE_HOVER_CHARS: usize = 2000;
 /// How many values and messages a node's badge lists; the rest are in the inspector.

@@ -206,8 +206,13 @@ impl App {
         let ctx = ui.ctx().clone();
         let rect = ui.available_rect_before_wrap();
         self.canvas.screen_rect = rect;
-        if self.pending_fit || self.refits_after_layout > 0 {
-            self.canvas.set_transform = Some(self.canvas.fit_transform(&self.document.snarl));
+        if self.pending_fit
+            || self.refits_after_layout > 0
+            || self.canvas.fit_is_stale(&self.document.snarl)
+        {
+            let view = self.canvas.fit_transform(&self.document.snarl);
+            self.canvas.set_transform = Some(view);
+            self.canvas.remember_fit(view, &self.document.snarl);
             // Before the first frame of a graph its nodes' sizes are guesses, which moves
             // the fitted view off centre (a node cut by the side panel): fit again, measured.
             let guessed = self

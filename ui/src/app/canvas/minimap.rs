@@ -10,7 +10,9 @@ use crate::app::document::CanvasNode;
 use crate::app::theme;
 
 /// The minimap's size on screen.
-pub const SIZE: Vec2 = egui::vec2(180.0, 120.0);
+pub const SIZE: Vec2 = egui::vec2(150.0, 96.0);
+/// Its distance from the canvas's edges.
+pub const MARGIN: f32 = 10.0;
 /// Up to this many blocks are drawn one by one.
 const MAX_DRAWN: usize = 1500;
 
@@ -45,7 +47,7 @@ pub fn minimap_ui(
     egui::Area::new(area_id())
         .order(egui::Order::Middle)
         .pivot(egui::Align2::LEFT_BOTTOM)
-        .fixed_pos(canvas.left_bottom() + egui::vec2(10.0, -10.0))
+        .fixed_pos(canvas.left_bottom() + egui::vec2(MARGIN, -MARGIN))
         .show(ctx, |ui| {
             let (response, painter) = ui.allocate_painter(SIZE, Sense::click_and_drag());
             let area = response.rect;

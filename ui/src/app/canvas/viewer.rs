@@ -376,6 +376,9 @@ fn box_wire_shapes(state: &CanvasState, snarl: &Snarl<CanvasNode>, viewport: Rec
     shapes
 }
 
+/// The width of the state word in the header of a node drawn without its body.
+const STATE_SLOT_WIDTH: f32 = 56.0;
+
 impl SnarlViewer<CanvasNode> for Viewer<'_> {
     fn title(&mut self, node: &CanvasNode) -> String {
         node.display_name().to_owned()
@@ -517,11 +520,18 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 ui.label(RichText::new("pinned").color(theme::ACCENT).small())
                     .on_hover_text("Runs use this node's pinned outputs instead of running it");
             }
-            if !detailed && let Some((text, color)) = state {
-                ui.label(
+            // Less detailed, the state is a word in the header, in a slot of its own width
+            // whatever the state: the node keeps its width as a run goes on.
+            if !detailed {
+                let word = state.map(|(text, color)| {
                     RichText::new(self.state_word(&canvas.doc.id, text))
                         .color(color)
-                        .small(),
+                        .small()
+                });
+                let height = ui.spacing().interact_size.y;
+                ui.add_sized(
+                    [STATE_SLOT_WIDTH, height],
+                    egui::Label::new(word.unwrap_or_default()).truncate(),
                 );
             }
         });
