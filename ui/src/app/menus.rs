@@ -72,6 +72,9 @@ impl App {
                     if menu == Menu::Run {
                         self.run_menu_extras(ui);
                     }
+                    if menu == Menu::View {
+                        self.view_menu_extras(ui);
+                    }
                 });
             }
             ui.separator();
@@ -149,6 +152,21 @@ impl App {
             .small()
             .color(theme::TEXT_WEAK),
         );
+    }
+
+    fn view_menu_extras(&mut self, ui: &mut egui::Ui) {
+        ui.separator();
+        let mut prefs = self.canvas.prefs;
+        ui.checkbox(&mut prefs.minimap, "Minimap")
+            .on_hover_text("The overview of the graph in the canvas's corner");
+        ui.checkbox(&mut prefs.wheel_zooms, "Zoom with the mouse wheel")
+            .on_hover_text(
+                "The wheel zooms and Shift+wheel scrolls, as in ComfyUI and n8n; Ctrl+wheel \
+                 zooms either way",
+            );
+        if prefs != self.canvas.prefs {
+            self.commands.push(Command::SetViewPrefs(prefs));
+        }
     }
 
     /// Whether a dialog or window of the app is open: keys then belong to it, also where

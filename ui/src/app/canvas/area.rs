@@ -255,6 +255,22 @@ impl App {
             self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
         }
 
+        // With "Zoom with the mouse wheel" on, the plain wheel over the canvas zooms about
+        // the pointer (Shift+wheel still scrolls; Ctrl+wheel zooms either way).
+        if self.canvas.prefs.wheel_zooms
+            && let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+            && ctx.input(|i| i.modifiers.is_none())
+        {
+            let turned = ctx.input_mut(|i| std::mem::take(&mut i.smooth_scroll_delta));
+            if turned != egui::Vec2::ZERO {
+                let factor = (theme::WHEEL_ZOOM_SPEED * (turned.x + turned.y)).exp();
+                self.canvas.set_transform = Some(self.canvas.zoom_about(pos, factor));
+            }
+        }
+
         // Text inside nodes is not selectable: a press on a node's title grabs the node.
         ui.style_mut().interaction.selectable_labels = false;
         let canvas_id = self.canvas_id();
@@ -299,7 +315,15 @@ impl App {
         ) {
             self.group_title_editing = None;
         }
-        if let Some(view) = minimap::minimap_ui(&ctx, rect, &self.canvas, &self.document.snarl) {
+        if self.canvas.prefs.minimap
+            && let Some(view) = minimap::minimap_ui(
+                &ctx,
+                rect,
+                &self.canvas,
+                &self.document.snarl,
+                &self.document.groups,
+            )
+        {
             self.canvas.set_transform = Some(view);
         }
 

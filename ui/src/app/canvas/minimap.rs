@@ -1,11 +1,15 @@
-//! The minimap: every block as a small rectangle and the visible part of the graph as a
-//! frame, in the canvas's bottom-left corner; a click or drag there moves the view.
+//! The minimap: every block as a small rectangle, every group as a frame and the visible
+//! part of the graph as a frame, see-through in the canvas's bottom-left corner (View →
+//! Minimap hides it); a click or drag there moves the view.
 
 use egui::emath::TSTransform;
 use egui::{Color32, Pos2, Rect, Sense, Stroke, Vec2};
 use egui_snarl::Snarl;
 
+use super::groups::group_rect;
 use super::state::CanvasState;
+use agentloom_core::GroupDoc;
+
 use crate::app::document::CanvasNode;
 use crate::app::theme;
 
@@ -23,6 +27,7 @@ pub fn minimap_ui(
     canvas: Rect,
     state: &CanvasState,
     snarl: &Snarl<CanvasNode>,
+    groups: &[GroupDoc],
 ) -> Option<TSTransform> {
     let mut bounds = Rect::NOTHING;
     let rects: Vec<Rect> = snarl
@@ -35,7 +40,8 @@ pub fn minimap_ui(
             Rect::from_min_size(pos, size)
         })
         .collect();
-    for rect in &rects {
+    let group_rects: Vec<Rect> = groups.iter().map(group_rect).collect();
+    for rect in rects.iter().chain(&group_rects) {
         bounds = bounds.union(*rect);
     }
     let view = state.viewport();
@@ -54,12 +60,23 @@ pub fn minimap_ui(
             let scale = (area.width() / bounds.width()).min(area.height() / bounds.height());
             let offset = area.center().to_vec2() - bounds.center().to_vec2() * scale;
             let to_map = |p: Pos2| (p.to_vec2() * scale + offset).to_pos2();
-            painter.rect_filled(area, 4.0, theme::PANEL_BG.gamma_multiply(0.9));
+            // See-through, so that what it covers still shows.
+            painter.rect_filled(area, 4.0, theme::PANEL_BG.gamma_multiply(0.6));
+            for rect in &group_rects {
+                let shown = Rect::from_min_max(to_map(rect.min), to_map(rect.max));
+                painter.rect_filled(shown, 2.0, theme::GROUP_FILL.gamma_multiply(0.8));
+                painter.rect_stroke(
+                    shown,
+                    2.0,
+                    Stroke::new(1.0, theme::GROUP_BORDER),
+                    egui::StrokeKind::Inside,
+                );
+            }
             // A huge graph is one shape, not thousands, so the minimap costs no frame time.
             if rects.len() <= MAX_DRAWN {
                 for rect in &rects {
                     let shown = Rect::from_min_max(to_map(rect.min), to_map(rect.max));
-                    painter.rect_filled(shown, 1.0, theme::NODE_BORDER);
+                    painter.rect_filled(shown, 1.0, theme::NODE_BORDER.gamma_multiply(0.8));
                 }
             } else {
                 let all = Rect::from_min_max(to_map(bounds.min), to_map(bounds.max));

@@ -1,9 +1,10 @@
 //! The canvas: the egui-snarl viewer of the graph, what it remembers between frames, wires
-//! being dragged, groups, the minimap, quick add and the wire menu.
+//! being dragged, groups, the minimap, quick add, the wire menu and the View settings.
 
 mod area;
 pub mod groups;
 pub mod minimap;
+pub mod prefs;
 pub mod quick_add;
 mod state;
 mod viewer;

@@ -3,6 +3,7 @@
 //! the dropped-wire menu.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use egui::emath::TSTransform;
 use egui::epaint::MarginF32;
@@ -10,6 +11,7 @@ use egui::{Id, IdMap, Pos2, Rect, Vec2};
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
 
 use super::minimap;
+use super::prefs::{self, ViewPrefs};
 use crate::app::document::CanvasNode;
 use crate::app::theme;
 
@@ -134,8 +136,9 @@ pub struct CanvasState {
     /// blocks from outside): Select all, and the block a plain click picked, which a
     /// shift-click or shift-drag box adds to.
     pub(in crate::app) also_selected: Vec<NodeId>,
-    /// The minimap is shown (View → Minimap).
-    pub(in crate::app) minimap_shown: bool,
+    /// The View menu's settings, and the file they are kept in.
+    pub(in crate::app) prefs: ViewPrefs,
+    pub(in crate::app) prefs_file: Option<PathBuf>,
     /// The canvas rectangle and the view of the last fit (see
     /// [`CanvasState::fit_is_stale`]).
     pub(in crate::app) fitted: Option<Fitted>,
@@ -162,13 +165,30 @@ impl Default for CanvasState {
             node_margin: MarginF32::ZERO,
             header_margin: MarginF32::ZERO,
             also_selected: Vec::new(),
-            minimap_shown: true,
+            prefs: ViewPrefs::default(),
+            prefs_file: None,
             fitted: None,
         }
     }
 }
 
 impl CanvasState {
+    /// A canvas with the View settings kept in the data directory `data_dir`.
+    pub fn with_prefs_in(data_dir: Option<&Path>) -> Self {
+        let prefs_file = data_dir.map(prefs::prefs_file);
+        CanvasState {
+            prefs: ViewPrefs::load(prefs_file.as_deref()),
+            prefs_file,
+            ..CanvasState::default()
+        }
+    }
+
+    /// Changes the View settings and keeps them.
+    pub(in crate::app) fn set_prefs(&mut self, prefs: ViewPrefs) -> Result<(), String> {
+        self.prefs = prefs;
+        self.prefs_file.as_deref().map_or(Ok(()), |f| prefs.save(f))
+    }
+
     /// The part of the graph visible on screen, in graph coordinates.
     pub fn viewport(&self) -> Rect {
         self.transform.inverse() * self.screen_rect
@@ -178,7 +198,7 @@ impl CanvasState {
     /// minimap and the zoom buttons when the minimap is shown.
     pub fn fit_area(&self) -> Rect {
         let mut area = self.screen_rect.shrink(FIT_MARGIN);
-        if self.minimap_shown {
+        if self.prefs.minimap {
             area.max.y -= (minimap::SIZE.y + minimap::MARGIN).min(area.height() / 3.0);
         }
         area
@@ -296,6 +316,13 @@ impl CanvasState {
             self.screen_rect.center().to_vec2() - center.to_vec2() * scale,
             scale,
         )
+    }
+
+    /// The view zoomed by `factor` about the screen point `at`, which stays where it is.
+    pub fn zoom_about(&self, at: Pos2, factor: f32) -> TSTransform {
+        let scale = (self.transform.scaling * factor).clamp(theme::MIN_SCALE, theme::MAX_SCALE);
+        let under = self.to_graph(at);
+        TSTransform::new(at.to_vec2() - under.to_vec2() * scale, scale)
     }
 
     /// Screen position → graph position.
