@@ -112,3 +112,86 @@ fn the_minimap_can_be_hidden_and_stays_hidden() {
     let h = harness_for(App::new(&example(), None, &paths(&dir)));
     assert!(h.query_by_label("Minimap").is_none(), "still hidden");
 }
+
+/// The example with the `name` input in a group titled "Inputs and outputs".
+fn example_with_group() -> agentloom_core::GraphDoc {
+    let mut doc = example();
+    let name = doc.node("name").unwrap().position;
+    doc.groups.push(agentloom_core::GroupDoc {
+        id: "g".to_owned(),
+        title: "Inputs and outputs".to_owned(),
+        rect: [name[0] - 24.0, name[1] - 64.0, 250.0, 190.0],
+    });
+    doc
+}
+
+/// Gives block `id` a long value on its `value` output, as a finished run shows it.
+fn show_a_long_value(h: &mut AppHarness, id: &str) {
+    let long = "a value far longer than any node is wide ".repeat(20);
+    let run = h.state_mut().run.nodes.entry(id.to_owned()).or_default();
+    run.status = agentloom_engine::NodeStatus::Done;
+    run.outputs
+        .insert("value".to_owned(), agentloom_core::Value::Text(long));
+    h.run_steps(10);
+}
+
+#[test]
+fn a_group_frames_its_blocks_as_their_badges_come_and_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    // Grouped while a run's values make the block tall.
+    show_a_long_value(&mut h, "name");
+    let tall = h.state().node_screen_rect("name").unwrap();
+    h.state_mut()
+        .send(agentloom::app::Command::InspectById("name".to_owned()));
+    h.run_steps(3);
+    support::keys(&mut h, Modifiers::COMMAND, egui::Key::G);
+    h.run_steps(3);
+    let group = h.state().document.to_doc().groups[0].id.clone();
+    let framed = h.state().group_screen_rect(&group).unwrap();
+    assert!(framed.contains_rect(tall), "{tall:?} in {framed:?}");
+
+    // The values go: the block shrinks, and its frame with it.
+    h.state_mut().run.nodes.clear();
+    h.run_steps(10);
+    let short = h.state().node_screen_rect("name").unwrap();
+    let after = h.state().group_screen_rect(&group).unwrap();
+    let shrunk = tall.height() - short.height();
+    assert!(shrunk > 10.0, "the block shrank by {shrunk}");
+    assert!(
+        (framed.height() - after.height() - shrunk).abs() < 1.0,
+        "the group went from {} to {} high while its block shrank by {shrunk}",
+        framed.height(),
+        after.height()
+    );
+
+    // They come back: the frame grows with the block.
+    show_a_long_value(&mut h, "name");
+    let name = h.state().node_screen_rect("name").unwrap();
+    let grown = h.state().group_screen_rect(&group).unwrap();
+    assert!(grown.contains_rect(name), "{name:?} runs out of {grown:?}");
+}
+
+#[test]
+fn a_group_title_is_never_cut_however_far_out_the_view_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example_with_group(), &paths(&dir));
+    for _ in 0..3 {
+        h.state_mut().send(agentloom::app::Command::Zoom(0.6));
+        h.run_steps(3);
+        let field = h
+            .get_by_role_and_label(Role::TextInput, "Group title")
+            .rect();
+        let font = h.ctx.style_of(egui::Theme::Dark).text_styles[&egui::TextStyle::Heading].clone();
+        let needed = h.ctx.fonts_mut(|f| {
+            f.layout_no_wrap("Inputs and outputs".to_owned(), font, egui::Color32::WHITE)
+                .size()
+                .x
+        });
+        assert!(
+            field.width() >= needed,
+            "the title field is {} wide for a title {needed} wide",
+            field.width()
+        );
+    }
+}

@@ -54,6 +54,13 @@ impl App {
         Some(self.canvas.transform * *rect)
     }
 
+    /// The screen rectangle of group `id`'s frame, as last drawn.
+    pub fn group_screen_rect(&self, id: &str) -> Option<egui::Rect> {
+        let group = self.document.groups.iter().find(|g| g.id == id)?;
+        let rect = groups::shown_group_rect(group, &self.document.snarl, &self.canvas.node_rects);
+        Some(self.canvas.transform * rect)
+    }
+
     /// The canvas widget's id (its selection is read back with it). Snarl's selection can
     /// only be added to, so clearing it starts the widget's state afresh under a new id.
     pub(in crate::app) fn canvas_id(&self) -> egui::Id {
@@ -310,6 +317,7 @@ impl App {
         if !groups::group_titles_ui(
             &ctx,
             &self.canvas,
+            &self.document.snarl,
             &self.document.groups,
             &mut self.commands,
         ) {

@@ -6,7 +6,7 @@ use egui::emath::TSTransform;
 use egui::{Color32, Pos2, Rect, Sense, Stroke, Vec2};
 use egui_snarl::Snarl;
 
-use super::groups::group_rect;
+use super::groups::shown_group_rect;
 use super::state::CanvasState;
 use agentloom_core::GroupDoc;
 
@@ -40,7 +40,10 @@ pub fn minimap_ui(
             Rect::from_min_size(pos, size)
         })
         .collect();
-    let group_rects: Vec<Rect> = groups.iter().map(group_rect).collect();
+    let group_rects: Vec<Rect> = groups
+        .iter()
+        .map(|g| shown_group_rect(g, snarl, &state.node_rects))
+        .collect();
     for rect in rects.iter().chain(&group_rects) {
         bounds = bounds.union(*rect);
     }

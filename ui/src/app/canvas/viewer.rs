@@ -291,8 +291,7 @@ fn value_preview(value: &Value) -> String {
 
 /// A group's frame, behind the blocks (its title is a widget of its own, see
 /// `groups.rs`).
-fn draw_group_frame(painter: &Painter, group: &GroupDoc) {
-    let rect = super::groups::group_rect(group);
+fn draw_group_frame(painter: &Painter, rect: Rect) {
     painter.rect(
         rect,
         8.0,
@@ -417,7 +416,8 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             background.draw(viewport, snarl_style, style, painter);
         }
         for group in self.groups {
-            draw_group_frame(painter, group);
+            let rect = super::groups::shown_group_rect(group, snarl, &self.state.node_rects);
+            draw_group_frame(painter, rect);
         }
         painter.add(Shape::Vec(box_wire_shapes(self.state, snarl, *viewport)));
     }
