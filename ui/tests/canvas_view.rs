@@ -195,3 +195,51 @@ fn a_group_title_is_never_cut_however_far_out_the_view_is() {
         );
     }
 }
+
+#[test]
+fn a_block_dragged_from_the_palette_shows_where_it_will_be_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let from = h
+        .get_by_role_and_label(Role::Button, "Delay")
+        .rect()
+        .center();
+    let to = empty_canvas(&h);
+    h.event(egui::Event::PointerMoved(from));
+    h.event(egui::Event::PointerButton {
+        pos: from,
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: Modifiers::NONE,
+    });
+    h.step();
+    for i in 1..=12 {
+        let t = i as f32 / 12.0;
+        h.event(egui::Event::PointerMoved(from + (to - from) * t));
+        h.step();
+    }
+    h.run_steps(2);
+    let ghost = h.get_by_label("Placing Delay").rect();
+    assert!(
+        ghost.min.distance(to) < 16.0,
+        "the ghost {ghost:?} is not at the pointer {to:?}"
+    );
+    assert!(ghost.width() > 40.0 && ghost.height() > 20.0, "{ghost:?}");
+
+    h.event(egui::Event::PointerButton {
+        pos: to,
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: Modifiers::NONE,
+    });
+    h.run_steps(3);
+    assert!(
+        h.query_by_label("Placing Delay").is_none(),
+        "gone once dropped"
+    );
+    let placed = h.state().node_screen_rect("delay").unwrap();
+    assert!(
+        placed.min.distance(ghost.min) < 2.0,
+        "placed at {placed:?}, shown at {ghost:?}"
+    );
+}

@@ -5,7 +5,7 @@ use egui::Pos2;
 use egui_snarl::ui::SnarlWidget;
 
 use super::viewer::Viewer;
-use super::{groups, minimap, wire_menu, wiring};
+use super::{ghost, groups, minimap, wire_menu, wiring};
 use crate::app::document::Document;
 use crate::app::palette::PaletteDrag;
 use crate::app::{App, Command, subgraph, theme};
@@ -335,6 +335,13 @@ impl App {
             self.canvas.set_transform = Some(view);
         }
 
+        // A block dragged from the palette shows where it will go.
+        if let Some(payload) = egui::DragAndDrop::payload::<PaletteDrag>(&ctx)
+            && let Some(pos) = pointer.filter(|_| over_canvas)
+            && let Some(entry) = self.palette.iter().find(|e| e.kind == payload.0)
+        {
+            ghost::palette_ghost_ui(&ctx, &self.canvas, entry, pos);
+        }
         // A block dropped from the palette.
         if egui::DragAndDrop::has_payload_of_type::<PaletteDrag>(&ctx)
             && ctx.input(|i| i.pointer.any_released())

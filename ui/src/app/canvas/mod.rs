@@ -2,6 +2,7 @@
 //! being dragged, groups, the minimap, quick add, the wire menu and the View settings.
 
 mod area;
+mod ghost;
 pub mod groups;
 pub mod minimap;
 pub mod prefs;
