@@ -229,6 +229,14 @@ fn dragging_a_block_from_the_palette_drops_it_on_the_canvas() {
 /// The example with the template's `text` output unwired, then a wire dragged from it to
 /// empty canvas (the dropped-wire menu opens); returns where it was dropped.
 fn drop_the_template_text_wire(dir: &tempfile::TempDir) -> (AppHarness, Pos2) {
+    drop_the_template_text_wire_at(dir, empty_canvas)
+}
+
+/// The same, dropped at the point `to` picks.
+fn drop_the_template_text_wire_at(
+    dir: &tempfile::TempDir,
+    to: impl Fn(&AppHarness) -> Pos2,
+) -> (AppHarness, Pos2) {
     let mut doc = example();
     doc.edges.retain(|e| e.from.0 != "render");
     let mut h = harness(&doc, &paths(dir));
@@ -237,7 +245,7 @@ fn drop_the_template_text_wire(dir: &tempfile::TempDir) -> (AppHarness, Pos2) {
         h.state().node_screen_rect("render").unwrap().right(),
         canvas_text(&h, "text").y,
     );
-    let to = empty_canvas(&h);
+    let to = to(&h);
     drag(&mut h, pin, to, Modifiers::NONE);
     (h, to)
 }
@@ -797,6 +805,8 @@ fn block_lands_at_the_latest_drop(leave: Leave) {
     assert!(latest.x < first.x - 150.0, "{first:?} {latest:?}");
     drag(&mut h, pin, latest, Modifiers::NONE);
     h.run_steps(2);
+    // The new menu starts with an empty search; the block is found and picked.
+    search_the_wire_menu(&mut h, "parse");
     let parse = in_menu(&h, "Parse JSON");
     click_at(&mut h, parse, PointerButton::Primary, Modifiers::NONE);
     assert_template_text_feeds_a_parse_at(&h, latest);
@@ -820,5 +830,26 @@ fn assert_template_text_feeds_a_parse_at(h: &AppHarness, at: Pos2) {
     assert!(
         placed.distance(at) < 30.0,
         "placed where the wire was dropped: {placed:?} vs {at:?}"
+    );
+}
+
+#[test]
+fn a_dropped_wire_menu_near_the_canvas_bottom_stays_inside_the_canvas() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, _) = drop_the_template_text_wire_at(&dir, |h| {
+        let greeting = h.state().node_screen_rect("greeting").unwrap();
+        Pos2::new(
+            greeting.center().x,
+            h.state().canvas_screen_rect().bottom() - 150.0,
+        )
+    });
+    h.run_steps(3);
+    let canvas = h.state().canvas_screen_rect();
+    let title = h.get_by_label("Add a block wired here").rect().center();
+    let layer = h.ctx.layer_id_at(title).unwrap();
+    let menu = h.ctx.memory(|m| m.area_rect(layer.id)).unwrap();
+    assert!(
+        canvas.contains_rect(menu.shrink(0.5)),
+        "the menu {menu:?} runs out of the canvas {canvas:?}"
     );
 }

@@ -180,6 +180,7 @@ impl App {
             || self.run_form.open
             || self.close_prompt_open()
             || self.wire_menu.is_some()
+            || self.canvas.wire_drop.is_some()
             || self.quick_add.is_some()
     }
 

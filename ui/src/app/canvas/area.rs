@@ -5,7 +5,7 @@ use egui::Pos2;
 use egui_snarl::ui::SnarlWidget;
 
 use super::viewer::Viewer;
-use super::{ghost, groups, minimap, wire_menu, wiring};
+use super::{ghost, groups, minimap, wire_drop, wire_menu, wiring};
 use crate::app::document::Document;
 use crate::app::palette::PaletteDrag;
 use crate::app::{App, Command, subgraph, theme};
@@ -296,6 +296,13 @@ impl App {
             .style(theme::snarl_style())
             .show(snarl, &mut viewer, ui);
 
+        wire_drop::wire_drop_ui(
+            &ctx,
+            &mut self.canvas,
+            &self.palette,
+            &self.document.snarl,
+            &mut self.commands,
+        );
         // A right-clicked wire is picked and offers Disconnect.
         if let Some((from, to)) = self.canvas.wire_menu_request.take().or(right_clicked_wire)
             && let Some(at) = pointer

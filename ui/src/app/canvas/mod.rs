@@ -9,6 +9,7 @@ pub mod prefs;
 pub mod quick_add;
 mod state;
 mod viewer;
+pub mod wire_drop;
 pub mod wire_menu;
 pub mod wiring;
 

@@ -123,10 +123,10 @@ pub struct CanvasState {
     pub(in crate::app) geometry: Vec<Geometry>,
     /// A laid-out geometry per block kind, the guess for nodes of that kind not laid out yet.
     pub(in crate::app) kind_geometry: IdMap<Geometry>,
+    /// A wire dropped on empty canvas whose menu is open.
+    pub(in crate::app) wire_drop: Option<super::wire_drop::WireDrop>,
     /// The dropped-wire menu was open last frame (its wire's pins must stay laid out).
     pub(in crate::app) wire_menu_open: bool,
-    /// It was open the frame before (a new one starts with an empty search).
-    pub(in crate::app) wire_menu_was_open: bool,
     /// What is typed in the dropped-wire menu's search.
     pub(in crate::app) wire_menu_query: String,
     /// Margins of the node and header frames, as snarl applies them.
@@ -159,8 +159,8 @@ impl Default for CanvasState {
             lods_by_doc: IdMap::default(),
             geometry: Vec::new(),
             kind_geometry: IdMap::default(),
+            wire_drop: None,
             wire_menu_open: false,
-            wire_menu_was_open: false,
             wire_menu_query: String::new(),
             node_margin: MarginF32::ZERO,
             header_margin: MarginF32::ZERO,

@@ -25,10 +25,11 @@ use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
 use super::state::CanvasState;
 use super::state::{Geometry, Lod};
+use super::wire_drop::WireDrop;
 use super::wiring::{Pin, WireCurve};
 use crate::app::Command;
 use crate::app::document::CanvasNode;
-use crate::app::panels::palette::{PaletteEntry, search_entries};
+use crate::app::panels::palette::PaletteEntry;
 use crate::app::run::NodeBadge;
 use crate::app::run::RunView;
 use crate::app::theme;
@@ -208,21 +209,6 @@ impl<'a> Viewer<'a> {
 
     /// Asks for block `entry` at `pos` wired to the dropped pins; used by the dropped-wire
     /// menu.
-    fn add_wired(&mut self, entry: &PaletteEntry, pos: Pos2, src: &AnyPins) {
-        let pins = match src {
-            AnyPins::Out(pins) => pins.iter().map(|p| Pin::Out(*p)).collect(),
-            AnyPins::In(pins) => pins.iter().map(|p| Pin::In(*p)).collect(),
-        };
-        self.commands.push(Command::AddWired {
-            kind: entry.kind.clone(),
-            pos,
-            pins,
-        });
-    }
-}
-
-impl Viewer<'_> {
-    /// "Run from here" (after a recorded run) and pinning the node's outputs.
     fn rerun_menu_items(&mut self, node: NodeId, ui: &mut Ui, snarl: &Snarl<CanvasNode>) {
         let Some(canvas) = snarl.get_node(node) else {
             return;
@@ -405,7 +391,6 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             || painter
                 .ctx()
                 .input(|i| i.pointer.any_down() || i.pointer.any_released());
-        self.state.wire_menu_was_open = self.state.wire_menu_open;
         self.state.wire_menu_open = false;
         if self.state.plan_lod(snarl, keep_pins) {
             painter
@@ -834,84 +819,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         }
     }
 
-    fn has_dropped_wire_menu(&mut self, _src: AnyPins, _snarl: &mut Snarl<CanvasNode>) -> bool {
-        true
-    }
-
-    fn show_dropped_wire_menu(
-        &mut self,
-        pos: Pos2,
-        ui: &mut Ui,
-        src: AnyPins,
-        snarl: &mut Snarl<CanvasNode>,
-    ) {
-        let pos = self.state.menu_origin.unwrap_or(pos);
-        if !self.state.wire_menu_was_open {
-            self.state.wire_menu_query.clear();
-        }
-        self.state.wire_menu_open = true;
-        ui.label(RichText::new("Add a block wired here").strong());
-        let search = ui.add(
-            egui::TextEdit::singleline(&mut self.state.wire_menu_query)
-                .hint_text("Search blocks")
-                .desired_width(200.0),
-        );
-        search.widget_info(|| {
-            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Search blocks to wire")
-        });
-        if !search.has_focus() && self.state.wire_menu_query.is_empty() {
-            search.request_focus();
-        }
-        ui.separator();
-        let query = self.state.wire_menu_query.clone();
-        let fits: Vec<&PaletteEntry> = search_entries(self.palette, &query)
-            .into_iter()
-            .filter(|entry| match &src {
-                AnyPins::Out(pins) => pins.iter().all(|p| {
-                    snarl
-                        .get_node(p.node)
-                        .and_then(|n| n.outputs.get(p.output))
-                        .is_some_and(|port| {
-                            entry
-                                .inputs
-                                .iter()
-                                .any(|i| compatibility(&port.ty, &i.ty).is_ok())
-                        })
-                }),
-                AnyPins::In(pins) => pins.iter().all(|p| {
-                    snarl
-                        .get_node(p.node)
-                        .and_then(|n| n.inputs.get(p.input))
-                        .is_some_and(|port| {
-                            entry.outputs.iter().any(|o| {
-                                o.name != ERROR_PORT && compatibility(&o.ty, &port.ty).is_ok()
-                            })
-                        })
-                }),
-            })
-            .collect();
-        if fits.is_empty() {
-            ui.label(RichText::new("No block fits this pin").color(theme::TEXT_WEAK));
-        }
-        // Enter adds the best match, wired.
-        if let Some(first) = fits.first()
-            && !query.trim().is_empty()
-            && ui.input(|i| i.key_pressed(egui::Key::Enter))
-        {
-            self.add_wired(first, pos, &src);
-            ui.close();
-            return;
-        }
-        for entry in fits {
-            if ui
-                .button(&entry.title)
-                .on_hover_text(&entry.description)
-                .clicked()
-            {
-                self.add_wired(entry, pos, &src);
-                ui.close();
-            }
-        }
+    fn has_dropped_wire_menu(&mut self, src: AnyPins, _snarl: &mut Snarl<CanvasNode>) -> bool {
+        // The canvas shows its own menu for the dropped wire (kept inside the canvas, at the
+        // latest drop); snarl's is not opened.
+        let pins = match src {
+            AnyPins::Out(pins) => pins.iter().map(|p| Pin::Out(*p)).collect(),
+            AnyPins::In(pins) => pins.iter().map(|p| Pin::In(*p)).collect(),
+        };
+        let at = self
+            .state
+            .menu_origin
+            .unwrap_or_else(|| self.state.viewport().center());
+        self.state.wire_drop = Some(WireDrop::new(pins, at));
+        false
     }
 
     fn has_node_menu(&mut self, node: &CanvasNode) -> bool {
