@@ -853,3 +853,20 @@ fn a_dropped_wire_menu_near_the_canvas_bottom_stays_inside_the_canvas() {
         "the menu {menu:?} runs out of the canvas {canvas:?}"
     );
 }
+
+#[test]
+fn escape_closes_a_dropped_wire_menu_even_while_its_search_has_the_keyboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, _) = drop_the_template_text_wire(&dir);
+    h.run_steps(2);
+    assert!(
+        h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire")
+            .is_focused()
+    );
+    keys(&mut h, Modifiers::NONE, Key::Escape);
+    assert!(
+        h.query_by_label("Add a block wired here").is_none(),
+        "closed"
+    );
+    assert_eq!(ids(&h), ["greeting", "name", "render"], "nothing added");
+}

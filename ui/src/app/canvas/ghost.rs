@@ -7,6 +7,9 @@ use super::state::CanvasState;
 use crate::app::panels::palette::PaletteEntry;
 use crate::app::theme;
 
+/// The smallest text in the ghost, however far out the view is.
+const MIN_TEXT: f32 = 4.0;
+
 /// Draws `entry`'s ghost for a block placed at `at` (screen), where the dropped block goes.
 pub fn palette_ghost_ui(ctx: &egui::Context, state: &CanvasState, entry: &PaletteEntry, at: Pos2) {
     let scale = state.transform.scaling;
@@ -34,14 +37,20 @@ pub fn palette_ghost_ui(ctx: &egui::Context, state: &CanvasState, entry: &Palett
         .constrain(false)
         .show(ctx, |ui| {
             ui.set_clip_rect(state.screen_rect);
+            // Text and spacing at the canvas's zoom, as the block will be drawn.
+            for font in ui.style_mut().text_styles.values_mut() {
+                font.size = (font.size * scale).max(MIN_TEXT);
+            }
+            ui.style_mut().spacing.item_spacing *= scale;
+            ui.style_mut().spacing.interact_size.y *= scale;
             let frame = egui::Frame::NONE
                 .fill(theme::NODE_BG.gamma_multiply(0.7))
                 .stroke(egui::Stroke::new(1.5, theme::ACCENT))
                 .corner_radius(6.0)
-                .inner_margin(6.0);
+                .inner_margin(6.0 * scale);
             let response = frame.show(ui, |ui| {
-                ui.set_min_size(size * scale - Vec2::splat(12.0));
-                ui.set_max_width((size.x * scale - 12.0).max(40.0));
+                ui.set_min_size(size * scale - Vec2::splat(12.0 * scale));
+                ui.set_max_width((size.x - 12.0) * scale);
                 ui.label(RichText::new(&entry.title).strong());
                 if scale >= theme::LOD_SCALE {
                     let rows = entry.inputs.len().max(entry.outputs.len());

@@ -119,6 +119,8 @@ pub fn wire_drop_ui(
     if drop.fresh {
         state.wire_menu_query.clear();
     }
+    // Read before the search field, which takes Escape for itself.
+    let escaped = ctx.input(|i| i.key_pressed(egui::Key::Escape));
     let at = state.transform * drop.at;
     paint_wires(ctx, state, snarl, at);
     let inside = state.screen_rect.shrink(MARGIN);
@@ -196,8 +198,7 @@ pub fn wire_drop_ui(
                     });
             });
         });
-    let dismissed = !drop.fresh
-        && (shown.response.clicked_elsewhere() || ctx.input(|i| i.key_pressed(egui::Key::Escape)));
+    let dismissed = !drop.fresh && (shown.response.clicked_elsewhere() || escaped);
     state.wire_drop = if chosen || dismissed {
         None
     } else {
