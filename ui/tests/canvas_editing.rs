@@ -196,10 +196,7 @@ fn right_click_on_the_canvas_adds_a_block_where_clicked() {
     let doc = h.state().document.to_doc();
     let added = doc.node("delay").expect("a delay block was added");
     assert_eq!(added.block, "control.delay");
-    let placed = h.state().graph_to_screen(Pos2::new(
-        added.position[0] as f32,
-        added.position[1] as f32,
-    ));
+    let placed = on_screen(&h, added);
     assert!(
         placed.distance(at) < 30.0,
         "placed where the menu was opened: {placed:?} vs {at:?}"
@@ -221,10 +218,7 @@ fn dragging_a_block_from_the_palette_drops_it_on_the_canvas() {
     drag(&mut h, from, to, Modifiers::NONE);
     let doc = h.state().document.to_doc();
     let added = doc.node("delay").expect("the dragged block was dropped");
-    let placed = h.state().graph_to_screen(Pos2::new(
-        added.position[0] as f32,
-        added.position[1] as f32,
-    ));
+    let placed = on_screen(&h, added);
     assert!(
         placed.distance(to) < 30.0,
         "dropped under the pointer: {placed:?} vs {to:?}"
@@ -235,6 +229,14 @@ fn dragging_a_block_from_the_palette_drops_it_on_the_canvas() {
 /// The example with the template's `text` output unwired, then a wire dragged from it to
 /// empty canvas (the dropped-wire menu opens); returns where it was dropped.
 fn drop_the_template_text_wire(dir: &tempfile::TempDir) -> (AppHarness, Pos2) {
+    drop_the_template_text_wire_at(dir, empty_canvas)
+}
+
+/// The same, dropped at the point `to` picks.
+fn drop_the_template_text_wire_at(
+    dir: &tempfile::TempDir,
+    to: impl Fn(&AppHarness) -> Pos2,
+) -> (AppHarness, Pos2) {
     let mut doc = example();
     doc.edges.retain(|e| e.from.0 != "render");
     let mut h = harness(&doc, &paths(dir));
@@ -243,7 +245,7 @@ fn drop_the_template_text_wire(dir: &tempfile::TempDir) -> (AppHarness, Pos2) {
         h.state().node_screen_rect("render").unwrap().right(),
         canvas_text(&h, "text").y,
     );
-    let to = empty_canvas(&h);
+    let to = to(&h);
     drag(&mut h, pin, to, Modifiers::NONE);
     (h, to)
 }
@@ -263,25 +265,7 @@ fn a_wire_dropped_on_empty_canvas_offers_only_blocks_that_accept_it_and_wires_th
     let parse = in_menu(&h, "Parse JSON");
     in_menu(&h, "Template");
     click_at(&mut h, parse, PointerButton::Primary, Modifiers::NONE);
-    let doc = h.state().document.to_doc();
-    let added = doc
-        .nodes
-        .iter()
-        .find(|n| n.block == "json.parse")
-        .expect("the chosen block was added");
-    assert!(
-        wires(&h).contains(&format!("render.text -> {}.text", added.id)),
-        "{:?}",
-        wires(&h)
-    );
-    let placed = h.state().graph_to_screen(Pos2::new(
-        added.position[0] as f32,
-        added.position[1] as f32,
-    ));
-    assert!(
-        placed.distance(to) < 30.0,
-        "placed where the wire was dropped: {placed:?} vs {to:?}"
-    );
+    assert_template_text_feeds_a_parse_at(&h, to);
     // One undo step removes it with its wire.
     keys(&mut h, Modifiers::COMMAND, Key::Z);
     assert_eq!(ids(&h), ["greeting", "name", "render"]);
@@ -543,10 +527,7 @@ fn space_opens_a_fuzzy_quick_add_at_the_pointer_and_enter_adds_the_best_match_th
         .iter()
         .find(|n| n.block == "json.parse")
         .expect("fuzzy `jsnprs` finds Parse JSON");
-    let placed = h.state().graph_to_screen(Pos2::new(
-        added.position[0] as f32,
-        added.position[1] as f32,
-    ));
+    let placed = on_screen(&h, added);
     assert!(placed.distance(at) < 30.0, "{placed:?} vs {at:?}");
 
     // Escape closes it without adding anything.
@@ -780,4 +761,112 @@ fn a_constant_feeds_a_text_input_from_the_dropped_wire_menu() {
         "{:?}",
         wires(&h)
     );
+}
+
+/// How a person leaves a dropped-wire menu in which nothing was found.
+#[derive(Clone, Copy, Debug)]
+enum Leave {
+    Open,
+    Escape,
+    ClickAway,
+}
+
+#[test]
+fn a_block_added_at_a_dropped_wire_lands_at_the_latest_drop_not_an_earlier_menu() {
+    for leave in [Leave::Open, Leave::Escape, Leave::ClickAway] {
+        block_lands_at_the_latest_drop(leave);
+    }
+}
+
+fn block_lands_at_the_latest_drop(leave: Leave) {
+    let dir = tempfile::tempdir().unwrap();
+    // A wire dropped on the right, its menu left with nothing found.
+    let (mut h, first) = drop_the_template_text_wire(&dir);
+    h.run_steps(2);
+    eprintln!("leaving the first menu by {leave:?}");
+    search_the_wire_menu(&mut h, "zzqx");
+    h.get_by_label("No block fits this pin");
+    match leave {
+        Leave::Open => {}
+        Leave::Escape => keys(&mut h, Modifiers::NONE, Key::Escape),
+        Leave::ClickAway => {
+            let away = first - egui::vec2(60.0, 120.0);
+            click_at(&mut h, away, PointerButton::Primary, Modifiers::NONE);
+        }
+    }
+
+    // Another dropped on the left, and a block picked there.
+    let pin = Pos2::new(
+        h.state().node_screen_rect("render").unwrap().right(),
+        support::pin_label_in(&h, "render", "text").y,
+    );
+    let name = h.state().node_screen_rect("name").unwrap();
+    let latest = Pos2::new(name.center().x, first.y - 40.0);
+    assert!(latest.x < first.x - 150.0, "{first:?} {latest:?}");
+    drag(&mut h, pin, latest, Modifiers::NONE);
+    h.run_steps(2);
+    // The new menu starts with an empty search; the block is found and picked.
+    search_the_wire_menu(&mut h, "parse");
+    let parse = in_menu(&h, "Parse JSON");
+    click_at(&mut h, parse, PointerButton::Primary, Modifiers::NONE);
+    assert_template_text_feeds_a_parse_at(&h, latest);
+}
+
+/// Where a block of the document is on screen.
+fn on_screen(h: &AppHarness, node: &agentloom_core::NodeDoc) -> Pos2 {
+    h.state()
+        .graph_to_screen(Pos2::new(node.position[0] as f32, node.position[1] as f32))
+}
+
+/// A Parse JSON block was added, wired from the template's `text`, at `at` on screen.
+fn assert_template_text_feeds_a_parse_at(h: &AppHarness, at: Pos2) {
+    let added = added_block(h, "json.parse");
+    assert!(
+        wires(h).contains(&format!("render.text -> {}.text", added.id)),
+        "{:?}",
+        wires(h)
+    );
+    let placed = on_screen(h, &added);
+    assert!(
+        placed.distance(at) < 30.0,
+        "placed where the wire was dropped: {placed:?} vs {at:?}"
+    );
+}
+
+#[test]
+fn a_dropped_wire_menu_near_the_canvas_bottom_stays_inside_the_canvas() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, _) = drop_the_template_text_wire_at(&dir, |h| {
+        let greeting = h.state().node_screen_rect("greeting").unwrap();
+        Pos2::new(
+            greeting.center().x,
+            h.state().canvas_screen_rect().bottom() - 150.0,
+        )
+    });
+    h.run_steps(3);
+    let canvas = h.state().canvas_screen_rect();
+    let title = h.get_by_label("Add a block wired here").rect().center();
+    let layer = h.ctx.layer_id_at(title).unwrap();
+    let menu = h.ctx.memory(|m| m.area_rect(layer.id)).unwrap();
+    assert!(
+        canvas.contains_rect(menu.shrink(0.5)),
+        "the menu {menu:?} runs out of the canvas {canvas:?}"
+    );
+}
+
+#[test]
+fn escape_closes_a_dropped_wire_menu_even_while_its_search_has_the_keyboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, _) = drop_the_template_text_wire(&dir);
+    h.run_steps(2);
+    assert!(
+        h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire")
+            .is_focused()
+    );
+    keys(&mut h, Modifiers::NONE, Key::Escape);
+    assert!(
+        h.query_by_label("Add a block wired here").is_none(),
+        "closed"
+    );
+    assert_eq!(ids(&h), ["greeting", "name", "render"], "nothing added");
 }

@@ -252,3 +252,55 @@ fn a_right_clicked_wire_offers_disconnect_instead_of_vanishing() {
     keys(&mut h, Modifiers::COMMAND, Key::Z);
     assert_eq!(wires(&h), both);
 }
+
+/// The research agent example, as File → Examples opens it.
+fn research_agent() -> agentloom_core::GraphDoc {
+    let (_, text) = agentloom::app::EXAMPLES
+        .iter()
+        .find(|(file, _)| file.contains("research-agent"))
+        .unwrap();
+    support::graph(text)
+}
+
+#[test]
+fn right_clicking_a_curved_wire_where_its_note_shows_opens_its_menu() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&research_agent(), &paths(&dir));
+    let from = pin(&h, "researcher", "answer", true);
+    let to = pin(&h, "summary", "value", false);
+    assert!(
+        (from.y - to.y).abs() > 10.0,
+        "the wire bends: {from:?} {to:?}"
+    );
+
+    // Move down across the wire a quarter of the way along until its note shows, as a
+    // person hovers it; then right-click without moving.
+    let x = from.x + (to.x - from.x) / 4.0;
+    let (top, bottom) = (from.y.min(to.y) - 30.0, from.y.max(to.y) + 30.0);
+    let mut at = None;
+    let mut y = top;
+    while y < bottom {
+        h.event(egui::Event::PointerMoved(Pos2::new(x, y)));
+        h.run_steps(2);
+        if h.query_by_label_contains("researcher.answer -> summary.value")
+            .is_some()
+        {
+            at = Some(Pos2::new(x, y));
+            break;
+        }
+        y += 1.0;
+    }
+    let at = at.expect("the wire's note shows somewhere across it");
+    click_at(&mut h, at, PointerButton::Secondary, Modifiers::NONE);
+    assert!(
+        h.query_by_label("Add block…").is_none(),
+        "not the canvas menu"
+    );
+    h.get_by_role_and_label(Role::Button, "Disconnect").click();
+    h.run_steps(2);
+    assert!(
+        !wires(&h).contains(&"researcher.answer -> summary.value".to_owned()),
+        "{:?}",
+        wires(&h)
+    );
+}

@@ -122,6 +122,10 @@ fn a_graph_input_made_from_a_pin_is_named_after_it_and_renaming_it_renames_its_t
     let render = h.state().node_screen_rect("render").unwrap();
     let to = Pos2::new(render.center().x, render.bottom() + 200.0);
     drag(&mut h, from, to, Modifiers::NONE);
+    // The menu's list scrolls inside the canvas: search it.
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire")
+        .type_text("graph input");
+    h.run_steps(2);
     // The menu's entry, not the palette's: the one nearest the drop.
     let choice = h
         .get_all_by_label("Graph input")

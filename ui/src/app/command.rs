@@ -124,6 +124,8 @@ pub enum Command {
     ActualSize,
     /// Zoom about the middle of the canvas by this factor.
     Zoom(f32),
+    /// Change how the canvas is viewed (View menu); kept between sessions.
+    SetViewPrefs(crate::app::canvas::prefs::ViewPrefs),
     /// Press Run: ask for inputs if the graph has any, else start.
     Run,
     /// Start the run with the inputs in the form.

@@ -338,6 +338,11 @@ impl App {
                 }
             }
             Command::FitView => self.pending_fit = true,
+            Command::SetViewPrefs(prefs) => {
+                if let Err(err) = self.canvas.set_prefs(prefs) {
+                    self.notice = Some(format!("The View settings are not kept: {err}"));
+                }
+            }
             Command::Zoom(factor) => {
                 self.canvas.set_transform = Some(self.canvas.zoom_transform(factor));
             }

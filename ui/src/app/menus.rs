@@ -73,6 +73,9 @@ impl App {
                     if menu == Menu::Run {
                         self.run_menu_extras(ui);
                     }
+                    if menu == Menu::View {
+                        self.view_menu_extras(ui);
+                    }
                 });
             }
             ui.separator();
@@ -152,6 +155,21 @@ impl App {
         );
     }
 
+    fn view_menu_extras(&mut self, ui: &mut egui::Ui) {
+        ui.separator();
+        let mut prefs = self.canvas.prefs;
+        ui.checkbox(&mut prefs.minimap, "Minimap")
+            .on_hover_text("The overview of the graph in the canvas's corner");
+        ui.checkbox(&mut prefs.wheel_zooms, "Zoom with the mouse wheel")
+            .on_hover_text(
+                "The wheel zooms and Shift+wheel scrolls, as in ComfyUI and n8n; Ctrl+wheel \
+                 zooms either way",
+            );
+        if prefs != self.canvas.prefs {
+            self.commands.push(Command::SetViewPrefs(prefs));
+        }
+    }
+
     /// Whether a dialog or window of the app is open: keys then belong to it, also where
     /// its fields are disabled and so never take the keyboard.
     fn dialog_open(&self) -> bool {
@@ -163,6 +181,7 @@ impl App {
             || self.run_form.open
             || self.close_prompt_open()
             || self.wire_menu.is_some()
+            || self.canvas.wire_drop.is_some()
             || self.quick_add.is_some()
     }
 

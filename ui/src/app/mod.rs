@@ -218,7 +218,7 @@ impl App {
             catalog,
             palette,
             document,
-            canvas: CanvasState::default(),
+            canvas: CanvasState::with_prefs_in(paths.data_dir.as_deref()),
             inspected: None,
             inspector: InspectorState::default(),
             credentials,

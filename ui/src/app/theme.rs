@@ -44,12 +44,10 @@ pub const MIN_SCALE: f32 = 0.002;
 pub const MAX_SCALE: f32 = 2.0;
 /// One step of the zoom buttons.
 pub const ZOOM_STEP: f32 = 1.25;
+/// Zoom per point the wheel turns: one notch (a line, 40 points) zooms by 10 %.
+pub const WHEEL_ZOOM_SPEED: f32 = 0.095_31 / 40.0;
 /// The smallest text size anywhere in the app, in points.
 pub const MIN_TEXT_POINTS: f32 = 11.0;
-/// Fit to view goes no further out than this for a small graph: its text stays readable.
-pub const READABLE_SCALE: f32 = 0.7;
-/// A graph of at most this many blocks is small (see [`READABLE_SCALE`]).
-pub const SMALL_GRAPH_NODES: usize = 12;
 /// Longest value text shown when hovering a value in a node's badge.
 pub const NODE_HOVER_CHARS: usize = 2000;
 /// How many values and messages a node's badge lists; the rest are in the inspector.
@@ -119,6 +117,7 @@ pub fn apply(ctx: &egui::Context) {
     visuals.hyperlink_color = ACCENT;
     visuals.window_corner_radius = CornerRadius::same(6);
     ctx.set_fonts(fonts());
+    ctx.options_mut(|o| o.input_options.scroll_zoom_speed = WHEEL_ZOOM_SPEED);
     ctx.set_theme(egui::ThemePreference::Dark);
     ctx.set_visuals_of(egui::Theme::Dark, visuals);
     ctx.all_styles_mut(|style| {

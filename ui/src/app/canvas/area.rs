@@ -5,7 +5,7 @@ use egui::Pos2;
 use egui_snarl::ui::SnarlWidget;
 
 use super::viewer::Viewer;
-use super::{groups, minimap, wire_menu, wiring};
+use super::{ghost, groups, minimap, wire_drop, wire_menu, wiring};
 use crate::app::document::Document;
 use crate::app::palette::PaletteDrag;
 use crate::app::{App, Command, subgraph, theme};
@@ -52,6 +52,13 @@ impl App {
         let node = self.document.node_by_id(id)?;
         let rect = self.canvas.node_rects.get(&node)?;
         Some(self.canvas.transform * *rect)
+    }
+
+    /// The screen rectangle of group `id`'s frame, as last drawn.
+    pub fn group_screen_rect(&self, id: &str) -> Option<egui::Rect> {
+        let group = self.document.groups.iter().find(|g| g.id == id)?;
+        let rect = groups::shown_group_rect(group, &self.document.snarl, &self.canvas.node_rects);
+        Some(self.canvas.transform * rect)
     }
 
     /// The canvas widget's id (its selection is read back with it). Snarl's selection can
@@ -206,8 +213,13 @@ impl App {
         let ctx = ui.ctx().clone();
         let rect = ui.available_rect_before_wrap();
         self.canvas.screen_rect = rect;
-        if self.pending_fit || self.refits_after_layout > 0 {
-            self.canvas.set_transform = Some(self.canvas.fit_transform(&self.document.snarl));
+        if self.pending_fit
+            || self.refits_after_layout > 0
+            || self.canvas.fit_is_stale(&self.document.snarl)
+        {
+            let view = self.canvas.fit_transform(&self.document.snarl);
+            self.canvas.set_transform = Some(view);
+            self.canvas.remember_fit(view, &self.document.snarl);
             // Before the first frame of a graph its nodes' sizes are guesses, which moves
             // the fitted view off centre (a node cut by the side panel): fit again, measured.
             let guessed = self
@@ -231,6 +243,44 @@ impl App {
         let dragged_into = self.wire_drag.dragged_into(&self.document.snarl);
         self.document.settle_outputs(dragged_into.as_ref());
 
+        // A right-click where a wire is hovered opens that wire's menu: the same hit test
+        // as the hover, so whatever shows a wire's note offers Disconnect.
+        let canvas_layer = ui.layer_id().order;
+        let right_clicked_wire = pointer
+            .filter(|_| over_canvas && ctx.input(|i| i.pointer.secondary_clicked()))
+            .filter(|pos| {
+                ctx.layer_id_at(*pos)
+                    .is_none_or(|layer| layer.order == canvas_layer)
+            })
+            .and_then(|pos| self.wire_under(pos));
+        self.canvas.right_click_on_wire = right_clicked_wire.is_some();
+        // Canvas menus open where the pointer was right-clicked or a wire was dropped: known
+        // before the canvas widget runs, which opens a dropped wire's menu in the same frame.
+        if let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx.input(|i| i.pointer.secondary_clicked() || i.pointer.primary_released())
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+        {
+            self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
+        }
+
+        // With "Zoom with the mouse wheel" on, the plain wheel over the canvas zooms about
+        // the pointer (Shift+wheel still scrolls; Ctrl+wheel zooms either way).
+        if self.canvas.prefs.wheel_zooms
+            && let Some(pos) = pointer.filter(|_| over_canvas)
+            && ctx
+                .layer_id_at(pos)
+                .is_none_or(|layer| layer.order == canvas_layer)
+            && ctx.input(|i| i.modifiers.is_none())
+        {
+            let turned = ctx.input_mut(|i| std::mem::take(&mut i.smooth_scroll_delta));
+            if turned != egui::Vec2::ZERO {
+                let factor = (theme::WHEEL_ZOOM_SPEED * (turned.x + turned.y)).exp();
+                self.canvas.set_transform = Some(self.canvas.zoom_about(pos, factor));
+            }
+        }
+
         // Text inside nodes is not selectable: a press on a node's title grabs the node.
         ui.style_mut().interaction.selectable_labels = false;
         let canvas_id = self.canvas_id();
@@ -249,8 +299,15 @@ impl App {
             .style(theme::snarl_style())
             .show(snarl, &mut viewer, ui);
 
+        wire_drop::wire_drop_ui(
+            &ctx,
+            &mut self.canvas,
+            &self.palette,
+            &self.document.snarl,
+            &mut self.commands,
+        );
         // A right-clicked wire is picked and offers Disconnect.
-        if let Some((from, to)) = self.canvas.wire_menu_request.take()
+        if let Some((from, to)) = self.canvas.wire_menu_request.take().or(right_clicked_wire)
             && let Some(at) = pointer
         {
             self.selected_wire = Some((from, to));
@@ -270,15 +327,31 @@ impl App {
         if !groups::group_titles_ui(
             &ctx,
             &self.canvas,
+            &self.document.snarl,
             &self.document.groups,
             &mut self.commands,
         ) {
             self.group_title_editing = None;
         }
-        if let Some(view) = minimap::minimap_ui(&ctx, rect, &self.canvas, &self.document.snarl) {
+        if self.canvas.prefs.minimap
+            && let Some(view) = minimap::minimap_ui(
+                &ctx,
+                rect,
+                &self.canvas,
+                &self.document.snarl,
+                &self.document.groups,
+            )
+        {
             self.canvas.set_transform = Some(view);
         }
 
+        // A block dragged from the palette shows where it will go.
+        if let Some(payload) = egui::DragAndDrop::payload::<PaletteDrag>(&ctx)
+            && let Some(pos) = pointer.filter(|_| over_canvas)
+            && let Some(entry) = self.palette.iter().find(|e| e.kind == payload.0)
+        {
+            ghost::palette_ghost_ui(&ctx, &self.canvas, entry, pos);
+        }
         // A block dropped from the palette.
         if egui::DragAndDrop::has_payload_of_type::<PaletteDrag>(&ctx)
             && ctx.input(|i| i.pointer.any_released())
@@ -293,16 +366,6 @@ impl App {
         }
 
         // A plain click on a node shows it in the inspector; on empty canvas, the graph.
-        let canvas_layer = ui.layer_id().order;
-        // Canvas menus open where the pointer was right-clicked or a wire was dropped.
-        if let Some(pos) = pointer.filter(|_| over_canvas)
-            && ctx.input(|i| i.pointer.secondary_clicked() || i.pointer.primary_released())
-            && ctx
-                .layer_id_at(pos)
-                .is_none_or(|layer| layer.order == canvas_layer)
-        {
-            self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
-        }
         // A press on the canvas takes the keyboard from whichever widget has it, so that
         // the canvas's keys work again. egui leaves it with a widget pressed on, and Tab
         // from the inspector walks it onto the canvas widget itself.

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 
 use agentloom_core::GroupDoc;
 use egui::{Pos2, Rect, RichText, Vec2};
-use egui_snarl::NodeId;
+use egui_snarl::{NodeId, Snarl};
 
 use super::state::CanvasState;
 use crate::app::Command;
-use crate::app::document::{Document, canvas_pos};
+use crate::app::document::{CanvasNode, Document, canvas_pos};
 use crate::app::theme;
 
 /// Room around grouped blocks, and above them for the title.
@@ -23,6 +23,35 @@ pub fn group_rect(group: &GroupDoc) -> Rect {
     let min = canvas_pos([x, y]);
     let size = canvas_pos([w.max(0.0), h.max(0.0)]);
     Rect::from_min_size(min, size.to_vec2())
+}
+
+/// A group's frame as drawn: around the blocks inside its saved frame as they are drawn
+/// now (their badges come and go, and the frame follows), or the saved frame when it holds
+/// none.
+pub fn shown_group_rect(
+    group: &GroupDoc,
+    snarl: &Snarl<CanvasNode>,
+    node_rects: &HashMap<NodeId, Rect>,
+) -> Rect {
+    let saved = group_rect(group);
+    let inside = snarl
+        .nodes_pos_ids()
+        .map(|(id, pos, _)| {
+            node_rects
+                .get(&id)
+                .copied()
+                .unwrap_or_else(|| Rect::from_min_size(pos, theme::NODE_SIZE_GUESS))
+        })
+        .filter(|rect| saved.contains(rect.center()))
+        .fold(Rect::NOTHING, Rect::union);
+    if inside.is_finite() {
+        Rect::from_min_max(
+            inside.min - egui::vec2(PAD, PAD + TITLE_ROOM),
+            inside.max + egui::vec2(PAD, PAD),
+        )
+    } else {
+        saved
+    }
 }
 
 /// A new group framing `rects` (or a default frame at `at` when there are none).
@@ -112,17 +141,19 @@ impl Document {
     }
 }
 
-/// Each group's title bar over the canvas: a handle to drag it, its title to edit, a
-/// button to remove it. Returns whether a title has the keyboard.
+/// Each group's title bar over the canvas, clipped to it: a handle to drag it, its title
+/// to edit (as wide as the title, never cut), a button to remove it. Returns whether a
+/// title has the keyboard.
 pub fn group_titles_ui(
     ctx: &egui::Context,
     state: &CanvasState,
+    snarl: &Snarl<CanvasNode>,
     groups: &[GroupDoc],
     commands: &mut Vec<Command>,
 ) -> bool {
     let mut typing = false;
     for group in groups {
-        let frame = state.transform * group_rect(group);
+        let frame = state.transform * shown_group_rect(group, snarl, &state.node_rects);
         if !frame.intersects(state.screen_rect) {
             continue;
         }
@@ -131,6 +162,8 @@ pub fn group_titles_ui(
             .fixed_pos(frame.min + egui::vec2(6.0, 6.0))
             .constrain(false)
             .show(ctx, |ui| {
+                // Over the canvas only, never over the panels beside it.
+                ui.set_clip_rect(state.screen_rect);
                 ui.horizontal(|ui| {
                     let handle = ui
                         .add(
@@ -149,9 +182,19 @@ pub fn group_titles_ui(
                         }
                     }
                     let mut title = group.title.clone();
+                    let font = egui::TextStyle::Heading.resolve(ui.style());
+                    let title_width = ctx
+                        .fonts_mut(|f| f.layout_no_wrap(title.clone(), font, theme::TEXT).size().x);
                     let edit = ui.add(
                         egui::TextEdit::singleline(&mut title)
-                            .desired_width((frame.width() - 140.0).clamp(80.0, 400.0))
+                            .desired_width(
+                                (title_width + TITLE_SLACK)
+                                    .max(frame.width() - 140.0)
+                                    .clamp(
+                                        MIN_TITLE_WIDTH,
+                                        MAX_TITLE_WIDTH.max(title_width + TITLE_SLACK),
+                                    ),
+                            )
                             .font(egui::TextStyle::Heading),
                     );
                     edit.widget_info(|| {
@@ -176,6 +219,12 @@ pub fn group_titles_ui(
     }
     typing
 }
+
+/// Room after a group's title for the text cursor and a letter typed.
+const TITLE_SLACK: f32 = 16.0;
+/// The narrowest and, for a title that fits, the widest title field.
+const MIN_TITLE_WIDTH: f32 = 80.0;
+const MAX_TITLE_WIDTH: f32 = 400.0;
 
 /// The layer of a group's title, over the canvas.
 pub(super) fn title_area_id(group: &str) -> egui::Id {

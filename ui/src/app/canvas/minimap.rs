@@ -1,16 +1,22 @@
-//! The minimap: every block as a small rectangle and the visible part of the graph as a
-//! frame, in the canvas's bottom-left corner; a click or drag there moves the view.
+//! The minimap: every block as a small rectangle, every group as a frame and the visible
+//! part of the graph as a frame, see-through in the canvas's bottom-left corner (View →
+//! Minimap hides it); a click or drag there moves the view.
 
 use egui::emath::TSTransform;
 use egui::{Color32, Pos2, Rect, Sense, Stroke, Vec2};
 use egui_snarl::Snarl;
 
+use super::groups::shown_group_rect;
 use super::state::CanvasState;
+use agentloom_core::GroupDoc;
+
 use crate::app::document::CanvasNode;
 use crate::app::theme;
 
 /// The minimap's size on screen.
-pub const SIZE: Vec2 = egui::vec2(180.0, 120.0);
+pub const SIZE: Vec2 = egui::vec2(150.0, 96.0);
+/// Its distance from the canvas's edges.
+pub const MARGIN: f32 = 10.0;
 /// Up to this many blocks are drawn one by one.
 const MAX_DRAWN: usize = 1500;
 
@@ -21,6 +27,7 @@ pub fn minimap_ui(
     canvas: Rect,
     state: &CanvasState,
     snarl: &Snarl<CanvasNode>,
+    groups: &[GroupDoc],
 ) -> Option<TSTransform> {
     let mut bounds = Rect::NOTHING;
     let rects: Vec<Rect> = snarl
@@ -33,7 +40,11 @@ pub fn minimap_ui(
             Rect::from_min_size(pos, size)
         })
         .collect();
-    for rect in &rects {
+    let group_rects: Vec<Rect> = groups
+        .iter()
+        .map(|g| shown_group_rect(g, snarl, &state.node_rects))
+        .collect();
+    for rect in rects.iter().chain(&group_rects) {
         bounds = bounds.union(*rect);
     }
     let view = state.viewport();
@@ -45,19 +56,30 @@ pub fn minimap_ui(
     egui::Area::new(area_id())
         .order(egui::Order::Middle)
         .pivot(egui::Align2::LEFT_BOTTOM)
-        .fixed_pos(canvas.left_bottom() + egui::vec2(10.0, -10.0))
+        .fixed_pos(canvas.left_bottom() + egui::vec2(MARGIN, -MARGIN))
         .show(ctx, |ui| {
             let (response, painter) = ui.allocate_painter(SIZE, Sense::click_and_drag());
             let area = response.rect;
             let scale = (area.width() / bounds.width()).min(area.height() / bounds.height());
             let offset = area.center().to_vec2() - bounds.center().to_vec2() * scale;
             let to_map = |p: Pos2| (p.to_vec2() * scale + offset).to_pos2();
-            painter.rect_filled(area, 4.0, theme::PANEL_BG.gamma_multiply(0.9));
+            // See-through, so that what it covers still shows.
+            painter.rect_filled(area, 4.0, theme::PANEL_BG.gamma_multiply(0.6));
+            for rect in &group_rects {
+                let shown = Rect::from_min_max(to_map(rect.min), to_map(rect.max));
+                painter.rect_filled(shown, 2.0, theme::GROUP_FILL.gamma_multiply(0.8));
+                painter.rect_stroke(
+                    shown,
+                    2.0,
+                    Stroke::new(1.0, theme::GROUP_BORDER),
+                    egui::StrokeKind::Inside,
+                );
+            }
             // A huge graph is one shape, not thousands, so the minimap costs no frame time.
             if rects.len() <= MAX_DRAWN {
                 for rect in &rects {
                     let shown = Rect::from_min_max(to_map(rect.min), to_map(rect.max));
-                    painter.rect_filled(shown, 1.0, theme::NODE_BORDER);
+                    painter.rect_filled(shown, 1.0, theme::NODE_BORDER.gamma_multiply(0.8));
                 }
             } else {
                 let all = Rect::from_min_max(to_map(bounds.min), to_map(bounds.max));

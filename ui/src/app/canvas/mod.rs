@@ -1,12 +1,15 @@
 //! The canvas: the egui-snarl viewer of the graph, what it remembers between frames, wires
-//! being dragged, groups, the minimap, quick add and the wire menu.
+//! being dragged, groups, the minimap, quick add, the wire menu and the View settings.
 
 mod area;
+mod ghost;
 pub mod groups;
 pub mod minimap;
+pub mod prefs;
 pub mod quick_add;
 mod state;
 mod viewer;
+pub mod wire_drop;
 pub mod wire_menu;
 pub mod wiring;
 

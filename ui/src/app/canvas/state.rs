@@ -3,14 +3,20 @@
 //! the dropped-wire menu.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use egui::emath::TSTransform;
 use egui::epaint::MarginF32;
 use egui::{Id, IdMap, Pos2, Rect, Vec2};
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
 
+use super::minimap;
+use super::prefs::{self, ViewPrefs};
 use crate::app::document::CanvasNode;
 use crate::app::theme;
+
+/// Room left around a fitted graph, in points on screen.
+const FIT_MARGIN: f32 = 24.0;
 
 /// How much of a node is drawn this frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,10 +80,28 @@ impl Geometry {
     }
 }
 
+/// The last fit of the view: the canvas it was made for, the view it chose, and the frames
+/// since.
+#[derive(Clone, Debug)]
+pub(in crate::app) struct Fitted {
+    canvas: Rect,
+    view: TSTransform,
+    /// The nodes fitted (one added since is placed by the person, not fitted).
+    nodes: Vec<NodeId>,
+    frames: u8,
+}
+
+/// Frames after a fit in which the panels and nodes still settle their size (a node's
+/// detail follows the zoom the fit chose); a node growing later (a run's badges) or a
+/// panel widened later leaves the view as it is.
+const FIT_SETTLE: u8 = 10;
+
 /// The canvas's view state that lives across frames.
 pub struct CanvasState {
     /// A wire right-clicked this frame: the app opens its menu.
     pub wire_menu_request: Option<(OutPinId, InPinId)>,
+    /// This frame's right-click is on a wire (its menu, not the canvas's, opens).
+    pub(in crate::app) right_click_on_wire: bool,
     /// Graph → screen transform of the last frame.
     pub transform: TSTransform,
     /// A transform to apply on the next frame (fit to view, 1:1).
@@ -99,10 +123,10 @@ pub struct CanvasState {
     pub(in crate::app) geometry: Vec<Geometry>,
     /// A laid-out geometry per block kind, the guess for nodes of that kind not laid out yet.
     pub(in crate::app) kind_geometry: IdMap<Geometry>,
+    /// A wire dropped on empty canvas whose menu is open.
+    pub(in crate::app) wire_drop: Option<super::wire_drop::WireDrop>,
     /// The dropped-wire menu was open last frame (its wire's pins must stay laid out).
     pub(in crate::app) wire_menu_open: bool,
-    /// It was open the frame before (a new one starts with an empty search).
-    pub(in crate::app) wire_menu_was_open: bool,
     /// What is typed in the dropped-wire menu's search.
     pub(in crate::app) wire_menu_query: String,
     /// Margins of the node and header frames, as snarl applies them.
@@ -112,6 +136,12 @@ pub struct CanvasState {
     /// blocks from outside): Select all, and the block a plain click picked, which a
     /// shift-click or shift-drag box adds to.
     pub(in crate::app) also_selected: Vec<NodeId>,
+    /// The View menu's settings, and the file they are kept in.
+    pub(in crate::app) prefs: ViewPrefs,
+    pub(in crate::app) prefs_file: Option<PathBuf>,
+    /// The canvas rectangle and the view of the last fit (see
+    /// [`CanvasState::fit_is_stale`]).
+    pub(in crate::app) fitted: Option<Fitted>,
 }
 
 impl Default for CanvasState {
@@ -121,6 +151,7 @@ impl Default for CanvasState {
             set_transform: None,
             node_rects: HashMap::new(),
             wire_menu_request: None,
+            right_click_on_wire: false,
             screen_rect: Rect::ZERO,
             menu_origin: None,
             zoom_lod: Lod::Full,
@@ -128,23 +159,52 @@ impl Default for CanvasState {
             lods_by_doc: IdMap::default(),
             geometry: Vec::new(),
             kind_geometry: IdMap::default(),
+            wire_drop: None,
             wire_menu_open: false,
-            wire_menu_was_open: false,
             wire_menu_query: String::new(),
             node_margin: MarginF32::ZERO,
             header_margin: MarginF32::ZERO,
             also_selected: Vec::new(),
+            prefs: ViewPrefs::default(),
+            prefs_file: None,
+            fitted: None,
         }
     }
 }
 
 impl CanvasState {
+    /// A canvas with the View settings kept in the data directory `data_dir`.
+    pub fn with_prefs_in(data_dir: Option<&Path>) -> Self {
+        let prefs_file = data_dir.map(prefs::prefs_file);
+        CanvasState {
+            prefs: ViewPrefs::load(prefs_file.as_deref()),
+            prefs_file,
+            ..CanvasState::default()
+        }
+    }
+
+    /// Changes the View settings and keeps them.
+    pub(in crate::app) fn set_prefs(&mut self, prefs: ViewPrefs) -> Result<(), String> {
+        self.prefs = prefs;
+        self.prefs_file.as_deref().map_or(Ok(()), |f| prefs.save(f))
+    }
+
     /// The part of the graph visible on screen, in graph coordinates.
     pub fn viewport(&self) -> Rect {
         self.transform.inverse() * self.screen_rect
     }
 
-    /// A transform that shows every node.
+    /// The part of the canvas a fitted graph goes in: inside a margin, and above the
+    /// minimap and the zoom buttons when the minimap is shown.
+    pub fn fit_area(&self) -> Rect {
+        let mut area = self.screen_rect.shrink(FIT_MARGIN);
+        if self.prefs.minimap {
+            area.max.y -= (minimap::SIZE.y + minimap::MARGIN).min(area.height() / 3.0);
+        }
+        area
+    }
+
+    /// A transform that shows every node whole, inside [`CanvasState::fit_area`].
     pub fn fit_transform(&self, snarl: &Snarl<CanvasNode>) -> TSTransform {
         let mut bb = Rect::NOTHING;
         for (id, pos, _) in snarl.nodes_pos_ids() {
@@ -157,27 +217,58 @@ impl CanvasState {
                 .unwrap_or_else(|| Rect::from_min_size(pos, theme::NODE_SIZE_GUESS));
             bb = bb.union(rect);
         }
-        if !bb.is_finite() || self.screen_rect.width() <= 0.0 {
+        let area = self.fit_area();
+        if !bb.is_finite() || area.width() <= 0.0 || area.height() <= 0.0 {
             return TSTransform::default();
         }
-        let bb = bb.expand(40.0);
-        let fit =
-            (self.screen_rect.width() / bb.width()).min(self.screen_rect.height() / bb.height());
-        // A few blocks spread a little wider than the window stay readable (centred, the
-        // rest a scroll away); a big graph is shown whole however small it gets.
-        let small = snarl.nodes().count() <= theme::SMALL_GRAPH_NODES
-            && bb.width() * theme::READABLE_SCALE <= 3.0 * self.screen_rect.width()
-            && bb.height() * theme::READABLE_SCALE <= 3.0 * self.screen_rect.height();
-        let floor = if small {
-            theme::READABLE_SCALE
-        } else {
-            theme::MIN_SCALE
-        };
-        let scale = fit.clamp(floor, 1.0);
+        let fit = (area.width() / bb.width()).min(area.height() / bb.height());
+        let scale = fit.clamp(theme::MIN_SCALE, 1.0);
         TSTransform::new(
-            self.screen_rect.center().to_vec2() - bb.center().to_vec2() * scale,
+            area.center().to_vec2() - bb.center().to_vec2() * scale,
             scale,
         )
+    }
+
+    /// Remembers that the view was fitted to the canvas and the nodes as they are now.
+    pub(in crate::app) fn remember_fit(&mut self, view: TSTransform, snarl: &Snarl<CanvasNode>) {
+        self.fitted = Some(Fitted {
+            canvas: self.screen_rect,
+            view,
+            nodes: snarl.node_ids().map(|(id, _)| id).collect(),
+            frames: 0,
+        });
+    }
+
+    /// Whether, just after a fit, the canvas changed size (the side panels laid out) or a
+    /// node grew out of the view (a node measured zoomed out gains its detail when the fit
+    /// zooms in): the fit is then done again. Later changes, and a view moved since the
+    /// fit, leave the view as it is.
+    pub(in crate::app) fn fit_is_stale(&mut self, snarl: &Snarl<CanvasNode>) -> bool {
+        let area = self.fit_area();
+        let Some(fitted) = &mut self.fitted else {
+            return false;
+        };
+        if self.set_transform.is_some() {
+            return false;
+        }
+        if self.transform != fitted.view {
+            self.fitted = None;
+            return false;
+        }
+        fitted.frames = fitted.frames.saturating_add(1);
+        if fitted.frames > FIT_SETTLE {
+            return false;
+        }
+        // Half a point of slack: a refit lands nodes on the area's edge.
+        let area = area.expand(0.5);
+        fitted.canvas != self.screen_rect
+            || fitted.nodes.iter().any(|id| {
+                snarl.get_node(*id).is_some()
+                    && self
+                        .node_rects
+                        .get(id)
+                        .is_some_and(|r| !area.contains_rect(fitted.view * *r))
+            })
     }
 
     /// Where a new node asked for at `wanted` can go without covering another one: the same
@@ -225,6 +316,13 @@ impl CanvasState {
             self.screen_rect.center().to_vec2() - center.to_vec2() * scale,
             scale,
         )
+    }
+
+    /// The view zoomed by `factor` about the screen point `at`, which stays where it is.
+    pub fn zoom_about(&self, at: Pos2, factor: f32) -> TSTransform {
+        let scale = (self.transform.scaling * factor).clamp(theme::MIN_SCALE, theme::MAX_SCALE);
+        let under = self.to_graph(at);
+        TSTransform::new(at.to_vec2() - under.to_vec2() * scale, scale)
     }
 
     /// Screen position → graph position.

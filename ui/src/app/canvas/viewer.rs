@@ -19,16 +19,17 @@ use agentloom_core::{Compat, ERROR_PORT, PortSpec, TOOL_PORT, Value, compatibili
 use agentloom_engine::NodeStatus;
 use egui::emath::TSTransform;
 use egui::epaint::CubicBezierShape;
-use egui::{Color32, Id, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui, Vec2};
+use egui::{Color32, Id, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui};
 use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewer, WireStyle};
 use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
 use super::state::CanvasState;
 use super::state::{Geometry, Lod};
-use super::wiring::Pin;
+use super::wire_drop::WireDrop;
+use super::wiring::{Pin, WireCurve};
 use crate::app::Command;
 use crate::app::document::{CanvasNode, NodeFlag};
-use crate::app::panels::palette::{PaletteEntry, search_entries};
+use crate::app::panels::palette::PaletteEntry;
 use crate::app::run::NodeBadge;
 use crate::app::run::RunView;
 use crate::app::theme;
@@ -206,22 +207,6 @@ impl<'a> Viewer<'a> {
         }
     }
 
-    /// Asks for block `entry` at `pos` wired to the dropped pins; used by the dropped-wire
-    /// menu.
-    fn add_wired(&mut self, entry: &PaletteEntry, pos: Pos2, src: &AnyPins) {
-        let pins = match src {
-            AnyPins::Out(pins) => pins.iter().map(|p| Pin::Out(*p)).collect(),
-            AnyPins::In(pins) => pins.iter().map(|p| Pin::In(*p)).collect(),
-        };
-        self.commands.push(Command::AddWired {
-            kind: entry.kind.clone(),
-            pos,
-            pins,
-        });
-    }
-}
-
-impl Viewer<'_> {
     /// The node's flags as toggles: bypass, and the `error` and `tool` outputs shown.
     fn flag_menu_items(&mut self, node: NodeId, ui: &mut Ui, snarl: &Snarl<CanvasNode>) {
         let Some(canvas) = snarl.get_node(node) else {
@@ -347,8 +332,7 @@ fn value_preview(value: &Value) -> String {
 
 /// A group's frame, behind the blocks (its title is a widget of its own, see
 /// `groups.rs`).
-fn draw_group_frame(painter: &Painter, group: &GroupDoc) {
-    let rect = super::groups::group_rect(group);
+fn draw_group_frame(painter: &Painter, rect: Rect) {
     painter.rect(
         rect,
         8.0,
@@ -390,9 +374,6 @@ fn port_hover_ui(ui: &mut Ui, port: &PortSpec) {
 fn box_wire_shapes(state: &CanvasState, snarl: &Snarl<CanvasNode>, viewport: Rect) -> Vec<Shape> {
     let scale = state.transform.scaling.max(f32::EPSILON);
     let width = theme::WIRE_WIDTH.max(theme::MIN_WIRE_WIDTH_ON_SCREEN / scale);
-    let curved = state.zoom_lod == Lod::Full;
-    // Snarl's default wire frame: three pin sizes, shrunk for short wires.
-    let frame = 3.0 * theme::PIN_SIZE;
     let mut shapes = Vec::new();
     for (out, inp) in snarl.wires() {
         if state.lod(out.node) != Lod::Box && state.lod(inp.node) != Lod::Box {
@@ -405,11 +386,8 @@ fn box_wire_shapes(state: &CanvasState, snarl: &Snarl<CanvasNode>, viewport: Rec
         };
         let from = state.pin_pos(out.node, from_node.pos, true, out.output);
         let to = state.pin_pos(inp.node, to_node.pos, false, inp.input);
-        let bend = if curved {
-            frame.min((to - from).length() / 6.0)
-        } else {
-            0.0
-        };
+        let curve = WireCurve::between(state, from, to);
+        let bend = curve.bend();
         if !Rect::from_two_pos(from, to)
             .expand(bend + width)
             .intersects(viewport)
@@ -425,24 +403,21 @@ fn box_wire_shapes(state: &CanvasState, snarl: &Snarl<CanvasNode>, viewport: Rec
             (None, None) => theme::TEXT_WEAK,
         };
         let stroke = Stroke::new(width, color);
-        if curved {
-            shapes.push(Shape::CubicBezier(CubicBezierShape::from_points_stroke(
-                [
-                    from,
-                    from + Vec2::new(bend, 0.0),
-                    to - Vec2::new(bend, 0.0),
-                    to,
-                ],
+        shapes.push(match curve {
+            WireCurve::Cubic(points) => Shape::CubicBezier(CubicBezierShape::from_points_stroke(
+                points,
                 false,
                 Color32::TRANSPARENT,
                 stroke,
-            )));
-        } else {
-            shapes.push(Shape::line_segment([from, to], stroke));
-        }
+            )),
+            WireCurve::Line(ends) => Shape::line_segment(ends, stroke),
+        });
     }
     shapes
 }
+
+/// The width of the state word in the header of a node drawn without its body.
+const STATE_SLOT_WIDTH: f32 = 56.0;
 
 impl SnarlViewer<CanvasNode> for Viewer<'_> {
     fn title(&mut self, node: &CanvasNode) -> String {
@@ -471,7 +446,6 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             || painter
                 .ctx()
                 .input(|i| i.pointer.any_down() || i.pointer.any_released());
-        self.state.wire_menu_was_open = self.state.wire_menu_open;
         self.state.wire_menu_open = false;
         if self.state.plan_lod(snarl, keep_pins) {
             painter
@@ -482,7 +456,8 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             background.draw(viewport, snarl_style, style, painter);
         }
         for group in self.groups {
-            draw_group_frame(painter, group);
+            let rect = super::groups::shown_group_rect(group, snarl, &self.state.node_rects);
+            draw_group_frame(painter, rect);
         }
         painter.add(Shape::Vec(box_wire_shapes(self.state, snarl, *viewport)));
     }
@@ -600,11 +575,18 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 ui.label(RichText::new("bypassed").color(theme::WARN).small())
                     .on_hover_text("Runs do not run this node: its inputs pass through to its outputs (Ctrl+B turns it back on)");
             }
-            if !detailed && let Some((text, color)) = state {
-                ui.label(
+            // Less detailed, the state is a word in the header, in a slot of its own width
+            // whatever the state: the node keeps its width as a run goes on.
+            if !detailed {
+                let word = state.map(|(text, color)| {
                     RichText::new(self.state_word(&canvas.doc.id, text))
                         .color(color)
-                        .small(),
+                        .small()
+                });
+                let height = ui.spacing().interact_size.y;
+                ui.add_sized(
+                    [STATE_SLOT_WIDTH, height],
+                    egui::Label::new(word.unwrap_or_default()).truncate(),
                 );
             }
         });
@@ -876,7 +858,8 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
     }
 
     fn has_graph_menu(&mut self, _pos: Pos2, _snarl: &mut Snarl<CanvasNode>) -> bool {
-        true
+        // A right-click on a wire opens the wire's menu instead.
+        !self.state.right_click_on_wire
     }
 
     fn show_graph_menu(&mut self, pos: Pos2, ui: &mut Ui, _snarl: &mut Snarl<CanvasNode>) {
@@ -912,84 +895,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         }
     }
 
-    fn has_dropped_wire_menu(&mut self, _src: AnyPins, _snarl: &mut Snarl<CanvasNode>) -> bool {
-        true
-    }
-
-    fn show_dropped_wire_menu(
-        &mut self,
-        pos: Pos2,
-        ui: &mut Ui,
-        src: AnyPins,
-        snarl: &mut Snarl<CanvasNode>,
-    ) {
-        let pos = self.state.menu_origin.unwrap_or(pos);
-        if !self.state.wire_menu_was_open {
-            self.state.wire_menu_query.clear();
-        }
-        self.state.wire_menu_open = true;
-        ui.label(RichText::new("Add a block wired here").strong());
-        let search = ui.add(
-            egui::TextEdit::singleline(&mut self.state.wire_menu_query)
-                .hint_text("Search blocks")
-                .desired_width(200.0),
-        );
-        search.widget_info(|| {
-            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Search blocks to wire")
-        });
-        if !search.has_focus() && self.state.wire_menu_query.is_empty() {
-            search.request_focus();
-        }
-        ui.separator();
-        let query = self.state.wire_menu_query.clone();
-        let fits: Vec<&PaletteEntry> = search_entries(self.palette, &query)
-            .into_iter()
-            .filter(|entry| match &src {
-                AnyPins::Out(pins) => pins.iter().all(|p| {
-                    snarl
-                        .get_node(p.node)
-                        .and_then(|n| n.outputs.get(p.output))
-                        .is_some_and(|port| {
-                            entry
-                                .inputs
-                                .iter()
-                                .any(|i| compatibility(&port.ty, &i.ty).is_ok())
-                        })
-                }),
-                AnyPins::In(pins) => pins.iter().all(|p| {
-                    snarl
-                        .get_node(p.node)
-                        .and_then(|n| n.inputs.get(p.input))
-                        .is_some_and(|port| {
-                            entry.outputs.iter().any(|o| {
-                                o.name != ERROR_PORT && compatibility(&o.ty, &port.ty).is_ok()
-                            })
-                        })
-                }),
-            })
-            .collect();
-        if fits.is_empty() {
-            ui.label(RichText::new("No block fits this pin").color(theme::TEXT_WEAK));
-        }
-        // Enter adds the best match, wired.
-        if let Some(first) = fits.first()
-            && !query.trim().is_empty()
-            && ui.input(|i| i.key_pressed(egui::Key::Enter))
-        {
-            self.add_wired(first, pos, &src);
-            ui.close();
-            return;
-        }
-        for entry in fits {
-            if ui
-                .button(&entry.title)
-                .on_hover_text(&entry.description)
-                .clicked()
-            {
-                self.add_wired(entry, pos, &src);
-                ui.close();
-            }
-        }
+    fn has_dropped_wire_menu(&mut self, src: AnyPins, _snarl: &mut Snarl<CanvasNode>) -> bool {
+        // The canvas shows its own menu for the dropped wire (kept inside the canvas, at the
+        // latest drop); snarl's is not opened.
+        let pins = match src {
+            AnyPins::Out(pins) => pins.iter().map(|p| Pin::Out(*p)).collect(),
+            AnyPins::In(pins) => pins.iter().map(|p| Pin::In(*p)).collect(),
+        };
+        let at = self
+            .state
+            .menu_origin
+            .unwrap_or_else(|| self.state.viewport().center());
+        self.state.wire_drop = Some(WireDrop::new(pins, at));
+        false
     }
 
     fn has_node_menu(&mut self, node: &CanvasNode) -> bool {

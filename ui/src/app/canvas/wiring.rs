@@ -6,7 +6,7 @@
 use egui::{Pos2, RichText};
 use egui_snarl::{InPinId, OutPinId, Snarl};
 
-use super::state::CanvasState;
+use super::state::{CanvasState, Lod};
 use crate::app::document::{CanvasNode, check_wire};
 use crate::app::theme;
 
@@ -130,9 +130,58 @@ impl WireDrag {
     }
 }
 
-/// How far the curve of a wire leaves its pins horizontally, in graph points (about what
-/// snarl draws; the middle of a wire does not depend on it).
-const WIRE_BEND: f32 = 60.0;
+/// A wire's shape as snarl draws it: a straight line when zoomed out, else snarl's
+/// `Bezier3` whose ends leave the pins horizontally by its default frame (three pin sizes,
+/// shrunk for short wires). Hover, right-click and the wires the canvas draws itself all
+/// use this one shape, so what is hit is what is drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WireCurve {
+    Line([Pos2; 2]),
+    Cubic([Pos2; 4]),
+}
+
+impl WireCurve {
+    /// The wire from an output pin at `from` to an input pin at `to` (graph coordinates).
+    pub fn between(state: &CanvasState, from: Pos2, to: Pos2) -> Self {
+        if state.zoom_lod != Lod::Full {
+            return WireCurve::Line([from, to]);
+        }
+        let frame = (3.0 * theme::PIN_SIZE).min((to - from).length() / 6.0);
+        let bend = egui::vec2(frame, 0.0);
+        WireCurve::Cubic([from, from + bend, to - bend, to])
+    }
+
+    /// How far the curve reaches beyond the box of its ends.
+    pub fn bend(&self) -> f32 {
+        match self {
+            WireCurve::Line(_) => 0.0,
+            WireCurve::Cubic([from, c1, ..]) => c1.x - from.x,
+        }
+    }
+
+    /// Points along the curve, ends included.
+    pub fn points(&self) -> Vec<Pos2> {
+        match *self {
+            WireCurve::Line(ends) => ends.to_vec(),
+            WireCurve::Cubic([start, c1, c2, end]) => (0..=WIRE_SAMPLES)
+                .map(|i| {
+                    #[allow(clippy::cast_precision_loss, reason = "a small count")]
+                    let t = i as f32 / WIRE_SAMPLES as f32;
+                    let u = 1.0 - t;
+                    let p = start.to_vec2() * (u * u * u)
+                        + c1.to_vec2() * (3.0 * u * u * t)
+                        + c2.to_vec2() * (3.0 * u * t * t)
+                        + end.to_vec2() * (t * t * t);
+                    p.to_pos2()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Straight pieces a curved wire is followed by when hit tested (fine enough that a piece
+/// strays less than a point from the curve).
+const WIRE_SAMPLES: usize = 48;
 
 /// Points along the wire from output `from` to input `to`, in graph coordinates.
 pub fn wire_points(
@@ -148,22 +197,7 @@ pub fn wire_points(
         from.output,
     );
     let end = state.pin_pos(to.node, snarl.get_node_info(to.node)?.pos, false, to.input);
-    let c1 = start + egui::vec2(WIRE_BEND, 0.0);
-    let c2 = end - egui::vec2(WIRE_BEND, 0.0);
-    Some(
-        (0..=24)
-            .map(|i| {
-                #[allow(clippy::cast_precision_loss, reason = "a small count")]
-                let t = i as f32 / 24.0;
-                let u = 1.0 - t;
-                let p = start.to_vec2() * (u * u * u)
-                    + c1.to_vec2() * (3.0 * u * u * t)
-                    + c2.to_vec2() * (3.0 * u * t * t)
-                    + end.to_vec2() * (t * t * t);
-                p.to_pos2()
-            })
-            .collect(),
-    )
+    Some(WireCurve::between(state, start, end).points())
 }
 
 /// The wire within `radius` (graph units) of `at`, if any.

@@ -1,0 +1,245 @@
+//! How the canvas is viewed: the wheel's zoom in small steps, the setting that makes the
+//! plain wheel zoom, and the minimap that can be hidden; both settings kept between
+//! sessions. Driven through the real UI (egui_kittest, no window).
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod support;
+
+use agentloom::app::App;
+use egui::accesskit::Role;
+use egui::{Modifiers, Pos2};
+use egui_kittest::kittest::Queryable as _;
+use support::{AppHarness, example, harness, harness_for, paths};
+
+/// The zoom of the canvas: screen points per graph unit.
+fn zoom(h: &AppHarness) -> f32 {
+    let app = h.state();
+    app.graph_to_screen(Pos2::new(1.0, 0.0)).x - app.graph_to_screen(Pos2::ZERO).x
+}
+
+/// A point of empty canvas.
+fn empty_canvas(h: &AppHarness) -> Pos2 {
+    let greeting = h.state().node_screen_rect("greeting").unwrap();
+    Pos2::new(greeting.center().x, greeting.bottom() + 60.0)
+}
+
+/// Turns the mouse wheel one notch up at `at` with `modifiers` held, and lets the
+/// smoothed scroll play out.
+fn wheel_notch(h: &mut AppHarness, at: Pos2, modifiers: Modifiers) {
+    h.event(egui::Event::PointerMoved(at));
+    h.event(egui::Event::ModifiersChanged(modifiers));
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Line,
+        delta: egui::vec2(0.0, 1.0),
+        phase: egui::TouchPhase::Move,
+        modifiers,
+    });
+    h.run_steps(60);
+    h.event(egui::Event::ModifiersChanged(Modifiers::NONE));
+    h.run_steps(2);
+}
+
+/// Ticks or unticks the View menu's `label`.
+fn toggle_in_view_menu(h: &mut AppHarness, label: &str) {
+    h.get_by_label("View").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::CheckBox, label).click();
+    h.run_steps(2);
+    h.key_press(egui::Key::Escape);
+    h.run_steps(2);
+}
+
+#[test]
+fn ctrl_wheel_zooms_a_tenth_per_notch_about_the_pointer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let at = empty_canvas(&h);
+    let under = h.state().graph_to_screen(Pos2::ZERO);
+    let before = zoom(&h);
+    wheel_notch(&mut h, at, Modifiers::COMMAND);
+    let ratio = zoom(&h) / before;
+    assert!((1.08..1.12).contains(&ratio), "one notch zoomed by {ratio}");
+    assert_ne!(h.state().graph_to_screen(Pos2::ZERO), under, "it zoomed");
+}
+
+#[test]
+fn the_plain_wheel_scrolls_until_set_to_zoom_and_the_setting_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let at = empty_canvas(&h);
+    let before = zoom(&h);
+    wheel_notch(&mut h, at, Modifiers::NONE);
+    assert!((zoom(&h) - before).abs() < 1e-4, "the plain wheel scrolls");
+
+    toggle_in_view_menu(&mut h, "Zoom with the mouse wheel");
+    let before = zoom(&h);
+    let origin_before = h.state().graph_to_screen(Pos2::ZERO);
+    wheel_notch(&mut h, at, Modifiers::NONE);
+    let ratio = zoom(&h) / before;
+    assert!(
+        (1.08..1.12).contains(&ratio),
+        "one plain notch zoomed by {ratio}"
+    );
+    // About the pointer: the graph point under it stays under it.
+    let pointed_before = (at - origin_before) / before;
+    let pointed = (at - h.state().graph_to_screen(Pos2::ZERO)) / zoom(&h);
+    assert!(
+        (pointed - pointed_before).length() < 0.5,
+        "the point under the pointer moved: {pointed_before:?} -> {pointed:?}"
+    );
+
+    // A new session keeps it.
+    drop(h);
+    let mut h = harness_for(App::new(&example(), None, &paths(&dir)));
+    let at = empty_canvas(&h);
+    let before = zoom(&h);
+    wheel_notch(&mut h, at, Modifiers::NONE);
+    let ratio = zoom(&h) / before;
+    assert!(
+        (1.08..1.12).contains(&ratio),
+        "kept: one plain notch zoomed by {ratio}"
+    );
+}
+
+#[test]
+fn the_minimap_can_be_hidden_and_stays_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    h.get_by_label("Minimap");
+    toggle_in_view_menu(&mut h, "Minimap");
+    assert!(h.query_by_label("Minimap").is_none(), "hidden");
+    drop(h);
+    let h = harness_for(App::new(&example(), None, &paths(&dir)));
+    assert!(h.query_by_label("Minimap").is_none(), "still hidden");
+}
+
+/// The example with the `name` input in a group titled "Inputs and outputs".
+fn example_with_group() -> agentloom_core::GraphDoc {
+    let mut doc = example();
+    let name = doc.node("name").unwrap().position;
+    doc.groups.push(agentloom_core::GroupDoc {
+        id: "g".to_owned(),
+        title: "Inputs and outputs".to_owned(),
+        rect: [name[0] - 24.0, name[1] - 64.0, 250.0, 190.0],
+    });
+    doc
+}
+
+/// Gives block `id` a long value on its `value` output, as a finished run shows it.
+fn show_a_long_value(h: &mut AppHarness, id: &str) {
+    let long = "a value far longer than any node is wide ".repeat(20);
+    let run = h.state_mut().run.nodes.entry(id.to_owned()).or_default();
+    run.status = agentloom_engine::NodeStatus::Done;
+    run.outputs
+        .insert("value".to_owned(), agentloom_core::Value::Text(long));
+    h.run_steps(10);
+}
+
+#[test]
+fn a_group_frames_its_blocks_as_their_badges_come_and_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    // Grouped while a run's values make the block tall.
+    show_a_long_value(&mut h, "name");
+    let tall = h.state().node_screen_rect("name").unwrap();
+    h.state_mut()
+        .send(agentloom::app::Command::InspectById("name".to_owned()));
+    h.run_steps(3);
+    support::keys(&mut h, Modifiers::COMMAND, egui::Key::G);
+    h.run_steps(3);
+    let group = h.state().document.to_doc().groups[0].id.clone();
+    let framed = h.state().group_screen_rect(&group).unwrap();
+    assert!(framed.contains_rect(tall), "{tall:?} in {framed:?}");
+
+    // The values go: the block shrinks, and its frame with it.
+    h.state_mut().run.nodes.clear();
+    h.run_steps(10);
+    let short = h.state().node_screen_rect("name").unwrap();
+    let after = h.state().group_screen_rect(&group).unwrap();
+    let shrunk = tall.height() - short.height();
+    assert!(shrunk > 10.0, "the block shrank by {shrunk}");
+    assert!(
+        (framed.height() - after.height() - shrunk).abs() < 1.0,
+        "the group went from {} to {} high while its block shrank by {shrunk}",
+        framed.height(),
+        after.height()
+    );
+
+    // They come back: the frame grows with the block.
+    show_a_long_value(&mut h, "name");
+    let name = h.state().node_screen_rect("name").unwrap();
+    let grown = h.state().group_screen_rect(&group).unwrap();
+    assert!(grown.contains_rect(name), "{name:?} runs out of {grown:?}");
+}
+
+#[test]
+fn a_group_title_is_never_cut_however_far_out_the_view_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example_with_group(), &paths(&dir));
+    for _ in 0..3 {
+        h.state_mut().send(agentloom::app::Command::Zoom(0.6));
+        h.run_steps(3);
+        let field = h
+            .get_by_role_and_label(Role::TextInput, "Group title")
+            .rect();
+        let font = h.ctx.style_of(egui::Theme::Dark).text_styles[&egui::TextStyle::Heading].clone();
+        let needed = h.ctx.fonts_mut(|f| {
+            f.layout_no_wrap("Inputs and outputs".to_owned(), font, egui::Color32::WHITE)
+                .size()
+                .x
+        });
+        assert!(
+            field.width() >= needed,
+            "the title field is {} wide for a title {needed} wide",
+            field.width()
+        );
+    }
+}
+
+#[test]
+fn a_block_dragged_from_the_palette_shows_where_it_will_be_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let from = h
+        .get_by_role_and_label(Role::Button, "Delay")
+        .rect()
+        .center();
+    let to = empty_canvas(&h);
+    h.event(egui::Event::PointerMoved(from));
+    h.event(egui::Event::PointerButton {
+        pos: from,
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: Modifiers::NONE,
+    });
+    h.step();
+    for i in 1..=12 {
+        let t = i as f32 / 12.0;
+        h.event(egui::Event::PointerMoved(from + (to - from) * t));
+        h.step();
+    }
+    h.run_steps(2);
+    let ghost = h.get_by_label("Placing Delay").rect();
+    assert!(
+        ghost.min.distance(to) < 16.0,
+        "the ghost {ghost:?} is not at the pointer {to:?}"
+    );
+    assert!(ghost.width() > 40.0 && ghost.height() > 20.0, "{ghost:?}");
+
+    h.event(egui::Event::PointerButton {
+        pos: to,
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: Modifiers::NONE,
+    });
+    h.run_steps(3);
+    assert!(
+        h.query_by_label("Placing Delay").is_none(),
+        "gone once dropped"
+    );
+    let placed = h.state().node_screen_rect("delay").unwrap();
+    assert!(
+        placed.min.distance(ghost.min) < 2.0,
+        "placed at {placed:?}, shown at {ghost:?}"
+    );
+}
