@@ -134,7 +134,9 @@ async function main() {
     server = http.createServer();
     RED.init(server, settings);
   }
+  const flowsStarted = new Promise((resolve) => RED.events.once("flows:started", resolve));
   await RED.start();
+  await flowsStarted;
   if (serving) {
     server.listen(Number(a), "127.0.0.1", () => process.stderr.write(`listening on ${a}\n`));
     return;

@@ -9,7 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
 
-const require = createRequire(path.join(process.env.NODE_PATH || ".", "noop.js"));
+const require = createRequire(path.resolve(process.env.NODE_PATH || ".", "noop.js"));
 const Rivet = require("@ironclad/rivet-node");
 
 const GRAPH = "benchGraph";
