@@ -2,6 +2,7 @@
 //! accepted, and duplicate keys refused (JSON parsers keep the last one silently, so a
 //! hand-edited file could run something other than what its reader saw).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
@@ -107,15 +108,36 @@ fn file_kind(kind: std::fs::FileType) -> &'static str {
 /// Fails on the first object that has a key twice, naming the key and where it is.
 pub(crate) fn check_duplicate_keys(text: &str) -> Result<(), LoadError> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    Walk("$".to_owned())
+    Walk { at: &Place::Root }
         .deserialize(&mut deserializer)
         .map_err(|e| LoadError::Syntax(e.to_string()))
 }
 
-/// Visits a JSON value without keeping it; the string is its path (`$.nodes[2].config`).
-struct Walk(String);
+/// Where a value sits in the document, as a chain up to the top; spelled out
+/// (`$.nodes[2].config`) only for an error, so a large file is walked without allocating
+/// a path per value.
+enum Place<'a> {
+    Root,
+    Index(&'a Place<'a>, usize),
+    Key(&'a Place<'a>, &'a str),
+}
 
-impl<'de> DeserializeSeed<'de> for Walk {
+impl fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Root => f.write_str("$"),
+            Place::Index(parent, index) => write!(f, "{parent}[{index}]"),
+            Place::Key(parent, key) => write!(f, "{parent}.{key}"),
+        }
+    }
+}
+
+/// Visits a JSON value without keeping it.
+struct Walk<'a> {
+    at: &'a Place<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -123,7 +145,7 @@ impl<'de> DeserializeSeed<'de> for Walk {
     }
 }
 
-impl<'de> Visitor<'de> for Walk {
+impl<'de> Visitor<'de> for Walk<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -151,28 +173,83 @@ impl<'de> Visitor<'de> for Walk {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut index = 0usize;
-        while seq
-            .next_element_seed(Walk(format!("{}[{index}]", self.0)))?
-            .is_some()
-        {
+        loop {
+            let at = Place::Index(self.at, index);
+            if seq.next_element_seed(Walk { at: &at })?.is_none() {
+                return Ok(());
+            }
             index += 1;
         }
-        Ok(())
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
+        // Keys borrowed from the text where they have no escapes; objects are small, so a
+        // list is searched rather than hashed.
+        let mut seen: Vec<Cow<'de, str>> = Vec::new();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             if seen.contains(&key) {
                 return Err(de::Error::custom(format!(
                     "duplicate key `{key}` in {}; each key may appear once per object",
-                    self.0
+                    self.at
                 )));
             }
-            map.next_value_seed(Walk(format!("{}.{key}", self.0)))?;
-            seen.insert(key);
+            map.next_value_seed(Walk {
+                at: &Place::Key(self.at, &key),
+            })?;
+            if seen.len() >= SEEN_LIST_MAX {
+                return walk_large_map(self.at, seen, map);
+            }
+            seen.push(key);
         }
         Ok(())
+    }
+}
+
+/// Objects with more keys than this are checked with a hash set.
+const SEEN_LIST_MAX: usize = 32;
+
+fn walk_large_map<'de, A: MapAccess<'de>>(
+    at: &Place<'_>,
+    seen: Vec<Cow<'de, str>>,
+    mut map: A,
+) -> Result<(), A::Error> {
+    let mut seen: HashSet<Cow<'de, str>> = seen.into_iter().collect();
+    while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+        if seen.contains(&key) {
+            return Err(de::Error::custom(format!(
+                "duplicate key `{key}` in {at}; each key may appear once per object"
+            )));
+        }
+        map.next_value_seed(Walk {
+            at: &Place::Key(at, &key),
+        })?;
+        seen.insert(key);
+    }
+    Ok(())
+}
+
+/// An object key, borrowed from the text unless it holds an escape.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key.to_owned())))
+            }
+            fn visit_string<E>(self, key: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
     }
 }
 
@@ -198,6 +275,29 @@ mod tests {
         let top = r#"{"format": "agentloom.graph", "version": 1, "name": "g", "name": "h", "nodes": [], "edges": []}"#;
         let err = GraphDoc::from_json_str(top).unwrap_err().to_string();
         assert!(err.contains("duplicate key `name` in $;"), "{err}");
+    }
+
+    #[test]
+    fn a_duplicate_key_deep_down_or_in_a_large_object_is_found() {
+        let many: String = (0..40).map(|i| format!(r#""k{i}": {i}, "#)).collect();
+        let text = format!(
+            r#"{{"format": "agentloom.graph", "version": 1, "name": "g", "edges": [],
+            "nodes": [{{"id": "a", "block": "data.constant"}},
+                      {{"id": "b", "block": "data.constant",
+                        "config": {{"value": [1, {{{many}"k7": 0}}]}}}}]}}"#
+        );
+        let err = GraphDoc::from_json_str(&text).unwrap_err().to_string();
+        assert!(
+            err.contains("duplicate key `k7` in $.nodes[1].config.value[1];"),
+            "{err}"
+        );
+        let escaped = r#"{"format": "agentloom.graph", "version": 1, "name": "g", "edges": [],
+            "nodes": [{"id": "a", "block": "data.constant", "config": {"\u0061": 1, "a": 2}}]}"#;
+        let err = GraphDoc::from_json_str(escaped).unwrap_err().to_string();
+        assert!(
+            err.contains("duplicate key `a` in $.nodes[0].config;"),
+            "{err}"
+        );
     }
 
     #[test]

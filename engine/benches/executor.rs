@@ -2,7 +2,10 @@
 //! - per-node overhead of a chain of no-op blocks at N = 10, 1,000 and 100,000, inside the
 //!   executor (no event consumer) and with the SQLite run log recording every event;
 //! - the same chain through the `agentloom run` process, when a release binary is found
-//!   (`AGENTLOOM_BIN`, else target/release/agentloom), as (t(N) - t(10)) / (N - 10);
+//!   (`AGENTLOOM_BIN`, else target/release/agentloom), as (t(N) - t(10)) / (N - 10), beside
+//!   the engine running the same chain in this process, with the log and without; and a
+//!   chain of 10,000 `text.template "{{ value }}"` nodes: µs/node both ways and the peak RSS
+//!   per node of its `agentloom run` above a 10-node run;
 //! - the wall time of a fan-out of 100 `control.delay` blocks of 100 ms, default settings;
 //! - memory per node of a chain of `text.template` nodes, against one minijinja
 //!   environment per node (how templates were kept before) measured in the same run; each
@@ -134,7 +137,7 @@ fn main() {
         );
     }
     if wanted("process") {
-        process_figures(scratch.path());
+        process_figures(&runtime, &executor, &registry, scratch.path());
     }
     if wanted("fan-out") {
         fan_out_figures(&runtime, &executor, registry.as_ref());
@@ -429,9 +432,75 @@ fn log_size_figures(
     );
 }
 
-/// Times `agentloom run` on chain graphs, with the run log on.
+/// A chain of `n` nodes after a constant, each `text.template "{{ value }}"`.
+fn value_template_chain(n: usize) -> GraphDoc {
+    let mut doc = GraphDoc::new(&format!("value templates {n}"));
+    doc.nodes
+        .push(NodeDoc::new("n0", "data.constant").with_config(json!({"value": "start"})));
+    for i in 1..n {
+        doc.nodes.push(
+            NodeDoc::new(format!("n{i}"), "text.template")
+                .with_config(json!({"template": "{{ value }}"})),
+        );
+        let port = if i == 1 { "value" } else { "text" };
+        doc.edges.push(EdgeDoc::new(
+            &format!("n{}", i - 1),
+            port,
+            &format!("n{i}"),
+            "value",
+        ));
+    }
+    doc
+}
+
+/// The engine's time for one run of `doc`, median of `runs`: in this process, with the
+/// run log at `db` (`Some`) or without one.
+fn engine_run_time(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    registry: &Registry,
+    doc: &GraphDoc,
+    db: Option<&Path>,
+    runs: usize,
+) -> Duration {
+    let valid = Arc::new(validate(doc, registry).expect("valid graph"));
+    let store = db.map(|db| RunStore::open(db).expect("run store"));
+    let samples = (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            let recorder = store
+                .as_ref()
+                .map(|store| Arc::new(store.recorder(&valid.doc).expect("recorder")));
+            let sink: Arc<dyn agentloom_engine::EventSink> = match &recorder {
+                Some(recorder) => recorder.clone(),
+                None => Arc::new(NullSink),
+            };
+            let report = runtime.block_on(executor.run(
+                valid.clone(),
+                ValueMap::new(),
+                RunOptions::default(),
+                sink,
+            ));
+            if let Some(recorder) = recorder {
+                recorder.finish().expect("run log written");
+            }
+            assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+            started.elapsed()
+        })
+        .collect();
+    median(samples)
+}
+
+/// Times `agentloom run` on chain graphs, with the run log and without, beside the engine
+/// running the same chains in this process; then a chain of `text.template` nodes, its
+/// time per node and its peak RSS per node above a 10-node run.
 #[allow(clippy::cast_precision_loss, reason = "figures to print")]
-fn process_figures(scratch: &Path) {
+fn process_figures(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    registry: &Registry,
+    scratch: &Path,
+) {
     let binary = std::env::var_os("AGENTLOOM_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -445,74 +514,129 @@ fn process_figures(scratch: &Path) {
         return;
     }
     let db = scratch.join("process.sqlite3");
-    // With the log, or without it (`--no-log`: the baseline).
-    let time_run = |n: usize, logged: bool| -> Duration {
-        let path = scratch.join(format!("chain-{n}.json"));
-        std::fs::write(&path, chain(n).to_json_string()).expect("graph written");
-        let samples: Vec<Duration> = (0..5)
-            .map(|_| {
-                let started = Instant::now();
-                let mut command = std::process::Command::new(&binary);
-                command.args(["run", "--json"]);
-                if logged {
-                    command.arg("--db").arg(&db);
-                } else {
-                    command.arg("--no-log");
-                }
-                let status = command
-                    .arg(&path)
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .status()
-                    .expect("agentloom runs");
-                assert!(status.success());
-                started.elapsed()
-            })
-            .collect();
-        median(samples)
+    let engine_db = scratch.join("process-engine.sqlite3");
+    let write_graph = |name: &str, doc: &GraphDoc| -> PathBuf {
+        let path = scratch.join(format!("{name}.json"));
+        std::fs::write(&path, doc.to_json_string()).expect("graph written");
+        path
     };
-    let peak_rss = |n: usize| -> Option<u64> {
-        let path = scratch.join(format!("chain-{n}.json"));
-        let out = scratch.join(format!("rss-{n}.txt"));
-        let status = std::process::Command::new("/usr/bin/time")
-            .args(["-f", "%M", "-o"])
-            .arg(&out)
-            .arg(&binary)
-            .args(["run", "--json", "--db"])
-            .arg(&db)
-            .arg(&path)
+    // One `agentloom run` of `path`, with the log or without it (`--no-log`).
+    let run_once = |path: &Path, logged: bool| -> Duration {
+        let started = Instant::now();
+        let mut command = std::process::Command::new(&binary);
+        command.args(["run", "--json"]);
+        if logged {
+            command.arg("--db").arg(&db);
+        } else {
+            command.arg("--no-log");
+        }
+        let status = command
+            .arg(path)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status()
-            .ok()?;
-        status.success().then_some(())?;
-        std::fs::read_to_string(out).ok()?.trim().parse().ok()
+            .expect("agentloom runs");
+        assert!(status.success());
+        started.elapsed()
     };
-    let base = time_run(10, true);
-    let base_without = time_run(10, false);
+    let time_run = |path: &Path, logged: bool| -> Duration {
+        median((0..7).map(|_| run_once(path, logged)).collect())
+    };
+    let peak_rss = |path: &Path| -> Option<u64> {
+        let samples: Option<Vec<u64>> = (0..3)
+            .map(|_| {
+                let out = scratch.join("rss.txt");
+                let status = std::process::Command::new("/usr/bin/time")
+                    .args(["-f", "%M", "-o"])
+                    .arg(&out)
+                    .arg(&binary)
+                    .args(["run", "--json", "--db"])
+                    .arg(&db)
+                    .arg(path)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .ok()?;
+                status.success().then_some(())?;
+                std::fs::read_to_string(out).ok()?.trim().parse().ok()
+            })
+            .collect();
+        let mut samples = samples?;
+        samples.sort_unstable();
+        samples.get(samples.len() / 2).copied()
+    };
+    let small = write_graph("chain-10", &chain(10));
+    let base = time_run(&small, true);
+    let base_without = time_run(&small, false);
     println!(
-        "\n`agentloom run` per node ((t(N) - t(10)) / (N - 10)), with the run log and with --no-log:"
+        "\n`agentloom run` per node ((t(N) - t(10)) / (N - 10), median of 7) beside the engine in this process (t(N) / N):"
     );
     println!(
         "  process start + 10 nodes: {:.1} ms ({:.1} ms with --no-log)",
         base.as_secs_f64() * 1e3,
         base_without.as_secs_f64() * 1e3
     );
+    println!(
+        "{:>10}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  {:>8}",
+        "N", "engine log", "run log", "ratio", "engine none", "run --no-log", "ratio"
+    );
     for n in [1_000, 10_000, 100_000] {
-        #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
-        let per_node = |total: Duration, base: Duration| {
+        let doc = chain(n);
+        let path = write_graph(&format!("chain-{n}"), &doc);
+        let runs = (20_000 / n).clamp(3, 7);
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+        let process_per = |total: Duration, base: Duration| {
             total.saturating_sub(base).as_secs_f64() * 1e6 / (n - 10) as f64
         };
-        let logged = per_node(time_run(n, true), base);
-        let without = per_node(time_run(n, false), base_without);
+        let engine_logged = per(engine_run_time(
+            runtime,
+            executor,
+            registry,
+            &doc,
+            Some(&engine_db),
+            runs,
+        ));
+        let engine_plain = per(engine_run_time(
+            runtime, executor, registry, &doc, None, runs,
+        ));
+        let logged = process_per(time_run(&path, true), base);
+        let without = process_per(time_run(&path, false), base_without);
         println!(
-            "  N = {n:>7}: {logged:.2} µs/node with the log, {without:.2} µs/node without (ratio {:.2})",
-            logged / without.max(0.001)
+            "{n:>10}  {engine_logged:>9.2} µs  {logged:>9.2} µs  {:>7.2}x  {engine_plain:>9.2} µs  {without:>9.2} µs  {:>7.2}x",
+            logged / engine_logged.max(0.001),
+            without / engine_plain.max(0.001)
         );
     }
-    println!("\n`agentloom run` peak RSS (with the run log):");
+
+    let n = MEMORY_NODES;
+    let doc = value_template_chain(n);
+    let path = write_graph("value-templates", &doc);
+    let engine = engine_run_time(runtime, executor, registry, &doc, Some(&engine_db), 3);
+    let process = time_run(&path, true);
+    println!("\nchain of {n} `text.template \"{{{{ value }}}}\"`, with the run log:");
+    println!(
+        "  engine {:.2} µs/node; `agentloom run` {:.2} µs/node end to end ((t - t(10 nodes)) / N), ratio {:.2}",
+        engine.as_secs_f64() * 1e6 / n as f64,
+        process.saturating_sub(base).as_secs_f64() * 1e6 / n as f64,
+        process.saturating_sub(base).as_secs_f64() / engine.as_secs_f64().max(1e-9)
+    );
+    match (peak_rss(&path), peak_rss(&small)) {
+        (Some(chain_kib), Some(small_kib)) => println!(
+            "  peak RSS {:.1} MiB, {:.2} KiB/node above a 10-node run ({:.1} MiB); median of 3",
+            chain_kib as f64 / 1024.0,
+            chain_kib.saturating_sub(small_kib) as f64 / n as f64,
+            small_kib as f64 / 1024.0
+        ),
+        _ => println!("  peak RSS: (no /usr/bin/time)"),
+    }
+
+    println!("\n`agentloom run` peak RSS (with the run log, median of 3):");
     for n in [10, 10_000, 100_000] {
-        match peak_rss(n) {
+        let path = scratch.join(format!("chain-{n}.json"));
+        if !path.exists() {
+            write_graph(&format!("chain-{n}"), &chain(n));
+        }
+        match peak_rss(&path) {
             Some(kib) => println!("  N = {n:>7}: {:.1} MiB", kib as f64 / 1024.0),
             None => println!("  N = {n:>7}: (no /usr/bin/time)"),
         }

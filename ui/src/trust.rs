@@ -70,7 +70,8 @@ pub struct Fingerprint {
     pub calls: Vec<CalledFile>,
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// The SHA-256 of `bytes`, as lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -94,6 +95,13 @@ fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     }
     file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// A graph file read once: its document and the SHA-256 of the bytes it was parsed from,
+/// so that what trust is checked against is what runs.
+pub struct GraphFile {
+    pub doc: GraphDoc,
+    pub sha256: String,
 }
 
 /// The files `doc` (the content of `file`) calls directly, resolved against `file`.
@@ -124,14 +132,20 @@ fn read_tree(path: &Path) -> Result<FileTree, TrustError> {
     };
     let canonical = std::fs::canonicalize(path).map_err(read_error)?;
     let bytes = read_capped(&canonical).map_err(read_error)?;
-    let mut root = Fingerprint {
+    let root = Fingerprint {
         path: canonical.clone(),
         sha256: sha256_hex(&bytes),
         calls: Vec::new(),
     };
+    Ok(tree_from(root, vec![(canonical, bytes)]))
+}
+
+/// The tree of `root` with the files in `queue` (read, not yet parsed) and everything they
+/// call in turn.
+fn tree_from(mut root: Fingerprint, mut queue: Vec<(PathBuf, Vec<u8>)>) -> FileTree {
     let mut docs = Vec::new();
-    let mut seen = BTreeSet::from([canonical.clone()]);
-    let mut queue: Vec<(PathBuf, Vec<u8>)> = vec![(canonical, bytes)];
+    let mut seen = BTreeSet::from([root.path.clone()]);
+    seen.extend(root.calls.iter().map(|call| call.path.clone()));
     while let Some((file, bytes)) = queue.pop() {
         // A file that is not a graph calls nothing; it is hashed all the same.
         let Ok(doc) = std::str::from_utf8(&bytes)
@@ -140,34 +154,64 @@ fn read_tree(path: &Path) -> Result<FileTree, TrustError> {
         else {
             continue;
         };
-        for target in called_paths(&doc, &file) {
-            let target = std::fs::canonicalize(&target).unwrap_or(target);
-            if !seen.insert(target.clone()) {
-                continue;
-            }
-            match read_capped(&target) {
-                Ok(bytes) => {
-                    root.calls.push(CalledFile {
-                        path: target.clone(),
-                        sha256: Some(sha256_hex(&bytes)),
-                    });
-                    queue.push((target, bytes));
-                }
-                Err(_) => root.calls.push(CalledFile {
-                    path: target,
-                    sha256: None,
-                }),
-            }
-        }
+        queue.extend(read_calls(&doc, &file, &mut seen, &mut root.calls));
         docs.push((file, doc));
     }
     root.calls.sort();
-    Ok(FileTree { root, docs })
+    FileTree { root, docs }
+}
+
+/// Reads each file `doc` (the content of `file`) calls that is not `seen` yet, noting it in
+/// `calls`; returns the files read, to look into in turn.
+fn read_calls(
+    doc: &GraphDoc,
+    file: &Path,
+    seen: &mut BTreeSet<PathBuf>,
+    calls: &mut Vec<CalledFile>,
+) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut read = Vec::new();
+    for target in called_paths(doc, file) {
+        let target = std::fs::canonicalize(&target).unwrap_or(target);
+        if !seen.insert(target.clone()) {
+            continue;
+        }
+        match read_capped(&target) {
+            Ok(bytes) => {
+                calls.push(CalledFile {
+                    path: target.clone(),
+                    sha256: Some(sha256_hex(&bytes)),
+                });
+                read.push((target, bytes));
+            }
+            Err(_) => calls.push(CalledFile {
+                path: target,
+                sha256: None,
+            }),
+        }
+    }
+    read
 }
 
 /// The fingerprint of the graph file at `path` as it is now.
 pub fn fingerprint(path: &Path) -> Result<Fingerprint, TrustError> {
     Ok(read_tree(path)?.root)
+}
+
+/// The fingerprint of the graph file at `path` that was just read as `file` (its hash and
+/// document, so it is not read and parsed again); the files it calls are read now.
+pub fn fingerprint_of_read(path: &Path, file: &GraphFile) -> Result<Fingerprint, TrustError> {
+    let canonical = std::fs::canonicalize(path).map_err(|source| TrustError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut root = Fingerprint {
+        path: canonical.clone(),
+        sha256: file.sha256.clone(),
+        calls: Vec::new(),
+    };
+    let mut seen = BTreeSet::from([canonical.clone()]);
+    let queue = read_calls(&file.doc, &canonical, &mut seen, &mut root.calls);
+    Ok(tree_from(root, queue).root)
 }
 
 /// Whether every file of `fingerprint` is a shipped example, unchanged.
@@ -502,6 +546,20 @@ pub fn is_trusted(path: &Path) -> bool {
         Err(err) => {
             tracing::warn!("{err}");
             is_trusted_in(None, path)
+        }
+    }
+}
+
+/// [`is_trusted`] for the graph file at `path` just read as `file`.
+pub fn is_trusted_read(path: &Path, file: &GraphFile) -> bool {
+    let Ok(fingerprint) = fingerprint_of_read(path, file) else {
+        return false;
+    };
+    match TrustStore::open_default() {
+        Ok(store) => store.is_trusted(&fingerprint),
+        Err(err) => {
+            tracing::warn!("{err}");
+            is_shipped_example(&fingerprint)
         }
     }
 }

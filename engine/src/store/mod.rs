@@ -26,7 +26,6 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use agentloom_core::GraphDoc;
 use rusqlite::config::DbConfig;
@@ -40,9 +39,6 @@ pub use writer::RunRecorder;
 
 /// The file name of the run log inside the data directory.
 pub const RUN_LOG_FILE: &str = "runs.sqlite3";
-
-/// How long a connection waits for another writer before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What went wrong with the run log. Every message names the file.
 #[derive(Debug, thiserror::Error)]
@@ -375,9 +371,9 @@ fn connect(path: &Path) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags)
+    let mut conn = Connection::open_with_flags(path, flags)
         .map_err(|source| StoreError::open(path, source))?;
-    conn.busy_timeout(BUSY_TIMEOUT)
+    conn.busy_handler(Some(busy::wait_for_lock))
         .map_err(|source| StoreError::open(path, source))?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))

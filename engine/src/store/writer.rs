@@ -879,6 +879,11 @@ impl Writer {
         match super::busy::retry(super::busy::is_busy, || batch.write(conn)) {
             Ok(()) => {
                 self.values.pending.clear();
+                if !run.inserted {
+                    // Written with the run's first row and never again: a large graph's
+                    // text need not stay for the whole run.
+                    self.graph_json = String::new();
+                }
                 run.inserted = true;
                 run.dirty = false;
                 run.written(partial_due);

@@ -515,20 +515,32 @@ pub(crate) fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
 }
 
 fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
-    let Some(trusted) = trust::trust_for_run(&args.graph, args.trust) else {
+    // Read and parsed once: trust is checked against the document that runs.
+    let file = match runner::read_graph(&args.graph) {
+        Ok(file) => file,
+        Err(err) => {
+            eprintln!("{}", Escaped(&err.to_string()));
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let Some(trusted) = trust::trust_for_run(&args.graph, args.trust, &file) else {
         return Ok(EXIT_INVALID);
     };
     let secrets = runner::secrets_for(&args.graph, trusted);
-    let (registry, graph) =
-        match runner::catalog::load_with_tools(&args.graph, secrets.as_ref(), trusted) {
-            Ok(loaded) => loaded,
-            Err(problems) => {
-                for p in &problems {
-                    eprintln!("{}", Escaped(p));
-                }
-                return Ok(EXIT_INVALID);
+    let (registry, graph) = match runner::catalog::validate_with_tools(
+        &args.graph,
+        file.doc,
+        secrets.as_ref(),
+        trusted,
+    ) {
+        Ok(loaded) => loaded,
+        Err(problems) => {
+            for p in &problems {
+                eprintln!("{}", Escaped(p));
             }
-        };
+            return Ok(EXIT_INVALID);
+        }
+    };
     if let Some(note) = (!trusted)
         .then(|| crate::trust::safe_mode_note(&args.graph, &graph))
         .flatten()

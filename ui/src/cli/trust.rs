@@ -4,7 +4,7 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::trust::{TrustStore, fingerprint, needs_of};
+use crate::trust::{GraphFile, TrustStore, fingerprint, needs_of};
 
 use super::EXIT_INVALID;
 use crate::runner::load_graph;
@@ -83,15 +83,12 @@ pub fn trust_command(args: TrustArgs) -> anyhow::Result<i32> {
 /// question. Otherwise a person at the terminal is shown what trusting allows and asked
 /// (yes records the trust; no runs it offline); without a terminal the list and the fix
 /// are printed and the answer is `None` (exit 2).
-pub(crate) fn trust_for_run(path: &Path, given: bool) -> Option<bool> {
-    if given || crate::trust::is_trusted(path) {
+/// `file` is the file as read once for the run: trust is checked against what runs.
+pub(crate) fn trust_for_run(path: &Path, given: bool, file: &GraphFile) -> Option<bool> {
+    if given || crate::trust::is_trusted_read(path, file) {
         return Some(true);
     }
-    // A file that cannot be read is reported by the loader.
-    let Ok(doc) = load_graph(path) else {
-        return Some(false);
-    };
-    let needs = needs_of(&doc, Some(path));
+    let needs = needs_of(&file.doc, Some(path));
     if needs.is_empty() {
         return Some(false);
     }
@@ -115,7 +112,7 @@ pub(crate) fn trust_for_run(path: &Path, given: bool) -> Option<bool> {
         let _ = writeln!(stderr, "kept offline: running it untrusted, in safe mode");
         return Some(false);
     }
-    match fingerprint(path)
+    match crate::trust::fingerprint_of_read(path, file)
         .map_err(anyhow::Error::from)
         .and_then(|print| {
             TrustStore::open_default()?.trust(print)?;

@@ -80,6 +80,16 @@ pub fn load_with_tools(
     trusted: bool,
 ) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
     let doc = super::load_graph(path).map_err(|e| vec![e.to_string()])?;
+    validate_with_tools(path, doc, secrets, trusted)
+}
+
+/// [`load_with_tools`] for `doc`, just read from the graph file at `path`.
+pub fn validate_with_tools(
+    path: &Path,
+    doc: GraphDoc,
+    secrets: &dyn SecretSource,
+    trusted: bool,
+) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
     // Recorded with absolute `graph.call` paths: the run can be resumed from anywhere.
     let mut doc = graph_call::with_absolute_paths(doc, Some(path));
     // An untrusted graph always runs in safe mode: every side effect asks first.

@@ -147,16 +147,27 @@ impl GraphRunner {
         }
         let collect = Arc::new(CollectSink::default());
         let mut sinks: Vec<Arc<dyn EventSink>> = vec![collect.clone()];
-        let recording = self.store.as_ref().and_then(|store| {
-            RunRecording::start(
-                store,
-                &self.graph.doc,
-                LogPolicy::default(),
-                RunContext::default(),
-            )
-            .map_err(|err| tracing::warn!("this run will not be logged: {err}"))
-            .ok()
-        });
+        // Opening a connection and starting the writer touch the disk: off the async
+        // workers, which answer the other requests meanwhile.
+        let recording = match self.store.clone() {
+            Some(store) => {
+                let graph = self.graph.clone();
+                tokio::task::spawn_blocking(move || {
+                    RunRecording::start(
+                        &store,
+                        &graph.doc,
+                        LogPolicy::default(),
+                        RunContext::default(),
+                    )
+                })
+                .await
+                .map_err(|err| err.to_string())
+                .and_then(|started| started.map_err(|err| err.to_string()))
+                .map_err(|err| tracing::warn!("this run will not be logged: {err}"))
+                .ok()
+            }
+            None => None,
+        };
         if let Some(recording) = &recording {
             sinks.extend(recording.sinks());
         }

@@ -42,6 +42,19 @@ pub fn load_graph(path: &Path) -> Result<GraphDoc, LoadError> {
     })
 }
 
+/// Reads and parses a graph file once, with the hash trust is checked against.
+pub fn read_graph(path: &Path) -> Result<crate::trust::GraphFile, LoadError> {
+    let failed = |source| LoadError {
+        path: path.to_owned(),
+        source,
+    };
+    let text =
+        agentloom_core::read_graph_text(path, agentloom_core::max_graph_bytes()).map_err(failed)?;
+    let sha256 = crate::trust::sha256_hex(text.as_bytes());
+    let doc = GraphDoc::from_json_str(&text).map_err(|e| failed(e.into()))?;
+    Ok(crate::trust::GraphFile { doc, sha256 })
+}
+
 /// A problem of the graph file at `path`, as one line that names the file.
 pub fn format_problem(path: &Path, problem: &Problem) -> String {
     format!("{}: {problem}", path.display())

@@ -300,7 +300,7 @@ async fn create_task(
     ap.task_inputs(input.as_deref(), &additional_input)?;
     let task_id = new_id();
     let workspace = ap.tasks_dir.join(&task_id);
-    std::fs::create_dir_all(&workspace).map_err(|e| {
+    tokio::fs::create_dir_all(&workspace).await.map_err(|e| {
         ApiError::internal(format!(
             "cannot create the task directory {}: {e}",
             workspace.display()
