@@ -65,6 +65,23 @@ impl Replay {
         }
     }
 
+    /// The recorded answer a catalog got for `call` from `source` before the recorded run
+    /// (an MCP server's tool list, see [`agentloom_core::CatalogCall`]); it stays for
+    /// the run's own replay.
+    pub fn catalog_answer(
+        &self,
+        source: &str,
+        call: &OutboundCall<'_>,
+    ) -> Option<RecordedResponse> {
+        let exact = self
+            .exact
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        exact
+            .get(&(source.to_owned(), 0, request_hash(call)))
+            .and_then(|queue| queue.front().cloned())
+    }
+
     /// The answer to `call` of node `node` (its full path) at `attempt`: the next recorded
     /// response of that attempt, else of another attempt of the node with the same request.
     pub(crate) fn answer(&self, node: &str, attempt: u32, call: &OutboundCall<'_>) -> Replayed {

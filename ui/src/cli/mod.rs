@@ -519,16 +519,33 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         return Ok(EXIT_INVALID);
     };
     let secrets = runner::secrets_for(&args.graph, trusted);
-    let (registry, graph) =
-        match runner::catalog::load_with_tools(&args.graph, secrets.as_ref(), trusted) {
-            Ok(loaded) => loaded,
-            Err(problems) => {
-                for p in &problems {
-                    eprintln!("{}", Escaped(p));
+    // Before the graph loads: a replay lists MCP tools from the recording, starting no server.
+    let replay = match &args.replay {
+        Some(run_id) => {
+            match crate::runner::eval::load_replay(args.db.clone(), run_id, args.replay_miss) {
+                Ok(replay) => Some(replay),
+                Err(message) => {
+                    eprintln!("--replay {}: {message}", escape_control(run_id));
+                    return Ok(EXIT_INVALID);
                 }
-                return Ok(EXIT_INVALID);
             }
-        };
+        }
+        None => None,
+    };
+    let (registry, graph) = match runner::catalog::load_replaying(
+        &args.graph,
+        secrets.as_ref(),
+        trusted,
+        replay.as_deref(),
+    ) {
+        Ok(loaded) => loaded,
+        Err(problems) => {
+            for p in &problems {
+                eprintln!("{}", Escaped(p));
+            }
+            return Ok(EXIT_INVALID);
+        }
+    };
     if let Some(note) = (!trusted)
         .then(|| crate::trust::safe_mode_note(&args.graph, &graph))
         .flatten()
@@ -549,18 +566,6 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     };
     let Some(workspace) = workspace_dir(args.workspace)? else {
         return Ok(EXIT_INVALID);
-    };
-    let replay = match &args.replay {
-        Some(run_id) => {
-            match crate::runner::eval::load_replay(args.db.clone(), run_id, args.replay_miss) {
-                Ok(replay) => Some(replay),
-                Err(message) => {
-                    eprintln!("--replay {}: {message}", escape_control(run_id));
-                    return Ok(EXIT_INVALID);
-                }
-            }
-        }
-        None => None,
     };
     let seed = match (&args.from, &args.reuse) {
         (Some(from), Some(reuse)) => {
