@@ -4,14 +4,13 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::io::{BufReader, Write as _};
-use std::net::TcpListener;
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use agentloom_tests::{FakeLlm, read_http_request};
+use agentloom_tests::FakeLlm;
 use serde_json::{Value, json};
 
 fn example(name: &str) -> PathBuf {
@@ -385,27 +384,6 @@ fn an_llm_graph_is_checked_by_contains_and_by_fakellm_as_judge_then_replayed_off
     );
 }
 
-/// A plain HTTP server on 127.0.0.1 answering every request with `payload-42`; its URL and
-/// how many requests it served.
-fn start_peer() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/data", listener.local_addr().unwrap());
-    let served = Arc::new(AtomicUsize::new(0));
-    let count = served.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let _ = read_http_request(&mut reader);
-            count.fetch_add(1, Ordering::SeqCst);
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\nconnection: close\r\n\r\npayload-42",
-            );
-        }
-    });
-    (url, served)
-}
-
 /// An agent with `http_get` (and `write_file`) whose goal is the graph input `goal`.
 fn agent_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
     let graph = json!({
@@ -431,7 +409,7 @@ fn agent_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
 
 #[test]
 fn an_agent_case_checks_the_tools_it_called() {
-    let (peer_url, _) = start_peer();
+    let (peer_url, _) = support::payload_peer();
     let Some(fake) = FakeLlm::start_with_rules(&RULES.replace("PEER_URL", &peer_url)) else {
         return;
     };
@@ -514,7 +492,7 @@ fn an_llm_run_replays_with_the_model_stopped_and_a_changed_prompt_misses() {
 
 #[test]
 fn an_agent_run_replays_its_model_and_tool_calls_with_both_peers_stopped() {
-    let (peer_url, served) = start_peer();
+    let (peer_url, served) = support::payload_peer();
     let Some(fake) = FakeLlm::start_with_rules(&RULES.replace("PEER_URL", &peer_url)) else {
         return;
     };

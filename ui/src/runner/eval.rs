@@ -212,7 +212,7 @@ pub fn run_evaluation(
     let jobs: Vec<(usize, u32)> = (0..cases.len())
         .flat_map(|case| (0..plan.repeat).map(move |repeat| (case, repeat)))
         .collect();
-    let results: Vec<(usize, u32, CaseRun, Usage)> = runtime.block_on(async {
+    let results: Vec<Option<(usize, u32, CaseRun, Usage)>> = runtime.block_on(async {
         futures::stream::iter(jobs)
             .map(|(index, repeat)| {
                 let case = &cases[index];
@@ -226,6 +226,10 @@ pub fn run_evaluation(
                     (&runner, &judge, &store, &cancel, &done);
                 let eval_id = &eval_id;
                 async move {
+                    // Stopped: the runs not started yet are left out.
+                    if cancel.is_cancelled() {
+                        return None;
+                    }
                     let finished = runner
                         .run_replaying(
                             case.inputs.clone(),
@@ -257,7 +261,7 @@ pub fn run_evaluation(
                         },
                         passed: run.passed,
                     });
-                    (index, repeat, run, judge_usage)
+                    Some((index, repeat, run, judge_usage))
                 }
             })
             .buffer_unordered(plan.concurrency.max(1))
@@ -266,7 +270,13 @@ pub fn run_evaluation(
     });
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
 
+    let results = results.into_iter().flatten().collect();
     let mut summary = summarize(&eval_id, &runner, &cases, results, started.elapsed());
+    summary["repeat"] = json!(plan.repeat);
+    summary["concurrency"] = json!(plan.concurrency.max(1));
+    if cancel.is_cancelled() {
+        summary["stopped"] = json!(true);
+    }
     row.duration_ms = summary["duration_ms"].as_u64();
     row.passed = summary["passed"].as_u64().unwrap_or_default();
     row.failed = summary["failed"].as_u64().unwrap_or_default();
