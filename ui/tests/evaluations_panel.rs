@@ -169,6 +169,9 @@ fn repeat_and_concurrency_typed_in_the_panel_shape_the_evaluation() {
     assert_eq!(result["runs"], 4);
     assert_eq!(result["cases"][0]["runs"].as_array().unwrap().len(), 2);
     assert_eq!(h.state().evaluations.status, "2 passed, 0 failed");
+    // A check is shown once a case, with how many of its runs passed it.
+    assert_eq!(h.query_all_by_label("✔ greeting equals 2/2").count(), 2);
+    h.get_by_label_contains("pass rate 100% (95% interval ");
 }
 
 #[test]

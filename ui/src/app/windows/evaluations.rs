@@ -526,20 +526,20 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
                     action = Some(EvaluationAction::OpenRun(first_run.to_owned()));
                 }
                 ui.horizontal(|ui| {
-                    for run in case["runs"].as_array().into_iter().flatten() {
-                        for check in run["checks"].as_array().into_iter().flatten() {
-                            let passed = check["passed"] == true;
-                            let label = format!(
-                                "{} {} {}",
-                                if passed { "✔" } else { "❌" },
-                                check["output"].as_str().unwrap_or_default(),
-                                check["check"].as_str().unwrap_or_default()
-                            );
-                            let detail = check["detail"].as_str().unwrap_or_default();
-                            let shown = ui.label(label);
-                            if !detail.is_empty() {
-                                shown.on_hover_text(agentloom_core::escape_control(detail));
-                            }
+                    for check in checks_of_runs(case) {
+                        let mark = if check.passed == check.runs {
+                            "✔"
+                        } else {
+                            "❌"
+                        };
+                        let label = if check.runs > 1 {
+                            format!("{mark} {} {}/{}", check.name, check.passed, check.runs)
+                        } else {
+                            format!("{mark} {}", check.name)
+                        };
+                        let shown = ui.label(label);
+                        if !check.detail.is_empty() {
+                            shown.on_hover_text(agentloom_core::escape_control(&check.detail));
                         }
                     }
                 });
@@ -554,12 +554,66 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
                 ui.end_row();
             }
         });
+    let bound = |i: usize| result["pass_rate_interval"][i].as_f64().unwrap_or_default() * 100.0;
+    let interval = if result["repeat"].as_u64().unwrap_or(1) > 1 {
+        format!(" (95% interval {:.0}–{:.0}%)", bound(0), bound(1))
+    } else {
+        String::new()
+    };
     ui.label(format!(
-        "pass rate {:.0}% · {} ms",
+        "pass rate {:.0}%{interval} over {} runs · {} ms",
         result["pass_rate"].as_f64().unwrap_or_default() * 100.0,
+        result["runs"].as_u64().unwrap_or_default(),
         result["duration_ms"].as_u64().unwrap_or_default()
     ));
     action
+}
+
+/// One check of a case over its runs (`--repeat`): how many of them passed it.
+struct CaseCheck {
+    /// `OUTPUT CHECK`.
+    name: String,
+    passed: usize,
+    runs: usize,
+    /// The first failure's detail, else the first run's.
+    detail: String,
+}
+
+/// The checks of `case`'s runs, one entry a check, in the order of the first run.
+fn checks_of_runs(case: &serde_json::Value) -> Vec<CaseCheck> {
+    let mut checks: Vec<CaseCheck> = Vec::new();
+    for run in case["runs"].as_array().into_iter().flatten() {
+        for check in run["checks"].as_array().into_iter().flatten() {
+            let name = format!(
+                "{} {}",
+                check["output"].as_str().unwrap_or_default(),
+                check["check"].as_str().unwrap_or_default()
+            );
+            let passed = check["passed"] == true;
+            let detail = check["detail"].as_str().unwrap_or_default();
+            let index = match checks.iter().position(|c| c.name == name) {
+                Some(index) => index,
+                None => {
+                    checks.push(CaseCheck {
+                        name,
+                        passed: 0,
+                        runs: 0,
+                        detail: detail.to_owned(),
+                    });
+                    checks.len() - 1
+                }
+            };
+            let entry = &mut checks[index];
+            entry.runs += 1;
+            if passed {
+                entry.passed += 1;
+            } else if entry.passed + 1 == entry.runs {
+                // The first failure explains the check.
+                entry.detail = detail.to_owned();
+            }
+        }
+    }
+    checks
 }
 
 /// Pass rate (%) and cost (USD) of the graph's evaluations, oldest first.
