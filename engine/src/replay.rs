@@ -164,4 +164,22 @@ mod tests {
         let live = Replay::new(Vec::new(), ReplayMiss::Live);
         assert!(matches!(live.answer("fetch", 1, &changed), Replayed::Live));
     }
+
+    #[test]
+    fn a_catalog_answer_stays_for_every_load_and_is_no_nodes_answer() {
+        let list = OutboundCall {
+            method: "MCP",
+            url: "mcp://files/tools/list",
+            body: b"",
+        };
+        let replay = Replay::new(
+            vec![recorded("$.mcp_servers.files", 0, &list, "[]")],
+            ReplayMiss::Fail,
+        );
+        for _ in 0..2 {
+            let answer = replay.catalog_answer("$.mcp_servers.files", &list);
+            assert_eq!(answer.map(|r| r.body), Some(b"[]".to_vec()));
+        }
+        assert_eq!(replay.catalog_answer("$.mcp_servers.other", &list), None);
+    }
 }

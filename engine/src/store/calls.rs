@@ -173,5 +173,22 @@ mod tests {
         );
         assert_eq!(calls[2].response.body, [0xff, 0x00, 0xfe]);
         assert_eq!(calls[0].response.headers[0].0, "content-type");
+
+        // Calls made for the run once it finished (a judge's) come after its own.
+        let over_cap = vec![b'z'; super::super::LogPolicy::default().max_value_bytes + 1];
+        store
+            .add_calls(
+                "r1",
+                &[
+                    call("$.expect.x.llm_judge/judge", b"verdict".to_vec()),
+                    call("e", over_cap),
+                ],
+            )
+            .unwrap();
+        let calls = store.recorded_calls("r1").unwrap();
+        let nodes: Vec<&str> = calls.iter().map(|c| c.node.as_str()).collect();
+        assert_eq!(nodes, ["a", "b", "c", "$.expect.x.llm_judge/judge"]);
+        assert_eq!(calls[3].response.body, b"verdict");
+        assert_eq!(calls[3].response.headers, calls[0].response.headers);
     }
 }
