@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use agentloom_core::{Block, BlockCatalog, ConfigCtx};
+use agentloom_core::{Block, BlockCatalog, CatalogCall, ConfigCtx};
 
 use crate::graph_call::{GraphFiles, GraphScope};
 
@@ -45,6 +45,8 @@ pub struct Registry {
     blocks: BTreeMap<String, Box<dyn Block>>,
     /// The graph file and the files its `graph.call` nodes read.
     scope: GraphScope,
+    /// What was learnt from outside while the catalog was built (MCP tool lists).
+    catalog_calls: Vec<CatalogCall>,
 }
 
 impl Registry {
@@ -102,6 +104,11 @@ impl Registry {
         self.scope.recorded_files()
     }
 
+    /// Keeps an answer got from outside while building the catalog, for every run's log.
+    pub fn keep_catalog_call(&mut self, call: CatalogCall) {
+        self.catalog_calls.push(call);
+    }
+
     /// The kind ids, sorted.
     pub fn kinds(&self) -> Vec<&str> {
         self.blocks.keys().map(String::as_str).collect()
@@ -131,6 +138,10 @@ impl BlockCatalog for Registry {
             graph_file: self.scope.file(),
             called_graphs: Some(&self.scope),
         }
+    }
+
+    fn catalog_calls(&self) -> Vec<CatalogCall> {
+        self.catalog_calls.clone()
     }
 }
 

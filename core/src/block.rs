@@ -207,6 +207,11 @@ pub trait BlockCatalog: Send + Sync {
     fn blocks(&self) -> Vec<&dyn Block>;
     /// What a node's block is given while it reads the node's config.
     fn config_ctx(&self) -> ConfigCtx<'_>;
+    /// Answers the catalog got from outside while it was built (an MCP server's tool
+    /// list), kept with every run so that a replay needs none of them.
+    fn catalog_calls(&self) -> Vec<crate::CatalogCall> {
+        Vec::new()
+    }
 }
 
 /// What a block may consult while it reads a node's config; made by the catalog the

@@ -44,7 +44,9 @@ pub use graph_file::{
 };
 pub use hosts::{BoundHosts, host_of, preset_hosts, refused_message};
 pub use json_schema::{value_type_from_schema, value_type_schema};
-pub use replay::{CallRecording, OutboundCall, RecordedResponse, Replayed, not_recorded};
+pub use replay::{
+    CallRecording, CatalogCall, OutboundCall, RecordedResponse, Replayed, not_recorded,
+};
 pub use tool::{tool_descriptor, tool_name, type_schema};
 pub use types::{
     CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, coerce_given, compatibility,

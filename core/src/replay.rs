@@ -65,3 +65,28 @@ pub fn not_recorded(node: &str, call: &OutboundCall<'_>) -> String {
         call.method, call.url
     )
 }
+
+/// An answer a block catalog got from outside the process while it was built, before any
+/// run (an MCP server's tool list). Every run of the catalog keeps it with its calls, under
+/// `source` (never a node id), so that replaying the run builds the same catalog without
+/// asking again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogCall {
+    /// Where in the graph file the answer comes from (`$.mcp_servers.NAME`).
+    pub source: String,
+    pub method: String,
+    pub url: String,
+    pub body: Vec<u8>,
+    pub response: RecordedResponse,
+}
+
+impl CatalogCall {
+    /// The call as a run's calls are keyed.
+    pub fn call(&self) -> OutboundCall<'_> {
+        OutboundCall {
+            method: &self.method,
+            url: &self.url,
+            body: &self.body,
+        }
+    }
+}

@@ -377,6 +377,23 @@ impl RunShared {
         self.sink.emit(&event);
     }
 
+    /// Keeps what the catalog learnt from outside before the run (an MCP server's tool
+    /// list) with the run's calls, so that replaying it needs no server.
+    fn record_catalog_calls(&self) {
+        for answer in self.executor.catalog.catalog_calls() {
+            let call = answer.call();
+            let recorded = crate::RecordedCall {
+                node: answer.source.clone(),
+                attempt: 0,
+                request_hash: crate::request_hash(&call),
+                method: answer.method.clone(),
+                url: answer.url.clone(),
+                response: answer.response.clone(),
+            };
+            self.sink.record_call(&recorded);
+        }
+    }
+
     fn stop_for_limit(&self, message: String) {
         if let Ok(mut slot) = self.limit_error.lock()
             && slot.is_none()
@@ -1039,6 +1056,9 @@ impl Scheduler {
             node_count: graph.nodes.len(),
             inputs: self.shared.inputs.clone(),
         });
+        if self.shared.path_prefix.is_empty() {
+            self.shared.record_catalog_calls();
+        }
         // Seeded nodes finish first, in topological order, so their dependents see them;
         // all are marked first so that none is started by a seeded upstream.
         let seeded_nodes: Vec<(usize, &ValueMap)> = graph

@@ -65,6 +65,23 @@ impl Replay {
         }
     }
 
+    /// The recorded answer a catalog got for `call` from `source` before the recorded run
+    /// (an MCP server's tool list, see [`agentloom_core::CatalogCall`]); it stays for
+    /// the run's own replay.
+    pub fn catalog_answer(
+        &self,
+        source: &str,
+        call: &OutboundCall<'_>,
+    ) -> Option<RecordedResponse> {
+        let exact = self
+            .exact
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        exact
+            .get(&(source.to_owned(), 0, request_hash(call)))
+            .and_then(|queue| queue.front().cloned())
+    }
+
     /// The answer to `call` of node `node` (its full path) at `attempt`: the next recorded
     /// response of that attempt, else of another attempt of the node with the same request.
     pub(crate) fn answer(&self, node: &str, attempt: u32, call: &OutboundCall<'_>) -> Replayed {
@@ -146,5 +163,23 @@ mod tests {
         let changed = OutboundCall { body: b"x", ..call };
         let live = Replay::new(Vec::new(), ReplayMiss::Live);
         assert!(matches!(live.answer("fetch", 1, &changed), Replayed::Live));
+    }
+
+    #[test]
+    fn a_catalog_answer_stays_for_every_load_and_is_no_nodes_answer() {
+        let list = OutboundCall {
+            method: "MCP",
+            url: "mcp://files/tools/list",
+            body: b"",
+        };
+        let replay = Replay::new(
+            vec![recorded("$.mcp_servers.files", 0, &list, "[]")],
+            ReplayMiss::Fail,
+        );
+        for _ in 0..2 {
+            let answer = replay.catalog_answer("$.mcp_servers.files", &list);
+            assert_eq!(answer.map(|r| r.body), Some(b"[]".to_vec()));
+        }
+        assert_eq!(replay.catalog_answer("$.mcp_servers.other", &list), None);
     }
 }

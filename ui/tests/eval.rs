@@ -4,14 +4,13 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::io::{BufReader, Write as _};
-use std::net::TcpListener;
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use agentloom_tests::{FakeLlm, read_http_request};
+use agentloom_tests::FakeLlm;
 use serde_json::{Value, json};
 
 fn example(name: &str) -> PathBuf {
@@ -339,50 +338,50 @@ fn an_llm_graph_is_checked_by_contains_and_by_fakellm_as_judge_then_replayed_off
     let eval_id = result["eval_id"].as_str().unwrap().to_owned();
     drop(fake);
 
-    // The model is gone: the recorded calls answer. The judge is not replayed, so only
-    // `contains` is asked here.
-    let plain = write(
-        dir.path(),
-        "plain.jsonl",
-        "{\"name\": \"ada\", \"inputs\": {\"who\": \"Ada\"}, \"expect\": {\"reply\": {\"contains\": \"nice to meet\"}}}\n",
-    );
-    let output = eval(
-        &[
+    // The model is gone: the recorded calls answer, the judge's too, with the same verdict.
+    let replay = |cases: &Path| {
+        let args = [
             s(&graph),
             "--cases",
-            s(&plain),
+            s(cases),
             "--trust",
             "--json",
             "--replay",
             &eval_id,
-        ],
-        &db,
-        dir.path(),
-        Some(port),
-    );
+        ];
+        eval(&args, &db, dir.path(), Some(port))
+    };
+    let output = replay(&cases);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert_eq!(json_of(&output)["passed"], 1);
-}
+    let replayed = json_of(&output);
+    assert_eq!(replayed["passed"], 1, "{replayed}");
+    assert_eq!(
+        replayed["cases"][0]["runs"][0]["checks"], *checks,
+        "the replayed judge gives the recorded verdict"
+    );
 
-/// A plain HTTP server on 127.0.0.1 answering every request with `payload-42`; its URL and
-/// how many requests it served.
-fn start_peer() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/data", listener.local_addr().unwrap());
-    let served = Arc::new(AtomicUsize::new(0));
-    let count = served.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let _ = read_http_request(&mut reader);
-            count.fetch_add(1, Ordering::SeqCst);
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\nconnection: close\r\n\r\npayload-42",
-            );
-        }
-    });
-    (url, served)
+    // Another criterion is another request to the judge: not recorded, so it fails.
+    let stricter = write(
+        dir.path(),
+        "stricter.jsonl",
+        &format!(
+            "{}\n",
+            json!({"name": "ada", "inputs": {"who": "Ada"}, "expect": {"reply": {
+                "llm_judge": {"criteria": "The reply is in French.", "credential": "fakellm",
+                    "base_url": format!("http://127.0.0.1:{port}/v1"), "model": "judge-model"}}}})
+        ),
+    );
+    let output = replay(&stricter);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let judged = &json_of(&output)["cases"][0]["runs"][0]["checks"][0];
+    assert_eq!(judged["check"], "llm_judge");
+    assert!(
+        judged["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not recorded: judge POST http://127.0.0.1:"),
+        "{judged}"
+    );
 }
 
 /// An agent with `http_get` (and `write_file`) whose goal is the graph input `goal`.
@@ -410,7 +409,7 @@ fn agent_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
 
 #[test]
 fn an_agent_case_checks_the_tools_it_called() {
-    let (peer_url, _) = start_peer();
+    let (peer_url, _) = support::payload_peer();
     let Some(fake) = FakeLlm::start_with_rules(&RULES.replace("PEER_URL", &peer_url)) else {
         return;
     };
@@ -493,7 +492,7 @@ fn an_llm_run_replays_with_the_model_stopped_and_a_changed_prompt_misses() {
 
 #[test]
 fn an_agent_run_replays_its_model_and_tool_calls_with_both_peers_stopped() {
-    let (peer_url, served) = start_peer();
+    let (peer_url, served) = support::payload_peer();
     let Some(fake) = FakeLlm::start_with_rules(&RULES.replace("PEER_URL", &peer_url)) else {
         return;
     };
@@ -547,4 +546,100 @@ fn replaying_a_run_that_is_not_in_the_log_names_it() {
         "{}",
         stderr(&output)
     );
+}
+
+/// A launcher of server-everything that counts its starts in `dir/starts`, and fails to
+/// start (as a server that is not installed would) while `dir/offline` exists.
+fn counting_launcher(dir: &Path, launcher: &Path) -> PathBuf {
+    let script = dir.join("everything.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ -e '{dir}/offline' ]; then echo 'the server is not available' >&2; exit 1; fi\necho started >> '{dir}/starts'\nexec '{launcher}' \"$@\"\n",
+            dir = dir.display(),
+            launcher = launcher.display()
+        ),
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&script, permissions).unwrap();
+    script
+}
+
+fn starts(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("starts"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn an_mcp_run_replays_without_its_server_and_a_miss_goes_live_only_when_asked() {
+    let Some(everything) = agentloom_tests::mcp::server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let launcher = counting_launcher(dir.path(), &everything);
+    let graph = write(
+        dir.path(),
+        "echo.json",
+        &serde_json::to_string_pretty(&json!({
+            "format": "agentloom.graph", "version": 1, "name": "echo",
+            "mcp_servers": {"everything": {"command": launcher, "args": ["stdio"]}},
+            "nodes": [
+                {"id": "message", "block": "graph.input", "config": {"name": "message", "type": "text"}},
+                {"id": "echo", "block": "mcp.everything.echo"},
+                {"id": "out", "block": "graph.output", "config": {"name": "echoed"}}
+            ],
+            "edges": [
+                {"from": ["message", "value"], "to": ["echo", "message"]},
+                {"from": ["echo", "text"], "to": ["out", "value"]}
+            ]
+        }))
+        .unwrap(),
+    );
+    let run = |message: &str, extra: &[&str]| {
+        let input = format!("message={message}");
+        let mut args = vec!["run", s(&graph), "--trust", "--json", "--input", &input];
+        args.extend_from_slice(extra);
+        agentloom(&args, &db, dir.path(), None)
+    };
+    let live = json_of(&run("hi", &[]));
+    assert_eq!(live["status"], "completed", "{live}");
+    assert_eq!(live["outputs"]["echoed"], "Echo: hi");
+    assert_eq!(starts(dir.path()), 1);
+    let run_id = live["run_id"].as_str().unwrap().to_owned();
+
+    // The server cannot start now: the replay lists its tools and answers its call from
+    // the recording, starting nothing.
+    std::fs::write(dir.path().join("offline"), "").unwrap();
+    let output = run("hi", &["--replay", &run_id]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let replayed = json_of(&output);
+    assert_eq!(replayed["outputs"], live["outputs"]);
+    // Another message is a call the recording does not have: the node fails, no server.
+    let missed = run("bye", &["--replay", &run_id]);
+    assert_eq!(missed.status.code(), Some(1), "{}", stderr(&missed));
+    let error = json_of(&missed)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("not recorded: echo MCP mcp://everything/echo"),
+        "{error}"
+    );
+    assert_eq!(starts(dir.path()), 1, "no replay started the server");
+
+    // With --replay-miss live, the call that was not recorded starts the server.
+    std::fs::remove_file(dir.path().join("offline")).unwrap();
+    let output = run("bye", &["--replay", &run_id, "--replay-miss", "live"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(json_of(&output)["outputs"]["echoed"], "Echo: bye");
+    assert_eq!(starts(dir.path()), 2);
+    // A replay of a replayed run lists the tools offline too: the list is recorded again.
+    std::fs::write(dir.path().join("offline"), "").unwrap();
+    let again = json_of(&output)["run_id"].as_str().unwrap().to_owned();
+    let output = run("bye", &["--replay", &again]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(json_of(&output)["outputs"]["echoed"], "Echo: bye");
+    assert_eq!(starts(dir.path()), 2);
 }

@@ -48,7 +48,8 @@ pub struct McpConnection {
     name: String,
     server: McpServerDoc,
     token: Option<Secret>,
-    session: tokio::sync::Mutex<Arc<Session>>,
+    /// `None` until the first call of a connection made from a recorded tool list.
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
 }
 
 /// Why a call did not return a result.
@@ -79,10 +80,21 @@ impl McpConnection {
                 name: name.to_owned(),
                 server: server.clone(),
                 token,
-                session: tokio::sync::Mutex::new(Arc::new(session)),
+                session: tokio::sync::Mutex::new(Some(Arc::new(session))),
             },
             tools,
         ))
+    }
+
+    /// A connection to a server whose tools are known from a recording: nothing is
+    /// started or reached until a call is made (a replay answers its calls itself).
+    pub fn unstarted(name: &str, server: &McpServerDoc, token: Option<Secret>) -> McpConnection {
+        McpConnection {
+            name: name.to_owned(),
+            server: server.clone(),
+            token,
+            session: tokio::sync::Mutex::new(None),
+        }
     }
 
     /// The server's name in the graph file.
@@ -101,13 +113,17 @@ impl McpConnection {
         let connection = self.clone();
         let starting = super::runtime().spawn(async move {
             let mut session = connection.session.lock().await;
-            if !session.is_usable() {
-                let fresh = Session::start(&connection.server, connection.token.as_ref())
-                    .await
-                    .map_err(|e| redact_token(e, connection.token.as_ref()))?;
-                *session = Arc::new(fresh);
+            match session.as_ref() {
+                Some(live) if live.is_usable() => Ok::<_, String>(live.clone()),
+                _ => {
+                    let fresh = Session::start(&connection.server, connection.token.as_ref())
+                        .await
+                        .map_err(|e| redact_token(e, connection.token.as_ref()))?;
+                    let fresh = Arc::new(fresh);
+                    *session = Some(fresh.clone());
+                    Ok(fresh)
+                }
             }
-            Ok::<_, String>(session.clone())
         });
         starting
             .await

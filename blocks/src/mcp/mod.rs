@@ -14,7 +14,9 @@ mod tool_block;
 
 use std::sync::{Arc, OnceLock};
 
-use agentloom_core::{GraphDoc, Problem, ProblemKind, REDACTED, Secret, SecretSource};
+use agentloom_core::{
+    CatalogCall, GraphDoc, Problem, ProblemKind, REDACTED, RecordedResponse, Secret, SecretSource,
+};
 use rmcp::model::Tool;
 
 pub use connection::{CallFailure, MAX_MESSAGE_BYTES, McpConnection};
@@ -58,6 +60,32 @@ pub fn add_mcp_tools(
     doc: &GraphDoc,
     secrets: &dyn SecretSource,
 ) -> Vec<Problem> {
+    add_mcp_tools_recorded(registry, doc, secrets, &|_| None)
+}
+
+/// Where a server's tool list is kept with a run's calls (see [`CatalogCall`]).
+fn tool_list_source(server: &str) -> String {
+    format!("$.mcp_servers.{server}")
+}
+
+fn tool_list_url(server: &str) -> String {
+    format!("mcp://{server}/tools/list")
+}
+
+/// The recorded tool list a replay answers for `server`, when `recorded` has it
+/// (it answers the [`CatalogCall`] of the list with its response).
+pub type RecordedToolLists<'a> = dyn Fn(&CatalogCall) -> Option<RecordedResponse> + 'a;
+
+/// [`add_mcp_tools`], except that a server whose tool list `recorded` holds (a replayed
+/// run's) is neither started nor reached: its tools come from the recording, and the
+/// server starts only if a call is made live. Every tool list is kept in `registry`, so
+/// that each run records it.
+pub fn add_mcp_tools_recorded(
+    registry: &mut Registry,
+    doc: &GraphDoc,
+    secrets: &dyn SecretSource,
+    recorded: &RecordedToolLists<'_>,
+) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (name, server) in &doc.mcp_servers {
         if let Err(why) = check_name(name) {
@@ -87,15 +115,43 @@ pub fn add_mcp_tools(
             problems.push(server_problem(name, &refused));
             continue;
         }
-        let connecting = {
-            let (name, server) = (name.clone(), server.clone());
-            on_mcp_runtime(async move { McpConnection::connect(&name, &server, token).await })
+        let mut list = CatalogCall {
+            source: tool_list_source(name),
+            method: "MCP".to_owned(),
+            url: tool_list_url(name),
+            body: Vec::new(),
+            response: RecordedResponse::default(),
+        };
+        let from_recording = recorded(&list).and_then(|response| {
+            serde_json::from_slice::<Vec<Tool>>(&response.body)
+                .inspect_err(|e| {
+                    tracing::warn!("MCP server `{name}`: the recorded tool list does not read ({e}); the server is asked");
+                })
+                .ok()
+        });
+        let connecting = match from_recording {
+            Some(tools) => Ok(Ok((McpConnection::unstarted(name, server, token), tools))),
+            None => {
+                let (name, server) = (name.clone(), server.clone());
+                on_mcp_runtime(async move { McpConnection::connect(&name, &server, token).await })
+            }
         };
         match connecting.and_then(|result| result) {
             Ok((connection, tools)) => {
                 let connection = Arc::new(connection);
+                let tools: Vec<Tool> = tools
+                    .into_iter()
+                    .map(|tool| without_token(tool, connection.token()))
+                    .collect();
+                if let Ok(body) = serde_json::to_vec(&tools) {
+                    list.response = RecordedResponse {
+                        status: 200,
+                        headers: Vec::new(),
+                        body,
+                    };
+                    registry.keep_catalog_call(list);
+                }
                 for tool in tools {
-                    let tool = without_token(tool, connection.token());
                     if let Err(why) = check_name(&tool.name) {
                         tracing::warn!(
                             "MCP server `{name}`: the tool named \"{}\" is left out: its name {why}",

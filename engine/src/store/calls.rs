@@ -57,6 +57,58 @@ impl RunStore {
         }
         Ok(calls)
     }
+
+    /// Adds `calls` to run `run_id`'s, after those it recorded itself: calls made for the
+    /// run once it had finished (the judge of an evaluation's case). A body over the
+    /// default cap keeps only its size, as while a run is recorded.
+    pub fn add_calls(&self, run_id: &str, calls: &[RecordedCall]) -> Result<(), StoreError> {
+        let max_bytes = super::LogPolicy::default().max_value_bytes;
+        let mut conn = self.lock();
+        let write_error = |source| StoreError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let tx = conn.transaction().map_err(write_error)?;
+        let next: i64 = tx
+            .query_row(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM run_calls WHERE run_id = ?1",
+                params![run_id],
+                |row| row.get(0),
+            )
+            .map_err(write_error)?;
+        for (seq, call) in (next..).zip(calls) {
+            let body = &call.response.body;
+            let response_json = (body.len() <= max_bytes).then(|| {
+                let body = match String::from_utf8(body.clone()) {
+                    Ok(text) => Value::Text(text),
+                    Err(binary) => Value::Bytes(binary.into_bytes()),
+                };
+                serde_json::to_string(&ValueMap::from([("body".to_owned(), body)]))
+                    .unwrap_or_else(|_| "{}".to_owned())
+            });
+            tx.execute(
+                "INSERT INTO run_calls (run_id, seq, node_id, attempt, request_hash, method, url,
+                                        status, headers_json, response_json, body_size)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    run_id,
+                    seq,
+                    call.node,
+                    call.attempt,
+                    call.request_hash,
+                    call.method,
+                    call.url,
+                    call.response.status,
+                    serde_json::to_string(&call.response.headers)
+                        .unwrap_or_else(|_| "[]".to_owned()),
+                    response_json,
+                    i64::try_from(body.len()).unwrap_or(i64::MAX),
+                ],
+            )
+            .map_err(write_error)?;
+        }
+        tx.commit().map_err(write_error)
+    }
 }
 
 #[cfg(test)]
@@ -121,5 +173,22 @@ mod tests {
         );
         assert_eq!(calls[2].response.body, [0xff, 0x00, 0xfe]);
         assert_eq!(calls[0].response.headers[0].0, "content-type");
+
+        // Calls made for the run once it finished (a judge's) come after its own.
+        let over_cap = vec![b'z'; super::super::LogPolicy::default().max_value_bytes + 1];
+        store
+            .add_calls(
+                "r1",
+                &[
+                    call("$.expect.x.llm_judge/judge", b"verdict".to_vec()),
+                    call("e", over_cap),
+                ],
+            )
+            .unwrap();
+        let calls = store.recorded_calls("r1").unwrap();
+        let nodes: Vec<&str> = calls.iter().map(|c| c.node.as_str()).collect();
+        assert_eq!(nodes, ["a", "b", "c", "$.expect.x.llm_judge/judge"]);
+        assert_eq!(calls[3].response.body, b"verdict");
+        assert_eq!(calls[3].response.headers, calls[0].response.headers);
     }
 }

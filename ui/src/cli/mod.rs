@@ -527,11 +527,25 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         return Ok(EXIT_INVALID);
     };
     let secrets = runner::secrets_for(&args.graph, trusted);
+    // Before the graph loads: a replay lists MCP tools from the recording, starting no server.
+    let replay = match &args.replay {
+        Some(run_id) => {
+            match crate::runner::eval::load_replay(args.db.clone(), run_id, args.replay_miss) {
+                Ok(replay) => Some(replay),
+                Err(message) => {
+                    eprintln!("--replay {}: {message}", escape_control(run_id));
+                    return Ok(EXIT_INVALID);
+                }
+            }
+        }
+        None => None,
+    };
     let (registry, graph) = match runner::catalog::validate_with_tools(
         &args.graph,
         file.doc,
         secrets.as_ref(),
         trusted,
+        replay.as_deref(),
     ) {
         Ok(loaded) => loaded,
         Err(problems) => {
@@ -561,18 +575,6 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     };
     let Some(workspace) = workspace_dir(args.workspace)? else {
         return Ok(EXIT_INVALID);
-    };
-    let replay = match &args.replay {
-        Some(run_id) => {
-            match crate::runner::eval::load_replay(args.db.clone(), run_id, args.replay_miss) {
-                Ok(replay) => Some(replay),
-                Err(message) => {
-                    eprintln!("--replay {}: {message}", escape_control(run_id));
-                    return Ok(EXIT_INVALID);
-                }
-            }
-        }
-        None => None,
     };
     let seed = match (&args.from, &args.reuse) {
         (Some(from), Some(reuse)) => {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use agentloom_blocks::Registry;
 use agentloom_blocks::graph_call::{self, GraphFiles};
 use agentloom_core::{GraphDoc, Problem, SecretSource, ValidGraph, validate, validate_shared};
+use agentloom_engine::Replay;
 
 use super::format_problem;
 use crate::trust;
@@ -35,6 +36,18 @@ pub fn catalog_for(
     trusted: bool,
     secrets: &dyn SecretSource,
 ) -> (Registry, Vec<Problem>) {
+    catalog_replaying(doc, file, trusted, secrets, None)
+}
+
+/// [`catalog_for`] for a run that replays `replay`: a server whose tool list it recorded
+/// is not started (only a call that goes live starts it).
+pub fn catalog_replaying(
+    doc: &GraphDoc,
+    file: Option<&Path>,
+    trusted: bool,
+    secrets: &dyn SecretSource,
+    replay: Option<&Replay>,
+) -> (Registry, Vec<Problem>) {
     let mut registry = builtin_for(file, trusted);
     let problems = match file {
         Some(file) if !trusted => {
@@ -42,7 +55,9 @@ pub fn catalog_for(
             problems.extend(trust::unsandboxed_code_problems(doc, file));
             problems
         }
-        _ => agentloom_blocks::mcp::add_mcp_tools(&mut registry, doc, secrets),
+        _ => agentloom_blocks::mcp::add_mcp_tools_recorded(&mut registry, doc, secrets, &|list| {
+            replay?.catalog_answer(&list.source, &list.call())
+        }),
     };
     (registry, problems)
 }
@@ -79,22 +94,34 @@ pub fn load_with_tools(
     secrets: &dyn SecretSource,
     trusted: bool,
 ) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
-    let doc = super::load_graph(path).map_err(|e| vec![e.to_string()])?;
-    validate_with_tools(path, doc, secrets, trusted)
+    load_replaying(path, secrets, trusted, None)
 }
 
-/// [`load_with_tools`] for `doc`, just read from the graph file at `path`.
+/// [`load_with_tools`] for a run that replays `replay`: MCP servers whose tool lists it
+/// recorded are not started.
+pub fn load_replaying(
+    path: &Path,
+    secrets: &dyn SecretSource,
+    trusted: bool,
+    replay: Option<&Replay>,
+) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
+    let doc = super::load_graph(path).map_err(|e| vec![e.to_string()])?;
+    validate_with_tools(path, doc, secrets, trusted, replay)
+}
+
+/// [`load_replaying`] for `doc`, just read from the graph file at `path`.
 pub fn validate_with_tools(
     path: &Path,
     doc: GraphDoc,
     secrets: &dyn SecretSource,
     trusted: bool,
+    replay: Option<&Replay>,
 ) -> Result<(Arc<Registry>, ValidGraph), Vec<String>> {
     // Recorded with absolute `graph.call` paths: the run can be resumed from anywhere.
     let mut doc = graph_call::with_absolute_paths(doc, Some(path));
     // An untrusted graph always runs in safe mode: every side effect asks first.
     doc.settings.safe_mode |= !trusted;
-    let (registry, problems) = catalog_for(&doc, Some(path), trusted, secrets);
+    let (registry, problems) = catalog_replaying(&doc, Some(path), trusted, secrets, replay);
     let doc = Arc::new(doc);
     let mut problems: Vec<String> = problems.iter().map(|p| format_problem(path, p)).collect();
     match validate_shared(doc.clone(), &registry) {

@@ -11,8 +11,8 @@ use agentloom_blocks::Registry;
 use agentloom_core::{GraphDoc, Usage, Value, ValueMap, clip_chars, escape_control};
 use agentloom_engine::eval::{self, CheckResult};
 use agentloom_engine::{
-    EvaluationRow, EvaluationRun, Executor, Replay, ReplayMiss, RunOptions, RunStatus, RunStore,
-    new_run_id,
+    EvaluationRow, EvaluationRun, Executor, RecordedCall, Replay, ReplayMiss, RunOptions,
+    RunStatus, RunStore, new_run_id,
 };
 use futures::StreamExt as _;
 use serde::Serialize;
@@ -130,8 +130,24 @@ pub fn run_evaluation(
     })?;
     let cases = eval::parse_cases(&plan.cases_file, &text).map_err(|e| invalid(e.to_string()))?;
     let graph_file = std::fs::canonicalize(&plan.graph).unwrap_or_else(|_| plan.graph.clone());
-    let runner = GraphRunner::load(&plan.graph, Some(store.clone()), plan.trust)
-        .map_err(|problems| invalid(problems.join("\n")))?;
+    let recordings =
+        match &plan.replay {
+            Some(id) => Some(Recordings::read(&store, id).map_err(|message| {
+                invalid(format!("--replay {}: {message}", escape_control(id)))
+            })?),
+            None => None,
+        };
+    // A replay lists the MCP tools it recorded: no server is started to list them.
+    let catalog_replay = recordings
+        .as_ref()
+        .map(|r| Replay::new(r.any_calls(), plan.replay_miss.into()));
+    let runner = GraphRunner::load_replaying(
+        &plan.graph,
+        Some(store.clone()),
+        plan.trust,
+        catalog_replay.as_ref(),
+    )
+    .map_err(|problems| invalid(problems.join("\n")))?;
     if let Some(note) = runner.safe_mode_note() {
         tracing::info!("{note}");
     }
@@ -153,13 +169,6 @@ pub fn run_evaluation(
         },
         None => None,
     };
-    let replays =
-        match &plan.replay {
-            Some(id) => Some(replays_of(&store, id, plan.replay_miss).map_err(|message| {
-                invalid(format!("--replay {}: {message}", escape_control(id)))
-            })?),
-            None => None,
-        };
     // Before the evaluation is recorded: a server that cannot be reached leaves no trace.
     let runtime = super::async_runtime().map_err(|e| failed(&e))?;
     let runner = match &plan.nats {
@@ -175,6 +184,7 @@ pub fn run_evaluation(
     let judge = Judge {
         registry: Arc::new(Registry::builtin()),
         secrets: super::secrets_for(&plan.graph, trusted),
+        store: store.clone(),
     };
 
     let eval_id = new_run_id();
@@ -202,22 +212,24 @@ pub fn run_evaluation(
     let jobs: Vec<(usize, u32)> = (0..cases.len())
         .flat_map(|case| (0..plan.repeat).map(move |repeat| (case, repeat)))
         .collect();
-    let results: Vec<(usize, u32, CaseRun, Usage)> = runtime.block_on(async {
+    let results: Vec<Option<(usize, u32, CaseRun, Usage)>> = runtime.block_on(async {
         futures::stream::iter(jobs)
             .map(|(index, repeat)| {
                 let case = &cases[index];
-                let replay = replays.as_ref().map(|r| {
-                    r.get(&(case.name.clone(), repeat))
-                        .cloned()
-                        .unwrap_or_else(|| {
-                            // A case the replayed evaluation did not have: nothing recorded.
-                            Arc::new(Replay::new(Vec::new(), plan.replay_miss.into()))
-                        })
-                });
+                // A case the replayed evaluation did not have has nothing recorded.
+                let recorded = recordings
+                    .as_ref()
+                    .map(|r| r.of(&case.name, repeat, plan.replay_miss));
+                let replay = recorded.as_ref().map(|r| r.run.clone());
+                let judge_calls = recorded.map(|r| r.judge);
                 let (runner, judge, store, cancel, done) =
                     (&runner, &judge, &store, &cancel, &done);
                 let eval_id = &eval_id;
                 async move {
+                    // Stopped: the runs not started yet are left out.
+                    if cancel.is_cancelled() {
+                        return None;
+                    }
                     let finished = runner
                         .run_replaying(
                             case.inputs.clone(),
@@ -226,7 +238,8 @@ pub fn run_evaluation(
                             replay,
                         )
                         .await;
-                    let (run, judge_usage) = check_run(case, &finished, runner, judge).await;
+                    let (run, judge_usage) =
+                        check_run(case, &finished, runner, judge, judge_calls.as_ref()).await;
                     let linked = EvaluationRun {
                         case_name: case.name.clone(),
                         repeat,
@@ -248,7 +261,7 @@ pub fn run_evaluation(
                         },
                         passed: run.passed,
                     });
-                    (index, repeat, run, judge_usage)
+                    Some((index, repeat, run, judge_usage))
                 }
             })
             .buffer_unordered(plan.concurrency.max(1))
@@ -257,7 +270,13 @@ pub fn run_evaluation(
     });
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
 
+    let results = results.into_iter().flatten().collect();
     let mut summary = summarize(&eval_id, &runner, &cases, results, started.elapsed());
+    summary["repeat"] = json!(plan.repeat);
+    summary["concurrency"] = json!(plan.concurrency.max(1));
+    if cancel.is_cancelled() {
+        summary["stopped"] = json!(true);
+    }
     row.duration_ms = summary["duration_ms"].as_u64();
     row.passed = summary["passed"].as_u64().unwrap_or_default();
     row.failed = summary["failed"].as_u64().unwrap_or_default();
@@ -316,33 +335,100 @@ fn check_cases_fit(
     Ok(())
 }
 
-/// The recordings of evaluation `id`'s runs, by case name and repeat.
-fn replays_of(
-    store: &RunStore,
-    id: &str,
+/// What an evaluation replays (`--replay ID`): the runs of an earlier evaluation, each
+/// answering the same case and repeat, or one run answering every case.
+enum Recordings {
+    Evaluation(HashMap<(String, u32), Vec<RecordedCall>>),
+    Run(Vec<RecordedCall>),
+}
+
+/// The replays of one case run: its graph's calls, and its judges'.
+struct CaseReplay {
+    run: Arc<Replay>,
+    judge: JudgeReplays,
+}
+
+/// The recorded calls of a case run's judges, by the output judged.
+struct JudgeReplays {
+    calls: HashMap<String, Vec<RecordedCall>>,
     miss: ReplayMissArg,
-) -> Result<HashMap<(String, u32), Arc<Replay>>, String> {
-    let runs = store
-        .evaluation(id)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "no evaluation `{id}` in {}; `agentloom evals` lists them",
-                store.path().display()
-            )
-        })?
-        .runs;
-    let mut replays = HashMap::new();
-    for run in runs {
-        let calls = store
-            .recorded_calls(&run.run_id)
-            .map_err(|e| e.to_string())?;
-        replays.insert(
-            (run.case_name, run.repeat),
-            Arc::new(Replay::new(calls, miss.into())),
-        );
+}
+
+impl JudgeReplays {
+    /// The replay of the judge of `output` (nothing recorded: its calls miss).
+    fn of(&self, output: &str) -> Arc<Replay> {
+        let calls = self.calls.get(output).cloned().unwrap_or_default();
+        Arc::new(Replay::new(calls, self.miss.into()))
     }
-    Ok(replays)
+}
+
+impl Recordings {
+    /// The recordings of evaluation `id` (or else of run `id`, an unambiguous prefix).
+    fn read(store: &RunStore, id: &str) -> Result<Recordings, String> {
+        if let Some(evaluation) = store.evaluation(id).map_err(|e| e.to_string())? {
+            let mut runs = HashMap::new();
+            for run in evaluation.runs {
+                let calls = store
+                    .recorded_calls(&run.run_id)
+                    .map_err(|e| e.to_string())?;
+                runs.insert((run.case_name, run.repeat), calls);
+            }
+            return Ok(Recordings::Evaluation(runs));
+        }
+        let run_id = store.resolve_run_id(id).map_err(|e| e.to_string())?;
+        let Some(run_id) = run_id else {
+            return Err(format!(
+                "no evaluation or run `{id}` in {}; `agentloom evals` and `agentloom runs` list them",
+                store.path().display()
+            ));
+        };
+        let calls = store.recorded_calls(&run_id).map_err(|e| e.to_string())?;
+        Ok(Recordings::Run(calls))
+    }
+
+    /// Some recorded run's calls (its MCP tool lists answer for the whole evaluation).
+    fn any_calls(&self) -> Vec<RecordedCall> {
+        match self {
+            Recordings::Evaluation(runs) => runs.values().next().cloned().unwrap_or_default(),
+            Recordings::Run(calls) => calls.clone(),
+        }
+    }
+
+    /// The replays of run `repeat` of case `case`.
+    fn of(&self, case: &str, repeat: u32, miss: ReplayMissArg) -> CaseReplay {
+        let calls = match self {
+            Recordings::Evaluation(runs) => runs
+                .get(&(case.to_owned(), repeat))
+                .cloned()
+                .unwrap_or_default(),
+            Recordings::Run(calls) => calls.clone(),
+        };
+        let mut judge: HashMap<String, Vec<RecordedCall>> = HashMap::new();
+        for call in &calls {
+            if let Some((output, node)) = judged_call(&call.node) {
+                let mut call = call.clone();
+                call.node = node.to_owned();
+                judge.entry(output.to_owned()).or_default().push(call);
+            }
+        }
+        CaseReplay {
+            run: Arc::new(Replay::new(calls, miss.into())),
+            judge: JudgeReplays { calls: judge, miss },
+        }
+    }
+}
+
+/// Where the calls of the judge of `output` are kept among its case run's calls: under
+/// `$.expect.OUTPUT.llm_judge/` (never a node id), then the judge graph's node.
+fn judge_prefix(output: &str) -> String {
+    format!("$.expect.{output}.llm_judge/")
+}
+
+/// The output judged and the judge's node, when `node` is a judge's call.
+fn judged_call(node: &str) -> Option<(&str, &str)> {
+    let rest = node.strip_prefix("$.expect.")?;
+    let (output, node) = rest.split_once(".llm_judge/")?;
+    Some((output, node))
 }
 
 /// Checks one finished run against its case; returns it and what judging it cost.
@@ -351,6 +437,7 @@ async fn check_run(
     finished: &super::headless::FinishedRun,
     runner: &GraphRunner,
     judge: &Judge,
+    replay: Option<&JudgeReplays>,
 ) -> (CaseRun, Usage) {
     let report = &finished.report;
     let mut checks = Vec::new();
@@ -359,7 +446,11 @@ async fn check_run(
         let value = report.outputs.get(output);
         let result = match (check, value) {
             (eval::Check::LlmJudge(spec), Some(value)) => {
-                let (result, usage) = judge.decide(output, spec, value).await;
+                let judging = Judging {
+                    run_id: &report.run_id,
+                    replay: replay.map(|judges| judges.of(output)),
+                };
+                let (result, usage) = judge.decide(output, spec, value, judging).await;
                 judge_usage += usage;
                 result
             }
@@ -527,10 +618,33 @@ fn compare(
 }
 
 /// Asks a model whether an output meets a case's criteria (`llm_judge`): a one-node
-/// `llm.chat` graph run like any other, not recorded.
+/// `llm.chat` graph run like any other. Its calls are kept with the case's run (under
+/// [`judge_prefix`]), so that `eval --replay` answers the judge from them too.
 struct Judge {
     registry: Arc<Registry>,
     secrets: Arc<dyn agentloom_core::SecretSource>,
+    store: Arc<RunStore>,
+}
+
+/// The case run a judge decides on, and the recording that answers the judge's calls.
+struct Judging<'a> {
+    run_id: &'a str,
+    replay: Option<Arc<Replay>>,
+}
+
+/// Keeps the calls of a judge's run.
+#[derive(Default)]
+struct JudgeCalls(std::sync::Mutex<Vec<RecordedCall>>);
+
+impl agentloom_engine::EventSink for JudgeCalls {
+    fn emit(&self, _event: &agentloom_engine::RunEvent) {}
+
+    fn record_call(&self, call: &RecordedCall) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(call.clone());
+    }
 }
 
 impl Judge {
@@ -539,6 +653,7 @@ impl Judge {
         output: &str,
         spec: &eval::JudgeSpec,
         value: &Value,
+        judging: Judging<'_>,
     ) -> (CheckResult, Usage) {
         let result = |passed: bool, detail: String| CheckResult {
             output: output.to_owned(),
@@ -595,15 +710,31 @@ impl Judge {
             spec.criteria,
             value.to_text()
         );
+        let calls = Arc::new(JudgeCalls::default());
         let report = Executor::new(self.registry.clone())
             .with_secrets(self.secrets.clone())
             .run(
                 Arc::new(graph),
                 ValueMap::from([("request".to_owned(), Value::Text(request))]),
-                RunOptions::default(),
-                Arc::new(agentloom_engine::NullSink),
+                RunOptions {
+                    replay: judging.replay,
+                    ..RunOptions::default()
+                },
+                calls.clone(),
             )
             .await;
+        let mut calls = std::mem::take(
+            &mut *calls
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for call in &mut calls {
+            call.node = format!("{}{}", judge_prefix(output), call.node);
+        }
+        if let Err(err) = self.store.add_calls(judging.run_id, &calls) {
+            tracing::warn!(%err, "the judge's calls are not kept for a replay");
+        }
         if report.status != RunStatus::Completed {
             return (
                 result(

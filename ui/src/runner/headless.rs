@@ -44,6 +44,17 @@ impl GraphRunner {
         store: Option<Arc<RunStore>>,
         trust_given: bool,
     ) -> Result<GraphRunner, Vec<String>> {
+        Self::load_replaying(path, store, trust_given, None)
+    }
+
+    /// [`GraphRunner::load`] for runs that replay `replay`: MCP servers whose tool lists
+    /// it recorded are not started.
+    pub fn load_replaying(
+        path: &Path,
+        store: Option<Arc<RunStore>>,
+        trust_given: bool,
+        replay: Option<&agentloom_engine::Replay>,
+    ) -> Result<GraphRunner, Vec<String>> {
         let trusted = trust_given || crate::trust::is_trusted(path);
         if !trusted && let Ok(doc) = super::load_graph(path) {
             let needs = crate::trust::needs_of(&doc, Some(path));
@@ -52,7 +63,8 @@ impl GraphRunner {
             }
         }
         let secrets = super::secrets_for(path, trusted);
-        let (registry, graph) = super::catalog::load_with_tools(path, secrets.as_ref(), trusted)?;
+        let (registry, graph) =
+            super::catalog::load_replaying(path, secrets.as_ref(), trusted, replay)?;
         let called_files = registry
             .graph_files()
             .map(|files| files.contents())

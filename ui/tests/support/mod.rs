@@ -283,3 +283,26 @@ pub fn live_agent_graph(fakellm_base: &str) -> GraphDoc {
   "edges":[{{"from":["goal","value"],"to":["agent","goal"]}},{{"from":["agent","answer"],"to":["out","value"]}}]}}"#
     ))
 }
+
+/// A plain HTTP server on 127.0.0.1 answering every request with `payload-42`; its URL and
+/// how many requests it served.
+pub fn payload_peer() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write as _;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/data", listener.local_addr().unwrap());
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let _ = agentloom_tests::read_http_request(&mut reader);
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\nconnection: close\r\n\r\npayload-42",
+            );
+        }
+    });
+    (url, served)
+}

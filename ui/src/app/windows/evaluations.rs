@@ -28,6 +28,8 @@ pub struct EvaluationEnv<'a> {
     pub shown_run: Option<&'a str>,
     /// The graph file is trusted (its runs may use credentials).
     pub trusted: bool,
+    /// The graph's recent runs, newest first: each can be replayed.
+    pub runs: &'a [agentloom_engine::RunRow],
 }
 
 enum Msg {
@@ -40,11 +42,25 @@ struct Worker {
     cancel: CancellationToken,
 }
 
+/// How many times each case runs, and how many runs go at once, unless the panel says.
+const DEFAULT_REPEAT: u32 = 1;
+const DEFAULT_CONCURRENCY: usize = 4;
+
 /// The panel's state, kept between frames.
 #[derive(Default)]
 pub struct EvaluationsPanel {
     pub open: bool,
     pub cases_path: String,
+    /// Runs of each case (empty: [`DEFAULT_REPEAT`]), as typed.
+    pub repeat: String,
+    /// Runs at once (empty: [`DEFAULT_CONCURRENCY`]), as typed.
+    pub concurrency: String,
+    /// The earlier evaluation of this graph to compare with.
+    pub baseline: Option<String>,
+    /// The evaluation or run whose recorded calls answer the cases' calls.
+    pub replay: Option<String>,
+    /// Replaying, make the calls that were not recorded instead of failing their nodes.
+    pub replay_misses_live: bool,
     pub status: String,
     progress: Option<EvalProgress>,
     worker: Option<Worker>,
@@ -70,14 +86,28 @@ impl EvaluationsPanel {
             self.status = "Choose a cases file first.".to_owned();
             return;
         }
+        let (repeat, concurrency) = match (
+            whole_number(&self.repeat, "Repeat", DEFAULT_REPEAT, 1000),
+            whole_number(&self.concurrency, "Concurrency", DEFAULT_CONCURRENCY, 64),
+        ) {
+            (Ok(repeat), Ok(concurrency)) => (repeat, concurrency),
+            (Err(message), _) | (_, Err(message)) => {
+                self.status = message;
+                return;
+            }
+        };
         let plan = EvalPlan {
             graph: graph.to_owned(),
             cases_file: PathBuf::from(self.cases_path.trim()),
-            repeat: 1,
-            concurrency: 4,
-            baseline: None,
-            replay: None,
-            replay_miss: ReplayMissArg::Fail,
+            repeat,
+            concurrency,
+            baseline: self.baseline.clone(),
+            replay: self.replay.clone(),
+            replay_miss: if self.replay_misses_live {
+                ReplayMissArg::Live
+            } else {
+                ReplayMissArg::Fail
+            },
             workspace: env.workspace.clone(),
             trust: env.trusted,
             nats: None,
@@ -117,10 +147,19 @@ impl EvaluationsPanel {
                 Ok(Msg::Done(done)) => {
                     match done {
                         Ok(summary) => {
-                            self.status = format!(
+                            let counts = format!(
                                 "{} passed, {} failed",
                                 summary["passed"], summary["failed"]
                             );
+                            self.status = if summary["stopped"] == true {
+                                let total = self.progress.as_ref().map_or(0, |p| p.total);
+                                format!(
+                                    "Stopped after {} of {total} runs: {counts}",
+                                    summary["runs"]
+                                )
+                            } else {
+                                counts
+                            };
                             self.result = Some(summary);
                         }
                         Err(message) => self.status = message,
@@ -236,6 +275,7 @@ impl EvaluationsPanel {
                 }
             }
         });
+        self.options_ui(ui, env);
         ui.horizontal(|ui| {
             let running = self.is_running();
             if ui
@@ -261,21 +301,31 @@ impl EvaluationsPanel {
                 self.add_case_from_run(store, run);
             }
         });
-        if let Some(progress) = &self.progress
-            && self.is_running()
-        {
+        if self.is_running() {
+            let (done, total, case) = self
+                .progress
+                .as_ref()
+                .map_or((0, 0, ""), |p| (p.done, p.total, p.case.as_str()));
             #[allow(clippy::cast_precision_loss, reason = "a progress fraction")]
-            let fraction = progress.done as f32 / progress.total.max(1) as f32;
-            ui.add(egui::ProgressBar::new(fraction).text(format!(
-                "{}/{} · {}",
-                progress.done, progress.total, progress.case
-            )));
+            let fraction = done as f32 / total.max(1) as f32;
+            let text = if total == 0 {
+                "starting…".to_owned()
+            } else {
+                format!(
+                    "{done}/{total} runs done · last: {}",
+                    agentloom_core::escape_control(case)
+                )
+            };
+            ui.add(egui::ProgressBar::new(fraction).text(text));
         }
         if !self.status.is_empty() {
             ui.label(&self.status);
         }
         if let Some(result) = &self.result {
             action = results_table(ui, result);
+            if let Some(baseline) = result.get("baseline") {
+                baseline_ui(ui, baseline);
+            }
         }
         if !self.history.is_empty() {
             ui.separator();
@@ -283,6 +333,172 @@ impl EvaluationsPanel {
         }
         action
     }
+}
+
+impl EvaluationsPanel {
+    /// Repeat, concurrency, the baseline and what to replay, for the next evaluation.
+    fn options_ui(&mut self, ui: &mut egui::Ui, env: &EvaluationEnv<'_>) {
+        ui.horizontal(|ui| {
+            for (name, text, default, help) in [
+                (
+                    "Repeat",
+                    &mut self.repeat,
+                    DEFAULT_REPEAT.to_string(),
+                    "Runs of each case; with more than one, the pass rate carries a 95% interval.",
+                ),
+                (
+                    "Concurrency",
+                    &mut self.concurrency,
+                    DEFAULT_CONCURRENCY.to_string(),
+                    "Runs at once.",
+                ),
+            ] {
+                let label = ui.label(name);
+                ui.add(
+                    egui::TextEdit::singleline(text)
+                        .hint_text(default)
+                        .desired_width(48.0),
+                )
+                .labelled_by(label.id)
+                .on_hover_text(help);
+            }
+        });
+        let evaluations: Vec<(String, String)> = self
+            .history
+            .iter()
+            .rev()
+            .map(|row| (row.id.clone(), evaluation_label(row)))
+            .collect();
+        ui.horizontal(|ui| {
+            let label = ui.label("Baseline");
+            let shown = choice_label(self.baseline.as_deref(), &evaluations, "none");
+            egui::ComboBox::from_id_salt("evaluation baseline")
+                .selected_text(shown)
+                .width(380.0)
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut self.baseline, None, "none");
+                    for (id, text) in &evaluations {
+                        ui.selectable_value(&mut self.baseline, Some(id.clone()), text);
+                    }
+                })
+                .response
+                .labelled_by(label.id)
+                .on_hover_text(
+                    "An earlier evaluation of this graph: the cases that now fail or pass, and the changes in pass rate, cost and time.",
+                );
+        });
+        let runs: Vec<(String, String)> = env
+            .runs
+            .iter()
+            .take(20)
+            .map(|row| (row.id.clone(), run_label(row)))
+            .collect();
+        ui.horizontal(|ui| {
+            let label = ui.label("Replay");
+            let all: Vec<(String, String)> = evaluations.iter().chain(&runs).cloned().collect();
+            let shown = choice_label(self.replay.as_deref(), &all, "nothing: calls go out");
+            egui::ComboBox::from_id_salt("evaluation replay")
+                .selected_text(shown)
+                .width(380.0)
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut self.replay, None, "nothing: calls go out");
+                    if !evaluations.is_empty() {
+                        ui.label("Each case from its run in the evaluation");
+                        for (id, text) in &evaluations {
+                            ui.selectable_value(&mut self.replay, Some(id.clone()), text);
+                        }
+                    }
+                    if !runs.is_empty() {
+                        ui.label("Every case from one run");
+                        for (id, text) in &runs {
+                            ui.selectable_value(&mut self.replay, Some(id.clone()), text);
+                        }
+                    }
+                })
+                .response
+                .labelled_by(label.id)
+                .on_hover_text(
+                    "Answer the cases' model, HTTP and MCP calls (and the judge's) from a recording, with no network.",
+                );
+            if self.replay.is_some() {
+                ui.checkbox(&mut self.replay_misses_live, "Make calls not recorded");
+            }
+        });
+    }
+}
+
+/// How the panel names an earlier evaluation.
+fn evaluation_label(row: &EvaluationRow) -> String {
+    format!(
+        "evaluation {} · {} passed, {} failed",
+        row.id, row.passed, row.failed
+    )
+}
+
+/// How the panel names a recorded run.
+fn run_label(row: &agentloom_engine::RunRow) -> String {
+    format!("run {} · {}", row.id, row.status.as_str())
+}
+
+/// The label of the choice `id` among `choices`, `none` when nothing is chosen.
+fn choice_label(id: Option<&str>, choices: &[(String, String)], none: &str) -> String {
+    match id {
+        None => none.to_owned(),
+        Some(id) => choices
+            .iter()
+            .find(|(choice, _)| choice == id)
+            .map_or_else(|| id.to_owned(), |(_, text)| text.clone()),
+    }
+}
+
+/// A whole number from 1 to `max` typed in field `name`; empty is `default`.
+fn whole_number<T>(text: &str, name: &str, default: T, max: u32) -> Result<T, String>
+where
+    T: TryFrom<u32>,
+{
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(default);
+    }
+    text.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| {
+            format!(
+                "{name} must be a whole number from 1 to {max}, not \"{}\"",
+                agentloom_core::escape_control(text)
+            )
+        })
+}
+
+/// What changed since the baseline: the cases that now fail and now pass, and the deltas.
+fn baseline_ui(ui: &mut egui::Ui, baseline: &serde_json::Value) {
+    let number = |key: &str| baseline[key].as_f64().unwrap_or_default();
+    let names = |key: &str| -> String {
+        let names: Vec<String> = baseline[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .map(|name| agentloom_core::escape_control(name).into_owned())
+            .collect();
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    ui.separator();
+    ui.label(format!(
+        "Against evaluation {}: pass rate {:+.0} points, cost {:+.4} USD, time {:+.0} ms",
+        baseline["eval_id"].as_str().unwrap_or_default(),
+        number("pass_rate_delta") * 100.0,
+        number("cost_usd_delta"),
+        number("duration_ms_delta"),
+    ));
+    ui.label(format!("Newly failing: {}", names("now_failing")));
+    ui.label(format!("Newly passing: {}", names("now_passing")));
 }
 
 /// The table of a finished evaluation: a row a case, ✔/❌ a check; a case's name opens
@@ -310,20 +526,20 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
                     action = Some(EvaluationAction::OpenRun(first_run.to_owned()));
                 }
                 ui.horizontal(|ui| {
-                    for run in case["runs"].as_array().into_iter().flatten() {
-                        for check in run["checks"].as_array().into_iter().flatten() {
-                            let passed = check["passed"] == true;
-                            let label = format!(
-                                "{} {} {}",
-                                if passed { "✔" } else { "❌" },
-                                check["output"].as_str().unwrap_or_default(),
-                                check["check"].as_str().unwrap_or_default()
-                            );
-                            let detail = check["detail"].as_str().unwrap_or_default();
-                            let shown = ui.label(label);
-                            if !detail.is_empty() {
-                                shown.on_hover_text(agentloom_core::escape_control(detail));
-                            }
+                    for check in checks_of_runs(case) {
+                        let mark = if check.passed == check.runs {
+                            "✔"
+                        } else {
+                            "❌"
+                        };
+                        let label = if check.runs > 1 {
+                            format!("{mark} {} {}/{}", check.name, check.passed, check.runs)
+                        } else {
+                            format!("{mark} {}", check.name)
+                        };
+                        let shown = ui.label(label);
+                        if !check.detail.is_empty() {
+                            shown.on_hover_text(agentloom_core::escape_control(&check.detail));
                         }
                     }
                 });
@@ -338,12 +554,66 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
                 ui.end_row();
             }
         });
+    let bound = |i: usize| result["pass_rate_interval"][i].as_f64().unwrap_or_default() * 100.0;
+    let interval = if result["repeat"].as_u64().unwrap_or(1) > 1 {
+        format!(" (95% interval {:.0}–{:.0}%)", bound(0), bound(1))
+    } else {
+        String::new()
+    };
     ui.label(format!(
-        "pass rate {:.0}% · {} ms",
+        "pass rate {:.0}%{interval} over {} runs · {} ms",
         result["pass_rate"].as_f64().unwrap_or_default() * 100.0,
+        result["runs"].as_u64().unwrap_or_default(),
         result["duration_ms"].as_u64().unwrap_or_default()
     ));
     action
+}
+
+/// One check of a case over its runs (`--repeat`): how many of them passed it.
+struct CaseCheck {
+    /// `OUTPUT CHECK`.
+    name: String,
+    passed: usize,
+    runs: usize,
+    /// The first failure's detail, else the first run's.
+    detail: String,
+}
+
+/// The checks of `case`'s runs, one entry a check, in the order of the first run.
+fn checks_of_runs(case: &serde_json::Value) -> Vec<CaseCheck> {
+    let mut checks: Vec<CaseCheck> = Vec::new();
+    for run in case["runs"].as_array().into_iter().flatten() {
+        for check in run["checks"].as_array().into_iter().flatten() {
+            let name = format!(
+                "{} {}",
+                check["output"].as_str().unwrap_or_default(),
+                check["check"].as_str().unwrap_or_default()
+            );
+            let passed = check["passed"] == true;
+            let detail = check["detail"].as_str().unwrap_or_default();
+            let index = match checks.iter().position(|c| c.name == name) {
+                Some(index) => index,
+                None => {
+                    checks.push(CaseCheck {
+                        name,
+                        passed: 0,
+                        runs: 0,
+                        detail: detail.to_owned(),
+                    });
+                    checks.len() - 1
+                }
+            };
+            let entry = &mut checks[index];
+            entry.runs += 1;
+            if passed {
+                entry.passed += 1;
+            } else if entry.passed + 1 == entry.runs {
+                // The first failure explains the check.
+                entry.detail = detail.to_owned();
+            }
+        }
+    }
+    checks
 }
 
 /// Pass rate (%) and cost (USD) of the graph's evaluations, oldest first.
@@ -393,6 +663,7 @@ impl crate::app::App {
             workspace: self.run_workspace(),
             shown_run: self.run.run_id.as_deref(),
             trusted: self.untrusted.is_none(),
+            runs: &self.history,
         };
         let was_running = self.evaluations.is_running();
         if let Some(EvaluationAction::OpenRun(run_id)) = self.evaluations.show(ctx, &env) {
