@@ -599,7 +599,7 @@ impl Judge {
             .with_secrets(self.secrets.clone())
             .run(
                 Arc::new(graph),
-                ValueMap::from([("request".to_owned(), Value::Text(request))]),
+                ValueMap::from([("request".to_owned(), Value::text(request))]),
                 RunOptions::default(),
                 Arc::new(agentloom_engine::NullSink),
             )
