@@ -261,12 +261,21 @@ impl Value {
     }
 
     /// A one-line preview at most `max_chars` long, for showing on a node.
+    /// Reads only the start of a long text, so it costs the same whatever the text's size.
     pub fn preview(&self, max_chars: usize) -> String {
-        let full = match self {
-            Value::Bytes(b) => format!("<{} bytes>", b.len()),
-            other => other.to_text(),
+        let full;
+        let text = match self {
+            Value::Text(text) => text.as_str(),
+            Value::Bytes(b) => {
+                full = format!("<{} bytes>", b.len());
+                &full
+            }
+            other => {
+                full = other.to_text();
+                &full
+            }
         };
-        let single_line = one_line(&full);
+        let single_line: String = one_line_chars(text).take(max_chars + 1).collect();
         if single_line.chars().count() <= max_chars {
             single_line
         } else {
@@ -278,14 +287,15 @@ impl Value {
 /// `text` on one line for a one-line label: each line break a `¶` (a glyph every font of
 /// the app has), a carriage return dropped, any other control character a space.
 pub fn one_line(text: &str) -> String {
-    text.chars()
-        .filter(|&c| c != '\r')
-        .map(|c| match c {
-            '\n' => '¶',
-            c if c.is_control() => ' ',
-            c => c,
-        })
-        .collect()
+    one_line_chars(text).collect()
+}
+
+fn one_line_chars(text: &str) -> impl Iterator<Item = char> + '_ {
+    text.chars().filter(|&c| c != '\r').map(|c| match c {
+        '\n' => '¶',
+        c if c.is_control() => ' ',
+        c => c,
+    })
 }
 
 /// The first `max_chars` characters of `text`, with an ellipsis after them when it was
@@ -464,6 +474,9 @@ mod tests {
     fn preview_is_cut_and_single_line() {
         assert_eq!(Value::from("a\nb").preview(10), "a¶b");
         assert_eq!(Value::from("abcdefghij").preview(5), "abcd…");
+        assert_eq!(Value::from("abcde").preview(5), "abcde");
+        assert_eq!(Value::from("ab\r\ncd").preview(5), "ab¶cd");
+        assert_eq!(Value::from("ab\r\ncd\r\ne").preview(5), "ab¶c…");
     }
 
     #[test]

@@ -31,43 +31,44 @@ const LARGE_BYTES: usize = 100 * 1024;
 const TURNS: usize = 21;
 const LOGGED_TURNS: usize = 9;
 
-/// A constant holding `value`, then `n - 1` pass-throughs.
-fn handing_chain(n: usize, value: &str) -> GraphDoc {
-    let mut doc = GraphDoc::new("handing");
+/// A constant holding `value`, then `n - 1` nodes of `kind` (with `config`), each fed on
+/// its input `input` by the output of the one before (`output`, the constant's `value`).
+fn chain(
+    n: usize,
+    value: &str,
+    kind: &str,
+    config: &serde_json::Value,
+    (input, output): (&str, &str),
+) -> GraphDoc {
+    let mut doc = GraphDoc::new(kind);
     doc.nodes
         .push(NodeDoc::new("n0", "data.constant").with_config(json!({ "value": value })));
     for i in 1..n {
+        let id = format!("n{i}");
         doc.nodes
-            .push(NodeDoc::new(format!("n{i}"), "control.passthrough"));
-        doc.edges.push(EdgeDoc::new(
-            &format!("n{}", i - 1),
-            "value",
-            &format!("n{i}"),
-            "value",
-        ));
+            .push(NodeDoc::new(&id, kind).with_config(config.clone()));
+        let from = if i == 1 { "value" } else { output };
+        doc.edges
+            .push(EdgeDoc::new(&format!("n{}", i - 1), from, &id, input));
     }
     doc
 }
 
-/// A constant `"x"`, then `n - 1` templates each adding a character to the text.
+/// `value` handed down `n - 1` pass-throughs.
+fn handing_chain(n: usize, value: &str) -> GraphDoc {
+    chain(
+        n,
+        value,
+        "control.passthrough",
+        &json!({}),
+        ("value", "value"),
+    )
+}
+
+/// `"x"`, then `n - 1` templates each adding a character to the text.
 fn growing_chain(n: usize) -> GraphDoc {
-    let mut doc = GraphDoc::new("growing");
-    doc.nodes
-        .push(NodeDoc::new("n0", "data.constant").with_config(json!({ "value": "x" })));
-    for i in 1..n {
-        doc.nodes.push(
-            NodeDoc::new(format!("n{i}"), "text.template")
-                .with_config(json!({ "template": "{{ s }}." })),
-        );
-        let port = if i == 1 { "value" } else { "text" };
-        doc.edges.push(EdgeDoc::new(
-            &format!("n{}", i - 1),
-            port,
-            &format!("n{i}"),
-            "s",
-        ));
-    }
-    doc
+    let template = json!({ "template": "{{ s }}." });
+    chain(n, "x", "text.template", &template, ("s", "text"))
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
