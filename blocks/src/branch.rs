@@ -121,7 +121,7 @@ impl BranchNode {
                 (Value::Text(hay), Value::Text(needle)) => hay.contains(needle.as_str()),
                 (Value::Text(hay), other) => hay.contains(&other.to_text()),
                 (Value::List(items), needle) => items.iter().any(|item| loose_eq(item, needle)),
-                (Value::Object(map), Value::Text(key)) => map.contains_key(key),
+                (Value::Object(map), Value::Text(key)) => map.contains_key(key.as_str()),
                 (other, _) => {
                     return Err(BlockError::input(
                         "condition",
@@ -145,7 +145,7 @@ fn loose_eq(a: &Value, b: &Value) -> bool {
             a.as_f64() == b.as_f64()
         }
         (Value::List(x), Value::List(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| loose_eq(a, b))
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(a, b)| loose_eq(a, b))
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()

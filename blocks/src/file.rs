@@ -155,8 +155,8 @@ impl NodeImpl for FileReadNode {
             })?;
         let (shown, bytes) = (read.relative, read.bytes);
         let content = match self.mode {
-            Mode::Bytes => Value::Bytes(bytes),
-            Mode::Text => Value::Text(String::from_utf8(bytes).map_err(|_| {
+            Mode::Bytes => Value::bytes(bytes),
+            Mode::Text => Value::text(String::from_utf8(bytes).map_err(|_| {
                 BlockError::permanent(format!(
                     "`{shown}` is not UTF-8 text; read it in bytes mode instead"
                 ))
@@ -258,8 +258,8 @@ impl FileWriteNode {
                 text.push('\n');
                 text.into_bytes()
             }
-            (_, Value::Bytes(bytes)) => bytes,
-            (_, Value::Text(text)) => text.into_bytes(),
+            (_, Value::Bytes(bytes)) => std::sync::Arc::unwrap_or_clone(bytes),
+            (_, Value::Text(text)) => std::sync::Arc::unwrap_or_clone(text).into_bytes(),
             (_, other) => other.to_text().into_bytes(),
         })
     }
@@ -276,7 +276,7 @@ impl NodeImpl for FileWriteNode {
         let content = inputs.take_value("content")?;
         let bytes = self.encode(content)?;
         let written = confined::write(ctx.workspace(), &relative, bytes, self.append).await?;
-        Ok(agentloom_core::outputs([("path", Value::Text(written))]))
+        Ok(agentloom_core::outputs([("path", Value::text(written))]))
     }
 }
 
@@ -440,7 +440,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             read,
-            inputs([("content", Value::Bytes(vec![0, 159, 146, 150]))])
+            inputs([("content", Value::bytes(vec![0, 159, 146, 150]))])
         );
         let err = run_block_with(&ctx, "file.read", json!({"path": "b.bin"}), ValueMap::new())
             .await

@@ -325,7 +325,7 @@ impl Runner {
                 if *side_effects && ctx.safe_mode() {
                     let request = ApprovalRequest::new(
                         format!("{title} (item {index})"),
-                        Value::Object(inputs.clone()),
+                        Value::object(inputs.clone()),
                     );
                     match ctx
                         .request_approval(request)
@@ -334,7 +334,7 @@ impl Runner {
                     {
                         ApprovalDecision::Approved {
                             arguments: Value::Object(edited),
-                        } => inputs = edited,
+                        } => inputs = std::sync::Arc::unwrap_or_clone(edited),
                         ApprovalDecision::Approved { .. } => {}
                         ApprovalDecision::Rejected { message } => {
                             return Err(BlockError::permanent(format!(
@@ -373,7 +373,7 @@ impl NodeImpl for ForEachNode {
 
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let items = match inputs.take_value(ITEMS)? {
-            Value::List(items) => items,
+            Value::List(items) => std::sync::Arc::unwrap_or_clone(items),
             other => {
                 return Err(BlockError::input(
                     ITEMS,
@@ -422,7 +422,7 @@ impl NodeImpl for ForEachNode {
                 None => break,
             }
         }
-        Ok(agentloom_core::outputs([(RESULTS, Value::List(results))]))
+        Ok(agentloom_core::outputs([(RESULTS, Value::list(results))]))
     }
 }
 

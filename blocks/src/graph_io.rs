@@ -228,7 +228,7 @@ mod tests {
             (
                 "messages",
                 "hello",
-                Value::List(vec![agentloom_core::message("user", "hello")]),
+                Value::list(vec![agentloom_core::message("user", "hello")]),
             ),
         ];
         for (ty, given, expected) in cases {

@@ -394,13 +394,13 @@ impl HttpNode {
                 if !has_content_type {
                     request = request.header(CONTENT_TYPE, "text/plain; charset=utf-8");
                 }
-                request = request.body(text);
+                request = request.body(String::clone(&text));
             }
             Some(Value::Bytes(bytes)) => {
                 if !has_content_type {
                     request = request.header(CONTENT_TYPE, "application/octet-stream");
                 }
-                request = request.body(bytes);
+                request = request.body(Vec::clone(&bytes));
             }
             Some(other) => {
                 if !has_content_type {
@@ -452,9 +452,9 @@ impl HttpNode {
         }
         if let Some(refused) = net::local_address_refused(&err) {
             return BlockError::permanent(format!("{shown} was refused: {refused}")).with_data(
-                Value::Object(BTreeMap::from([(
+                Value::object(BTreeMap::from([(
                     LOCAL_ADDRESS.to_owned(),
-                    Value::Text(refused.address.to_string()),
+                    Value::text(refused.address.to_string()),
                 )])),
             );
         }
@@ -509,9 +509,9 @@ impl HttpNode {
         };
         let request = agentloom_core::ApprovalRequest::new(
             "reach a local address",
-            Value::Object(BTreeMap::from([
-                ("url".to_owned(), Value::Text(without_query(url.as_str()))),
-                ("address".to_owned(), Value::Text(address)),
+            Value::object(BTreeMap::from([
+                ("url".to_owned(), Value::text(without_query(url.as_str()))),
+                ("address".to_owned(), Value::text(address)),
             ])),
         );
         if ctx.request_approval(request).await?.is_approved() {
@@ -530,9 +530,9 @@ fn headers_value(headers: &HeaderMap) -> Value {
             .iter()
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .collect();
-        map.insert(name.as_str().to_owned(), Value::Text(values.join(", ")));
+        map.insert(name.as_str().to_owned(), Value::text(values.join(", ")));
     }
-    Value::Object(map)
+    Value::object(map)
 }
 
 #[async_trait]
@@ -565,13 +565,13 @@ impl NodeImpl for HttpNode {
         let headers = headers_value(&response.headers);
         let text = String::from_utf8_lossy(&response.body).into_owned();
         if !status.is_success() {
-            let data = Value::Object(BTreeMap::from([
+            let data = Value::object(BTreeMap::from([
                 (
                     "status".to_owned(),
                     Value::Integer(i64::from(status.as_u16())),
                 ),
                 ("headers".to_owned(), headers),
-                ("body".to_owned(), Value::Text(text)),
+                ("body".to_owned(), Value::text(text)),
             ]));
             let message = format!("HTTP {status} from {shown}");
             let err = if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
@@ -591,7 +591,7 @@ impl NodeImpl for HttpNode {
         Ok(agentloom_core::outputs([
             ("status", Value::Integer(i64::from(status.as_u16()))),
             ("headers", headers),
-            ("body", Value::Text(text)),
+            ("body", Value::text(text)),
             ("json", json),
         ]))
     }

@@ -74,13 +74,13 @@ impl NodeImpl for HumanApprovalNode {
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let value = inputs.take_value("value")?;
         // The arguments are an object so that `--set value=…` and the app's editor edit it.
-        let arguments = Value::Object(ValueMap::from([("value".to_owned(), value)]));
+        let arguments = Value::object(ValueMap::from([("value".to_owned(), value)]));
         let request = ApprovalRequest::new(self.action.clone(), arguments);
         match ctx.ask_person(request).await? {
             ApprovalDecision::Approved { arguments } => {
                 let value = match arguments {
-                    Value::Object(mut map) if map.contains_key("value") => {
-                        map.remove("value").unwrap_or(Value::Null)
+                    Value::Object(map) if map.contains_key("value") => {
+                        map.get("value").cloned().unwrap_or(Value::Null)
                     }
                     other => other,
                 };
@@ -142,7 +142,7 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(out, inputs([("value", Value::Text("changed".into()))]));
+        assert_eq!(out, inputs([("value", Value::text("changed"))]));
     }
 
     #[tokio::test]
@@ -154,7 +154,7 @@ mod tests {
             &ctx,
             "human.approval",
             json!({}),
-            inputs([("value", Value::Text("x".into()))]),
+            inputs([("value", Value::text("x"))]),
         )
         .await
         .unwrap_err();

@@ -108,7 +108,9 @@ fn render_with<T: Serialize>(
         cancel,
     };
     template.render_captured_to(values, &mut out)?;
-    Ok(String::from_utf8_lossy(&out.text).into_owned())
+    // The output is text already: taken as it is, not copied (a long text is costly to copy).
+    Ok(String::from_utf8(out.text)
+        .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned()))
 }
 
 fn render_error(err: &minijinja::Error, cancel: &CancellationToken, failure: &str) -> BlockError {

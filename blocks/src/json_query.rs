@@ -98,7 +98,7 @@ impl NodeImpl for JsonQueryNode {
             })?;
             Value::from_json(first.clone())
         } else {
-            Value::List(
+            Value::list(
                 matches
                     .iter()
                     .map(|m| Value::from_json((*m).clone()))
@@ -142,7 +142,7 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(out.get("result"), Some(&Value::List(Vec::new())));
+        assert_eq!(out.get("result"), Some(&Value::list(Vec::new())));
     }
 
     #[tokio::test]

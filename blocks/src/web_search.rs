@@ -111,10 +111,10 @@ pub(crate) struct Hit {
 
 impl Hit {
     fn to_value(&self) -> Value {
-        Value::Object(BTreeMap::from([
-            ("title".to_owned(), Value::Text(self.title.clone())),
-            ("url".to_owned(), Value::Text(self.url.clone())),
-            ("snippet".to_owned(), Value::Text(self.snippet.clone())),
+        Value::object(BTreeMap::from([
+            ("title".to_owned(), Value::text(self.title.clone())),
+            ("url".to_owned(), Value::text(self.url.clone())),
+            ("snippet".to_owned(), Value::text(self.snippet.clone())),
         ]))
     }
 }
@@ -289,7 +289,7 @@ impl NodeImpl for SearchNode {
         let hits = search(ctx, &self.settings, &query).await?;
         Ok(agentloom_core::outputs([(
             "results",
-            Value::List(hits.iter().map(Hit::to_value).collect()),
+            Value::list(hits.iter().map(Hit::to_value).collect()),
         )]))
     }
 }

@@ -21,7 +21,7 @@ pub fn resolved_details(meta: &BlockMeta, config: &Config, inputs: &ValueMap) ->
     for (name, value) in inputs {
         details.insert(name.clone(), value.clone());
     }
-    Value::Object(details)
+    Value::object(details)
 }
 
 /// A side effect waiting for a person's decision.

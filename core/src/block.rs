@@ -702,7 +702,7 @@ impl InputsExt for ValueMap {
 
     fn take_text(&mut self, port: &str) -> Result<String, BlockError> {
         match self.take_value(port)? {
-            Value::Text(s) => Ok(s),
+            Value::Text(s) => Ok(std::sync::Arc::unwrap_or_clone(s)),
             other => Ok(other.to_text()),
         }
     }

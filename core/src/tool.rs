@@ -50,10 +50,10 @@ pub fn tool_descriptor(
         Some(label) => format!("{label}: {}", meta.description),
         None => format!("{}: {}", meta.title, meta.description),
     };
-    Value::Object(BTreeMap::from([
-        ("name".to_owned(), Value::Text(tool_name(node_id))),
-        ("node".to_owned(), Value::Text(node_id.to_owned())),
-        ("description".to_owned(), Value::Text(description)),
+    Value::object(BTreeMap::from([
+        ("name".to_owned(), Value::text(tool_name(node_id))),
+        ("node".to_owned(), Value::text(node_id)),
+        ("description".to_owned(), Value::text(description)),
         ("parameters".to_owned(), Value::from_json(parameters)),
         ("side_effects".to_owned(), Value::Bool(meta.side_effects)),
     ]))

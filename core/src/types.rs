@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -239,15 +240,13 @@ pub fn coerce(value: Value, to: &ValueType) -> Result<Value, CoerceError> {
     match (to, value) {
         (T::Any, v) => Ok(v),
         (T::Text, Value::Text(s)) => Ok(Value::Text(s)),
-        (T::Text, Value::Bytes(b)) => {
-            String::from_utf8(b)
-                .map(Value::Text)
-                .map_err(|_| CoerceError {
-                    expected: T::Text,
-                    got: "bytes that are not UTF-8".to_owned(),
-                })
-        }
-        (T::Text, v) => Ok(Value::Text(v.to_text())),
+        (T::Text, Value::Bytes(b)) => String::from_utf8(Arc::unwrap_or_clone(b))
+            .map(Value::text)
+            .map_err(|_| CoerceError {
+                expected: T::Text,
+                got: "bytes that are not UTF-8".to_owned(),
+            }),
+        (T::Text, v) => Ok(Value::text(v.to_text())),
         (T::Number, Value::Number(n)) => Ok(Value::Number(n)),
         // Whole numbers are numbers already; keeping them integral keeps `3` printing as `3`.
         (T::Number, Value::Integer(i)) => Ok(Value::Integer(i)),
@@ -256,8 +255,10 @@ pub fn coerce(value: Value, to: &ValueType) -> Result<Value, CoerceError> {
         (T::Object, Value::Object(o)) => Ok(Value::Object(o)),
         (T::Tool, Value::Object(o)) => Ok(Value::Object(o)),
         (T::Bytes, Value::Bytes(b)) => Ok(Value::Bytes(b)),
-        (T::Bytes, Value::Text(s)) => Ok(Value::Bytes(s.into_bytes())),
-        (T::Messages, Value::Text(s)) => Ok(Value::List(vec![message("user", s)])),
+        (T::Bytes, Value::Text(s)) => Ok(Value::bytes(Arc::unwrap_or_clone(s).into_bytes())),
+        (T::Messages, Value::Text(s)) => {
+            Ok(Value::list(vec![message("user", Arc::unwrap_or_clone(s))]))
+        }
         (T::Messages, Value::List(items)) => {
             if items.iter().all(is_message) {
                 Ok(Value::List(items))
@@ -268,20 +269,20 @@ pub fn coerce(value: Value, to: &ValueType) -> Result<Value, CoerceError> {
                 })
             }
         }
-        (T::List(item_type), Value::List(items)) => items
+        (T::List(item_type), Value::List(items)) => Arc::unwrap_or_clone(items)
             .into_iter()
             .map(|item| coerce(item, item_type))
             .collect::<Result<Vec<_>, _>>()
-            .map(Value::List),
+            .map(Value::list),
         (_, v) => Err(fail(&v)),
     }
 }
 
 /// Builds one chat message.
 pub fn message(role: &str, content: impl Into<String>) -> Value {
-    Value::Object(BTreeMap::from([
+    Value::object(BTreeMap::from([
         ("role".to_owned(), Value::from(role)),
-        ("content".to_owned(), Value::Text(content.into())),
+        ("content".to_owned(), Value::text(content)),
     ]))
 }
 
@@ -360,10 +361,10 @@ mod tests {
         );
         assert_eq!(
             coerce(Value::from("hi"), &t("messages")),
-            Ok(Value::List(vec![message("user", "hi")]))
+            Ok(Value::list(vec![message("user", "hi")]))
         );
         let err = coerce(Value::from("x"), &t("list<text>")).unwrap_err();
         assert_eq!(err.to_string(), "expected list<text>, got text");
-        assert!(coerce(Value::List(vec![Value::from("x")]), &t("list<integer>")).is_err());
+        assert!(coerce(Value::list(vec![Value::from("x")]), &t("list<integer>")).is_err());
     }
 }

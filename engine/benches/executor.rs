@@ -387,7 +387,7 @@ fn log_size_figures(
     ));
     let without_log = started.elapsed();
     assert_eq!(report.status, RunStatus::Completed);
-    let handed = Value::Text(value.clone());
+    let handed = Value::text(value.clone());
     let started = Instant::now();
     for _ in 0..2 * n {
         use sha2::Digest as _;

@@ -907,7 +907,7 @@ fn tool_call_inputs(
         .and_then(|bound| bound.get(&index).cloned())
         .unwrap_or_default();
     let arguments = match arguments {
-        Value::Object(map) => map,
+        Value::Object(map) => Arc::unwrap_or_clone(map),
         Value::Null => ValueMap::new(),
         other => {
             return Err(BlockError::permanent(format!(
@@ -1178,8 +1178,8 @@ impl Scheduler {
                     Ok(value) if slot.many => {
                         let list = inputs
                             .entry(slot.port.clone())
-                            .or_insert_with(|| Value::List(Vec::new()));
-                        if let Value::List(items) = list {
+                            .or_insert_with(|| Value::list(Vec::new()));
+                        if let Some(items) = list.list_mut() {
                             items.push(value);
                         }
                     }
@@ -1254,7 +1254,7 @@ impl Scheduler {
                 {
                     let mut request = ApprovalRequest::new(
                         node.meta.title.clone(),
-                        Value::Object(inputs.clone()),
+                        Value::object(inputs.clone()),
                     );
                     // The person sees where it goes: a configured URL, path or recipient.
                     if let Some(doc) = graph.doc.nodes.iter().find(|doc| doc.id == node.id) {
@@ -1267,7 +1267,7 @@ impl Scheduler {
                     match ask_approval(&shared, &node.id, &request).await {
                         Ok(ApprovalDecision::Approved {
                             arguments: Value::Object(edited),
-                        }) => inputs = edited,
+                        }) => inputs = Arc::unwrap_or_clone(edited),
                         Ok(ApprovalDecision::Approved { .. }) => {}
                         Ok(ApprovalDecision::Rejected { message }) => {
                             break Err(BlockError::permanent(format!(
@@ -1386,13 +1386,13 @@ impl Scheduler {
                 });
                 if caught {
                     let mut error_value = ValueMap::from([
-                        ("message".to_owned(), Value::Text(err.message.clone())),
-                        ("node".to_owned(), Value::Text(node.id.clone())),
+                        ("message".to_owned(), Value::text(err.message.clone())),
+                        ("node".to_owned(), Value::text(node.id.clone())),
                     ]);
                     if let Some(data) = err.data {
                         error_value.insert("data".to_owned(), data);
                     }
-                    let error_value = Value::Object(error_value);
+                    let error_value = Value::object(error_value);
                     for fanout in &node.outputs {
                         let value = (fanout.port == agentloom_core::ERROR_PORT)
                             .then(|| error_value.clone());

@@ -9,7 +9,7 @@
 //! Log lines do not pass through a run: every secret is also added to one process-wide
 //! list, which the binary's log writer applies with [`redact_resolved_secrets`].
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use agentloom_core::{BoundHosts, Secret, Value, ValueMap};
 use base64::Engine as _;
@@ -146,11 +146,22 @@ impl Redactor {
         }
     }
 
+    /// Redacts `value`. Its contents may be shared with the value a node handed on: they
+    /// are copied only when they carry a secret.
     pub(crate) fn value(&self, value: &mut Value) {
+        let Ok(needles) = self.needles.read() else {
+            return;
+        };
+        if !carries_any(value, &needles) {
+            return;
+        }
+        drop(needles);
         match value {
-            Value::Text(text) => self.text(text),
-            Value::List(items) => items.iter_mut().for_each(|item| self.value(item)),
-            Value::Object(map) => self.map(map),
+            Value::Text(text) => self.text(Arc::make_mut(text)),
+            Value::List(items) => Arc::make_mut(items)
+                .iter_mut()
+                .for_each(|item| self.value(item)),
+            Value::Object(map) => self.map(Arc::make_mut(map)),
             Value::Null
             | Value::Bool(_)
             | Value::Integer(_)
@@ -194,6 +205,21 @@ impl Redactor {
             EventKind::NodeQueued { .. }
             | EventKind::NodeUsage { .. }
             | EventKind::NodeAwaitingApproval { .. } => {}
+        }
+    }
+}
+
+/// Whether a text in `value` (or a key of an object in it) contains one of `needles`.
+fn carries_any(value: &Value, needles: &[String]) -> bool {
+    let in_text = |text: &str| needles.iter().any(|needle| text.contains(needle.as_str()));
+    match value {
+        Value::Text(text) => in_text(text),
+        Value::List(items) => items.iter().any(|item| carries_any(item, needles)),
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, item)| in_text(key) || carries_any(item, needles)),
+        Value::Null | Value::Bool(_) | Value::Integer(_) | Value::Number(_) | Value::Bytes(_) => {
+            false
         }
     }
 }
@@ -246,9 +272,9 @@ mod tests {
             text,
             "got [redacted], Basic [redacted], q=[redacted] and [redacted]"
         );
-        let mut value = Value::Object(ValueMap::from([(
+        let mut value = Value::object(ValueMap::from([(
             "s3cret/pw".to_owned(),
-            Value::List(vec![Value::Text("x s3cret/pw".into())]),
+            Value::list(vec![Value::text("x s3cret/pw")]),
         )]));
         redactor.value(&mut value);
         assert_eq!(value.to_text(), r#"{"[redacted]":["x [redacted]"]}"#);

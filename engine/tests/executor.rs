@@ -760,7 +760,7 @@ async fn for_each_runs_a_subgraph_per_item_in_order() {
     assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
     assert_eq!(
         report.outputs["all"],
-        Value::List(vec![
+        Value::list(vec![
             Value::from("<a>"),
             Value::from("<b>"),
             Value::from("<c>")

@@ -76,7 +76,7 @@ async fn run(doc: &GraphDoc) -> (RunReport, Vec<RunEvent>) {
 
 fn out_text(report: &RunReport, name: &str) -> String {
     match report.outputs.get(name) {
-        Some(Value::Text(text)) => text.clone(),
+        Some(Value::Text(text)) => String::clone(text),
         other => panic!("output `{name}` is {other:?}; run: {report:#?}"),
     }
 }

@@ -233,7 +233,7 @@ fn values_arriving_never_widen_a_node_nor_push_it_over_a_neighbour_in_any_exampl
             let run = h.state_mut().run.nodes.entry(id).or_default();
             run.status = agentloom_engine::NodeStatus::Done;
             for port in outputs {
-                let value = agentloom_core::Value::Text(long.clone());
+                let value = agentloom_core::Value::text(long.clone());
                 run.outputs.insert(port, value);
             }
         }

@@ -554,7 +554,7 @@ fn streamed_llm_output_appears_inside_the_node_while_it_runs() {
     // The finished answer replaces the stream on the node (short) and in the run panel.
     assert_eq!(
         h.state().run.outputs.get("story"),
-        Some(&agentloom_core::Value::Text(story))
+        Some(&agentloom_core::Value::text(story))
     );
     h.get_by_label_contains("text = w1 w2 w3");
     h.get_by_label("output story");

@@ -83,7 +83,7 @@ impl AgentState {
     }
 
     fn transcript(&self) -> Value {
-        Value::List(
+        Value::list(
             self.steps
                 .iter()
                 .map(|s| Value::from_json(serde_json::to_value(s).unwrap_or_default()))
@@ -119,21 +119,21 @@ impl Agent<'_> {
         let outcome = self.steps(&mut state, started).await;
         match outcome {
             Ok(answer) => Ok(agentloom_core::outputs([
-                ("answer", Value::Text(answer)),
+                ("answer", Value::text(answer)),
                 (
                     "artifacts",
-                    Value::List(state.artifacts.iter().cloned().map(Value::Text).collect()),
+                    Value::list(state.artifacts.iter().cloned().map(Value::text).collect()),
                 ),
                 ("transcript", state.transcript()),
             ])),
             Err(err) if err.class == agentloom_core::ErrorClass::Cancelled => Err(err),
             Err(err) => {
-                let data = Value::Object(BTreeMap::from([
-                    ("reason".to_owned(), Value::Text(err.message.clone())),
+                let data = Value::object(BTreeMap::from([
+                    ("reason".to_owned(), Value::text(err.message.clone())),
                     ("transcript".to_owned(), state.transcript()),
                     (
                         "artifacts".to_owned(),
-                        Value::List(state.artifacts.iter().cloned().map(Value::Text).collect()),
+                        Value::list(state.artifacts.iter().cloned().map(Value::text).collect()),
                     ),
                 ]));
                 Err(err.with_data(data))
@@ -411,7 +411,7 @@ impl Agent<'_> {
                 .call_tool(node, Value::from_json(arguments.clone()))
                 .await
             {
-                Ok(outputs) => Ok(Value::Object(outputs).to_json().to_string()),
+                Ok(outputs) => Ok(Value::object(outputs).to_json().to_string()),
                 Err(err) if err.class == agentloom_core::ErrorClass::Cancelled => return Err(err),
                 Err(err) => Err(err.message),
             },

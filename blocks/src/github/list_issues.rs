@@ -75,6 +75,6 @@ impl NodeImpl for Node {
             .take(self.max_items)
             .map(Value::from_json)
             .collect();
-        Ok(agentloom_core::outputs([("issues", Value::List(issues))]))
+        Ok(agentloom_core::outputs([("issues", Value::list(issues))]))
     }
 }

@@ -101,11 +101,11 @@ impl NodeImpl for Node {
         Ok(agentloom_core::outputs([
             (
                 "content",
-                Value::Text(String::from_utf8_lossy(&bytes).into_owned()),
+                Value::text(String::from_utf8_lossy(&bytes).into_owned()),
             ),
             (
                 "sha",
-                Value::Text(json["sha"].as_str().unwrap_or_default().to_owned()),
+                Value::text(json["sha"].as_str().unwrap_or_default().to_owned()),
             ),
         ]))
     }

@@ -136,12 +136,12 @@ impl NodeImpl for Node {
             "html": parts.html,
         });
         let mut message = Value::from_json(message);
-        if let Value::Object(map) = &mut message {
-            map.insert("attachments".to_owned(), Value::List(parts.attachments));
+        if let Some(map) = message.object_mut() {
+            map.insert("attachments".to_owned(), Value::list(parts.attachments));
         }
         Ok(agentloom_core::outputs([
             ("message", message),
-            ("text", Value::Text(text)),
+            ("text", Value::text(text)),
         ]))
     }
 }

@@ -87,7 +87,7 @@ impl NodeImpl for Node {
         messages.truncate(self.max_items);
         Ok(agentloom_core::outputs([(
             "messages",
-            Value::List(messages),
+            Value::list(messages),
         )]))
     }
 }

@@ -160,11 +160,11 @@ impl NodeImpl for ChatNode {
         answer.tool_calls = reply.tool_calls.clone();
         conversation.push(answer.to_value());
         Ok(agentloom_core::outputs([
-            ("text", Value::Text(reply.text)),
-            ("messages", Value::List(conversation)),
+            ("text", Value::text(reply.text)),
+            ("messages", Value::list(conversation)),
             (
                 "tool_calls",
-                Value::List(
+                Value::list(
                     reply
                         .tool_calls
                         .iter()

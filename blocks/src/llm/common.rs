@@ -442,8 +442,8 @@ impl Meter {
     /// `{model, calls, input_tokens, output_tokens, cost_usd, priced, estimated}`.
     pub(crate) fn to_value(&self) -> Value {
         let int = |n: u64| Value::Integer(i64::try_from(n).unwrap_or(i64::MAX));
-        Value::Object(BTreeMap::from([
-            ("model".to_owned(), Value::Text(self.model.clone())),
+        Value::object(BTreeMap::from([
+            ("model".to_owned(), Value::text(self.model.clone())),
             ("calls".to_owned(), int(self.calls)),
             ("input_tokens".to_owned(), int(self.input_tokens)),
             ("output_tokens".to_owned(), int(self.output_tokens)),

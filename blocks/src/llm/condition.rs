@@ -223,10 +223,10 @@ impl NodeImpl for ConditionNode {
             let reply = complete(&endpoint, &request, self.settings.options, ctx, "choice").await?;
             meter.record(ctx, &request, &reply, reserved);
             if let Some(branch) = self.pick(&reply.text) {
-                let carried = value.unwrap_or_else(|| Value::Text(branch.to_owned()));
+                let carried = value.unwrap_or_else(|| Value::text(branch));
                 return Ok(ValueMap::from([
                     (branch.to_owned(), carried),
-                    ("choice".to_owned(), Value::Text(branch.to_owned())),
+                    ("choice".to_owned(), Value::text(branch.to_owned())),
                 ]));
             }
             request
@@ -245,8 +245,8 @@ impl NodeImpl for ConditionNode {
             self.max_attempts,
             if self.max_attempts == 1 { "" } else { "s" },
         ))
-        .with_data(Value::Object(BTreeMap::from([
-            ("answer".to_owned(), Value::Text(last_answer)),
+        .with_data(Value::object(BTreeMap::from([
+            ("answer".to_owned(), Value::text(last_answer)),
             ("usage".to_owned(), meter.to_value()),
         ]))))
     }

@@ -507,14 +507,14 @@ fn status_failure(
     } else {
         format!(": {said}")
     };
-    let data = agentloom_core::Value::Object(std::collections::BTreeMap::from([
+    let data = agentloom_core::Value::object(std::collections::BTreeMap::from([
         (
             "status".to_owned(),
             agentloom_core::Value::Integer(i64::from(code)),
         ),
         (
             "provider_message".to_owned(),
-            agentloom_core::Value::Text(said.clone()),
+            agentloom_core::Value::text(said.clone()),
         ),
     ]));
     let credential = endpoint.credential.as_deref().unwrap_or_default();

@@ -283,9 +283,9 @@ impl NodeImpl for StructuredNode {
             if self.max_attempts == 1 { "" } else { "s" },
             quote(last_text.trim(), 200)
         ))
-        .with_data(Value::Object(BTreeMap::from([
-            ("answer".to_owned(), Value::Text(last_text)),
-            ("problems".to_owned(), Value::Text(last_problem)),
+        .with_data(Value::object(BTreeMap::from([
+            ("answer".to_owned(), Value::text(last_text)),
+            ("problems".to_owned(), Value::text(last_problem)),
             ("usage".to_owned(), meter.to_value()),
         ]))))
     }

@@ -69,21 +69,21 @@ impl Message {
     pub(crate) fn to_value(&self) -> Value {
         let mut map = BTreeMap::from([
             ("role".to_owned(), Value::from(self.role.as_str())),
-            ("content".to_owned(), Value::Text(self.content.clone())),
+            ("content".to_owned(), Value::text(self.content.clone())),
         ]);
         if !self.tool_calls.is_empty() {
             map.insert(
                 "tool_calls".to_owned(),
-                Value::List(self.tool_calls.iter().map(ToolCall::to_value).collect()),
+                Value::list(self.tool_calls.iter().map(ToolCall::to_value).collect()),
             );
         }
         if let Some(id) = &self.tool_call_id {
-            map.insert("tool_call_id".to_owned(), Value::Text(id.clone()));
+            map.insert("tool_call_id".to_owned(), Value::text(id.clone()));
         }
         if let Some(name) = &self.name {
-            map.insert("name".to_owned(), Value::Text(name.clone()));
+            map.insert("name".to_owned(), Value::text(name.clone()));
         }
-        Value::Object(map)
+        Value::object(map)
     }
 
     /// Reads one message; `index` is only used in the error.
@@ -102,12 +102,12 @@ impl Message {
         })?;
         let content = match map.get("content") {
             None | Some(Value::Null) => String::new(),
-            Some(Value::Text(text)) => text.clone(),
+            Some(Value::Text(text)) => String::clone(text),
             // A list of content parts ({type: "text", text}): keep the text.
             Some(Value::List(parts)) => parts
                 .iter()
                 .filter_map(|part| match part {
-                    Value::Text(text) => Some(text.clone()),
+                    Value::Text(text) => Some(String::clone(text)),
                     Value::Object(o) => o.get("text").and_then(Value::as_str).map(str::to_owned),
                     _ => None,
                 })
@@ -137,7 +137,7 @@ impl Message {
 pub(crate) fn messages_from_value(value: &Value) -> Result<Vec<Message>, String> {
     match value {
         Value::Null => Ok(Vec::new()),
-        Value::Text(text) => Ok(vec![Message::new(Role::User, text.clone())]),
+        Value::Text(text) => Ok(vec![Message::new(Role::User, String::clone(text))]),
         Value::List(items) => items
             .iter()
             .enumerate()
@@ -235,9 +235,9 @@ pub(crate) struct ToolCall {
 
 impl ToolCall {
     pub(crate) fn to_value(&self) -> Value {
-        Value::Object(BTreeMap::from([
-            ("id".to_owned(), Value::Text(self.id.clone())),
-            ("name".to_owned(), Value::Text(self.name.clone())),
+        Value::object(BTreeMap::from([
+            ("id".to_owned(), Value::text(self.id.clone())),
+            ("name".to_owned(), Value::text(self.name.clone())),
             (
                 "arguments".to_owned(),
                 Value::from_json(self.arguments.clone()),

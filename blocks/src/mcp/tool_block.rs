@@ -217,10 +217,10 @@ impl NodeImpl for McpToolNode {
         }
         let structured = result
             .structured_content
-            .map_or_else(|| Value::Text(text.clone()), Value::from_json);
+            .map_or_else(|| Value::text(text.clone()), Value::from_json);
         Ok(agentloom_core::outputs([
             ("result", structured),
-            ("text", Value::Text(text)),
+            ("text", Value::text(text)),
         ]))
     }
 }

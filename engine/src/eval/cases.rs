@@ -183,12 +183,9 @@ fn parse_csv(
                 if output.is_empty() {
                     return Err(error(line, column, "names no output".to_owned()));
                 }
-                expect.push((
-                    output.to_owned(),
-                    Check::Equals(Value::Text(cell.to_owned())),
-                ));
+                expect.push((output.to_owned(), Check::Equals(Value::text(cell))));
             } else {
-                inputs.insert(column.to_owned(), Value::Text(cell.to_owned()));
+                inputs.insert(column.to_owned(), Value::text(cell));
             }
         }
         cases.push(Case {
@@ -252,7 +249,7 @@ mod tests {
         assert_eq!(cases[0].inputs["name"], Value::from("Ada"));
         assert_eq!(
             cases[0].expect[0].1,
-            Check::Equals(Value::Text("Hello, Ada!".to_owned()))
+            Check::Equals(Value::text("Hello, Ada!"))
         );
     }
 }

@@ -180,7 +180,7 @@ impl Check {
             Check::Equals(expected) => {
                 let equal = value == expected
                     || value.to_json() == expected.to_json()
-                    || matches!(expected, Value::Text(t) if *t == text);
+                    || matches!(expected, Value::Text(t) if **t == text);
                 result(
                     equal,
                     if equal {

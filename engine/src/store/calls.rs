@@ -1,5 +1,7 @@
 //! Reading back a run's recorded outbound calls, to replay them.
 
+use std::sync::Arc;
+
 use agentloom_core::{RecordedResponse, Value, ValueMap};
 use rusqlite::params;
 
@@ -49,8 +51,8 @@ impl RunStore {
                 message,
             })?;
             call.response.body = match map.remove("body") {
-                Some(Value::Text(text)) => text.into_bytes(),
-                Some(Value::Bytes(bytes)) => bytes,
+                Some(Value::Text(text)) => Arc::unwrap_or_clone(text).into_bytes(),
+                Some(Value::Bytes(bytes)) => Arc::unwrap_or_clone(bytes),
                 _ => Vec::new(),
             };
             calls.push(call);

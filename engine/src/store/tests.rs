@@ -85,7 +85,7 @@ fn full_run(run_id: &str) -> Vec<RunEvent> {
                 outputs: map(&[
                     ("body", Value::from("hello")),
                     ("status", Value::Integer(200)),
-                    ("raw", Value::Bytes(vec![0, 159, 255])),
+                    ("raw", Value::bytes(vec![0, 159, 255])),
                 ]),
                 attempts: 1,
                 duration_ms: 38,
@@ -308,7 +308,7 @@ fn a_recorded_run_reads_back_in_full_and_survives_reopening() {
     );
     assert_eq!(
         fetch.outputs.get("raw"),
-        Some(&Value::Bytes(vec![0, 159, 255]))
+        Some(&Value::bytes(vec![0, 159, 255]))
     );
     assert_eq!(fetch.outputs.get("status"), Some(&Value::Integer(200)));
 
@@ -637,7 +637,7 @@ fn a_run_log_of_schema_1_is_upgraded_keeping_its_runs() {
         .expect("the old run is kept");
     assert_eq!(
         old.node("fetch").unwrap().outputs["body"],
-        Value::Text("x".repeat(5000)),
+        Value::text("x".repeat(5000)),
         "inline values of old rows still read"
     );
     assert_eq!(old.run.graph_name, "old graph");

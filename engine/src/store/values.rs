@@ -4,12 +4,12 @@
 //! replaced in the row by a reference. A value over the cap keeps only its size, hash and
 //! a preview, so no value can make a write fail and the log never fails a run.
 //!
-//! A value handed from node to node is serialized and hashed once: the writer keeps the
-//! large values it stored lately under a fast fingerprint and recognises them again by
-//! comparing with the kept copy, which costs far less than serializing and hashing.
+//! A value handed from node to node is serialized and hashed once: values share their
+//! contents when handed on, so the writer keeps the large values it stored lately (a
+//! reference, not a copy) and recognises them again by the address of their contents, a
+//! check that costs the same whatever the value's size.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::Hasher as _;
 use std::io::{self, Write};
 
 use agentloom_core::{Value, ValueMap};
@@ -28,13 +28,9 @@ const PREVIEW_BYTES: usize = 1000;
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 1 << 20;
 /// The cap with full logging: well under what SQLite accepts in one row (1e9 bytes).
 const FULL_MAX_VALUE_BYTES: usize = 256 << 20;
-/// Values estimated smaller than this are not looked up among the recent ones (they are
-/// mostly inline, and cheap to serialize).
-const RECENT_MIN_BYTES: usize = INLINE_MAX_BYTES;
-/// Larger values are not kept to be recognised (they would double their memory).
-const RECENT_MAX_BYTES: usize = 4 << 20;
-/// What the recent values may hold in all; past it they are forgotten. A value handed
-/// down is met again soon, so a small window catches it.
+/// What the recent values may hold in all (their JSON size); past it they are forgotten,
+/// so the log keeps no value alive for long after the run let it go. A value handed down
+/// is met again soon, so a small window catches it.
 const RECENT_BUDGET_BYTES: usize = 8 << 20;
 /// The key of the object that stands for a value kept in `run_values`.
 const REF_KEY: &str = "\u{0}agentloom.value";
@@ -78,8 +74,9 @@ pub(super) struct ValueLog {
     seen: HashSet<String>,
     /// Rows for the next batch; kept until a batch with them is written.
     pub pending: Vec<StoredValue>,
-    /// Large values stored lately, by fingerprint, with their hash.
-    recent: HashMap<u64, (Value, String)>,
+    /// Large values stored lately, by the address of their shared contents (see
+    /// [`Value::shared_address`]), with their hash.
+    recent: HashMap<usize, (Value, String)>,
     recent_bytes: usize,
     /// How many large values were serialized and hashed (each distinct one once).
     pub hashed: u64,
@@ -120,13 +117,9 @@ impl ValueLog {
     }
 
     fn shrink_value(&mut self, value: Value) -> Value {
-        let mut fingerprint = rustc_hash::FxHasher::default();
-        let estimate = fingerprint_of(&value, &mut fingerprint);
-        let fingerprint = fingerprint.finish();
-        let look_up = estimate >= RECENT_MIN_BYTES;
-        if look_up
-            && let Some((known, hash)) = self.recent.get(&fingerprint)
-            && *known == value
+        let address = value.shared_address();
+        if let Some(address) = address
+            && let Some((_, hash)) = self.recent.get(&address)
         {
             return reference_to(hash.clone());
         }
@@ -142,79 +135,21 @@ impl ValueLog {
             self.pending
                 .push(stored(hash.clone(), text.size, text.head));
         }
-        if look_up && estimate <= RECENT_MAX_BYTES {
-            if self.recent_bytes + estimate > RECENT_BUDGET_BYTES {
+        if let Some(address) = address {
+            if self.recent_bytes + text.size > RECENT_BUDGET_BYTES {
                 self.recent.clear();
                 self.recent_bytes = 0;
             }
-            self.recent_bytes += estimate;
-            self.recent.insert(fingerprint, (value, hash.clone()));
+            self.recent_bytes += text.size;
+            // Kept, the value's contents stay where they are: the address stays theirs.
+            self.recent.insert(address, (value, hash.clone()));
         }
         reference_to(hash)
     }
 }
 
 fn reference_to(hash: String) -> Value {
-    Value::Object(ValueMap::from([(REF_KEY.to_owned(), Value::Text(hash))]))
-}
-
-/// Feeds `value` to `hasher` (shape and content, without serializing it); returns about
-/// how many bytes it holds.
-fn fingerprint_of(value: &Value, hasher: &mut rustc_hash::FxHasher) -> usize {
-    match value {
-        Value::Null => {
-            hasher.write_u8(0);
-            4
-        }
-        Value::Bool(b) => {
-            hasher.write_u8(1);
-            hasher.write_u8(u8::from(*b));
-            4
-        }
-        Value::Integer(i) => {
-            hasher.write_u8(2);
-            hasher.write_i64(*i);
-            8
-        }
-        Value::Number(n) => {
-            hasher.write_u8(3);
-            hasher.write_u64(n.to_bits());
-            8
-        }
-        Value::Text(text) => {
-            hasher.write_u8(4);
-            hasher.write_usize(text.len());
-            hasher.write(text.as_bytes());
-            text.len() + 2
-        }
-        Value::List(items) => {
-            hasher.write_u8(5);
-            hasher.write_usize(items.len());
-            items
-                .iter()
-                .map(|item| fingerprint_of(item, hasher) + 1)
-                .sum::<usize>()
-                + 2
-        }
-        Value::Object(map) => {
-            hasher.write_u8(6);
-            hasher.write_usize(map.len());
-            map.iter()
-                .map(|(key, item)| {
-                    hasher.write_usize(key.len());
-                    hasher.write(key.as_bytes());
-                    key.len() + 4 + fingerprint_of(item, hasher)
-                })
-                .sum::<usize>()
-                + 2
-        }
-        Value::Bytes(bytes) => {
-            hasher.write_u8(7);
-            hasher.write_usize(bytes.len());
-            hasher.write(bytes);
-            bytes.len() * 4 / 3 + 14
-        }
-    }
+    Value::object(ValueMap::from([(REF_KEY.to_owned(), Value::text(hash))]))
 }
 
 fn stored(hash: String, size: usize, head: Vec<u8>) -> StoredValue {
@@ -335,7 +270,7 @@ pub(super) fn restore(conn: &Connection, run_id: &str, map: &mut ValueMap) -> Re
 fn reference(value: &Value) -> Option<String> {
     match value {
         Value::Object(map) if map.len() == 1 => match map.get(REF_KEY) {
-            Some(Value::Text(hash)) => Some(hash.clone()),
+            Some(Value::Text(hash)) => Some(String::clone(hash)),
             _ => None,
         },
         _ => None,
@@ -368,7 +303,7 @@ fn load(conn: &Connection, run_id: &str, hash: &str) -> Result<Value, String> {
         }
         "preview" => {
             let preview = String::from_utf8_lossy(&data);
-            return Ok(Value::Text(format!(
+            return Ok(Value::text(format!(
                 "[truncated: {size} bytes, sha256 {hash}] {preview}…"
             )));
         }

@@ -78,8 +78,8 @@ fn a_value_handed_down_a_chain_is_stored_once_and_deflated() {
     let detail = store.get_run(&run_id).unwrap().unwrap();
     for node in ["n1", "n25", "n49"] {
         let row = detail.node(node).unwrap();
-        assert_eq!(row.inputs["value"], Value::Text(text.clone()), "{node}");
-        assert_eq!(row.outputs["value"], Value::Text(text.clone()), "{node}");
+        assert_eq!(row.inputs["value"], Value::text(text.clone()), "{node}");
+        assert_eq!(row.outputs["value"], Value::text(text.clone()), "{node}");
     }
     let finished = store
         .events(&run_id)
@@ -128,7 +128,7 @@ fn a_value_over_the_cap_keeps_size_hash_and_preview_and_the_run_completes() {
     let detail = store.get_run(&run_id).unwrap().unwrap();
     assert_eq!(
         detail.node("n2").unwrap().outputs["value"],
-        Value::Text(text)
+        Value::text(text)
     );
 }
 
@@ -151,7 +151,7 @@ fn deleting_a_run_deletes_its_values() {
 fn a_value_handed_down_is_serialized_and_hashed_once() {
     let text: String = (0..2000).map(|i| format!("line {i}\n")).collect();
     let port = |value: &Value| ValueMap::from([("value".to_owned(), value.clone())]);
-    let big = Value::List(vec![Value::from(text.as_str()), Value::Integer(7)]);
+    let big = Value::list(vec![Value::from(text.as_str()), Value::Integer(7)]);
     let mut log = values::ValueLog::new(LogPolicy::default());
     // As a chain of 100 nodes sees it: each node's inputs, then its outputs.
     let logged: Vec<ValueMap> = (0..200).map(|_| log.shrink(port(&big))).collect();
@@ -160,7 +160,7 @@ fn a_value_handed_down_is_serialized_and_hashed_once() {
     assert!(logged.windows(2).all(|pair| pair[0] == pair[1]));
 
     // Same size and shape, other content: not taken for the first.
-    let other = Value::List(vec![Value::from(text.replace('9', "8")), Value::Integer(7)]);
+    let other = Value::list(vec![Value::from(text.replace('9', "8")), Value::Integer(7)]);
     let other_logged = log.shrink(port(&other));
     assert_eq!(log.hashed, 2);
     assert_ne!(other_logged, logged[0]);

@@ -615,8 +615,8 @@ impl Writer {
         let body_size = call.response.body.len();
         let response_json = (body_size <= self.values.max_value_bytes()).then(|| {
             let body = match String::from_utf8(call.response.body) {
-                Ok(text) => Value::Text(text),
-                Err(binary) => Value::Bytes(binary.into_bytes()),
+                Ok(text) => Value::text(text),
+                Err(binary) => Value::bytes(binary.into_bytes()),
             };
             let map = self
                 .values

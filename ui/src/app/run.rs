@@ -345,5 +345,5 @@ pub fn recorded_graph(detail: &RunDetail) -> Option<GraphDoc> {
 
 /// Parses what a person typed for a run input of type `ty`, as `--input` does.
 pub fn parse_input(text: &str, ty: &agentloom_core::ValueType) -> Result<Value, String> {
-    agentloom_core::coerce_given(Value::Text(text.to_owned()), ty).map_err(|e| e.to_string())
+    agentloom_core::coerce_given(Value::text(text.to_owned()), ty).map_err(|e| e.to_string())
 }

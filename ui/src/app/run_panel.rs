@@ -46,7 +46,7 @@ impl RunForm {
                         .default
                         .as_ref()
                         .map_or_else(String::new, |v| match v {
-                            Value::Text(s) => s.clone(),
+                            Value::Text(s) => String::clone(s),
                             other => other.to_json().to_string(),
                         })
                 });

@@ -58,17 +58,17 @@ fn approve_with(request: &ApprovalRequest, set: &[String]) -> Result<ApprovalDec
         let Some((name, text)) = item.split_once('=') else {
             return Err(format!("--set `{item}`: expected NAME=VALUE"));
         };
-        let Value::Object(map) = &mut arguments else {
+        let Some(map) = arguments.object_mut() else {
             return Err(format!(
                 "--set {name}: the arguments of `{}` are not named fields",
                 request.action
             ));
         };
         let value = match map.get(name) {
-            Some(Value::Text(_)) => Value::Text(text.to_owned()),
+            Some(Value::Text(_)) => Value::text(text),
             _ => serde_json::from_str(text)
                 .map(Value::from_json)
-                .unwrap_or_else(|_| Value::Text(text.to_owned())),
+                .unwrap_or_else(|_| Value::text(text)),
         };
         map.insert(name.to_owned(), value);
     }

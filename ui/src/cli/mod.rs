@@ -509,7 +509,7 @@ pub(crate) fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
         if name.trim().is_empty() {
             return Err(format!("--input `{item}`: the name is empty"));
         }
-        inputs.insert(name.trim().to_owned(), Value::Text(value.to_owned()));
+        inputs.insert(name.trim().to_owned(), Value::text(value.to_owned()));
     }
     Ok(inputs)
 }

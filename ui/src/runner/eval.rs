@@ -715,7 +715,7 @@ impl Judge {
             .with_secrets(self.secrets.clone())
             .run(
                 Arc::new(graph),
-                ValueMap::from([("request".to_owned(), Value::Text(request))]),
+                ValueMap::from([("request".to_owned(), Value::text(request))]),
                 RunOptions {
                     replay: judging.replay,
                     ..RunOptions::default()

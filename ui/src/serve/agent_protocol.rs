@@ -211,7 +211,7 @@ impl AgentProtocol {
             .find(|d| d.name == "input")
             .or_else(|| declared.iter().find(|d| d.ty == ValueType::Text));
         if let (Some(text), Some(target)) = (input, target) {
-            inputs.insert(target.name.clone(), Value::Text(text.to_owned()));
+            inputs.insert(target.name.clone(), Value::text(text.to_owned()));
         }
         self.runner
             .check_inputs(&inputs)
@@ -715,7 +715,7 @@ mod tests {
             Value::from_json(json!([{"thought": "read the file"}, {"tool": "write"}])),
         );
         let mut plain = ValueMap::new();
-        plain.insert("text".to_owned(), Value::Text("no steps here".to_owned()));
+        plain.insert("text".to_owned(), Value::text("no steps here".to_owned()));
         let mut ai_agent = ValueMap::new();
         ai_agent.insert(
             "transcript".to_owned(),

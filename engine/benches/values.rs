@@ -1,0 +1,197 @@
+//! What handing a value on costs (`cargo bench -p agentloom-engine --bench values`). Prints:
+//! - `handing`: per hop, a chain of N = 1,000 nodes (a constant, then `control.passthrough`)
+//!   handing down a one-character text and a 100 KB text, without and with the SQLite run
+//!   log, measured in turns in the same run; the ratio of the two is what a value's size
+//!   costs (1.0 when handing it on copies nothing);
+//! - `growing`: a chain of `text.template "{{ s }}."` nodes, each output one character
+//!   longer than its input, without the run log (N from `AGENTLOOM_BENCH_GROWING_N`, default
+//!   100,000): every node must write its whole text once, so this is the one chain whose
+//!   cost grows with N², and any further copy per node shows as a multiple of it.
+//!
+//! Arguments name the sections to run; none runs them all.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentloom_blocks::Registry;
+use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, ValidGraph, ValueMap, validate};
+use agentloom_engine::{Executor, NullSink, RunOptions, RunStatus, RunStore};
+use serde_json::json;
+
+// The allocator of the `agentloom` binary, so the figures are the application's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Nodes of the handing chain.
+const HANDING_NODES: usize = 1_000;
+/// The large text handed down.
+const LARGE_BYTES: usize = 100 * 1024;
+/// Turns of each chain without the log, and with it.
+const TURNS: usize = 21;
+const LOGGED_TURNS: usize = 9;
+
+/// A constant holding `value`, then `n - 1` nodes of `kind` (with `config`), each fed on
+/// its input `input` by the output of the one before (`output`, the constant's `value`).
+fn chain(
+    n: usize,
+    value: &str,
+    kind: &str,
+    config: &serde_json::Value,
+    (input, output): (&str, &str),
+) -> GraphDoc {
+    let mut doc = GraphDoc::new(kind);
+    doc.nodes
+        .push(NodeDoc::new("n0", "data.constant").with_config(json!({ "value": value })));
+    for i in 1..n {
+        let id = format!("n{i}");
+        doc.nodes
+            .push(NodeDoc::new(&id, kind).with_config(config.clone()));
+        let from = if i == 1 { "value" } else { output };
+        doc.edges
+            .push(EdgeDoc::new(&format!("n{}", i - 1), from, &id, input));
+    }
+    doc
+}
+
+/// `value` handed down `n - 1` pass-throughs.
+fn handing_chain(n: usize, value: &str) -> GraphDoc {
+    chain(
+        n,
+        value,
+        "control.passthrough",
+        &json!({}),
+        ("value", "value"),
+    )
+}
+
+/// `"x"`, then `n - 1` templates each adding a character to the text.
+fn growing_chain(n: usize) -> GraphDoc {
+    let template = json!({ "template": "{{ s }}." });
+    chain(n, "x", "text.template", &template, ("s", "text"))
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Whether the section named `name` was asked for.
+fn wanted(name: &str) -> bool {
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    asked.is_empty() || asked.iter().any(|a| a == name)
+}
+
+/// One run of `valid`, with the run log in `store` when given; its wall time.
+fn run_once(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    valid: &Arc<ValidGraph>,
+    store: Option<&RunStore>,
+) -> Duration {
+    let started = Instant::now();
+    let report = match store {
+        None => runtime.block_on(executor.run(
+            valid.clone(),
+            ValueMap::new(),
+            RunOptions::default(),
+            Arc::new(NullSink),
+        )),
+        Some(store) => {
+            let recorder = Arc::new(store.recorder(&valid.doc).expect("recorder"));
+            let report = runtime.block_on(executor.run(
+                valid.clone(),
+                ValueMap::new(),
+                RunOptions::default(),
+                recorder.clone(),
+            ));
+            recorder.finish().expect("run log written");
+            report
+        }
+    };
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    started.elapsed()
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let registry = Arc::new(Registry::builtin());
+    let executor = Executor::new(registry.clone());
+    let scratch = tempfile::tempdir().expect("temp dir");
+    if wanted("handing") {
+        handing(&runtime, &executor, &registry, scratch.path());
+    }
+    if wanted("growing") {
+        growing(&runtime, &executor, &registry);
+    }
+}
+
+fn handing(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    registry: &Arc<Registry>,
+    scratch: &Path,
+) {
+    let n = HANDING_NODES;
+    let small = Arc::new(validate(&handing_chain(n, "x"), registry.as_ref()).expect("valid"));
+    let large_text: String = (0..LARGE_BYTES)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let large =
+        Arc::new(validate(&handing_chain(n, &large_text), registry.as_ref()).expect("valid"));
+    // Warm-up: the allocator's pages, the code, the run log's file.
+    let store = RunStore::open(&scratch.join("values.sqlite3")).expect("run store");
+    for valid in [&small, &large] {
+        run_once(runtime, executor, valid, None);
+        run_once(runtime, executor, valid, Some(&store));
+    }
+    #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
+    let per_hop = |d: Duration| d.as_secs_f64() * 1e6 / (n - 1) as f64;
+    println!("\nhanding a text down {n} nodes, per hop (median of turns A B A B …):");
+    println!(
+        "{:>10}  {:>12}  {:>12}  {:>8}",
+        "", "1 char µs", "100 KB µs", "ratio"
+    );
+    for (label, store, turns) in [
+        ("no log", None, TURNS),
+        ("with log", Some(&store), LOGGED_TURNS),
+    ] {
+        let mut small_samples = Vec::with_capacity(turns);
+        let mut large_samples = Vec::with_capacity(turns);
+        for _ in 0..turns {
+            small_samples.push(run_once(runtime, executor, &small, store));
+            large_samples.push(run_once(runtime, executor, &large, store));
+        }
+        let (small, large) = (
+            per_hop(median(small_samples)),
+            per_hop(median(large_samples)),
+        );
+        println!(
+            "{label:>10}  {small:>12.3}  {large:>12.3}  {:>7.2}x",
+            large / small
+        );
+    }
+}
+
+fn growing(runtime: &tokio::runtime::Runtime, executor: &Executor, registry: &Arc<Registry>) {
+    let n: usize = std::env::var("AGENTLOOM_BENCH_GROWING_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100_000);
+    let valid = Arc::new(validate(&growing_chain(n), registry.as_ref()).expect("valid"));
+    let samples: Vec<Duration> = (0..3)
+        .map(|_| run_once(runtime, executor, &valid, None))
+        .collect();
+    let took = median(samples);
+    println!(
+        "\ngrowing text: {n} text.template nodes \"{{{{ s }}}}.\", no log: {:.3} s (median of 3)",
+        took.as_secs_f64()
+    );
+}
