@@ -60,17 +60,13 @@ mod tests {
             ],
         );
         let inputs = ValueMap::from([
-            ("url".to_owned(), Value::Text("http://a".into())),
-            ("body".to_owned(), Value::Text("hello".into())),
+            ("url".to_owned(), Value::text("http://a")),
+            ("body".to_owned(), Value::text("hello")),
             ("count".to_owned(), Value::Integer(3)),
         ]);
         let outputs = bypass_outputs(&ports, &inputs);
-        assert_eq!(outputs["url"], Value::Text("http://a".into()));
-        assert_eq!(
-            outputs["text"],
-            Value::Text("hello".into()),
-            "first text input"
-        );
+        assert_eq!(outputs["url"], Value::text("http://a"));
+        assert_eq!(outputs["text"], Value::text("hello"), "first text input");
         assert_eq!(
             outputs["ok"],
             Value::Null,
@@ -82,10 +78,7 @@ mod tests {
             vec![PortSpec::new("a", ValueType::Any)],
             vec![PortSpec::new("text", ValueType::Text)],
         );
-        let inputs = ValueMap::from([("a".to_owned(), Value::Text("hi".into()))]);
-        assert_eq!(
-            bypass_outputs(&ports, &inputs)["text"],
-            Value::Text("hi".into())
-        );
+        let inputs = ValueMap::from([("a".to_owned(), Value::text("hi"))]);
+        assert_eq!(bypass_outputs(&ports, &inputs)["text"], Value::text("hi"));
     }
 }

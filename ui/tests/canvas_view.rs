@@ -131,7 +131,7 @@ fn show_a_long_value(h: &mut AppHarness, id: &str) {
     let run = h.state_mut().run.nodes.entry(id.to_owned()).or_default();
     run.status = agentloom_engine::NodeStatus::Done;
     run.outputs
-        .insert("value".to_owned(), agentloom_core::Value::Text(long));
+        .insert("value".to_owned(), agentloom_core::Value::text(long));
     h.run_steps(10);
 }
 

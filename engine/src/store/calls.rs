@@ -82,8 +82,8 @@ impl RunStore {
             let body = &call.response.body;
             let response_json = (body.len() <= max_bytes).then(|| {
                 let body = match String::from_utf8(body.clone()) {
-                    Ok(text) => Value::Text(text),
-                    Err(binary) => Value::Bytes(binary.into_bytes()),
+                    Ok(text) => Value::text(text),
+                    Err(binary) => Value::bytes(binary.into_bytes()),
                 };
                 serde_json::to_string(&ValueMap::from([("body".to_owned(), body)]))
                     .unwrap_or_else(|_| "{}".to_owned())

@@ -182,7 +182,7 @@ const SHOWN_CHARS: usize = 200_000;
 /// `value` as shown in full in the run panel.
 pub fn whole_text(value: &Value) -> String {
     let text = match value {
-        Value::Text(s) => s.clone(),
+        Value::Text(s) => String::clone(s),
         other => serde_json::to_string_pretty(&other.to_json()).unwrap_or_default(),
     };
     let count = text.chars().count();
@@ -203,8 +203,8 @@ fn copy_values_button(ui: &mut Ui, name: &str, values: &agentloom_core::ValueMap
     button.widget_info(|| egui::WidgetInfo::labeled(egui::WidgetType::Button, true, name));
     if button.clicked() {
         let text = match values.values().next() {
-            Some(Value::Text(text)) if values.len() == 1 => text.clone(),
-            _ => serde_json::to_string_pretty(&Value::Object(values.clone()).to_json())
+            Some(Value::Text(text)) if values.len() == 1 => String::clone(text),
+            _ => serde_json::to_string_pretty(&Value::object(values.clone()).to_json())
                 .unwrap_or_default(),
         };
         ui.ctx().copy_text(text);
