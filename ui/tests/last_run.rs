@@ -16,7 +16,7 @@ use egui::{Modifiers, PointerButton, Pos2, Rect};
 use egui_kittest::kittest::{NodeT as _, Queryable as _};
 use support::{
     AppHarness, click_at, copied_text, drag, graph, harness, live_agent_graph, paths,
-    shown_anywhere, wait_until,
+    shown_anywhere, wait_for_completed_run, wait_until,
 };
 
 /// A constant of `lines` numbered lines into the graph's output `out`.
@@ -40,15 +40,7 @@ fn long_text_graph(lines: usize) -> agentloom_core::GraphDoc {
 fn run_to_the_end(h: &mut AppHarness) {
     h.state_mut().send(Command::Run);
     h.run_steps(2);
-    wait_until(h, "the run to end", |h| {
-        h.state().run.status.is_some() && !h.state().run.is_running()
-    });
-    assert_eq!(
-        h.state().run.status,
-        Some(RunStatus::Completed),
-        "{:?}",
-        h.state().run.error
-    );
+    wait_for_completed_run(h);
 }
 
 /// The Configure tab shows the block's fields; Last run its outputs with their Copy.

@@ -11,13 +11,12 @@ mod support;
 
 use agentloom::app::{App, Command, EXAMPLES};
 use agentloom_core::{ERROR_PORT, TOOL_PORT, Value};
-use agentloom_engine::RunStatus;
 use egui::accesskit::Role;
 use egui::{Key, Modifiers, PointerButton};
 use egui_kittest::kittest::Queryable as _;
 use support::{
     AppHarness, click_at, example, graph, harness, harness_for, hold_and_move, keys, let_go, paths,
-    pin, title_of, wait_until, wires,
+    pin, title_of, wait_for_completed_run, wires,
 };
 
 /// The output pins node `id` shows, by name.
@@ -253,15 +252,7 @@ fn a_bypassed_node_is_marked_saved_undoable_and_runs_pass_its_input_through() {
 
     // Safe mode asks nothing and no file is written: the text goes straight through.
     h.get_by_role_and_label(Role::Button, "▶ Run").click();
-    wait_until(&mut h, "the run", |h| {
-        h.state().run.status.is_some() && !h.state().run.is_running()
-    });
-    assert_eq!(
-        h.state().run.status,
-        Some(RunStatus::Completed),
-        "{:?}",
-        h.state().run.error
-    );
+    wait_for_completed_run(&mut h);
     assert!(h.state().run.approvals.is_empty());
     assert!(!note.exists());
     let write = h.state().run.node("write").unwrap();

@@ -306,3 +306,16 @@ pub fn payload_peer() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     });
     (url, served)
 }
+
+/// Waits for the run shown to end and asserts that it completed (its error otherwise).
+pub fn wait_for_completed_run(h: &mut AppHarness) {
+    wait_until(h, "the run to end", |h| {
+        h.state().run.status.is_some() && !h.state().run.is_running()
+    });
+    assert_eq!(
+        h.state().run.status,
+        Some(agentloom_engine::RunStatus::Completed),
+        "{:?}",
+        h.state().run.error
+    );
+}
