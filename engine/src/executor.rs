@@ -249,7 +249,11 @@ impl Executor {
 
 /// The default number of nodes doing CPU-bound work at once: the cores available.
 pub fn default_concurrency() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    // Asked once: the answer reads the process's cgroup files, which costs more than a
+    // small run (an evaluation or a server starts thousands).
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES
+        .get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
 }
 
 /// The run's seed with the graph's pinned outputs added (a pin wins over the seed).

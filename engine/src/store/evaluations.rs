@@ -86,20 +86,23 @@ impl RunStore {
         evaluation_id: &str,
         run: &EvaluationRun,
     ) -> Result<(), StoreError> {
+        // Once per case of an evaluation: prepared once.
         self.lock()
-            .execute(
+            .prepare_cached(
                 "INSERT OR REPLACE INTO evaluation_runs
                     (evaluation_id, case_name, repeat, run_id, passed, checks_json)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
+            )
+            .and_then(|mut insert| {
+                insert.execute(params![
                     evaluation_id,
                     run.case_name,
                     run.repeat,
                     run.run_id,
                     run.passed,
                     run.checks.to_string()
-                ],
-            )
+                ])
+            })
             .map_err(self.evaluation_write_error())?;
         Ok(())
     }

@@ -25,7 +25,7 @@ mod workspaces;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agentloom_core::GraphDoc;
 use rusqlite::config::DbConfig;
@@ -113,7 +113,17 @@ impl StoreError {
 pub struct RunStore {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// Writer connections of finished recordings, for the next run of this process.
+    idle_writers: IdleWriters,
 }
+
+/// Connections set up for a recorder, with their statements prepared: a fresh one reads
+/// the whole schema again and prepares every statement, which costs more than recording a
+/// small run (an evaluation or a server records many runs in one process).
+pub(crate) type IdleWriters = Arc<Mutex<Vec<Connection>>>;
+
+/// Writer connections kept idle at most: runs recorded at once beyond this open their own.
+pub(crate) const MAX_IDLE_WRITERS: usize = 8;
 
 impl std::fmt::Debug for RunStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -148,6 +158,7 @@ impl RunStore {
             let store = RunStore {
                 path: path.to_owned(),
                 conn: Mutex::new(conn),
+                idle_writers: IdleWriters::default(),
             };
             store.recover_interrupted()?;
             Ok(store)
@@ -220,6 +231,26 @@ impl RunStore {
         graph: &GraphDoc,
         policy: LogPolicy,
     ) -> Result<RunRecorder, StoreError> {
+        let idle = self
+            .idle_writers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.writer_connection()?,
+        };
+        RunRecorder::start(
+            self.path.clone(),
+            conn,
+            graph,
+            policy,
+            self.idle_writers.clone(),
+        )
+    }
+
+    /// A new connection with the recorder's settings.
+    fn writer_connection(&self) -> Result<Connection, StoreError> {
         let conn = busy::retry(StoreError::is_busy, || connect(&self.path))?;
         // Big batches of a large run touch many pages: spilling them mid-transaction costs
         // more than the writes themselves. Checkpoints stay at SQLite's default (every
@@ -238,7 +269,7 @@ impl RunStore {
                 .map(drop)
             })
             .map_err(|source| StoreError::open(&self.path, source))?;
-        RunRecorder::start(self.path.clone(), conn, graph, policy)
+        Ok(conn)
     }
 
     /// Marks every `running` run whose recording process is gone as `interrupted`, along

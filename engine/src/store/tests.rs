@@ -1184,3 +1184,59 @@ fn a_log_made_self_contained_copies_as_one_file_with_every_run() {
     assert_eq!(copied.nodes.len(), original.nodes.len());
     assert_eq!(copied.outputs, original.outputs);
 }
+
+#[test]
+fn many_runs_recorded_by_one_store_one_after_another_and_at_once_each_keep_their_own_rows() {
+    // A store hands a finished recording's connection to the next one: nothing of a run
+    // may leak into the next run written on the same connection.
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let id = |thread: usize, i: usize| format!("0193aaaa00007000800000000{thread:02}{i:05}");
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let store = &store;
+            scope.spawn(move || {
+                for i in 0..10 {
+                    let run_id = id(thread, i);
+                    if i % 2 == 0 {
+                        record(store, &full_run(&run_id));
+                    } else {
+                        record_unfinished(store, &run_id);
+                    }
+                }
+            });
+        }
+    });
+    let store = RunStore::open(&path).unwrap();
+    for thread in 0..4 {
+        for i in 0..10 {
+            let run_id = id(thread, i);
+            let detail = store.get_run(&run_id).unwrap().unwrap();
+            let nodes: Vec<(&str, NodeStatus)> = detail
+                .nodes
+                .iter()
+                .map(|n| (n.node_id.as_str(), n.status))
+                .collect();
+            if i % 2 == 0 {
+                assert_eq!(detail.run.status, RunStatus::Completed, "{run_id}");
+                assert_eq!(detail.outputs, map(&[("summary", Value::from("Hello!"))]));
+                assert_eq!(detail.run.usage, usage(12, 3, 0.25), "{run_id}");
+                assert_eq!(nodes.len(), 4, "{run_id}: {nodes:?}");
+            } else {
+                // Left running by this (live) process, then read by a second store.
+                assert_eq!(detail.run.usage, usage(7, 1, 0.5), "{run_id}");
+                assert!(detail.outputs.is_empty(), "{run_id}: {:?}", detail.outputs);
+                assert_eq!(
+                    nodes,
+                    [
+                        ("fetch", NodeStatus::Done),
+                        ("never", NodeStatus::Pending),
+                        ("notify", NodeStatus::Queued),
+                        ("summarize", NodeStatus::Running)
+                    ],
+                    "{run_id}"
+                );
+            }
+        }
+    }
+}

@@ -82,9 +82,10 @@ impl RunRecorder {
         conn: Connection,
         graph: &GraphDoc,
         policy: LogPolicy,
+        idle_writers: super::IdleWriters,
     ) -> Result<RunRecorder, StoreError> {
         let (tx, rx) = mpsc::channel();
-        let writer = Writer::new(path.clone(), conn, graph, policy);
+        let writer = Writer::new(path.clone(), conn, graph, policy, idle_writers);
         let handle = std::thread::Builder::new()
             .name("agentloom-run-log".to_owned())
             .spawn(move || writer.run(&rx))
@@ -511,10 +512,18 @@ struct Writer {
     warned_without_start: bool,
     /// Large values, stored once each.
     values: ValueLog,
+    /// Where the connection goes when the recording ends well.
+    idle_writers: super::IdleWriters,
 }
 
 impl Writer {
-    fn new(path: PathBuf, conn: Connection, graph: &GraphDoc, policy: LogPolicy) -> Self {
+    fn new(
+        path: PathBuf,
+        conn: Connection,
+        graph: &GraphDoc,
+        policy: LogPolicy,
+        idle_writers: super::IdleWriters,
+    ) -> Self {
         let now = Instant::now();
         Self {
             path,
@@ -532,6 +541,7 @@ impl Writer {
             error: None,
             warned_without_start: false,
             values: ValueLog::new(policy),
+            idle_writers,
         }
     }
 
@@ -578,7 +588,23 @@ impl Writer {
             self.tick(false);
         }
         self.tick(true);
-        self.error.map_or(Ok(()), Err)
+        match self.error {
+            Some(error) => Err(error),
+            None => {
+                // Only a connection with no transaction left open is worth keeping, and
+                // not with the page cache a large run filled.
+                if self.conn.is_autocommit() && self.conn.release_memory().is_ok() {
+                    let mut idle = self
+                        .idle_writers
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if idle.len() < super::MAX_IDLE_WRITERS {
+                        idle.push(self.conn);
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     fn handle(&mut self, msg: Msg) -> Control {
@@ -958,10 +984,13 @@ impl Batch<'_> {
             }
         } else {
             // A run id recorded before (a rerun under the same id) starts from a clean slate.
-            tx.execute("DELETE FROM events WHERE run_id = ?1", params![run.id])?;
-            tx.execute("DELETE FROM node_runs WHERE run_id = ?1", params![run.id])?;
-            tx.execute("DELETE FROM run_calls WHERE run_id = ?1", params![run.id])?;
-            tx.execute(
+            tx.prepare_cached("DELETE FROM events WHERE run_id = ?1")?
+                .execute(params![run.id])?;
+            tx.prepare_cached("DELETE FROM node_runs WHERE run_id = ?1")?
+                .execute(params![run.id])?;
+            tx.prepare_cached("DELETE FROM run_calls WHERE run_id = ?1")?
+                .execute(params![run.id])?;
+            tx.prepare_cached(
             &format!("INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
                                inputs_json, outputs_json, error, input_tokens, output_tokens, cost_usd,
                                node_count, pid, owner, heartbeat_at_ms)
@@ -974,7 +1003,7 @@ impl Batch<'_> {
                 input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
                 cost_usd = excluded.cost_usd, node_count = excluded.node_count, pid = excluded.pid,
                 owner = excluded.owner, heartbeat_at_ms = excluded.heartbeat_at_ms"),
-            params![
+            )?.execute(params![
                 run.id,
                 run.graph_name,
                 run.status.as_str(),
@@ -993,11 +1022,11 @@ impl Batch<'_> {
                 to_i64(run.heartbeat_at_ms),
             ],
         )?;
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO run_graphs (run_id, graph_json) VALUES (?1, ?2)
              ON CONFLICT (run_id) DO UPDATE SET graph_json = excluded.graph_json",
-                params![run.id, graph_json],
-            )?;
+            )?
+            .execute(params![run.id, graph_json])?;
         }
         insert_values(&tx, &run.id, values)?;
         {
