@@ -7,9 +7,9 @@
 //! template; one that needs more is rendered again on the run's blocking pool (see
 //! [`RunCtx::run_cpu`]) so it never stalls the scheduler and a timeout or Ctrl-C holds.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use agentloom_core::{BlockError, CancellationToken, RunCtx, run_cpu_bound};
 use minijinja::{Environment, ErrorKind, UndefinedBehavior};
@@ -41,6 +41,18 @@ fn pool_env() -> &'static Environment<'static> {
     ENV.get_or_init(|| environment(MAX_FUEL))
 }
 
+/// Sources parsed before, with their variables or why they do not parse.
+type ParsedTemplates = HashMap<Arc<str>, Result<Arc<[String]>, String>>;
+
+/// Templates remembered at most (then forgotten all at once), and the longest remembered.
+const MAX_REMEMBERED_TEMPLATES: usize = 4_096;
+const MAX_REMEMBERED_SOURCE: usize = 16 << 10;
+
+fn parsed_templates() -> &'static Mutex<ParsedTemplates> {
+    static PARSED: OnceLock<Mutex<ParsedTemplates>> = OnceLock::new();
+    PARSED.get_or_init(Mutex::default)
+}
+
 /// A parsed template: its source and the variables it reads.
 pub(crate) struct SharedTemplate {
     source: Arc<str>,
@@ -51,17 +63,41 @@ impl SharedTemplate {
     /// Checks `source` and finds its variables (sorted, without the environment's globals).
     /// The error says what is wrong and on which line.
     pub(crate) fn parse(source: &str) -> Result<Self, String> {
+        // A graph is validated again at every edit in the app and at every load elsewhere,
+        // and a template reused across nodes is checked once: the answer depends only on
+        // the source, and nodes with the same source share it.
+        let mut parsed = parsed_templates()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((source, variables)) = parsed.get_key_value(source) {
+            return variables.clone().map(|variables| Self {
+                source: Arc::clone(source),
+                variables: variables.to_vec(),
+            });
+        }
         let env = inline_env();
-        let template = env.template_from_str(source).map_err(|e| describe(&e))?;
-        let globals: BTreeSet<&str> = env.globals().map(|(name, _)| name).collect();
-        let variables: BTreeSet<String> = template
-            .undeclared_variables(false)
-            .into_iter()
-            .filter(|name| !globals.contains(name.as_str()))
-            .collect();
-        Ok(Self {
-            source: Arc::from(source),
-            variables: variables.into_iter().collect(),
+        let variables = match env.template_from_str(source) {
+            Ok(template) => {
+                let globals: BTreeSet<&str> = env.globals().map(|(name, _)| name).collect();
+                let variables: BTreeSet<String> = template
+                    .undeclared_variables(false)
+                    .into_iter()
+                    .filter(|name| !globals.contains(name.as_str()))
+                    .collect();
+                Ok(variables.into_iter().collect::<Arc<[String]>>())
+            }
+            Err(err) => Err(describe(&err)),
+        };
+        let source: Arc<str> = Arc::from(source);
+        if source.len() <= MAX_REMEMBERED_SOURCE {
+            if parsed.len() >= MAX_REMEMBERED_TEMPLATES {
+                parsed.clear();
+            }
+            parsed.insert(Arc::clone(&source), variables.clone());
+        }
+        variables.map(|variables| Self {
+            source,
+            variables: variables.to_vec(),
         })
     }
 
@@ -165,4 +201,28 @@ pub(crate) fn describe(err: &minijinja::Error) -> String {
         text.push_str(detail);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_parsed_again_gives_the_same_answer_and_shares_its_source() {
+        let first = SharedTemplate::parse("Hi {{ who }}, {{ greeting }}!").unwrap();
+        let again = SharedTemplate::parse("Hi {{ who }}, {{ greeting }}!").unwrap();
+        assert_eq!(first.variables(), ["greeting", "who"]);
+        assert_eq!(again.variables(), first.variables());
+        assert!(Arc::ptr_eq(&first.source, &again.source));
+        // Another source is not answered from the first.
+        let other = SharedTemplate::parse("Hi {{ whom }}").unwrap();
+        assert_eq!(other.variables(), ["whom"]);
+        // A broken one stays broken, with its reason, every time.
+        let broken = SharedTemplate::parse("{{ unclosed").err().unwrap();
+        assert!(broken.contains("line 1"), "{broken}");
+        assert_eq!(SharedTemplate::parse("{{ unclosed").err(), Some(broken));
+        // A source too long to remember is parsed all the same.
+        let long = format!("{}{{{{ tail }}}}", "x".repeat(MAX_REMEMBERED_SOURCE));
+        assert_eq!(SharedTemplate::parse(&long).unwrap().variables(), ["tail"]);
+    }
 }

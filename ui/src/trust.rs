@@ -121,7 +121,7 @@ fn called_paths(doc: &GraphDoc, file: &Path) -> Vec<PathBuf> {
 /// A graph file and the files it calls, in turn, each read once.
 struct FileTree {
     root: Fingerprint,
-    /// Every document read (the root first), with its canonical path.
+    /// Every document read, with its canonical path (the root first, when it was read).
     docs: Vec<(PathBuf, GraphDoc)>,
 }
 
@@ -192,6 +192,23 @@ fn read_calls(
     read
 }
 
+/// The files `doc`, the content of the graph file at `path`, calls, in turn (the root's
+/// own bytes are neither read nor hashed: its `sha256` is left empty).
+fn calls_tree(path: &Path, doc: &GraphDoc) -> Result<FileTree, TrustError> {
+    let canonical = std::fs::canonicalize(path).map_err(|source| TrustError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut root = Fingerprint {
+        path: canonical.clone(),
+        sha256: String::new(),
+        calls: Vec::new(),
+    };
+    let mut seen = BTreeSet::from([canonical.clone()]);
+    let queue = read_calls(doc, &canonical, &mut seen, &mut root.calls);
+    Ok(tree_from(root, queue))
+}
+
 /// The fingerprint of the graph file at `path` as it is now.
 pub fn fingerprint(path: &Path) -> Result<Fingerprint, TrustError> {
     Ok(read_tree(path)?.root)
@@ -200,18 +217,9 @@ pub fn fingerprint(path: &Path) -> Result<Fingerprint, TrustError> {
 /// The fingerprint of the graph file at `path` that was just read as `file` (its hash and
 /// document, so it is not read and parsed again); the files it calls are read now.
 pub fn fingerprint_of_read(path: &Path, file: &GraphFile) -> Result<Fingerprint, TrustError> {
-    let canonical = std::fs::canonicalize(path).map_err(|source| TrustError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mut root = Fingerprint {
-        path: canonical.clone(),
-        sha256: file.sha256.clone(),
-        calls: Vec::new(),
-    };
-    let mut seen = BTreeSet::from([canonical.clone()]);
-    let queue = read_calls(&file.doc, &canonical, &mut seen, &mut root.calls);
-    Ok(tree_from(root, queue).root)
+    let mut root = calls_tree(path, &file.doc)?.root;
+    root.sha256.clone_from(&file.sha256);
+    Ok(root)
 }
 
 /// Whether every file of `fingerprint` is a shipped example, unchanged.
@@ -443,16 +451,12 @@ pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
             });
         }
     }
-    let tree = file.and_then(|file| read_tree(file).ok());
+    // The document given (shown, maybe with edits not saved yet, or just read and parsed)
+    // stands for the root file: only the files it calls are read.
+    let tree = file.and_then(|file| calls_tree(file, doc).ok());
     let docs: Vec<(Option<&Path>, &GraphDoc)> = match &tree {
-        // The document shown may hold edits not saved yet: it stands for the root file.
         Some(tree) => std::iter::once((file, doc))
-            .chain(
-                tree.docs
-                    .iter()
-                    .skip(1)
-                    .map(|(p, d)| (Some(p.as_path()), d)),
-            )
+            .chain(tree.docs.iter().map(|(p, d)| (Some(p.as_path()), d)))
             .collect(),
         None => vec![(file, doc)],
     };

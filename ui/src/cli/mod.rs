@@ -514,7 +514,30 @@ pub(crate) fn parse_inputs(raw: &[String]) -> Result<ValueMap, String> {
     Ok(inputs)
 }
 
+/// Logs (at debug level, `AGENTLOOM_LOG=debug`) that a step of a headless run is done:
+/// the time since the first step and the process's peak memory so far, to see where a
+/// large graph's time and memory go.
+pub(crate) fn phase(name: &str) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let peak_rss_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        });
+    static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let elapsed_ms = FIRST
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64()
+        * 1e3;
+    tracing::debug!(phase = name, elapsed_ms, peak_rss_kib, "run command");
+}
+
 fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
+    phase("started");
     // Read and parsed once: trust is checked against the document that runs.
     let file = match runner::read_graph(&args.graph) {
         Ok(file) => file,
@@ -523,9 +546,11 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
+    phase("graph file read");
     let Some(trusted) = trust::trust_for_run(&args.graph, args.trust, &file) else {
         return Ok(EXIT_INVALID);
     };
+    phase("trust decided");
     let secrets = runner::secrets_for(&args.graph, trusted);
     // Before the graph loads: a replay lists MCP tools from the recording, starting no server.
     let replay = match &args.replay {
@@ -555,6 +580,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
+    phase("graph validated");
     if let Some(note) = (!trusted)
         .then(|| crate::trust::safe_mode_note(&args.graph, &graph))
         .flatten()
@@ -637,15 +663,6 @@ fn execute(
     inputs: ValueMap,
     run: Execution,
 ) -> anyhow::Result<i32> {
-    let started = std::time::Instant::now();
-    let phase = |name: &str| {
-        tracing::debug!(
-            phase = name,
-            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-            "run command"
-        )
-    };
-    phase("graph loaded and validated");
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
     let files = registry.graph_files().cloned();
     // What runs is what was validated, whatever happens to the files meanwhile.
