@@ -1,7 +1,8 @@
 //! What a run did, at a glance: the inspector's Configure | Last run tabs (Last run opening
 //! by itself when a run reaches the block, but not while a field is being typed in), the
 //! run panel's head staying in view above outputs shown whole, an agent's live trace with
-//! the tool under way counting up (fakellm), and the approval window beside its node.
+//! the tool under way counting up (fakellm), a failed agent's steps kept above its error,
+//! and the approval window beside its node.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
@@ -217,6 +218,73 @@ fn the_agent_trace_shows_the_tool_under_way_counting_up_then_each_steps_parts() 
     h.get_by_label("Copy arguments of step 1").click();
     h.run_steps(1);
     assert!(copied_text(&h).unwrap().contains("time.sleep(3)"));
+}
+
+/// A Worker agent whose fakellm script never finishes, stopped by its step limit after two
+/// steps.
+fn step_limited_agent_graph(fakellm_base: &str) -> agentloom_core::GraphDoc {
+    graph(&format!(
+        r#"{{"format":"agentloom.graph","version":1,"name":"busy agent",
+  "nodes":[{{"id":"goal","block":"data.constant","position":[40,40],"config":{{"type":"text","value":"TASK-BUSY: keep looking"}}}},
+           {{"id":"agent","block":"ai.agent","label":"Worker","position":[360,40],"config":{{"base_url":"{fakellm_base}/v1","model":"test-model","max_steps":2}}}},
+           {{"id":"out","block":"graph.output","position":[760,40],"config":{{"name":"answer"}}}}],
+  "edges":[{{"from":["goal","value"],"to":["agent","goal"]}},{{"from":["agent","answer"],"to":["out","value"]}}]}}"#
+    ))
+}
+
+/// The agent's Last run shows both steps, above the step-limit error.
+fn failed_trace_shown(h: &mut AppHarness) {
+    h.state_mut().send(Command::InspectById("agent".into()));
+    h.run_steps(3);
+    if h.query_by_label("Last run").is_some() {
+        h.get_by_label("Last run").click();
+        h.run_steps(3);
+    }
+    // In the inspector, right of the canvas (the node's badge says some of it too).
+    let canvas = h.state().canvas_screen_rect();
+    let in_inspector = |h: &AppHarness, text: &str| {
+        let found: Vec<Rect> = h
+            .get_all_by_label_contains(text)
+            .map(|n| n.rect())
+            .filter(|r| r.left() >= canvas.right() && r.top() < canvas.bottom())
+            .collect();
+        assert_eq!(found.len(), 1, "`{text}` in the inspector: {found:?}");
+        found[0]
+    };
+    let error = in_inspector(h, "step limit reached");
+    for step in ["step 1 · list_files", "step 2 · list_files"] {
+        let row = in_inspector(h, step);
+        assert!(
+            row.top() < error.top(),
+            "`{step}` at {row:?} is not above the error at {error:?}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_agent_keeps_its_steps_above_the_error_live_and_from_history() {
+    let Some(fake) = agentloom_tests::FakeLlm::start("agent/fakellm.yaml") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let doc = step_limited_agent_graph(&fake.base());
+    let mut h = harness(&doc, &paths(&dir));
+    h.state_mut().send(Command::Run);
+    h.run_steps(2);
+    wait_until(&mut h, "the run to end", |h| {
+        h.state().run.status.is_some() && !h.state().run.is_running()
+    });
+    assert_eq!(h.state().run.status, Some(RunStatus::Failed));
+    failed_trace_shown(&mut h);
+    let run_id = h.state().run.run_id.clone().unwrap();
+    drop(h);
+
+    // The same run opened from the run log in a fresh app.
+    let mut h = harness(&doc, &paths(&dir));
+    h.state_mut().send(Command::OpenRun(run_id));
+    h.run_steps(3);
+    assert_eq!(h.state().run.status, Some(RunStatus::Failed));
+    failed_trace_shown(&mut h);
 }
 
 /// The rectangle of the approval window's Approve button, if shown.
