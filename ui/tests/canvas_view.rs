@@ -1,6 +1,7 @@
 //! How the canvas is viewed: the wheel's zoom in small steps, the setting that makes the
 //! plain wheel zoom, and the minimap that can be hidden; both settings kept between
-//! sessions. Driven through the real UI (egui_kittest, no window).
+//! sessions; group titles never cut, nor painted over the palette when zoomed. Driven
+//! through the real UI (egui_kittest, no window).
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod support;
@@ -194,6 +195,60 @@ fn a_group_title_is_never_cut_however_far_out_the_view_is() {
             field.width()
         );
     }
+}
+
+/// Where the texts painted in the last frame that read `text` show: each text's rectangle
+/// cut to its clip rectangle (empty when it is clipped away).
+fn painted_texts(h: &AppHarness, text: &str) -> Vec<egui::Rect> {
+    h.output()
+        .shapes
+        .iter()
+        .filter_map(|clipped| match &clipped.shape {
+            egui::Shape::Text(shape) if shape.galley.text() == text => {
+                Some(shape.visual_bounding_rect().intersect(clipped.clip_rect))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_group_title_bar_is_never_painted_over_the_palette_when_zoomed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example_with_group(), &paths(&dir));
+    let canvas = h.state().canvas_screen_rect();
+    // Zoomed in with the pointer right of the group (Ctrl+wheel) until the group reaches
+    // under the palette, its title bar starting there.
+    let mut straddles = false;
+    for _ in 0..20 {
+        let frame = h.state().group_screen_rect("g").unwrap();
+        if frame.left() + 40.0 < canvas.left() && frame.right() > canvas.left() + 40.0 {
+            straddles = true;
+            break;
+        }
+        let at = Pos2::new(frame.right() + 150.0, frame.center().y);
+        wheel_notch(&mut h, at, Modifiers::COMMAND);
+    }
+    assert!(straddles, "the group never reached under the palette");
+    h.run_steps(2);
+    for text in ["Move", "Inputs and outputs", "×"] {
+        // Not painted at all is fine: wholly under the palette, it is clipped away.
+        for rect in painted_texts(&h, text) {
+            assert!(
+                !rect.is_positive() || rect.left() >= canvas.left() - 0.5,
+                "`{text}` of the group's title bar is painted at {rect:?}, over the palette \
+                 (the canvas starts at x = {})",
+                canvas.left()
+            );
+        }
+    }
+    // What shows of it is on the canvas.
+    assert!(
+        painted_texts(&h, "Inputs and outputs")
+            .iter()
+            .any(|r| r.is_positive() && canvas.contains_rect(*r)),
+        "the title is not shown on the canvas"
+    );
 }
 
 #[test]
