@@ -195,16 +195,22 @@ fn slow_agent_graph(fakellm_base: &str) -> agentloom_core::GraphDoc {
     )
 }
 
-#[test]
-fn the_agent_trace_shows_the_tool_under_way_counting_up_then_each_steps_parts() {
-    let Some(fake) = agentloom_tests::FakeLlm::start("agent/fakellm.yaml") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let mut h = harness(&slow_agent_graph(&fake.base()), &paths(&dir));
+/// The slow agent's run started, the agent in the inspector; `None` without fakellm.
+fn slow_agent_running(dir: &tempfile::TempDir) -> Option<(agentloom_tests::FakeLlm, AppHarness)> {
+    let fake = agentloom_tests::FakeLlm::start("agent/fakellm.yaml")?;
+    let mut h = harness(&slow_agent_graph(&fake.base()), &paths(dir));
     h.state_mut().send(Command::InspectById("agent".into()));
     h.run_steps(2);
     h.state_mut().send(Command::Run);
+    Some((fake, h))
+}
+
+#[test]
+fn the_agent_trace_shows_the_tool_under_way_counting_up_then_each_steps_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_fake, mut h)) = slow_agent_running(&dir) else {
+        return;
+    };
     // While the program sleeps: its tool, counting up, in the inspector; on the canvas,
     // the node's step line names it too.
     wait_until(&mut h, "the running step", |h| {
@@ -247,6 +253,39 @@ fn the_agent_trace_shows_the_tool_under_way_counting_up_then_each_steps_parts() 
     h.get_by_label("Copy arguments of step 1").click();
     h.run_steps(1);
     assert!(copied_text(&h).unwrap().contains("time.sleep(3)"));
+}
+
+#[test]
+fn a_step_under_way_when_the_run_is_stopped_did_not_finish_on_the_node_and_in_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_fake, mut h)) = slow_agent_running(&dir) else {
+        return;
+    };
+    wait_until(&mut h, "the running step", |h| {
+        shown_anywhere(h, "step 1 · run_code running…")
+    });
+    h.state_mut().send(Command::StopRun);
+    wait_until(&mut h, "the run to stop", |h| !h.state().run.is_running());
+    assert_eq!(h.state().run.status, Some(RunStatus::Cancelled));
+    h.run_steps(5);
+    // On the node (as painted: its badge is cut to the node's width) and in the trace.
+    let painted: Vec<String> = h
+        .output()
+        .shapes
+        .iter()
+        .filter_map(|clipped| match &clipped.shape {
+            egui::Shape::Text(text) => Some(text.galley.text().to_owned()),
+            _ => None,
+        })
+        .filter(|text| text.starts_with("step 1 · run_code"))
+        .collect();
+    assert_eq!(painted.len(), 2, "{painted:?}");
+    for line in &painted {
+        assert!(
+            !line.contains("running") && line.contains(" did n"),
+            "a stopped step still shows as running: {painted:?}"
+        );
+    }
 }
 
 /// The id of the run in `db` whose agent has a step under way, once the run log holds it.

@@ -763,9 +763,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                     // An agent's latest step (its steps stream one JSON line each).
                     let last_line = text.lines().last().unwrap_or_default();
                     if let Some(step) = agentloom_blocks::agent::Step::parse_line(last_line) {
+                        // A step under way when the node failed or was stopped never ended.
+                        let headline = if step.running && (run.status.is_final() || run.cancelled) {
+                            agentloom_core::one_line(&format!(
+                                "step {} · {} did not finish",
+                                step.step,
+                                step.tool_name()
+                            ))
+                        } else {
+                            step.headline(theme::NODE_PREVIEW_CHARS)
+                        };
                         badge_line(
                             ui,
-                            RichText::new(step.headline(theme::NODE_PREVIEW_CHARS))
+                            RichText::new(headline)
                                 .monospace()
                                 .small()
                                 .color(theme::ACCENT),
