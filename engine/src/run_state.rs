@@ -44,7 +44,7 @@ pub struct NodeProgress<V = ValueMap> {
     pub error_caught: bool,
     pub skip_reason: Option<String>,
     /// Streamed output of the current attempt, per port, while the node runs (kept when
-    /// the run stops before the node finishes).
+    /// the node fails or the run stops before the node finishes).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub partial: BTreeMap<String, String>,
     pub usage: Usage,
@@ -136,7 +136,8 @@ impl<V: KeptValues> NodeProgress<V> {
                 self.duration_ms = Some(*duration_ms);
                 self.error = Some(error.clone());
                 self.error_caught = *caught;
-                self.partial.clear();
+                // What it streamed before failing (an agent's steps) stays: no output
+                // holds it.
                 self.usage = *usage;
             }
             EventKind::NodeSkipped { reason, .. } => {

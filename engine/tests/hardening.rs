@@ -15,7 +15,7 @@ use agentloom_core::{
     ValueType, async_trait, validate,
 };
 use agentloom_engine::{
-    Approver, CollectSink, EventKind, Executor, RunOptions, RunReport, RunStatus,
+    Approver, CollectSink, EventKind, EventSink, Executor, RunOptions, RunReport, RunStatus,
 };
 use serde_json::json;
 
@@ -171,17 +171,21 @@ fn registry() -> Arc<Registry> {
 }
 
 async fn run(executor: &Executor, doc: &GraphDoc) -> (RunReport, Vec<EventKind>) {
-    let valid = validate(doc, executor.catalog().as_ref()).unwrap_or_else(|p| panic!("{p:?}"));
     let sink = Arc::new(CollectSink::default());
-    let report = executor
+    let report = run_into(executor, doc, sink.clone()).await;
+    (report, sink.events().into_iter().map(|e| e.kind).collect())
+}
+
+async fn run_into(executor: &Executor, doc: &GraphDoc, sink: Arc<dyn EventSink>) -> RunReport {
+    let valid = validate(doc, executor.catalog().as_ref()).unwrap_or_else(|p| panic!("{p:?}"));
+    executor
         .run(
             Arc::new(valid),
             ValueMap::new(),
             RunOptions::default(),
-            sink.clone(),
+            sink,
         )
-        .await;
-    (report, sink.events().into_iter().map(|e| e.kind).collect())
+        .await
 }
 
 fn graph(value: serde_json::Value) -> GraphDoc {
@@ -212,6 +216,46 @@ async fn a_secret_quoted_in_an_error_is_redacted_from_events_and_report() {
             .contains("bad credentials `Bearer [redacted]`"),
         "{report:?}"
     );
+}
+
+#[tokio::test]
+async fn a_failed_node_keeps_what_it_streamed_in_the_run_log_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = agentloom_engine::RunStore::open(&dir.path().join("runs.db")).unwrap();
+    let executor = Executor::new(registry()).with_secrets(Arc::new(OneSecret));
+    let doc = graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "echo",
+        "nodes": [{"id": "call", "block": "test.echo"}],
+        "edges": []
+    }));
+    let recorder = Arc::new(store.recorder(&doc).unwrap());
+    let report = run_into(&executor, &doc, recorder.clone()).await;
+    recorder.finish().unwrap();
+    assert_eq!(report.status, RunStatus::Failed);
+
+    // Read back from the file: the stream above the error, through the same redaction.
+    let detail = store.get_run(&report.run_id).unwrap().unwrap();
+    let recorded = agentloom_engine::RunState::from(&detail);
+    let call = recorded.node("call").unwrap();
+    assert!(
+        call.error.as_deref().unwrap().contains("[redacted]"),
+        "{call:?}"
+    );
+    assert_eq!(
+        call.partial.get("value").map(String::as_str),
+        Some("using [redacted]"),
+        "{call:?}"
+    );
+    drop(store);
+    for file in std::fs::read_dir(dir.path()).unwrap() {
+        let path = file.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(TOKEN),
+            "the secret is in {}",
+            path.display()
+        );
+    }
 }
 
 #[tokio::test]

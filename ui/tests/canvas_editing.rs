@@ -774,14 +774,40 @@ enum Leave {
 #[test]
 fn a_block_added_at_a_dropped_wire_lands_at_the_latest_drop_not_an_earlier_menu() {
     for leave in [Leave::Open, Leave::Escape, Leave::ClickAway] {
-        block_lands_at_the_latest_drop(leave);
+        // The first on the right, the second on the left, far from it.
+        block_lands_at_the_latest_drop(leave, empty_canvas, |h, first| {
+            let name = h.state().node_screen_rect("name").unwrap();
+            Pos2::new(name.center().x, first.y - 40.0)
+        });
     }
 }
 
-fn block_lands_at_the_latest_drop(leave: Leave) {
+#[test]
+fn a_wire_dropped_where_an_empty_menu_shows_adds_its_block_at_that_drop() {
+    // The first on the left, the second a little right of it, where the first menu ("No
+    // block fits", left open) shows: the block once landed at the first drop.
+    for leave in [Leave::Open, Leave::Escape, Leave::ClickAway] {
+        block_lands_at_the_latest_drop(
+            leave,
+            |h| {
+                let name = h.state().node_screen_rect("name").unwrap();
+                Pos2::new(name.center().x, name.bottom() + 80.0)
+            },
+            |_, first| first + egui::vec2(90.0, 30.0),
+        );
+    }
+}
+
+/// A wire dropped at `first` and its menu left (`leave`) with nothing found, then another
+/// dropped at `second` (given the first drop) and a block picked there: it lands at
+/// `second`.
+fn block_lands_at_the_latest_drop(
+    leave: Leave,
+    first: fn(&AppHarness) -> Pos2,
+    second: fn(&AppHarness, Pos2) -> Pos2,
+) {
     let dir = tempfile::tempdir().unwrap();
-    // A wire dropped on the right, its menu left with nothing found.
-    let (mut h, first) = drop_the_template_text_wire(&dir);
+    let (mut h, first) = drop_the_template_text_wire_at(&dir, first);
     h.run_steps(2);
     eprintln!("leaving the first menu by {leave:?}");
     search_the_wire_menu(&mut h, "zzqx");
@@ -795,18 +821,23 @@ fn block_lands_at_the_latest_drop(leave: Leave) {
         }
     }
 
-    // Another dropped on the left, and a block picked there.
+    // Another dropped, and a block picked there.
     let pin = Pos2::new(
         h.state().node_screen_rect("render").unwrap().right(),
         support::pin_label_in(&h, "render", "text").y,
     );
-    let name = h.state().node_screen_rect("name").unwrap();
-    let latest = Pos2::new(name.center().x, first.y - 40.0);
-    assert!(latest.x < first.x - 150.0, "{first:?} {latest:?}");
+    let latest = second(&h, first);
+    assert!(latest.distance(first) > 60.0, "{first:?} {latest:?}");
     drag(&mut h, pin, latest, Modifiers::NONE);
     h.run_steps(2);
-    // The new menu starts with an empty search; the block is found and picked.
-    search_the_wire_menu(&mut h, "parse");
+    // The new menu starts with an empty search; the block is searched for and picked
+    // (picked from the list as it stands should a menu show no search field, so that a
+    // block landing elsewhere is what fails).
+    if h.query_by_role_and_label(egui::accesskit::Role::TextInput, "Search blocks to wire")
+        .is_some()
+    {
+        search_the_wire_menu(&mut h, "parse");
+    }
     let parse = in_menu(&h, "Parse JSON");
     click_at(&mut h, parse, PointerButton::Primary, Modifiers::NONE);
     assert_template_text_feeds_a_parse_at(&h, latest);
@@ -821,15 +852,15 @@ fn on_screen(h: &AppHarness, node: &agentloom_core::NodeDoc) -> Pos2 {
 /// A Parse JSON block was added, wired from the template's `text`, at `at` on screen.
 fn assert_template_text_feeds_a_parse_at(h: &AppHarness, at: Pos2) {
     let added = added_block(h, "json.parse");
-    assert!(
-        wires(h).contains(&format!("render.text -> {}.text", added.id)),
-        "{:?}",
-        wires(h)
-    );
     let placed = on_screen(h, &added);
     assert!(
         placed.distance(at) < 30.0,
         "placed where the wire was dropped: {placed:?} vs {at:?}"
+    );
+    assert!(
+        wires(h).contains(&format!("render.text -> {}.text", added.id)),
+        "{:?}",
+        wires(h)
     );
 }
 

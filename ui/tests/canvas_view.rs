@@ -1,6 +1,7 @@
 //! How the canvas is viewed: the wheel's zoom in small steps, the setting that makes the
 //! plain wheel zoom, and the minimap that can be hidden; both settings kept between
-//! sessions. Driven through the real UI (egui_kittest, no window).
+//! sessions; group titles never cut, nor painted over the palette when zoomed. Driven
+//! through the real UI (egui_kittest, no window).
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod support;
@@ -196,6 +197,60 @@ fn a_group_title_is_never_cut_however_far_out_the_view_is() {
     }
 }
 
+/// Where the texts painted in the last frame that read `text` show: each text's rectangle
+/// cut to its clip rectangle (empty when it is clipped away).
+fn painted_texts(h: &AppHarness, text: &str) -> Vec<egui::Rect> {
+    h.output()
+        .shapes
+        .iter()
+        .filter_map(|clipped| match &clipped.shape {
+            egui::Shape::Text(shape) if shape.galley.text() == text => {
+                Some(shape.visual_bounding_rect().intersect(clipped.clip_rect))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_group_title_bar_is_never_painted_over_the_palette_when_zoomed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example_with_group(), &paths(&dir));
+    let canvas = h.state().canvas_screen_rect();
+    // Zoomed in with the pointer right of the group (Ctrl+wheel) until the group reaches
+    // under the palette, its title bar starting there.
+    let mut straddles = false;
+    for _ in 0..20 {
+        let frame = h.state().group_screen_rect("g").unwrap();
+        if frame.left() + 40.0 < canvas.left() && frame.right() > canvas.left() + 40.0 {
+            straddles = true;
+            break;
+        }
+        let at = Pos2::new(frame.right() + 150.0, frame.center().y);
+        wheel_notch(&mut h, at, Modifiers::COMMAND);
+    }
+    assert!(straddles, "the group never reached under the palette");
+    h.run_steps(2);
+    for text in ["Move", "Inputs and outputs", "×"] {
+        // Not painted at all is fine: wholly under the palette, it is clipped away.
+        for rect in painted_texts(&h, text) {
+            assert!(
+                !rect.is_positive() || rect.left() >= canvas.left() - 0.5,
+                "`{text}` of the group's title bar is painted at {rect:?}, over the palette \
+                 (the canvas starts at x = {})",
+                canvas.left()
+            );
+        }
+    }
+    // What shows of it is on the canvas.
+    assert!(
+        painted_texts(&h, "Inputs and outputs")
+            .iter()
+            .any(|r| r.is_positive() && canvas.contains_rect(*r)),
+        "the title is not shown on the canvas"
+    );
+}
+
 #[test]
 fn a_block_dragged_from_the_palette_shows_where_it_will_be_placed() {
     let dir = tempfile::tempdir().unwrap();
@@ -242,4 +297,137 @@ fn a_block_dragged_from_the_palette_shows_where_it_will_be_placed() {
         placed.min.distance(ghost.min) < 2.0,
         "placed at {placed:?}, shown at {ghost:?}"
     );
+}
+
+/// The glyph quads (screen rectangle, texel rectangle in the font atlas) of the texts reading
+/// `text` that the last frame painted, left to right, as the renderer is handed them.
+fn glyph_quads(h: &AppHarness, text: &str) -> Vec<Vec<(egui::Rect, egui::Rect)>> {
+    let ppp = h.ctx.pixels_per_point();
+    let [width, height] = h.ctx.fonts(|f| f.font_image_size());
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "an atlas is a few thousand texels"
+    )]
+    let atlas = egui::vec2(width as f32, height as f32);
+    h.output()
+        .shapes
+        .iter()
+        .filter(|clipped| matches!(&clipped.shape, egui::Shape::Text(t) if t.galley.text() == text))
+        .map(|clipped| {
+            let primitives = h.ctx.tessellate(vec![clipped.clone()], ppp);
+            let mut quads: Vec<(egui::Rect, egui::Rect)> = primitives
+                .iter()
+                .filter_map(|p| match &p.primitive {
+                    egui::epaint::Primitive::Mesh(mesh) => Some(mesh),
+                    egui::epaint::Primitive::Callback(_) => None,
+                })
+                .flat_map(|mesh| {
+                    mesh.vertices.chunks_exact(4).map(|quad| {
+                        let screen = egui::Rect::from_points(
+                            &quad.iter().map(|v| v.pos).collect::<Vec<_>>(),
+                        );
+                        let texels = egui::Rect::from_points(
+                            &quad
+                                .iter()
+                                .map(|v| (v.uv.to_vec2() * atlas).to_pos2())
+                                .collect::<Vec<_>>(),
+                        );
+                        (screen, texels)
+                    })
+                })
+                .filter(|(_, texels)| texels.width() > 0.0)
+                .collect();
+            quads.sort_by(|a, b| a.0.left().total_cmp(&b.0.left()));
+            quads
+        })
+        .collect()
+}
+
+/// Where the pixels of a glyph's quad sample the font atlas: each pixel centre inside it, as
+/// a texel column.
+fn sampled_columns(screen: egui::Rect, texels: egui::Rect) -> Vec<f32> {
+    let per_pixel = texels.width() / screen.width();
+    let mut samples = Vec::new();
+    let mut centre = (screen.left() - 0.5).ceil() + 0.5;
+    while centre < screen.right() {
+        samples.push(texels.left() + (centre - screen.left()) * per_pixel);
+        centre += 1.0;
+    }
+    samples
+}
+
+/// The columns of a glyph's texels (in the font atlas) that hold ink but that no pixel of
+/// its quad samples: a renderer sampling the atlas linearly at each pixel's centre reaches
+/// a column only from a centre less than one texel from the column's middle.
+fn unsampled_ink_columns(h: &AppHarness, screen: egui::Rect, texels: egui::Rect) -> Vec<i32> {
+    let image = h.ctx.fonts(|f| f.image());
+    let ink = |column: i32| {
+        #[allow(clippy::cast_possible_truncation, reason = "texel indices")]
+        let (top, bottom) = (texels.top().floor() as i32, texels.bottom().ceil() as i32);
+        (top..bottom)
+            .filter_map(|row| {
+                let (x, y) = (usize::try_from(column).ok()?, usize::try_from(row).ok()?);
+                (x < image.width() && y < image.height()).then(|| image[(x, y)].a())
+            })
+            .map(u32::from)
+            .sum::<u32>()
+            > 128
+    };
+    let centres = sampled_columns(screen, texels);
+    #[allow(clippy::cast_possible_truncation, reason = "texel indices")]
+    let columns = texels.left().floor() as i32..texels.right().ceil() as i32;
+    columns
+        .filter(|&column| ink(column))
+        .filter(|&column| {
+            #[allow(clippy::cast_precision_loss, reason = "texel indices")]
+            let middle = column as f32 + 0.5;
+            centres.iter().all(|u| (u - middle).abs() >= 1.0)
+        })
+        .collect()
+}
+
+#[test]
+fn at_small_zoom_no_letter_of_a_title_or_pin_name_loses_its_edge() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = support::graph(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../assets/examples/pipeline.agentloom.json"
+        ))
+        .unwrap(),
+    );
+    let mut h = harness(&doc, &paths(&dir));
+    for target in [0.56, 0.58, 0.60, 0.63] {
+        let factor = target / zoom(&h);
+        h.state_mut().send(agentloom::app::Command::Zoom(factor));
+        h.run_steps(5);
+        let at = zoom(&h);
+        assert!((at - target).abs() < 0.005, "zoomed to {at}");
+        // Titles and the names of left-hand pins, which start at the node's left.
+        for text in ["people", "pause", "Unreachable service", "items", "body"] {
+            let painted = glyph_quads(&h, text);
+            assert!(!painted.is_empty(), "`{text}` not painted at {at}");
+            for quads in painted {
+                for (i, (screen, texels)) in quads.iter().enumerate() {
+                    let lost = unsampled_ink_columns(&h, *screen, *texels);
+                    assert!(
+                        lost.is_empty(),
+                        "at zoom {at}, letter {i} of `{text}` (quad {screen:?}, texels \
+                         {texels:?}) loses its inked atlas columns {lost:?}"
+                    );
+                    // Nor does it take ink from the glyph beside it in the atlas: a sample
+                    // blends the two columns around it, both within the quad's texels.
+                    for u in sampled_columns(*screen, *texels) {
+                        let blended = [(u - 0.5).floor(), (u - 0.5).floor() + 1.0];
+                        assert!(
+                            blended[0] >= texels.left().floor() - 1e-3
+                                && blended[1] < texels.right().ceil() + 1e-3,
+                            "at zoom {at}, letter {i} of `{text}` samples texels {blended:?} \
+                             beyond its own {texels:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,7 +1,9 @@
 //! What a run did, at a glance: the inspector's Configure | Last run tabs (Last run opening
 //! by itself when a run reaches the block, but not while a field is being typed in), the
 //! run panel's head staying in view above outputs shown whole, an agent's live trace with
-//! the tool under way counting up (fakellm), and the approval window beside its node.
+//! the tool under way counting up (fakellm, from when it started, also in a run opened from
+//! the log while another process runs it), a failed agent's steps kept above its error,
+//! and the approval window beside its node.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
@@ -154,27 +156,61 @@ fn the_run_panel_keeps_its_head_in_view_and_shows_long_outputs_whole() {
     assert!(h.get_all_by_label_contains("line 79").count() >= 2);
 }
 
-/// A Worker agent (not in safe mode) whose fakellm script runs a 3-second program.
+/// A Worker agent (not in safe mode) given `goal`, with `config` beside its model.
+fn worker_agent_graph(
+    fakellm_base: &str,
+    goal: &str,
+    config: &serde_json::Value,
+) -> agentloom_core::GraphDoc {
+    let mut agent =
+        serde_json::json!({"base_url": format!("{fakellm_base}/v1"), "model": "test-model"});
+    agent
+        .as_object_mut()
+        .unwrap()
+        .extend(config.as_object().unwrap().clone());
+    graph(
+        &serde_json::json!({
+            "format": "agentloom.graph", "version": 1, "name": "worker",
+            "nodes": [
+                {"id": "goal", "block": "data.constant", "position": [40, 40],
+                 "config": {"type": "text", "value": goal}},
+                {"id": "agent", "block": "ai.agent", "label": "Worker", "position": [360, 40],
+                 "config": agent},
+                {"id": "out", "block": "graph.output", "position": [760, 40],
+                 "config": {"name": "answer"}}
+            ],
+            "edges": [{"from": ["goal", "value"], "to": ["agent", "goal"]},
+                      {"from": ["agent", "answer"], "to": ["out", "value"]}]
+        })
+        .to_string(),
+    )
+}
+
+/// A Worker agent whose fakellm script runs a 3-second program.
 fn slow_agent_graph(fakellm_base: &str) -> agentloom_core::GraphDoc {
-    graph(&format!(
-        r#"{{"format":"agentloom.graph","version":1,"name":"slow agent",
-  "nodes":[{{"id":"goal","block":"data.constant","position":[40,40],"config":{{"type":"text","value":"TASK-SLOW: take your time"}}}},
-           {{"id":"agent","block":"ai.agent","label":"Worker","position":[360,40],"config":{{"base_url":"{fakellm_base}/v1","model":"test-model"}}}},
-           {{"id":"out","block":"graph.output","position":[760,40],"config":{{"name":"answer"}}}}],
-  "edges":[{{"from":["goal","value"],"to":["agent","goal"]}},{{"from":["agent","answer"],"to":["out","value"]}}]}}"#
-    ))
+    worker_agent_graph(
+        fakellm_base,
+        "TASK-SLOW: take your time",
+        &serde_json::json!({}),
+    )
+}
+
+/// The slow agent's run started, the agent in the inspector; `None` without fakellm.
+fn slow_agent_running(dir: &tempfile::TempDir) -> Option<(agentloom_tests::FakeLlm, AppHarness)> {
+    let fake = agentloom_tests::FakeLlm::start("agent/fakellm.yaml")?;
+    let mut h = harness(&slow_agent_graph(&fake.base()), &paths(dir));
+    h.state_mut().send(Command::InspectById("agent".into()));
+    h.run_steps(2);
+    h.state_mut().send(Command::Run);
+    Some((fake, h))
 }
 
 #[test]
 fn the_agent_trace_shows_the_tool_under_way_counting_up_then_each_steps_parts() {
-    let Some(fake) = agentloom_tests::FakeLlm::start("agent/fakellm.yaml") else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_fake, mut h)) = slow_agent_running(&dir) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let mut h = harness(&slow_agent_graph(&fake.base()), &paths(&dir));
-    h.state_mut().send(Command::InspectById("agent".into()));
-    h.run_steps(2);
-    h.state_mut().send(Command::Run);
     // While the program sleeps: its tool, counting up, in the inspector; on the canvas,
     // the node's step line names it too.
     wait_until(&mut h, "the running step", |h| {
@@ -217,6 +253,187 @@ fn the_agent_trace_shows_the_tool_under_way_counting_up_then_each_steps_parts() 
     h.get_by_label("Copy arguments of step 1").click();
     h.run_steps(1);
     assert!(copied_text(&h).unwrap().contains("time.sleep(3)"));
+}
+
+#[test]
+fn a_step_under_way_when_the_run_is_stopped_did_not_finish_on_the_node_and_in_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_fake, mut h)) = slow_agent_running(&dir) else {
+        return;
+    };
+    wait_until(&mut h, "the running step", |h| {
+        shown_anywhere(h, "step 1 · run_code running…")
+    });
+    h.state_mut().send(Command::StopRun);
+    wait_until(&mut h, "the run to stop", |h| !h.state().run.is_running());
+    assert_eq!(h.state().run.status, Some(RunStatus::Cancelled));
+    h.run_steps(5);
+    // On the node (as painted: its badge is cut to the node's width) and in the trace.
+    let painted: Vec<String> = h
+        .output()
+        .shapes
+        .iter()
+        .filter_map(|clipped| match &clipped.shape {
+            egui::Shape::Text(text) => Some(text.galley.text().to_owned()),
+            _ => None,
+        })
+        .filter(|text| text.starts_with("step 1 · run_code"))
+        .collect();
+    assert_eq!(painted.len(), 2, "{painted:?}");
+    for line in &painted {
+        assert!(
+            !line.contains("running") && line.contains(" did n"),
+            "a stopped step still shows as running: {painted:?}"
+        );
+    }
+}
+
+/// The id of the run in `db` whose agent has a step under way, once the run log holds it.
+fn run_with_a_step_under_way(db: &std::path::Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "no running step in the run log");
+        std::thread::sleep(Duration::from_millis(50));
+        let Ok(store) = agentloom_engine::RunStore::open(db) else {
+            continue;
+        };
+        let Some(run) = store.list_runs(1).unwrap().into_iter().next() else {
+            continue;
+        };
+        let detail = store.get_run(&run.id).unwrap().unwrap();
+        let state = agentloom_engine::RunState::from(&detail);
+        if state.node("agent").is_some_and(|agent| {
+            agent
+                .partial
+                .get("transcript")
+                .is_some_and(|t| t.contains(r#""running":true"#))
+        }) {
+            return run.id;
+        }
+    }
+}
+
+#[test]
+fn a_tool_under_way_counts_from_its_start_in_a_run_opened_from_the_log() {
+    let rules = r#"rules:
+  - name: long_sleep
+    when: {messages_contain: "TASK-LONG", turn: 1}
+    respond:
+      tool_calls: [{name: run_code, arguments: {code: "import time\ntime.sleep(10)\nprint('slept')"}}]
+  - name: long_finish
+    when: {messages_contain: "TASK-LONG", turn: 2}
+    respond:
+      tool_calls: [{name: finish, arguments: {answer: "Slept long."}}]
+"#;
+    let Some(fake) = agentloom_tests::FakeLlm::start_with_rules(rules) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let db = paths.run_log.clone().unwrap();
+    let doc = worker_agent_graph(&fake.base(), "TASK-LONG: sleep", &serde_json::json!({}));
+    let file = dir.path().join("long.agentloom.json");
+    std::fs::write(&file, doc.to_json_string()).unwrap();
+    // Another process runs it: `agentloom run`.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .env_remove("AGENTLOOM_LOG")
+        .args(["run", "--trust"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .arg("--workspace")
+        .arg(paths.workspace.as_ref().unwrap())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_id = run_with_a_step_under_way(&db);
+    // The tool has been running 2 s and more when the app first sees the run.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let mut h = harness(&doc, &paths);
+    h.state_mut().send(Command::OpenRun(run_id));
+    h.state_mut().send(Command::InspectById("agent".into()));
+    h.run_steps(3);
+    if h.query_by_label("Last run").is_some() {
+        h.get_by_label("Last run").click();
+        h.run_steps(3);
+    }
+    let row = h.get_by_label_contains("step 1 · run_code · ");
+    let label = row.accesskit_node().label().unwrap_or_default();
+    let seconds: u64 = label
+        .strip_prefix("step 1 · run_code · running ")
+        .and_then(|rest| rest.strip_suffix(" s"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not a step under way: {label}"));
+    assert!(seconds >= 2, "counted from when the app saw it: {label}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// A Worker agent whose fakellm script never finishes, stopped by its step limit after two
+/// steps.
+fn step_limited_agent_graph(fakellm_base: &str) -> agentloom_core::GraphDoc {
+    worker_agent_graph(
+        fakellm_base,
+        "TASK-BUSY: keep looking",
+        &serde_json::json!({"max_steps": 2}),
+    )
+}
+
+/// The agent's Last run shows both steps, above the step-limit error.
+fn failed_trace_shown(h: &mut AppHarness) {
+    h.state_mut().send(Command::InspectById("agent".into()));
+    h.run_steps(3);
+    if h.query_by_label("Last run").is_some() {
+        h.get_by_label("Last run").click();
+        h.run_steps(3);
+    }
+    // In the inspector, right of the canvas (the node's badge says some of it too).
+    let canvas = h.state().canvas_screen_rect();
+    let in_inspector = |h: &AppHarness, text: &str| {
+        let found: Vec<Rect> = h
+            .get_all_by_label_contains(text)
+            .map(|n| n.rect())
+            .filter(|r| r.left() >= canvas.right() && r.top() < canvas.bottom())
+            .collect();
+        assert_eq!(found.len(), 1, "`{text}` in the inspector: {found:?}");
+        found[0]
+    };
+    let error = in_inspector(h, "step limit reached");
+    for step in ["step 1 · list_files", "step 2 · list_files"] {
+        let row = in_inspector(h, step);
+        assert!(
+            row.top() < error.top(),
+            "`{step}` at {row:?} is not above the error at {error:?}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_agent_keeps_its_steps_above_the_error_live_and_from_history() {
+    let Some(fake) = agentloom_tests::FakeLlm::start("agent/fakellm.yaml") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let doc = step_limited_agent_graph(&fake.base());
+    let mut h = harness(&doc, &paths(&dir));
+    h.state_mut().send(Command::Run);
+    h.run_steps(2);
+    wait_until(&mut h, "the run to end", |h| {
+        h.state().run.status.is_some() && !h.state().run.is_running()
+    });
+    assert_eq!(h.state().run.status, Some(RunStatus::Failed));
+    failed_trace_shown(&mut h);
+    let run_id = h.state().run.run_id.clone().unwrap();
+    drop(h);
+
+    // The same run opened from the run log in a fresh app.
+    let mut h = harness(&doc, &paths(&dir));
+    h.state_mut().send(Command::OpenRun(run_id));
+    h.run_steps(3);
+    assert_eq!(h.state().run.status, Some(RunStatus::Failed));
+    failed_trace_shown(&mut h);
 }
 
 /// The rectangle of the approval window's Approve button, if shown.

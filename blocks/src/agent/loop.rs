@@ -430,6 +430,7 @@ impl Agent<'_> {
     fn show_running(&self, step: &Step) {
         let running = Step {
             running: true,
+            started_at_ms: super::step::unix_ms_now(),
             ..step.clone()
         };
         let line = serde_json::to_string(&running).unwrap_or_default();

@@ -34,10 +34,23 @@ pub struct Step {
     /// (the line with its result, same `step`, follows). Never in the `transcript` output.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub running: bool,
+    /// When the tool of a running step started, in milliseconds since the Unix epoch: a
+    /// trace opened later (from the run log, in another process) counts from it too.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub started_at_ms: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// Now, in milliseconds since the Unix epoch (0 on a clock set before it).
+pub(crate) fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 impl Step {
@@ -66,6 +79,14 @@ impl Step {
     /// One streamed line as a step; `None` when it is not one.
     pub fn parse_line(line: &str) -> Option<Step> {
         serde_json::from_str(line).ok()
+    }
+
+    /// How long the tool of a running step has been running, by the clock, when the step
+    /// says when it started (lines written by older versions do not).
+    pub fn running_for(&self) -> Option<std::time::Duration> {
+        (self.running && self.started_at_ms > 0).then(|| {
+            std::time::Duration::from_millis(unix_ms_now().saturating_sub(self.started_at_ms))
+        })
     }
 
     /// The tool's name, or what stands for none.

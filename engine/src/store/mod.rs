@@ -10,7 +10,7 @@
 //!
 //! Streamed partial output (`node_partial` events) is not stored event by event: the
 //! writer keeps each running node's text so far in its row (`partial`), dropped once the
-//! node has finished and its outputs hold the final text.
+//! node has finished and its outputs hold the final text (a failed node keeps it).
 
 mod approvals;
 mod busy;

@@ -268,12 +268,18 @@ pub fn node_run_ui(ui: &mut Ui, run: &NodeProgress, hidden: &[&str]) {
             super::json_tree::json_tree_ui(ui, id, port, &value.to_json());
         }
     }
+    // A node that failed or was stopped keeps what it streamed, which no output holds.
+    let state = if run.status.is_final() || run.cancelled {
+        "streamed before it stopped"
+    } else {
+        "streaming"
+    };
     for (port, text) in &run.partial {
         if hidden.contains(&port.as_str()) {
             continue;
         }
         ui.label(
-            RichText::new(format!("{port} (streaming) = {text}"))
+            RichText::new(format!("{port} ({state}) = {text}"))
                 .monospace()
                 .color(theme::ACCENT),
         );

@@ -3,6 +3,7 @@
 
 mod area;
 mod ghost;
+mod glyphs;
 pub mod groups;
 pub mod minimap;
 pub mod prefs;

@@ -23,6 +23,7 @@ use egui::{Color32, Id, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui}
 use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewer, WireStyle};
 use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
+use super::glyphs::node_text;
 use super::state::CanvasState;
 use super::state::{Geometry, Lod};
 use super::wire_drop::WireDrop;
@@ -562,10 +563,13 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         let detailed = self.node_detailed(node);
         // A detailed node says its state in the badge below its pins, so that nothing a run
         // brings changes the node's width.
+        let scale = self.state.transform.scaling;
         ui.horizontal(|ui| {
-            ui.label(RichText::new(canvas.display_name()).strong());
+            let title = node_text(ui, RichText::new(canvas.display_name()).strong(), scale);
+            ui.label(title);
             if detailed && canvas.doc.label.is_none() {
-                ui.label(RichText::new(&canvas.title).color(theme::TEXT_WEAK).small());
+                let kind = RichText::new(&canvas.title).color(theme::TEXT_WEAK).small();
+                ui.label(node_text(ui, kind, scale));
             }
             if canvas.doc.pinned.is_some() {
                 ui.label(RichText::new("pinned").color(theme::ACCENT).small())
@@ -637,6 +641,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             } else {
                 RichText::new(&port.name).color(theme::TEXT_WEAK)
             };
+            let text = node_text(ui, text, self.state.transform.scaling);
             let label = ui
                 .add(egui::Label::new(text).sense(egui::Sense::click()))
                 .on_hover_ui(|ui| port_hover_ui(ui, port));
@@ -674,6 +679,7 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
             } else {
                 RichText::new(&port.name).color(theme::ERROR)
             };
+            let text = node_text(ui, text, self.state.transform.scaling);
             let label = ui
                 .add(egui::Label::new(text).sense(egui::Sense::click()))
                 .on_hover_ui(|ui| port_hover_ui(ui, port));
@@ -757,9 +763,19 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                     // An agent's latest step (its steps stream one JSON line each).
                     let last_line = text.lines().last().unwrap_or_default();
                     if let Some(step) = agentloom_blocks::agent::Step::parse_line(last_line) {
+                        // A step under way when the node failed or was stopped never ended.
+                        let headline = if step.running && (run.status.is_final() || run.cancelled) {
+                            agentloom_core::one_line(&format!(
+                                "step {} · {} did not finish",
+                                step.step,
+                                step.tool_name()
+                            ))
+                        } else {
+                            step.headline(theme::NODE_PREVIEW_CHARS)
+                        };
                         badge_line(
                             ui,
-                            RichText::new(step.headline(theme::NODE_PREVIEW_CHARS))
+                            RichText::new(headline)
                                 .monospace()
                                 .small()
                                 .color(theme::ACCENT),

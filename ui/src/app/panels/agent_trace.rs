@@ -82,11 +82,16 @@ pub fn trace_ui(
         let mut header = format!("step {} · {}", step.step, step.tool_name());
         if step.running {
             if live {
+                // From when the tool started, as the step says; else from when it was
+                // first seen here.
                 let since = *state
                     .started
                     .entry((run_key.to_owned(), node.to_owned(), step.step))
                     .or_insert(now);
-                let seconds = now.duration_since(since).as_secs();
+                let seconds = step
+                    .running_for()
+                    .unwrap_or_else(|| now.duration_since(since))
+                    .as_secs();
                 header.push_str(&format!(" · running {seconds} s"));
                 // The seconds count up while nothing else happens.
                 ui.ctx().request_repaint_after(Duration::from_millis(250));

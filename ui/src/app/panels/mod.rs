@@ -78,7 +78,10 @@ impl App {
                     .and_then(|n| self.document.snarl.get_node(n).map(|c| (n, c)))
             {
                 let run = self.run.node(&node.doc.id);
-                let live = self.run.is_running()
+                // Working now: in the app's own run, or in one opened from the run log
+                // while another process runs it.
+                let live = (self.run.is_running()
+                    || self.run.status == Some(agentloom_engine::RunStatus::Running))
                     && run.is_some_and(|r| {
                         matches!(
                             r.status,
