@@ -301,7 +301,11 @@ impl GraphDoc {
             header.format.as_deref() == Some(FORMAT_NAME)
                 && header.version == Some(u64::from(FORMAT_VERSION))
         });
-        if current && let Ok(doc) = serde_json::from_str::<GraphDoc>(text) {
+        if current && let Ok(mut doc) = serde_json::from_str::<GraphDoc>(text) {
+            // A parsed list keeps up to twice the room it needs; a graph is kept whole
+            // while it runs.
+            doc.nodes.shrink_to_fit();
+            doc.edges.shrink_to_fit();
             return Ok(doc);
         }
         let json: serde_json::Value =

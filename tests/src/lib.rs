@@ -253,29 +253,32 @@ pub fn free_port() -> u16 {
 /// Whether what answers `GET /_fakellm/stats` on `port` of 127.0.0.1 is fakellm: a 200
 /// with its request counts (`total_requests`, `by_rule`), within 2 s.
 fn answers_as_fakellm(port: u16) -> bool {
+    local_get(port, "/_fakellm/stats").is_some_and(|(head, body)| {
+        head.starts_with("HTTP/1.1 200")
+            && serde_json::from_str::<serde_json::Value>(&body).is_ok_and(|stats| {
+                stats.get("total_requests").is_some() && stats.get("by_rule").is_some()
+            })
+    })
+}
+
+/// `GET path` on 127.0.0.1:`port`, bounded in time and size: the answer's head and body,
+/// `None` when nothing answers over HTTP. Tells a test's own peer from whatever else took
+/// its port.
+pub(crate) fn local_get(port: u16, path: &str) -> Option<(String, String)> {
     use std::io::{Read as _, Write as _};
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     let limit = Some(Duration::from_secs(2));
-    if stream.set_read_timeout(limit).is_err() || stream.set_write_timeout(limit).is_err() {
-        return false;
-    }
-    let request = "GET /_fakellm/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if stream.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
+    stream.set_read_timeout(limit).ok()?;
+    stream.set_write_timeout(limit).ok()?;
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
     let mut answer = Vec::new();
-    // Bounded: a stats answer is small, whatever else answers may not be.
+    // Bounded: the answers looked for are small, whatever else answers may not be.
     let _ = stream.take(64 * 1024).read_to_end(&mut answer);
     let answer = String::from_utf8_lossy(&answer);
-    let Some((head, body)) = answer.split_once("\r\n\r\n") else {
-        return false;
-    };
-    head.starts_with("HTTP/1.1 200")
-        && serde_json::from_str::<serde_json::Value>(body).is_ok_and(|stats| {
-            stats.get("total_requests").is_some() && stats.get("by_rule").is_some()
-        })
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    Some((head.to_owned(), body.to_owned()))
 }
 
 /// Sends SIGINT to process `pid`, as Ctrl-C in its terminal would.

@@ -2,7 +2,6 @@
 //! small browser that completes its login, consent and device pages over HTTP.
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -30,7 +29,7 @@ impl Oidc {
     /// returns `None` when AGENTLOOM_SKIP_PEERS=1 and it is not installed.
     ///
     /// # Panics
-    /// When the peer is missing (and not skipped) or does not listen within 10 s.
+    /// When the peer is missing (and not skipped) or does not start in five tries.
     pub fn start() -> Option<Oidc> {
         Self::start_with_access_ttl(3600)
     }
@@ -51,38 +50,66 @@ impl Oidc {
             eprintln!("skipping: the OAuth peer is not installed and AGENTLOOM_SKIP_PEERS=1");
             return None;
         }
-        let port = free_port();
-        let child = match Command::new("node")
-            .arg(dir.join("server.js"))
-            .arg(port.to_string())
-            .arg(seconds.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
-            Ok(child) => child,
-            Err(e) => {
-                assert!(
-                    skip,
-                    "could not start `node` for the OAuth peer: {e}; install Node.js 20+ or set AGENTLOOM_SKIP_PEERS=1"
-                );
-                return None;
+        // A port picked free can be taken by another test's server before the provider
+        // binds it: it then exits while the other server answers. A start counts once the
+        // provider's own discovery document answers with its issuer.
+        const ATTEMPTS: u32 = 5;
+        let mut last_failure = String::new();
+        for _ in 0..ATTEMPTS {
+            let port = free_port();
+            let child = match Command::new("node")
+                .arg(dir.join("server.js"))
+                .arg(port.to_string())
+                .arg(seconds.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+            {
+                Ok(child) => child,
+                Err(e) => {
+                    assert!(
+                        skip,
+                        "could not start `node` for the OAuth peer: {e}; install Node.js 20+ or set AGENTLOOM_SKIP_PEERS=1"
+                    );
+                    return None;
+                }
+            };
+            let mut oidc = Oidc {
+                child,
+                issuer: format!("http://127.0.0.1:{port}"),
+            };
+            match oidc.confirm_answering(port) {
+                Ok(()) => return Some(oidc),
+                // Dropped here: the child is killed before the next port is tried.
+                Err(failure) => last_failure = failure,
             }
-        };
-        let oidc = Oidc {
-            child,
-            issuer: format!("http://127.0.0.1:{port}"),
-        };
+        }
+        panic!("the OAuth peer did not start in {ATTEMPTS} attempts; the last: {last_failure}");
+    }
+
+    /// Waits (up to 20 s) until this provider serves its discovery document on `port`;
+    /// `Err` when it exits first or nothing answers as it would.
+    fn confirm_answering(&mut self, port: u16) -> Result<(), String> {
         let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "the OAuth peer did not listen on port {port} within 10 s"
+        let issuer = format!("\"issuer\":\"{}\"", self.issuer);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("the provider exited ({status}) on port {port}"));
+            }
+            let answered = crate::local_get(port, "/.well-known/openid-configuration").is_some_and(
+                |(head, body)| head.starts_with("HTTP/1.1 200") && body.contains(&issuer),
             );
+            if answered {
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                return Err(format!(
+                    "nothing answered as the provider on port {port} within 20 s"
+                ));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(oidc)
     }
 }
 

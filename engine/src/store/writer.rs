@@ -762,7 +762,8 @@ impl Writer {
                 // Rows are kept and written as nodes change; a node that never started has
                 // none (the reader lists it as pending from the graph).
                 dirty_nodes: Vec::new(),
-                nodes: Vec::new(),
+                // One state for each node of the graph, allocated once.
+                nodes: Vec::with_capacity(self.slots.ids.len()),
                 partial_nodes: Vec::new(),
                 node_usage: Usage::default(),
                 usage_stale: false,

@@ -749,7 +749,13 @@ pub(crate) fn print_report(
     json: bool,
 ) -> anyhow::Result<i32> {
     if json {
-        out!("{}", serde_json::to_string(report)?);
+        // Written as it is serialized: a large run's report is never held whole as text.
+        use std::io::Write as _;
+        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+        serde_json::to_writer(&mut stdout, report).map_err(|err| StdoutClosed(err.into()))?;
+        writeln!(stdout)
+            .and_then(|()| stdout.flush())
+            .map_err(StdoutClosed)?;
     } else {
         for (name, value) in &report.outputs {
             out!("{name}: {}", value.to_text());
