@@ -375,18 +375,25 @@ impl RunStore {
         let Some(id) = self.resolve_run_id(id_or_prefix)? else {
             return Ok(None);
         };
-        type Extra = (String, String, String, Option<i64>);
+        type Extra = (String, String, String, Option<i64>, Option<Vec<u8>>);
         let (raw, extra, raw_nodes) = {
             let conn = self.lock();
             let found = conn
                 .query_row(
                     &format!(
-                        "SELECT {RUN_COLUMNS}, g.graph_json, inputs_json, outputs_json, pid
+                        "SELECT {RUN_COLUMNS}, g.graph_json, inputs_json, outputs_json, pid,
+                                g.graph_deflated
                          FROM runs JOIN run_graphs AS g ON g.run_id = runs.id WHERE id = ?1"
                     ),
                     params![id],
                     |row| {
-                        let extra: Extra = (row.get(12)?, row.get(13)?, row.get(14)?, row.get(15)?);
+                        let extra: Extra = (
+                            row.get(12)?,
+                            row.get(13)?,
+                            row.get(14)?,
+                            row.get(15)?,
+                            row.get(16)?,
+                        );
                         Ok((RawRun::from_row(row)?, extra))
                     },
                 )
@@ -410,7 +417,9 @@ impl RunStore {
                 .map_err(|e| self.read_error(e))?;
             (raw, extra, raw_nodes)
         };
-        let (graph_json, inputs_json, outputs_json, pid) = extra;
+        let (graph_json, inputs_json, outputs_json, pid, graph_deflated) = extra;
+        let graph_json = super::values::StoredGraph::read(graph_json, graph_deflated)
+            .map_err(|e| self.damaged(format!("run {id}: {e}")))?;
         let graph = serde_json::from_str(&graph_json)
             .map_err(|e| self.damaged(format!("run {id}: the graph is not valid JSON: {e}")))?;
         let inputs = parse_map(self, &id, Some(&inputs_json), || {

@@ -1240,3 +1240,84 @@ fn many_runs_recorded_by_one_store_one_after_another_and_at_once_each_keep_their
         }
     }
 }
+
+#[test]
+fn a_large_graph_is_stored_deflated_and_reads_back_whole_a_small_one_stays_text() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let mut large = GraphDoc::new("Large");
+    for i in 0..2_000 {
+        large
+            .nodes
+            .push(NodeDoc::new(format!("n{i}"), "text.template").with_config(
+                serde_json::json!({"template": format!("step {i}: {{{{ value }}}}")}),
+            ));
+    }
+    let record_graph = |id: &str, doc: &GraphDoc| {
+        let recorder = store.recorder(doc).unwrap();
+        let mut start = run_started(id);
+        if let EventKind::RunStarted { node_count, .. } = &mut start.kind {
+            *node_count = doc.nodes.len();
+        }
+        recorder.emit(&start);
+        recorder.finish().unwrap();
+    };
+    let (large_id, small_id) = (
+        "0193aaaa0000700080000000000000d1",
+        "0193aaaa0000700080000000000000d2",
+    );
+    record_graph(large_id, &large);
+    record_graph(small_id, &graph());
+
+    assert_eq!(
+        store
+            .get_run(large_id)
+            .unwrap()
+            .unwrap()
+            .graph_doc()
+            .unwrap(),
+        large
+    );
+    assert_eq!(
+        store
+            .get_run(small_id)
+            .unwrap()
+            .unwrap()
+            .graph_doc()
+            .unwrap(),
+        graph()
+    );
+    let columns = |id: &str| -> (i64, Option<i64>) {
+        raw(&path)
+            .query_row(
+                "SELECT length(graph_json), length(graph_deflated) FROM run_graphs WHERE run_id = ?1",
+                [id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap()
+    };
+    let json_len = i64::try_from(serde_json::to_string(&large).unwrap().len()).unwrap();
+    let (text, deflated) = columns(large_id);
+    assert_eq!(text, 0);
+    let deflated = deflated.unwrap();
+    assert!(
+        deflated * 5 < json_len,
+        "{deflated} bytes deflated from {json_len}"
+    );
+    // A small graph stays readable in any SQLite tool.
+    let (text, deflated) = columns(small_id);
+    assert!(text > 0 && deflated.is_none(), "{text} {deflated:?}");
+
+    // A damaged blob is a damaged run, named, not a crash.
+    raw(&path)
+        .execute(
+            "UPDATE run_graphs SET graph_deflated = x'00ff00ff' WHERE run_id = ?1",
+            [large_id],
+        )
+        .unwrap();
+    let err = store.get_run(large_id).unwrap_err().to_string();
+    assert!(
+        err.contains(large_id) && err.contains("does not inflate"),
+        "{err}"
+    );
+}

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
-use agentloom_core::{Value, ValueMap};
+use agentloom_core::{GraphDoc, Value, ValueMap};
 use flate2::Compression;
 use flate2::write::DeflateEncoder;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -310,4 +310,98 @@ fn load(conn: &Connection, run_id: &str, hash: &str) -> Result<Value, String> {
         other => return Err(format!("value {hash} has an unknown encoding `{other}`")),
     };
     serde_json::from_slice(&text).map_err(|e| format!("value {hash} is not valid JSON: {e}"))
+}
+
+/// Graph JSON up to this size is stored as text; a longer one is deflated as it is written.
+const GRAPH_TEXT_MAX_BYTES: usize = 64 << 10;
+
+/// The graph as run, as the run log stores it: its JSON text when short (readable in any
+/// SQLite tool), deflated when long. A large graph is never held whole as text: its JSON
+/// goes through the encoder as it is serialized, and SQLite copies only the deflated bytes.
+pub(super) enum StoredGraph {
+    Text(String),
+    Deflated(Vec<u8>),
+}
+
+impl StoredGraph {
+    pub(super) fn of(graph: &GraphDoc) -> StoredGraph {
+        let empty = || StoredGraph::Text("{}".to_owned());
+        // The serializer writes token by token: the encoder gets them in blocks.
+        let mut buffered = io::BufWriter::with_capacity(16 << 10, GraphSink::Text(Vec::new()));
+        if serde_json::to_writer(&mut buffered, graph).is_err() {
+            return empty();
+        }
+        let Ok(sink) = buffered.into_inner() else {
+            return empty();
+        };
+        match sink {
+            GraphSink::Text(bytes) => {
+                String::from_utf8(bytes).map_or_else(|_| empty(), StoredGraph::Text)
+            }
+            GraphSink::Deflating(encoder) => encoder
+                .finish()
+                .map_or_else(|_| empty(), StoredGraph::Deflated),
+        }
+    }
+
+    /// Nothing: what a writer keeps once the graph is in the file.
+    pub(super) fn written() -> StoredGraph {
+        StoredGraph::Text(String::new())
+    }
+
+    /// The `graph_json` and `graph_deflated` columns.
+    pub(super) fn columns(&self) -> (&str, Option<&[u8]>) {
+        match self {
+            StoredGraph::Text(text) => (text, None),
+            StoredGraph::Deflated(bytes) => ("", Some(bytes)),
+        }
+    }
+
+    /// The JSON text of a graph read back from its two columns; at most the graph size
+    /// limit is inflated.
+    pub(super) fn read(text: String, deflated: Option<Vec<u8>>) -> Result<String, String> {
+        use std::io::Read as _;
+        let Some(deflated) = deflated else {
+            return Ok(text);
+        };
+        let cap = agentloom_core::max_graph_bytes();
+        let mut json = String::new();
+        flate2::read::DeflateDecoder::new(deflated.as_slice())
+            .take(cap.saturating_add(1))
+            .read_to_string(&mut json)
+            .map_err(|e| format!("the graph does not inflate: {e}"))?;
+        if json.len() as u64 > cap {
+            return Err(format!("the graph inflates past {cap} bytes"));
+        }
+        Ok(json)
+    }
+}
+
+/// Where a graph's JSON is written: kept as text until it passes
+/// [`GRAPH_TEXT_MAX_BYTES`], deflated from then on.
+enum GraphSink {
+    Text(Vec<u8>),
+    Deflating(DeflateEncoder<Vec<u8>>),
+}
+
+impl Write for GraphSink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            GraphSink::Text(bytes) if bytes.len() + buf.len() <= GRAPH_TEXT_MAX_BYTES => {
+                bytes.extend_from_slice(buf);
+            }
+            GraphSink::Text(bytes) => {
+                let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
+                encoder.write_all(bytes)?;
+                encoder.write_all(buf)?;
+                *self = GraphSink::Deflating(encoder);
+            }
+            GraphSink::Deflating(encoder) => encoder.write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::approvals::UNDECIDED;
 use super::liveness::{HEARTBEAT_INTERVAL_MS, this_process_token};
-use super::values::{LogPolicy, StoredValue, ValueLog, insert_values};
+use super::values::{LogPolicy, StoredGraph, StoredValue, ValueLog, insert_values};
 use super::{StoreError, now_ms, to_i64};
 use crate::events::{EventKind, EventSink, RunEvent, RunStatus};
 use crate::run_state::{KeptValues, NodeProgress};
@@ -496,7 +496,7 @@ enum Control {
 struct Writer {
     path: PathBuf,
     conn: Connection,
-    graph_json: String,
+    graph: StoredGraph,
     /// The nodes of the graph as run, and of its sub-runs.
     slots: Slots,
     run: Option<RunEntry>,
@@ -530,7 +530,7 @@ impl Writer {
             conn,
             // Compact and as given: the canonical form (a sorted copy, pretty-printed) costs
             // several times more for a large graph, and readers parse it either way.
-            graph_json: serde_json::to_string(graph).unwrap_or_else(|_| "{}".to_owned()),
+            graph: StoredGraph::of(graph),
             slots: Slots::new(graph),
             run: None,
             first_pending: None,
@@ -892,11 +892,11 @@ impl Writer {
             return;
         }
         let conn = &mut self.conn;
-        let graph_json = &self.graph_json;
+        let graph = &self.graph;
         let values = &self.values.pending;
         let usage = run.usage(&self.slots);
         let batch = Batch {
-            graph_json,
+            graph,
             run,
             slots: &self.slots,
             usage,
@@ -909,7 +909,7 @@ impl Writer {
                 if !run.inserted {
                     // Written with the run's first row and never again: a large graph's
                     // text need not stay for the whole run.
-                    self.graph_json = String::new();
+                    self.graph = StoredGraph::written();
                 }
                 run.inserted = true;
                 run.dirty = false;
@@ -940,7 +940,7 @@ impl Writer {
 
 /// What one transaction writes: the run row, the changed node rows, the new events.
 struct Batch<'a> {
-    graph_json: &'a str,
+    graph: &'a StoredGraph,
     run: &'a RunEntry,
     slots: &'a Slots,
     usage: Usage,
@@ -951,7 +951,7 @@ struct Batch<'a> {
 impl Batch<'_> {
     fn write(&self, conn: &mut Connection) -> rusqlite::Result<()> {
         let Batch {
-            graph_json,
+            graph,
             run,
             slots,
             usage,
@@ -1023,11 +1023,13 @@ impl Batch<'_> {
                 to_i64(run.heartbeat_at_ms),
             ],
         )?;
+            let (graph_text, graph_deflated) = graph.columns();
             tx.prepare_cached(
-                "INSERT INTO run_graphs (run_id, graph_json) VALUES (?1, ?2)
-             ON CONFLICT (run_id) DO UPDATE SET graph_json = excluded.graph_json",
+                "INSERT INTO run_graphs (run_id, graph_json, graph_deflated) VALUES (?1, ?2, ?3)
+             ON CONFLICT (run_id) DO UPDATE SET graph_json = excluded.graph_json,
+                                                graph_deflated = excluded.graph_deflated",
             )?
-            .execute(params![run.id, graph_json])?;
+            .execute(params![run.id, graph_text, graph_deflated])?;
         }
         insert_values(&tx, &run.id, values)?;
         {
