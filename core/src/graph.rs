@@ -292,16 +292,10 @@ impl GraphDoc {
         // A current file is read straight into the document, without building a JSON tree
         // first (several times faster for large graphs). Anything else, including every
         // error, takes the general path, which explains what is wrong.
-        #[derive(Deserialize)]
-        struct Header {
-            format: Option<String>,
-            version: Option<u64>,
-        }
-        let current = serde_json::from_str::<Header>(text).is_ok_and(|header| {
-            header.format.as_deref() == Some(FORMAT_NAME)
-                && header.version == Some(u64::from(FORMAT_VERSION))
-        });
-        if current && let Ok(mut doc) = serde_json::from_str::<GraphDoc>(text) {
+        if let Ok(mut doc) = serde_json::from_str::<GraphDoc>(text)
+            && doc.format == FORMAT_NAME
+            && doc.version == FORMAT_VERSION
+        {
             // A parsed list keeps up to twice the room it needs; a graph is kept whole
             // while it runs.
             doc.nodes.shrink_to_fit();

@@ -39,6 +39,6 @@ pub use run_state::{KeptValues, MAX_PARTIAL_BYTES, NodeProgress, RunState};
 pub use seed::{RunSeed, downstream_of};
 pub use store::{
     Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, EvaluationDetail, EvaluationRow,
-    EvaluationRun, LogPolicy, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail, RunRecorder,
-    RunRow, RunStore, StoreError,
+    EvaluationRun, LogPolicy, LoggedGraph, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail,
+    RunRecorder, RunRow, RunStore, StoreError,
 };

@@ -109,6 +109,24 @@ impl StoreError {
     }
 }
 
+/// The graph a recorder logs: a shared document is handed to its writer thread as it is,
+/// a borrowed one is copied.
+pub trait LoggedGraph {
+    fn shared(self) -> Arc<GraphDoc>;
+}
+
+impl LoggedGraph for &Arc<GraphDoc> {
+    fn shared(self) -> Arc<GraphDoc> {
+        Arc::clone(self)
+    }
+}
+
+impl LoggedGraph for &GraphDoc {
+    fn shared(self) -> Arc<GraphDoc> {
+        Arc::new(self.clone())
+    }
+}
+
 /// The run log: one SQLite file shared by every Agentloom process of the user.
 pub struct RunStore {
     path: PathBuf,
@@ -221,14 +239,14 @@ impl RunStore {
     /// Starts recording a run of `graph` (the document as run): hand the recorder to the
     /// executor as its sink (or in a [`crate::FanoutSink`]), then call
     /// [`RunRecorder::finish`] once the run has ended.
-    pub fn recorder(&self, graph: &GraphDoc) -> Result<RunRecorder, StoreError> {
+    pub fn recorder(&self, graph: impl LoggedGraph) -> Result<RunRecorder, StoreError> {
         self.recorder_with(graph, LogPolicy::default())
     }
 
     /// [`RunStore::recorder`] keeping as much of each value as `policy` says.
     pub fn recorder_with(
         &self,
-        graph: &GraphDoc,
+        graph: impl LoggedGraph,
         policy: LogPolicy,
     ) -> Result<RunRecorder, StoreError> {
         let idle = self
@@ -243,7 +261,7 @@ impl RunStore {
         RunRecorder::start(
             self.path.clone(),
             conn,
-            graph,
+            graph.shared(),
             policy,
             self.idle_writers.clone(),
         )

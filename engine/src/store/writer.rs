@@ -80,15 +80,17 @@ impl RunRecorder {
     pub(super) fn start(
         path: PathBuf,
         conn: Connection,
-        graph: &GraphDoc,
+        graph: Arc<GraphDoc>,
         policy: LogPolicy,
         idle_writers: super::IdleWriters,
     ) -> Result<RunRecorder, StoreError> {
         let (tx, rx) = mpsc::channel();
-        let writer = Writer::new(path.clone(), conn, graph, policy, idle_writers);
+        let writer_path = path.clone();
+        // The writer learns the graph on its own thread (its node ids, its text for the
+        // log) while the run starts: events wait in the channel meanwhile.
         let handle = std::thread::Builder::new()
             .name("agentloom-run-log".to_owned())
-            .spawn(move || writer.run(&rx))
+            .spawn(move || Writer::new(writer_path, conn, &graph, policy, idle_writers).run(&rx))
             .map_err(|e| StoreError::Recording {
                 path: path.clone(),
                 message: format!("cannot start the writer thread: {e}"),

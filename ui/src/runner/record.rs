@@ -57,7 +57,7 @@ impl RunRecording {
     /// A recorder for one run of `doc` in `store`.
     pub fn start(
         store: &Arc<RunStore>,
-        doc: &GraphDoc,
+        doc: &Arc<GraphDoc>,
         policy: LogPolicy,
         context: RunContext,
     ) -> Result<Self, StoreError> {
@@ -72,7 +72,7 @@ impl RunRecording {
     /// warning on stderr, not a failure: the run is worth more than its log entry.
     pub fn start_or_warn(
         db: Option<PathBuf>,
-        doc: &GraphDoc,
+        doc: &Arc<GraphDoc>,
         policy: LogPolicy,
         context: RunContext,
     ) -> Option<Self> {
