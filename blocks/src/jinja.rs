@@ -42,15 +42,24 @@ fn pool_env() -> &'static Environment<'static> {
 }
 
 /// Sources parsed before, with their variables or why they do not parse.
-type ParsedTemplates = HashMap<Arc<str>, Result<Arc<[String]>, String>>;
+#[derive(Default)]
+struct ParsedTemplates {
+    by_source: HashMap<Arc<str>, Result<Arc<[String]>, String>>,
+    /// The length of every source remembered.
+    bytes: usize,
+}
 
-/// Templates remembered at most (then forgotten all at once), and the longest remembered.
-const MAX_REMEMBERED_TEMPLATES: usize = 4_096;
-const MAX_REMEMBERED_SOURCE: usize = 16 << 10;
+/// The source text remembered at most (then all forgotten at once), and the longest
+/// source remembered.
+const MAX_REMEMBERED_BYTES: usize = 4 << 20;
+const MAX_REMEMBERED_SOURCE: usize = 64 << 10;
 
-fn parsed_templates() -> &'static Mutex<ParsedTemplates> {
+fn parsed_templates() -> std::sync::MutexGuard<'static, ParsedTemplates> {
     static PARSED: OnceLock<Mutex<ParsedTemplates>> = OnceLock::new();
-    PARSED.get_or_init(Mutex::default)
+    PARSED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A parsed template: its source and the variables it reads.
@@ -66,10 +75,7 @@ impl SharedTemplate {
         // A graph is validated again at every edit in the app and at every load elsewhere,
         // and a template reused across nodes is checked once: the answer depends only on
         // the source, and nodes with the same source share it.
-        let mut parsed = parsed_templates()
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((source, variables)) = parsed.get_key_value(source) {
+        if let Some((source, variables)) = parsed_templates().by_source.get_key_value(source) {
             return variables.clone().map(|variables| Self {
                 source: Arc::clone(source),
                 variables: variables.to_vec(),
@@ -90,10 +96,17 @@ impl SharedTemplate {
         };
         let source: Arc<str> = Arc::from(source);
         if source.len() <= MAX_REMEMBERED_SOURCE {
-            if parsed.len() >= MAX_REMEMBERED_TEMPLATES {
-                parsed.clear();
+            let mut parsed = parsed_templates();
+            if parsed.bytes + source.len() > MAX_REMEMBERED_BYTES {
+                *parsed = ParsedTemplates::default();
             }
-            parsed.insert(Arc::clone(&source), variables.clone());
+            if parsed
+                .by_source
+                .insert(Arc::clone(&source), variables.clone())
+                .is_none()
+            {
+                parsed.bytes += source.len();
+            }
         }
         variables.map(|variables| Self {
             source,
