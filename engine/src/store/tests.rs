@@ -1321,3 +1321,77 @@ fn a_large_graph_is_stored_deflated_and_reads_back_whole_a_small_one_stays_text(
         "{err}"
     );
 }
+
+#[test]
+fn a_finished_nodes_row_written_again_keeps_its_values_and_a_rerun_replaces_them() {
+    // The writer lets a finished node's values go once its row is in the file; a later
+    // change of the row (usage reported late, the node run again) must not lose them.
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    let run_id = "0193aaaa0000700080000000000000e1";
+    let recorder = store.recorder(&graph()).unwrap();
+    let node = || "fetch".to_owned();
+    let finished = |seq, body: &str| {
+        ev(
+            seq,
+            seq,
+            EventKind::NodeFinished {
+                node: node(),
+                outputs: map(&[("body", Value::from(body))]),
+                attempts: 1,
+                duration_ms: 1,
+                usage: Usage::default(),
+            },
+        )
+    };
+    let started = |seq, url: &str| {
+        ev(
+            seq,
+            seq,
+            EventKind::NodeStarted {
+                node: node(),
+                attempt: 1,
+                inputs: map(&[("url", Value::from(url))]),
+            },
+        )
+    };
+    recorder.emit(&run_started(run_id));
+    recorder.emit(&started(1, "http://127.0.0.1:9/a"));
+    recorder.emit(&finished(2, "first"));
+    recorder.flush().unwrap();
+    recorder.emit(&ev(
+        3,
+        3,
+        EventKind::NodeUsage {
+            node: node(),
+            usage: usage(5, 2, 0.125),
+        },
+    ));
+    recorder.flush().unwrap();
+    let fetch = store.get_run(run_id).unwrap().unwrap();
+    let fetch = fetch.node("fetch").unwrap();
+    assert_eq!(fetch.progress.usage, usage(5, 2, 0.125));
+    assert_eq!(
+        fetch.progress.inputs,
+        map(&[("url", Value::from("http://127.0.0.1:9/a"))])
+    );
+    assert_eq!(
+        fetch.progress.outputs,
+        map(&[("body", Value::from("first"))])
+    );
+
+    // Run again (a loop, a resume): the new values replace the stored ones.
+    recorder.emit(&started(4, "http://127.0.0.1:9/b"));
+    recorder.emit(&finished(5, "second"));
+    recorder.finish().unwrap();
+    let detail = store.get_run(run_id).unwrap().unwrap();
+    let fetch = detail.node("fetch").unwrap();
+    assert_eq!(
+        fetch.progress.inputs,
+        map(&[("url", Value::from("http://127.0.0.1:9/b"))])
+    );
+    assert_eq!(
+        fetch.progress.outputs,
+        map(&[("body", Value::from("second"))])
+    );
+}

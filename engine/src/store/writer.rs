@@ -256,13 +256,43 @@ impl NodeState {
     }
 }
 
-/// A node's values as the JSON text of its row (`None` until it has them).
+/// A node's values as the JSON text of its row.
 #[derive(Default)]
-struct JsonValues(Option<String>);
+enum JsonValues {
+    /// None yet.
+    #[default]
+    Unknown,
+    /// Not written yet, or the node may still change.
+    Held(String),
+    /// In the file, and let go: the node had finished when its row was written. A later
+    /// write of the row keeps the stored column.
+    Stored,
+}
 
 impl KeptValues for JsonValues {
     fn keep(&mut self, values: &ValueMap) {
-        self.0 = Some(json_text(values, "{}"));
+        *self = JsonValues::Held(json_text(values, "{}"));
+    }
+}
+
+impl JsonValues {
+    /// The column's new text (`None`: NULL, or the stored text when [`Self::is_stored`]).
+    fn text(&self) -> Option<&str> {
+        match self {
+            JsonValues::Held(text) => Some(text),
+            JsonValues::Unknown | JsonValues::Stored => None,
+        }
+    }
+
+    fn is_stored(&self) -> bool {
+        matches!(self, JsonValues::Stored)
+    }
+
+    /// Lets the text go once it is in the file.
+    fn written(&mut self) {
+        if matches!(self, JsonValues::Held(_)) {
+            *self = JsonValues::Stored;
+        }
     }
 }
 
@@ -403,6 +433,12 @@ impl RunEntry {
                 && state.queued == from
             {
                 state.queued = Queued::No;
+                // A finished node's values are in the file: a long run need not hold
+                // every node's inputs and outputs as text until it ends.
+                if state.progress.status.is_final() {
+                    state.progress.inputs.written();
+                    state.progress.outputs.written();
+                }
             }
         };
         for &slot in &self.dirty_nodes {
@@ -1045,8 +1081,10 @@ impl Batch<'_> {
              ON CONFLICT (run_id, node_id) DO UPDATE SET
                 block = excluded.block, status = excluded.status, attempts = excluded.attempts,
                 started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
-                duration_ms = excluded.duration_ms, inputs_json = excluded.inputs_json,
-                outputs_json = excluded.outputs_json, error = excluded.error,
+                duration_ms = excluded.duration_ms,
+                inputs_json = CASE WHEN ?20 THEN node_runs.inputs_json ELSE excluded.inputs_json END,
+                outputs_json = CASE WHEN ?21 THEN node_runs.outputs_json ELSE excluded.outputs_json END,
+                error = excluded.error,
                 error_caught = excluded.error_caught, skip_reason = excluded.skip_reason,
                 partial_json = excluded.partial_json, input_tokens = excluded.input_tokens,
                 output_tokens = excluded.output_tokens, cost_usd = excluded.cost_usd,
@@ -1086,8 +1124,8 @@ impl Batch<'_> {
                     node.started_at_ms.map(to_i64),
                     node.finished_at_ms.map(to_i64),
                     progress.duration_ms.map(to_i64),
-                    progress.inputs.0,
-                    progress.outputs.0,
+                    progress.inputs.text(),
+                    progress.outputs.text(),
                     progress.error,
                     progress.error_caught,
                     progress.skip_reason,
@@ -1097,6 +1135,8 @@ impl Batch<'_> {
                     progress.usage.cost_usd,
                     node.started_seq.map(to_i64),
                     node.finished_seq.map(to_i64),
+                    progress.inputs.is_stored(),
+                    progress.outputs.is_stored(),
                 ])?;
             }
         }
