@@ -269,6 +269,10 @@ pub enum LoadError {
     Shape { path: String, message: String },
 }
 
+/// Graph files at least this long are checked for duplicate keys on another thread while
+/// they are parsed.
+const PARALLEL_CHECK_BYTES: usize = 256 << 10;
+
 impl GraphDoc {
     pub fn new(name: &str) -> Self {
         Self {
@@ -288,11 +292,27 @@ impl GraphDoc {
     pub fn from_json_str(text: &str) -> Result<GraphDoc, LoadError> {
         // Editors on some systems save a byte-order mark; it is not part of the JSON.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        crate::graph_file::check_duplicate_keys(text)?;
         // A current file is read straight into the document, without building a JSON tree
         // first (several times faster for large graphs). Anything else, including every
-        // error, takes the general path, which explains what is wrong.
-        if let Ok(mut doc) = serde_json::from_str::<GraphDoc>(text)
+        // error, takes the general path, which explains what is wrong. A large file is
+        // checked for duplicate keys on a second core while it is read.
+        let (duplicates, parsed) = if text.len() >= PARALLEL_CHECK_BYTES {
+            std::thread::scope(|scope| {
+                let check = scope.spawn(|| crate::graph_file::check_duplicate_keys(text));
+                let parsed = serde_json::from_str::<GraphDoc>(text);
+                let duplicates = check
+                    .join()
+                    .unwrap_or_else(|_| crate::graph_file::check_duplicate_keys(text));
+                (duplicates, parsed)
+            })
+        } else {
+            (
+                crate::graph_file::check_duplicate_keys(text),
+                serde_json::from_str::<GraphDoc>(text),
+            )
+        };
+        duplicates?;
+        if let Ok(mut doc) = parsed
             && doc.format == FORMAT_NAME
             && doc.version == FORMAT_VERSION
         {

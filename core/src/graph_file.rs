@@ -301,6 +301,33 @@ mod tests {
     }
 
     #[test]
+    fn a_large_file_is_checked_for_duplicate_keys_too_and_read_whole_without() {
+        // Large files are checked on another thread while they are parsed.
+        let nodes = |last: &str| -> String {
+            (0..5_000)
+                .map(|i| format!(r#"{{"id": "n{i}", "block": "data.constant", "config": {{"value": {i}}}}}, "#))
+                .chain(std::iter::once(last.to_owned()))
+                .collect()
+        };
+        let graph = |nodes: String| {
+            format!(
+                r#"{{"format": "agentloom.graph", "version": 1, "name": "g", "edges": [], "nodes": [{nodes}]}}"#
+            )
+        };
+        let clean = graph(nodes(r#"{"id": "last", "block": "data.constant"}"#));
+        assert!(clean.len() > 256 << 10, "{} bytes", clean.len());
+        assert_eq!(GraphDoc::from_json_str(&clean).unwrap().nodes.len(), 5_001);
+        let twice = graph(nodes(
+            r#"{"id": "last", "block": "data.constant", "config": {"value": 1, "value": 2}}"#,
+        ));
+        let err = GraphDoc::from_json_str(&twice).unwrap_err().to_string();
+        assert!(
+            err.contains("duplicate key `value` in $.nodes[5000].config;"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_file_over_the_cap_is_refused_before_it_is_read() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("big.json");
