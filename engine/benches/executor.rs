@@ -31,6 +31,8 @@ use agentloom_core::{
     BlockCatalog, EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate, validate_shared,
 };
 use agentloom_engine::{Executor, NullSink, RunOptions, RunStatus, RunStore};
+
+mod support;
 use serde_json::json;
 
 // The allocator of the `agentloom` binary, so memory figures are the application's.
@@ -167,12 +169,7 @@ fn chain_figures(
         let samples: Vec<Duration> = (0..repetitions(n))
             .map(|_| {
                 let started = Instant::now();
-                let report = runtime.block_on(executor.run(
-                    valid.clone(),
-                    ValueMap::new(),
-                    RunOptions::default(),
-                    Arc::new(NullSink),
-                ));
+                let report = support::run_once(runtime, executor, &valid, None);
                 assert_eq!(report.status, RunStatus::Completed);
                 started.elapsed()
             })
@@ -182,14 +179,7 @@ fn chain_figures(
         let logged: Vec<Duration> = (0..repetitions(n).min(10))
             .map(|_| {
                 let started = Instant::now();
-                let recorder = Arc::new(store.recorder(&valid.doc).expect("recorder"));
-                let report = runtime.block_on(executor.run(
-                    valid.clone(),
-                    ValueMap::new(),
-                    RunOptions::default(),
-                    recorder.clone(),
-                ));
-                recorder.finish().expect("run log written");
+                let report = support::run_once(runtime, executor, &valid, Some(&store));
                 assert_eq!(report.status, RunStatus::Completed);
                 started.elapsed()
             })
@@ -468,22 +458,7 @@ fn engine_run_time(
     let samples = (0..runs)
         .map(|_| {
             let started = Instant::now();
-            let recorder = store
-                .as_ref()
-                .map(|store| Arc::new(store.recorder(&valid.doc).expect("recorder")));
-            let sink: Arc<dyn agentloom_engine::EventSink> = match &recorder {
-                Some(recorder) => recorder.clone(),
-                None => Arc::new(NullSink),
-            };
-            let report = runtime.block_on(executor.run(
-                valid.clone(),
-                ValueMap::new(),
-                RunOptions::default(),
-                sink,
-            ));
-            if let Some(recorder) = recorder {
-                recorder.finish().expect("run log written");
-            }
+            let report = support::run_once(runtime, executor, &valid, store.as_ref());
             assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
             started.elapsed()
         })

@@ -15,8 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloom_blocks::Registry;
-use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, ValidGraph, ValueMap, validate};
-use agentloom_engine::{Executor, NullSink, RunOptions, RunStatus, RunStore};
+use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, ValidGraph, validate};
+use agentloom_engine::{Executor, RunStatus, RunStore};
+
+mod support;
 use serde_json::json;
 
 // The allocator of the `agentloom` binary, so the figures are the application's.
@@ -93,25 +95,7 @@ fn run_once(
     store: Option<&RunStore>,
 ) -> Duration {
     let started = Instant::now();
-    let report = match store {
-        None => runtime.block_on(executor.run(
-            valid.clone(),
-            ValueMap::new(),
-            RunOptions::default(),
-            Arc::new(NullSink),
-        )),
-        Some(store) => {
-            let recorder = Arc::new(store.recorder(&valid.doc).expect("recorder"));
-            let report = runtime.block_on(executor.run(
-                valid.clone(),
-                ValueMap::new(),
-                RunOptions::default(),
-                recorder.clone(),
-            ));
-            recorder.finish().expect("run log written");
-            report
-        }
-    };
+    let report = support::run_once(runtime, executor, valid, store);
     assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
     started.elapsed()
 }
