@@ -360,11 +360,15 @@ impl StoredGraph {
     /// The JSON text of a graph read back from its two columns; at most the graph size
     /// limit is inflated.
     pub(super) fn read(text: String, deflated: Option<Vec<u8>>) -> Result<String, String> {
+        Self::read_capped(text, deflated, agentloom_core::max_graph_bytes())
+    }
+
+    /// [`StoredGraph::read`] inflating at most `cap` bytes.
+    fn read_capped(text: String, deflated: Option<Vec<u8>>, cap: u64) -> Result<String, String> {
         use std::io::Read as _;
         let Some(deflated) = deflated else {
             return Ok(text);
         };
-        let cap = agentloom_core::max_graph_bytes();
         let mut json = String::new();
         flate2::read::DeflateDecoder::new(deflated.as_slice())
             .take(cap.saturating_add(1))
@@ -403,5 +407,21 @@ impl Write for GraphSink {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod stored_graph_tests {
+    use super::*;
+
+    #[test]
+    fn a_deflated_graph_inflating_past_the_graph_cap_is_refused_not_read_whole() {
+        // A run log edited by someone else: a small blob that inflates to far more.
+        let mut encoder = DeflateEncoder::new(Vec::new(), Compression::best());
+        encoder.write_all(&vec![b' '; 8 << 20]).unwrap();
+        let bomb = encoder.finish().unwrap();
+        assert!(bomb.len() < 64 << 10, "{} bytes", bomb.len());
+        let err = StoredGraph::read_capped(String::new(), Some(bomb), 1 << 20).unwrap_err();
+        assert!(err.contains("inflates past 1048576 bytes"), "{err}");
     }
 }
