@@ -149,7 +149,7 @@ fn inner_block(
 ) -> Result<(Inner, Vec<PortSpec>), ConfigError> {
     let config = match reader.get("config") {
         None => Config::new(),
-        Some(serde_json::Value::Object(map)) => map.clone(),
+        Some(serde_json::Value::Object(map)) => map.clone().into(),
         Some(other) => {
             return Err(ConfigError::new(
                 "config",

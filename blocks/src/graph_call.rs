@@ -532,7 +532,8 @@ mod tests {
                 &calling("child.json")["nodes"][0]["config"]
                     .as_object()
                     .unwrap()
-                    .clone(),
+                    .clone()
+                    .into(),
                 &registry.config_ctx(),
             )
             .unwrap();

@@ -119,6 +119,11 @@ impl SharedTemplate {
     }
 
     /// Hands the variable names over (to become ports), leaving none behind.
+    /// The template's text, shared with every node made from it.
+    pub(crate) fn source(&self) -> &Arc<str> {
+        &self.source
+    }
+
     pub(crate) fn take_variables(&mut self) -> Vec<String> {
         std::mem::take(&mut self.variables)
     }

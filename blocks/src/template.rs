@@ -1,6 +1,6 @@
 //! `text.template`: renders a minijinja template; its variables become input ports.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::jinja::SharedTemplate;
 use agentloom_core::{
@@ -15,6 +15,10 @@ pub(crate) fn blocks() -> Vec<Box<dyn Block>> {
 
 struct TextTemplate {
     meta: BlockMeta,
+    /// The node made last, by template source. A node holds nothing but its template and
+    /// ports, so nodes with the same template (a chain, a copied node) share one instead of
+    /// each carrying its own port list.
+    last_made: Mutex<Option<(Arc<str>, Arc<TemplateNode>)>>,
 }
 
 impl TextTemplate {
@@ -31,6 +35,7 @@ impl TextTemplate {
                     .required()
                     .help("Jinja syntax: {{ name }} inserts input `name`; {% for x in items %}…{% endfor %} repeats."),
             ),
+            last_made: Mutex::new(None),
         }
     }
 }
@@ -49,6 +54,15 @@ impl Block for TextTemplate {
             .str("template")?
             .filter(|s| !s.is_empty())
             .ok_or_else(|| ConfigError::new("template", "is required"))?;
+        let mut last_made = self
+            .last_made
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((made_from, node)) = last_made.as_ref()
+            && **made_from == *source
+        {
+            return Ok(Arc::clone(node) as Arc<dyn NodeImpl>);
+        }
         let mut template =
             SharedTemplate::parse(source).map_err(|why| ConfigError::new("template", why))?;
         // The names live on as the input ports, not twice.
@@ -61,7 +75,10 @@ impl Block for TextTemplate {
             inputs,
             vec![PortSpec::new("text", ValueType::Text).describe("The rendered text.")],
         );
-        Ok(Arc::new(TemplateNode { template, ports }))
+        let made_from = Arc::clone(template.source());
+        let node = Arc::new(TemplateNode { template, ports });
+        *last_made = Some((made_from, Arc::clone(&node)));
+        Ok(node)
     }
 }
 
@@ -89,6 +106,7 @@ impl NodeImpl for TemplateNode {
 mod tests {
     use super::*;
     use crate::testing::{TestCtx, config_error, inputs, instantiate, run_block, run_block_with};
+    use agentloom_core::BlockCatalog as _;
     use agentloom_core::Value;
     use agentloom_core::ValueMap;
     use serde_json::json;
@@ -127,6 +145,37 @@ mod tests {
             out.get("text"),
             Some(&Value::from("Hello Ada!\n- rust\n- graphs\n2 [0, 1]"))
         );
+    }
+
+    #[tokio::test]
+    async fn nodes_with_the_same_template_share_one_and_others_get_their_own_ports() {
+        let catalog = crate::Registry::builtin();
+        let block = catalog.block("text.template").unwrap();
+        let make = |template: &str| {
+            let config =
+                agentloom_core::Config::from_iter([("template".to_owned(), json!(template))]);
+            block.instantiate(&config, &catalog.config_ctx()).unwrap()
+        };
+        let input_names = |node: &Arc<dyn NodeImpl>| -> Vec<String> {
+            node.ports().inputs.iter().map(|p| p.name.clone()).collect()
+        };
+        let first = make("{{ a }}");
+        let same = make("{{ a }}");
+        assert!(Arc::ptr_eq(&first, &same), "one node for one template");
+        let other = make("{{ b }} {{ c }}");
+        assert_eq!(input_names(&other), ["b", "c"]);
+        let again = make("{{ a }}");
+        assert_eq!(input_names(&again), ["a"]);
+        assert!(!Arc::ptr_eq(&other, &again));
+        // A shared node renders each node's own inputs.
+        let ctx = TestCtx::new();
+        for (node, value) in [(&first, "x"), (&same, "y")] {
+            let out = node
+                .run(inputs([("a", Value::from(value))]), &ctx)
+                .await
+                .unwrap();
+            assert_eq!(out.get("text"), Some(&Value::from(value)));
+        }
     }
 
     #[tokio::test]

@@ -384,7 +384,7 @@ pub fn config_error(kind: &str, config: serde_json::Value) -> Option<String> {
 
 fn config_object(config: serde_json::Value) -> Result<Config, BlockError> {
     match config {
-        serde_json::Value::Object(map) => Ok(map),
+        serde_json::Value::Object(map) => Ok(map.into()),
         serde_json::Value::Null => Ok(Config::new()),
         other => Err(BlockError::permanent(format!(
             "a config must be a JSON object, got {other}"

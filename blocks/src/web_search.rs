@@ -345,7 +345,9 @@ mod tests {
 
     #[test]
     fn brave_needs_a_credential_and_searxng_a_url() {
-        let config = |json: serde_json::Value| json.as_object().unwrap().clone();
+        let config = |json: serde_json::Value| {
+            agentloom_core::Config::from(json.as_object().unwrap().clone())
+        };
         let err =
             SearchSettings::from_config(&config(serde_json::json!({"provider": "brave"})), "")
                 .err()

@@ -5,8 +5,7 @@ use serde::Serialize;
 
 use crate::types::ValueType;
 
-/// A node's config as stored in the graph document: a JSON object.
-pub type Config = serde_json::Map<String, serde_json::Value>;
+pub use crate::config_map::Config;
 
 /// How a config field is edited and what it holds.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -91,7 +91,7 @@ pub struct NodeDoc {
     /// Canvas position `[x, y]`.
     #[serde(default)]
     pub position: [f64; 2],
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    #[serde(default, skip_serializing_if = "Config::is_empty")]
     #[schemars(with = "std::collections::BTreeMap<String, serde_json::Value>")]
     pub config: Config,
     /// Fail an attempt that takes longer than this.
@@ -138,7 +138,7 @@ impl NodeDoc {
     #[must_use]
     pub fn with_config(mut self, config: serde_json::Value) -> Self {
         if let serde_json::Value::Object(map) = config {
-            self.config = map;
+            self.config = map.into();
         }
         self
     }

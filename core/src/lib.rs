@@ -13,6 +13,7 @@ mod approval;
 mod block;
 mod bypass;
 mod config;
+mod config_map;
 mod escape;
 mod graph;
 mod graph_file;

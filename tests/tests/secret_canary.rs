@@ -123,7 +123,7 @@ async fn a_stored_secret_never_reaches_the_export_the_run_log_or_the_logs() {
 
     // One run that succeeds, one that fails (unknown repository) with the token on the wire.
     let mut failing = doc.clone();
-    failing.nodes[0].config = gh("acme/no-such-repo").as_object().unwrap().clone();
+    failing.nodes[0].config = gh("acme/no-such-repo").as_object().unwrap().clone().into();
     for (graph, expected) in [(&doc, RunStatus::Completed), (&failing, RunStatus::Failed)] {
         let valid = validate(graph, registry.as_ref())
             .map_err(|p| format!("{p:?}"))

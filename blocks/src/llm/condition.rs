@@ -308,10 +308,13 @@ mod tests {
     #[test]
     fn answers_are_read_leniently_but_not_ambiguously() {
         let node = ConditionNode {
-            settings: LlmSettings::from_config(json!({"model": "m"}).as_object().unwrap(), false)
-                .unwrap(),
+            settings: LlmSettings::from_config(
+                &json!({"model": "m"}).as_object().unwrap().clone().into(),
+                false,
+            )
+            .unwrap(),
             prompt: PromptTemplate::from_config(
-                json!({"prompt": "q"}).as_object().unwrap(),
+                &json!({"prompt": "q"}).as_object().unwrap().clone().into(),
                 "prompt",
                 &[],
             )

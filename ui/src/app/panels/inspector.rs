@@ -906,7 +906,7 @@ mod tests {
     use super::*;
 
     fn config(json: serde_json::Value) -> agentloom_core::Config {
-        json.as_object().cloned().unwrap_or_default()
+        json.as_object().cloned().unwrap_or_default().into()
     }
 
     #[test]

@@ -109,10 +109,11 @@ pub fn with_required_nulls(node: NodeDoc, catalog: &dyn BlockCatalog) -> NodeDoc
     };
     let mut probed = node.clone();
     for field in block.meta().config.iter().filter(|f| f.required) {
-        probed
-            .config
-            .entry(field.name.clone())
-            .or_insert(serde_json::Value::Null);
+        if !probed.config.contains_key(&field.name) {
+            probed
+                .config
+                .insert(field.name.clone(), serde_json::Value::Null);
+        }
     }
     if agentloom_core::instantiate_node(0, &probed, catalog).is_ok() {
         probed
