@@ -462,67 +462,112 @@ impl RunEntry {
 
 /// Where each node's state is kept: the graph's nodes by position, then rows of sub-run
 /// nodes (`call/render`, not in the graph) as they appear. Events name their node by id;
-/// looking it up here allocates nothing.
+/// looking it up here allocates nothing. The graph's ids and kinds are read from the graph
+/// itself, not copied: a large graph would otherwise be held twice.
 struct Slots {
-    by_id: rustc_hash::FxHashMap<String, usize>,
-    ids: Vec<String>,
-    /// Block kind by slot (shared: a graph has few kinds); empty for sub-run rows.
-    blocks: Vec<Arc<str>>,
-    in_graph: usize,
+    graph: Arc<GraphDoc>,
+    /// Slot by id (hashed with [`id_hash`]).
+    by_id: hashbrown::HashTable<usize>,
+    /// Ids of sub-run rows, at slots `graph.nodes.len()` and on.
+    sub_ids: Vec<String>,
+    /// Their block kinds (empty until an event names one).
+    sub_blocks: Vec<String>,
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::BuildHasher as _;
+    rustc_hash::FxBuildHasher.hash_one(id)
+}
+
+/// The id of `slot`, in the graph or among the sub-run rows.
+fn slot_id<'a>(graph: &'a GraphDoc, sub_ids: &'a [String], slot: usize) -> Option<&'a str> {
+    match graph.nodes.get(slot) {
+        Some(node) => Some(&node.id),
+        None => sub_ids.get(slot - graph.nodes.len()).map(String::as_str),
+    }
 }
 
 impl Slots {
-    fn new(graph: &GraphDoc) -> Self {
-        let mut kinds: rustc_hash::FxHashMap<&str, Arc<str>> = rustc_hash::FxHashMap::default();
-        let blocks = graph
-            .nodes
-            .iter()
-            .map(|n| {
-                kinds
-                    .entry(n.block.as_str())
-                    .or_insert_with(|| Arc::from(n.block.as_str()))
-                    .clone()
-            })
-            .collect();
-        let ids: Vec<String> = graph.nodes.iter().map(|n| n.id.clone()).collect();
-        let mut by_id = rustc_hash::FxHashMap::default();
-        by_id.reserve(ids.len());
-        for (slot, id) in ids.iter().enumerate() {
+    fn new(graph: Arc<GraphDoc>) -> Self {
+        let mut by_id = hashbrown::HashTable::with_capacity(graph.nodes.len());
+        for (slot, node) in graph.nodes.iter().enumerate() {
+            let hash = id_hash(&node.id);
+            let rehash = |&s: &usize| id_hash(slot_id(&graph, &[], s).unwrap_or_default());
             // A duplicate id (refused by validation) keeps its first slot.
-            by_id.entry(id.clone()).or_insert(slot);
+            if let hashbrown::hash_table::Entry::Vacant(vacant) = by_id.entry(
+                hash,
+                |&s| slot_id(&graph, &[], s) == Some(node.id.as_str()),
+                rehash,
+            ) {
+                vacant.insert(slot);
+            }
         }
         Self {
+            graph,
             by_id,
-            in_graph: ids.len(),
-            ids,
-            blocks,
+            sub_ids: Vec::new(),
+            sub_blocks: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.graph.nodes.len() + self.sub_ids.len()
+    }
+
+    fn id(&self, slot: usize) -> Option<&str> {
+        slot_id(&self.graph, &self.sub_ids, slot)
+    }
+
+    fn block(&self, slot: usize) -> Option<&str> {
+        match self.graph.nodes.get(slot) {
+            Some(node) => Some(&node.block),
+            None => self
+                .sub_blocks
+                .get(slot - self.graph.nodes.len())
+                .map(String::as_str),
         }
     }
 
     fn slot(&mut self, id: &str) -> usize {
-        if let Some(&slot) = self.by_id.get(id) {
-            return slot;
+        let Self {
+            graph,
+            by_id,
+            sub_ids,
+            sub_blocks,
+        } = self;
+        let hash = id_hash(id);
+        match by_id.entry(
+            hash,
+            |&s| slot_id(graph, sub_ids, s) == Some(id),
+            |&s| id_hash(slot_id(graph, sub_ids, s).unwrap_or_default()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(known) => *known.get(),
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                let slot = graph.nodes.len() + sub_ids.len();
+                vacant.insert(slot);
+                sub_ids.push(id.to_owned());
+                sub_blocks.push(String::new());
+                slot
+            }
         }
-        let slot = self.ids.len();
-        self.by_id.insert(id.to_owned(), slot);
-        self.ids.push(id.to_owned());
-        self.blocks.push(Arc::from(""));
-        slot
     }
 
     /// Takes the block kind an event names for a sub-run's row (the graph knows the rest).
     fn learn_block(&mut self, slot: usize, block: &str) {
-        if slot >= self.in_graph
-            && !block.is_empty()
-            && let Some(known) = self.blocks.get_mut(slot)
+        if let Some(known) = slot
+            .checked_sub(self.graph.nodes.len())
+            .and_then(|i| self.sub_blocks.get_mut(i))
             && known.is_empty()
         {
-            *known = Arc::from(block);
+            block.clone_into(known);
         }
     }
 
     fn in_graph(&self, slot: usize) -> bool {
-        slot < self.in_graph && self.blocks.get(slot).is_some_and(|b| !b.is_empty())
+        self.graph
+            .nodes
+            .get(slot)
+            .is_some_and(|node| !node.block.is_empty())
     }
 }
 
@@ -558,7 +603,7 @@ impl Writer {
     fn new(
         path: PathBuf,
         conn: Connection,
-        graph: &GraphDoc,
+        graph: &Arc<GraphDoc>,
         policy: LogPolicy,
         idle_writers: super::IdleWriters,
     ) -> Self {
@@ -569,7 +614,7 @@ impl Writer {
             // Compact and as given: the canonical form (a sorted copy, pretty-printed) costs
             // several times more for a large graph, and readers parse it either way.
             graph: StoredGraph::of(graph),
-            slots: Slots::new(graph),
+            slots: Slots::new(Arc::clone(graph)),
             run: None,
             first_pending: None,
             urgent: false,
@@ -801,7 +846,7 @@ impl Writer {
                 // none (the reader lists it as pending from the graph).
                 dirty_nodes: Vec::new(),
                 // One state for each node of the graph, allocated once.
-                nodes: Vec::with_capacity(self.slots.ids.len()),
+                nodes: Vec::with_capacity(self.slots.len()),
                 partial_nodes: Vec::new(),
                 node_usage: Usage::default(),
                 usage_stale: false,
@@ -1101,11 +1146,9 @@ impl Batch<'_> {
                 .map(|&slot| (slot, Queued::Row))
                 .chain(partials.iter().map(|&slot| (slot, Queued::Partial)));
             for (slot, listed) in rows {
-                let (Some(Some(node)), Some(id), Some(block)) = (
-                    run.nodes.get(slot),
-                    slots.ids.get(slot),
-                    slots.blocks.get(slot),
-                ) else {
+                let (Some(Some(node)), Some(id), Some(block)) =
+                    (run.nodes.get(slot), slots.id(slot), slots.block(slot))
+                else {
                     continue;
                 };
                 // A partial row that became dirty since is written with the dirty ones.
@@ -1118,7 +1161,7 @@ impl Batch<'_> {
                 upsert.execute(params![
                     run.id,
                     id,
-                    block.as_ref(),
+                    block,
                     progress.status.as_str(),
                     progress.attempts,
                     node.started_at_ms.map(to_i64),
