@@ -105,6 +105,9 @@ pub struct Executor {
     catalog: Arc<dyn BlockCatalog>,
     secrets: Arc<dyn SecretSource>,
     workspace: PathBuf,
+    /// Set by [`Executor::with_workspace_made_on_use`]: made once, when a run first asks
+    /// for it.
+    workspace_made: Option<Arc<std::sync::OnceLock<()>>>,
     approver: Option<Arc<dyn Approver>>,
 }
 
@@ -128,6 +131,7 @@ impl Executor {
             catalog,
             secrets: Arc::new(EnvSecrets),
             workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            workspace_made: None,
             approver: None,
         }
     }
@@ -146,6 +150,17 @@ impl Executor {
     #[must_use]
     pub fn with_workspace(mut self, workspace: PathBuf) -> Self {
         self.workspace = workspace;
+        self.workspace_made = None;
+        self
+    }
+
+    /// [`Executor::with_workspace`] for a directory that need not exist yet: it is made
+    /// (with its parents) when a block first asks for the workspace, so that runs that
+    /// touch no file (most of a server's) leave no empty directory and cost no `mkdir`.
+    #[must_use]
+    pub fn with_workspace_made_on_use(mut self, workspace: PathBuf) -> Self {
+        self.workspace = workspace;
+        self.workspace_made = Some(Arc::new(std::sync::OnceLock::new()));
         self
     }
 
@@ -676,7 +691,17 @@ impl RunCtx for NodeCtx {
     }
 
     fn workspace(&self) -> &std::path::Path {
-        &self.shared.executor.workspace
+        let executor = &self.shared.executor;
+        if let Some(made) = &executor.workspace_made {
+            made.get_or_init(|| {
+                // A failure shows in the file operation that follows, which names the
+                // workspace and the reason.
+                if let Err(err) = std::fs::create_dir_all(&executor.workspace) {
+                    tracing::warn!(workspace = %executor.workspace.display(), %err, "cannot create the workspace");
+                }
+            });
+        }
+        &executor.workspace
     }
 
     fn graph_input(&self, name: &str) -> Option<Value> {

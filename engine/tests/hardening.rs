@@ -492,3 +492,51 @@ async fn requests_in_flight_cannot_overshoot_the_cost_limit() {
         "{report:?}"
     );
 }
+
+#[tokio::test]
+async fn a_workspace_made_on_use_exists_only_once_a_run_touches_files() {
+    let parent = tempfile::tempdir().unwrap();
+    let untouched = parent.path().join("task-a");
+    let doc = graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "text only",
+        "nodes": [
+            {"id": "text", "block": "data.constant", "config": {"value": "hi"}},
+            {"id": "shout", "block": "text.template", "config": {"template": "{{ value }}!"}}
+        ],
+        "edges": [{"from": ["text", "value"], "to": ["shout", "value"]}]
+    }));
+    let executor = Executor::new(registry()).with_workspace_made_on_use(untouched.clone());
+    let (report, _) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    assert!(
+        !untouched.exists(),
+        "a run that touches no file makes no folder"
+    );
+
+    // Two levels that do not exist yet: the first file operation makes both.
+    let written = parent.path().join("tasks/task-b");
+    let doc = graph(json!({
+        "format": "agentloom.graph", "version": 1, "name": "writes",
+        "nodes": [
+            {"id": "text", "block": "data.constant", "config": {"value": "a note"}},
+            {"id": "write", "block": "file.write", "config": {"path": "notes/n.txt"}}
+        ],
+        "edges": [{"from": ["text", "value"], "to": ["write", "content"]}]
+    }));
+    let executor = Executor::new(registry()).with_workspace_made_on_use(written.clone());
+    let (report, _) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    assert_eq!(
+        std::fs::read_to_string(written.join("notes/n.txt")).unwrap(),
+        "a note"
+    );
+
+    // A place that cannot be a folder: the write fails naming the workspace.
+    let blocked = parent.path().join("file-in-the-way");
+    std::fs::write(&blocked, "not a folder").unwrap();
+    let executor = Executor::new(registry()).with_workspace_made_on_use(blocked.join("task"));
+    let (report, _) = run(&executor, &doc).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let error = report.error.unwrap_or_default();
+    assert!(error.contains("file-in-the-way"), "{error}");
+}

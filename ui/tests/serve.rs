@@ -755,6 +755,14 @@ async fn artifacts_never_go_through_a_link_in_the_task_directory() {
     let task_id = task["task_id"].as_str().unwrap();
     let task_dir = dir.path().join("tasks").join(task_id);
     let artifacts = server.url(&format!("/ap/v1/agent/tasks/{task_id}/artifacts"));
+    // The task's folder is made by the first upload (or file a run writes), not before.
+    assert!(!task_dir.exists(), "an empty task has no folder");
+    let (status, answer) = upload(&http, &artifacts, "", "first.txt", "x").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(task_dir.join("first.txt")).unwrap(),
+        "x"
+    );
 
     // A folder that is a link out of the task directory: no upload lands outside.
     std::os::unix::fs::symlink(outside.path(), task_dir.join("link")).unwrap();

@@ -25,7 +25,8 @@ mod workspaces;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
+use std::time::Duration;
 
 use agentloom_core::GraphDoc;
 use rusqlite::config::DbConfig;
@@ -133,7 +134,13 @@ pub struct RunStore {
     conn: Mutex<Connection>,
     /// Writer connections of finished recordings, for the next run of this process.
     idle_writers: IdleWriters,
+    /// Set by [`RunStore::checkpoint_in_background`]: the thread that moves the WAL into
+    /// the database file (it stops when this sender is dropped with the store).
+    checkpointer: OnceLock<mpsc::Sender<()>>,
 }
+
+/// How often the background checkpointer moves the WAL into the database file.
+const BACKGROUND_CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
 /// Connections set up for a recorder, with their statements prepared: a fresh one reads
 /// the whole schema again and prepares every statement, which costs more than recording a
@@ -177,6 +184,7 @@ impl RunStore {
                 path: path.to_owned(),
                 conn: Mutex::new(conn),
                 idle_writers: IdleWriters::default(),
+                checkpointer: OnceLock::new(),
             };
             store.recover_interrupted()?;
             Ok(store)
@@ -231,6 +239,42 @@ impl RunStore {
         Ok(())
     }
 
+    /// Moves the WAL into the database file from a thread of its own, every 100 ms, instead
+    /// of in the recording that fills it past SQLite's threshold: that recording would wait
+    /// for the copy and its `fsync`, and so would the request it answers. For a process
+    /// that records runs all the time (`agentloom serve`); call it before recording.
+    pub fn checkpoint_in_background(&self) -> Result<(), StoreError> {
+        if self.checkpointer.get().is_some() {
+            return Ok(());
+        }
+        let conn = busy::retry(StoreError::is_busy, || connect(&self.path))?;
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        if self.checkpointer.set(stop_tx).is_err() {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        std::thread::Builder::new()
+            .name("agentloom-checkpoint".to_owned())
+            .spawn(move || {
+                // Until the store is dropped (the sender with it).
+                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                    stop_rx.recv_timeout(BACKGROUND_CHECKPOINT_EVERY)
+                {
+                    // PASSIVE: copies what no reader still needs and never waits for one.
+                    if let Err(err) =
+                        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    {
+                        tracing::debug!(db = %path.display(), %err, "background checkpoint");
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Recording {
+                path: self.path.clone(),
+                message: format!("cannot start the checkpoint thread: {e}"),
+            })?;
+        Ok(())
+    }
+
     /// The schema version this build writes.
     pub fn schema_version() -> u32 {
         migrations::SCHEMA_VERSION
@@ -279,6 +323,14 @@ impl RunStore {
             // or an earlier transaction) and deletes no run: checking the reference costs a
             // lookup per node row.
             .and_then(|()| conn.pragma_update(None, "foreign_keys", "OFF"))
+            // A background checkpointer does the checkpoints, not the recordings.
+            .and_then(|()| {
+                if self.checkpointer.get().is_some() {
+                    conn.pragma_update(None, "wal_autocheckpoint", 0)
+                } else {
+                    Ok(())
+                }
+            })
             // …and the WAL file is cut back to this size once a checkpoint has emptied it.
             .and_then(|()| {
                 conn.pragma_update_and_check(None, "journal_size_limit", 16 << 20, |row| {

@@ -1395,3 +1395,42 @@ fn a_finished_nodes_row_written_again_keeps_its_values_and_a_rerun_replaces_them
         map(&[("body", Value::from("second"))])
     );
 }
+
+/// Runs the main database file alone holds (a copy without its `-wal`).
+fn runs_in_the_file_alone(path: &Path, copy: &Path) -> i64 {
+    let _ = std::fs::remove_file(copy);
+    std::fs::copy(path, copy).unwrap();
+    Connection::open(copy)
+        .and_then(|conn| conn.query_row("SELECT count(*) FROM runs", [], |r| r.get(0)))
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_background_checkpointer_moves_recorded_runs_into_the_database_file() {
+    let (dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    store.checkpoint_in_background().unwrap();
+    for i in 0..5 {
+        record(&store, &full_run(&format!("run-{i}")));
+    }
+    let copy = dir.path().join("copy.sqlite3");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runs_in_the_file_alone(&path, &copy) < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "the recorded runs never reached the database file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Without it, a few small runs stay in the WAL (SQLite checkpoints at 1,000 pages).
+    let (dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    for i in 0..5 {
+        record(&store, &full_run(&format!("run-{i}")));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let copy = dir.path().join("copy.sqlite3");
+    assert_eq!(runs_in_the_file_alone(&path, &copy), 0);
+    drop(store);
+}

@@ -80,6 +80,10 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<i32> {
         return Ok(EXIT_INVALID);
     }
     let store = open_run_log(args.db)?;
+    // Requests do not wait for the run log's checkpoints.
+    if let Err(err) = store.checkpoint_in_background() {
+        tracing::warn!("{err}; recordings checkpoint the run log themselves");
+    }
     let runtime = super::async_runtime()?;
     let runner = match GraphRunner::load(&args.graph, Some(store), args.trust) {
         Ok(runner) => {

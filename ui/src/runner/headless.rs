@@ -191,7 +191,7 @@ impl GraphRunner {
         let report = self
             .executor
             .clone()
-            .with_workspace(workspace.to_owned())
+            .with_workspace_made_on_use(workspace.to_owned())
             .run(
                 self.graph.clone(),
                 inputs,

@@ -299,13 +299,8 @@ async fn create_task(
     let (input, additional_input) = request_body(&body)?;
     ap.task_inputs(input.as_deref(), &additional_input)?;
     let task_id = new_id();
+    // Made when a step's run or an upload first writes into it: most tasks never do.
     let workspace = ap.tasks_dir.join(&task_id);
-    tokio::fs::create_dir_all(&workspace).await.map_err(|e| {
-        ApiError::internal(format!(
-            "cannot create the task directory {}: {e}",
-            workspace.display()
-        ))
-    })?;
     let created = now();
     let task = Task {
         task_id: task_id.clone(),
@@ -628,6 +623,14 @@ async fn upload_artifact(
         created_at: created.clone(),
         modified_at: created,
     };
+    tokio::fs::create_dir_all(&state.workspace)
+        .await
+        .map_err(|e| {
+            ApiError::internal(format!(
+                "cannot create the task directory {}: {e}",
+                state.workspace.display()
+            ))
+        })?;
     // Never through a link: the file and its folders stay inside the task's directory.
     confined::write(
         &state.workspace,
