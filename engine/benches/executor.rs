@@ -2,7 +2,8 @@
 //! - per-node overhead of a chain of no-op blocks at N = 10, 1,000 and 100,000, inside the
 //!   executor (no event consumer) and with the SQLite run log recording every event;
 //! - the same chain through the `agentloom run` process, when a release binary is found
-//!   (`AGENTLOOM_BIN`, else target/release/agentloom), as (t(N) - t(10)) / (N - 10), beside
+//!   (`AGENTLOOM_BIN`, else target/release/agentloom), as (t(N) - t(10)) / (N - 10) with
+//!   the N-node and 10-node runs taking turns (each meets the same run log), beside
 //!   the engine running the same chain in this process, with the log and without; and a
 //!   chain of 10,000 `text.template "{{ value }}"` nodes: µs/node both ways and the peak RSS
 //!   per node of its `agentloom run` above a 10-node run;
@@ -517,6 +518,17 @@ fn process_figures(
     let time_run = |path: &Path, logged: bool| -> Duration {
         median((0..7).map(|_| run_once(path, logged)).collect())
     };
+    // `path` and the 10-node graph `base` run in turns, seven pairs: each new process reads
+    // the run log's WAL whole, and the WAL grows with every run until a checkpoint, so
+    // runs timed one group after the other would meet different logs.
+    let time_paired = |path: &Path, base: &Path, logged: bool| -> (Duration, Duration) {
+        let (mut times, mut base_times) = (Vec::new(), Vec::new());
+        for _ in 0..7 {
+            base_times.push(run_once(base, logged));
+            times.push(run_once(path, logged));
+        }
+        (median(times), median(base_times))
+    };
     let peak_rss = |path: &Path| -> Option<u64> {
         let samples: Option<Vec<u64>> = (0..3)
             .map(|_| {
@@ -544,7 +556,7 @@ fn process_figures(
     let base = time_run(&small, true);
     let base_without = time_run(&small, false);
     println!(
-        "\n`agentloom run` per node ((t(N) - t(10)) / (N - 10), median of 7) beside the engine in this process (t(N) / N):"
+        "\n`agentloom run` per node ((t(N) - t(10)) / (N - 10), medians of 7 runs taking turns) beside the engine in this process (t(N) / N):"
     );
     println!(
         "  process start + 10 nodes: {:.1} ms ({:.1} ms with --no-log)",
@@ -574,8 +586,10 @@ fn process_figures(
         let engine_plain = per(engine_run_time(
             runtime, executor, registry, &doc, None, runs,
         ));
-        let logged = process_per(time_run(&path, true), base);
-        let without = process_per(time_run(&path, false), base_without);
+        let (total, base) = time_paired(&path, &small, true);
+        let logged = process_per(total, base);
+        let (total, base) = time_paired(&path, &small, false);
+        let without = process_per(total, base);
         println!(
             "{n:>10}  {engine_logged:>9.2} µs  {logged:>9.2} µs  {:>7.2}x  {engine_plain:>9.2} µs  {without:>9.2} µs  {:>7.2}x",
             logged / engine_logged.max(0.001),
@@ -587,7 +601,7 @@ fn process_figures(
     let doc = value_template_chain(n);
     let path = write_graph("value-templates", &doc);
     let engine = engine_run_time(runtime, executor, registry, &doc, Some(&engine_db), 3);
-    let process = time_run(&path, true);
+    let (process, base) = time_paired(&path, &small, true);
     println!("\nchain of {n} `text.template \"{{{{ value }}}}\"`, with the run log:");
     println!(
         "  engine {:.2} µs/node; `agentloom run` {:.2} µs/node end to end ((t - t(10 nodes)) / N), ratio {:.2}",
