@@ -272,7 +272,7 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
     }
     let mut inputs: Vec<Vec<InputSlot>> = wires_in.into_iter().map(Vec::with_capacity).collect();
     let mut wired_from: Vec<Wire<'_>> = Vec::with_capacity(doc.edges.len());
-    let mut wire_into: HashMap<(usize, &str), usize> = HashMap::new();
+    let mut wire_into: HashMap<(usize, &str), usize> = HashMap::with_capacity(doc.edges.len());
     for (e, edge) in doc.edges.iter().enumerate() {
         let (from_id, from_port) = (&edge.from.0, &edge.from.1);
         let (to_id, to_port) = (&edge.to.0, &edge.to.1);

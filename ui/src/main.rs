@@ -16,9 +16,18 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// (the app, `serve`) keep the default, which serves bursts of requests faster.
 /// `MIMALLOC_PURGE_DELAY` in the environment still decides, when set.
 fn return_freed_memory_promptly() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
-        return;
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        set_purge_delay(2);
     }
+}
+
+/// At exit mimalloc collects what every thread freed and hands it back range by range:
+/// wasted work when the process is about to give everything back at once.
+fn keep_freed_memory_until_exit() {
+    set_purge_delay(-1);
+}
+
+fn set_purge_delay(milliseconds: std::ffi::c_long) {
     #[allow(
         unsafe_code,
         reason = "mimalloc's options are set through its C interface"
@@ -26,7 +35,7 @@ fn return_freed_memory_promptly() {
     // SAFETY: `mi_option_set` stores a number in mimalloc's option table (atomically); the
     // option index is `mi_option_purge_delay` of the mimalloc version linked in.
     unsafe {
-        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 2);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, milliseconds);
     }
 }
 
@@ -51,5 +60,6 @@ fn main() {
             agentloom::cli::EXIT_FAILED
         }
     };
+    keep_freed_memory_until_exit();
     std::process::exit(code);
 }

@@ -5,6 +5,7 @@
 //! batch that failed (disk full, database locked for too long) is simply written again on
 //! the next try.
 
+use std::hash::BuildHasher as _;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -466,17 +467,15 @@ impl RunEntry {
 /// itself, not copied: a large graph would otherwise be held twice.
 struct Slots {
     graph: Arc<GraphDoc>,
-    /// Slot by id (hashed with [`id_hash`]).
+    /// Slot by id, hashed with `hasher`.
     by_id: hashbrown::HashTable<usize>,
+    /// Seeded at random: ids come from a graph file, which may be made to collide under a
+    /// fixed hash and turn every lookup into a scan.
+    hasher: hashbrown::DefaultHashBuilder,
     /// Ids of sub-run rows, at slots `graph.nodes.len()` and on.
     sub_ids: Vec<String>,
     /// Their block kinds (empty until an event names one).
     sub_blocks: Vec<String>,
-}
-
-fn id_hash(id: &str) -> u64 {
-    use std::hash::BuildHasher as _;
-    rustc_hash::FxBuildHasher.hash_one(id)
 }
 
 /// The id of `slot`, in the graph or among the sub-run rows.
@@ -489,6 +488,8 @@ fn slot_id<'a>(graph: &'a GraphDoc, sub_ids: &'a [String], slot: usize) -> Optio
 
 impl Slots {
     fn new(graph: Arc<GraphDoc>) -> Self {
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let id_hash = |id: &str| hasher.hash_one(id);
         let mut by_id = hashbrown::HashTable::with_capacity(graph.nodes.len());
         for (slot, node) in graph.nodes.iter().enumerate() {
             let hash = id_hash(&node.id);
@@ -505,6 +506,7 @@ impl Slots {
         Self {
             graph,
             by_id,
+            hasher,
             sub_ids: Vec::new(),
             sub_blocks: Vec::new(),
         }
@@ -532,9 +534,11 @@ impl Slots {
         let Self {
             graph,
             by_id,
+            hasher,
             sub_ids,
             sub_blocks,
         } = self;
+        let id_hash = |id: &str| hasher.hash_one(id);
         let hash = id_hash(id);
         match by_id.entry(
             hash,

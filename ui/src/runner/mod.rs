@@ -42,6 +42,9 @@ pub fn load_graph(path: &Path) -> Result<GraphDoc, LoadError> {
     })
 }
 
+/// Files from this size on are hashed beside the parse rather than before it.
+const PARALLEL_HASH_BYTES: usize = 1 << 20;
+
 /// Reads and parses a graph file once, with the hash trust is checked against.
 pub fn read_graph(path: &Path) -> Result<crate::trust::GraphFile, LoadError> {
     let failed = |source| LoadError {
@@ -50,8 +53,23 @@ pub fn read_graph(path: &Path) -> Result<crate::trust::GraphFile, LoadError> {
     };
     let text =
         agentloom_core::read_graph_text(path, agentloom_core::max_graph_bytes()).map_err(failed)?;
-    let sha256 = crate::trust::sha256_hex(text.as_bytes());
-    let doc = GraphDoc::from_json_str(&text).map_err(|e| failed(e.into()))?;
+    // A large file is hashed on another core while it is parsed.
+    let (sha256, doc) = if text.len() >= PARALLEL_HASH_BYTES {
+        std::thread::scope(|scope| {
+            let hashing = scope.spawn(|| crate::trust::sha256_hex(text.as_bytes()));
+            let doc = GraphDoc::from_json_str(&text);
+            let sha256 = hashing
+                .join()
+                .unwrap_or_else(|_| crate::trust::sha256_hex(text.as_bytes()));
+            (sha256, doc)
+        })
+    } else {
+        (
+            crate::trust::sha256_hex(text.as_bytes()),
+            GraphDoc::from_json_str(&text),
+        )
+    };
+    let doc = doc.map_err(|e| failed(e.into()))?;
     Ok(crate::trust::GraphFile { doc, sha256 })
 }
 
