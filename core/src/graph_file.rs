@@ -71,7 +71,9 @@ pub fn read_graph_text(path: &Path, max_bytes: u64) -> Result<String, GraphFileE
             max: max_bytes,
         });
     }
-    let mut text = String::new();
+    // Room for the whole file at once: grown by doubling, a large file was copied over and
+    // over while it was read (as long as parsing it).
+    let mut text = String::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     // Never past the cap, even if the file grows while it is read.
     file.take(max_bytes.saturating_add(1))
         .read_to_string(&mut text)?;
