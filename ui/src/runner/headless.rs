@@ -14,6 +14,13 @@ use agentloom_engine::{
 use super::record::{RunContext, RunRecording};
 use tokio_util::sync::CancellationToken;
 
+/// Where a run's file blocks are confined.
+#[derive(Clone, Copy)]
+enum Workspace<'a> {
+    Existing(&'a Path),
+    MadeOnUse(&'a Path),
+}
+
 /// A validated graph, ready to run with any inputs in any workspace.
 pub struct GraphRunner {
     path: PathBuf,
@@ -133,7 +140,20 @@ impl GraphRunner {
         workspace: &Path,
         cancel: CancellationToken,
     ) -> FinishedRun {
-        self.run_replaying(inputs, workspace, cancel, None).await
+        self.run_inner(inputs, Workspace::Existing(workspace), cancel, None)
+            .await
+    }
+
+    /// [`GraphRunner::run`] in `folder`, which is made (with its parents) only when a block
+    /// first uses it: a server's task folders, most of which no run writes into.
+    pub async fn run_in_folder_made_on_use(
+        &self,
+        inputs: ValueMap,
+        folder: &Path,
+        cancel: CancellationToken,
+    ) -> FinishedRun {
+        self.run_inner(inputs, Workspace::MadeOnUse(folder), cancel, None)
+            .await
     }
 
     /// [`GraphRunner::run`], its outbound calls answered from `replay` when given.
@@ -141,6 +161,17 @@ impl GraphRunner {
         &self,
         inputs: ValueMap,
         workspace: &Path,
+        cancel: CancellationToken,
+        replay: Option<Arc<agentloom_engine::Replay>>,
+    ) -> FinishedRun {
+        self.run_inner(inputs, Workspace::Existing(workspace), cancel, replay)
+            .await
+    }
+
+    async fn run_inner(
+        &self,
+        inputs: ValueMap,
+        workspace: Workspace<'_>,
         cancel: CancellationToken,
         replay: Option<Arc<agentloom_engine::Replay>>,
     ) -> FinishedRun {
@@ -188,10 +219,14 @@ impl GraphRunner {
             replay,
             ..RunOptions::default()
         };
-        let report = self
-            .executor
-            .clone()
-            .with_workspace_made_on_use(workspace.to_owned())
+        let executor = match workspace {
+            Workspace::Existing(path) => self.executor.clone().with_workspace(path.to_owned()),
+            Workspace::MadeOnUse(path) => self
+                .executor
+                .clone()
+                .with_workspace_made_on_use(path.to_owned()),
+        };
+        let report = executor
             .run(
                 self.graph.clone(),
                 inputs,

@@ -401,7 +401,7 @@ async fn execute_step(
         let workspace = state.workspace.clone();
         let run = ap
             .runner
-            .run(inputs, &workspace, ap.shutdown.child_token())
+            .run_in_folder_made_on_use(inputs, &workspace, ap.shutdown.child_token())
             .await;
         state.finished = true;
         let report = &run.report;
