@@ -510,6 +510,11 @@ const MAX_ARTIFACTS: usize = 10_000;
 /// Lists every file in the task's directory that is not an artifact yet as agent-created
 /// (regular files only: a link is neither listed nor followed).
 async fn refresh_artifacts(state: &mut TaskState) {
+    // A folder nothing was written into is never made (the common case): one `stat`
+    // instead of a listing on the blocking pool.
+    if std::fs::symlink_metadata(&state.workspace).is_err() {
+        return;
+    }
     let found = confined::files_under(&state.workspace, MAX_ARTIFACTS).await;
     for relative in found {
         let folder = relative
