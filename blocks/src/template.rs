@@ -1,6 +1,6 @@
 //! `text.template`: renders a minijinja template; its variables become input ports.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::jinja::SharedTemplate;
 use agentloom_core::{
@@ -38,6 +38,12 @@ impl TextTemplate {
             last_made: Mutex::new(None),
         }
     }
+
+    fn remembered(&self) -> MutexGuard<'_, Option<(Arc<str>, Arc<TemplateNode>)>> {
+        self.last_made
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Block for TextTemplate {
@@ -54,15 +60,12 @@ impl Block for TextTemplate {
             .str("template")?
             .filter(|s| !s.is_empty())
             .ok_or_else(|| ConfigError::new("template", "is required"))?;
-        let mut last_made = self
-            .last_made
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some((made_from, node)) = last_made.as_ref()
+        if let Some((made_from, node)) = self.remembered().as_ref()
             && **made_from == *source
         {
             return Ok(Arc::clone(node) as Arc<dyn NodeImpl>);
         }
+        // Parsed without the lock: other nodes are made meanwhile.
         let mut template =
             SharedTemplate::parse(source).map_err(|why| ConfigError::new("template", why))?;
         // The names live on as the input ports, not twice.
@@ -77,7 +80,7 @@ impl Block for TextTemplate {
         );
         let made_from = Arc::clone(template.source());
         let node = Arc::new(TemplateNode { template, ports });
-        *last_made = Some((made_from, Arc::clone(&node)));
+        *self.remembered() = Some((made_from, Arc::clone(&node)));
         Ok(node)
     }
 }

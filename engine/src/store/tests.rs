@@ -1407,15 +1407,25 @@ fn runs_in_the_file_alone(path: &Path, copy: &Path) -> i64 {
 
 #[test]
 fn a_background_checkpointer_moves_recorded_runs_into_the_database_file() {
+    let record_five = |store: &RunStore, prefix: &str| {
+        for i in 0..5 {
+            record(store, &full_run(&format!("{prefix}-{i}")));
+        }
+    };
+    // Two stores on one file, as two `serve` processes: each checkpoints beside the
+    // other's recordings, and every run of both reaches the file.
     let (dir, path) = temp_db();
     let store = RunStore::open(&path).unwrap();
     store.checkpoint_in_background().unwrap();
-    for i in 0..5 {
-        record(&store, &full_run(&format!("run-{i}")));
-    }
+    let other = RunStore::open(&path).unwrap();
+    other.checkpoint_in_background().unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| record_five(&other, "other"));
+        record_five(&store, "run");
+    });
     let copy = dir.path().join("copy.sqlite3");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while runs_in_the_file_alone(&path, &copy) < 5 {
+    while runs_in_the_file_alone(&path, &copy) < 10 {
         assert!(
             Instant::now() < deadline,
             "the recorded runs never reached the database file"
@@ -1426,9 +1436,7 @@ fn a_background_checkpointer_moves_recorded_runs_into_the_database_file() {
     // Without it, a few small runs stay in the WAL (SQLite checkpoints at 1,000 pages).
     let (dir, path) = temp_db();
     let store = RunStore::open(&path).unwrap();
-    for i in 0..5 {
-        record(&store, &full_run(&format!("run-{i}")));
-    }
+    record_five(&store, "run");
     std::thread::sleep(Duration::from_millis(300));
     let copy = dir.path().join("copy.sqlite3");
     assert_eq!(runs_in_the_file_alone(&path, &copy), 0);

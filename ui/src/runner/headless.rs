@@ -140,8 +140,7 @@ impl GraphRunner {
         workspace: &Path,
         cancel: CancellationToken,
     ) -> FinishedRun {
-        self.run_inner(inputs, Workspace::Existing(workspace), cancel, None)
-            .await
+        self.run_replaying(inputs, workspace, cancel, None).await
     }
 
     /// [`GraphRunner::run`] in `folder`, which is made (with its parents) only when a block
