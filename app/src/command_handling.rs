@@ -1,0 +1,571 @@
+//! Carrying out commands: [`App::apply`] is the only code that edits the [`Document`]
+//! (through its methods, each edit one undo step), and opening, saving and replacing a
+//! graph.
+
+use std::path::{Path, PathBuf};
+
+use agentloom_core::GraphDoc;
+use egui::Pos2;
+
+use super::document::{self, Document};
+use super::path_prompt::{self, PathPurpose};
+use super::run::RunView;
+use super::{
+    App, Command, examples, files, groups, load_graph, mcp_servers, palette, quick_add, wiring,
+};
+use super::{save_graph, theme, trust_banner};
+
+impl App {
+    /// Whether `command`, which replaces the graph, may go ahead now. With unsaved changes
+    /// it waits for the answer to "save changes?" instead.
+    pub(super) fn may_discard(&mut self, command: &Command) -> bool {
+        if !self.document.dirty {
+            return true;
+        }
+        self.discard_prompt = Some(command.clone());
+        false
+    }
+
+    pub(super) fn edit_mcp_servers(&mut self, edit: mcp_servers::McpEdit) {
+        let mut doc = self.document.to_doc();
+        match edit {
+            mcp_servers::McpEdit::Add(name, server) => {
+                doc.mcp_servers.insert(name, server);
+            }
+            mcp_servers::McpEdit::Remove(name) => {
+                doc.mcp_servers.remove(&name);
+            }
+        }
+        // Still untrusted, the banner asks again with what trusting now allows.
+        if let Some(untrusted) = &mut self.untrusted {
+            untrusted.needs = agentloom_runner::trust::needs_of(&doc, Some(&untrusted.file));
+            untrusted.offline = false;
+        }
+        self.connect_mcp(&doc);
+        // One undo step.
+        let catalog = self.catalog.clone();
+        self.document.replace(&doc, catalog.as_ref());
+        self.document.touch();
+    }
+
+    /// Shows `doc` as a document of its own: its own undo history, its own file.
+    pub(super) fn open_document(&mut self, doc: &GraphDoc, path: Option<PathBuf>) {
+        let graph_file = path.clone();
+        self.open_document_resolving(doc, path, graph_file.as_deref());
+    }
+
+    /// [`App::open_document`], with `graph.call` paths resolved against `graph_file`.
+    pub(super) fn open_document_resolving(
+        &mut self,
+        doc: &GraphDoc,
+        path: Option<PathBuf>,
+        graph_file: Option<&Path>,
+    ) {
+        // A run of the graph being replaced is stopped, not left going unseen.
+        self.run.stop();
+        // Another graph: no way back to the callers of this one.
+        self.callers.clear();
+        self.graph_file = graph_file.map(Path::to_path_buf);
+        // Untitled but resolving against a file (an example's copy, a recorded run): it has
+        // that file's trust only when it is that file's graph.
+        let is_the_file = path.is_some()
+            || graph_file
+                .and_then(|file| load_graph(file).ok())
+                .is_some_and(|on_disk| on_disk == *doc);
+        self.untrusted = match graph_file {
+            Some(file) if !is_the_file => Some(trust_banner::Untrusted::new(doc, file)),
+            _ => trust_banner::Untrusted::of(self.trust_store.as_ref(), doc, graph_file),
+        };
+        self.secrets_follow_trust();
+        self.connect_mcp(doc);
+        self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
+        self.autosave_due = None;
+        self.after_document_change();
+    }
+
+    pub(super) fn after_document_change(&mut self) {
+        self.inspected = None;
+        self.inspector.clear();
+        self.run = RunView::default();
+        self.canvas.node_rects.clear();
+        self.pending_fit = true;
+    }
+
+    pub(super) fn save_to(&mut self, path: &Path) -> bool {
+        let doc = self.document.to_doc();
+        match save_graph(&doc, path) {
+            Ok(()) => {
+                self.document.mark_saved(path.to_owned());
+                // Saved by its user: trusted as it is now.
+                let was_untrusted = self.trust_file(path);
+                let moved = self.follow_graph_file(&doc, Some(path));
+                if was_untrusted && !moved {
+                    self.connect_mcp(&doc);
+                }
+                // `graph.call` paths are relative to the file now: their ports follow it.
+                if moved || was_untrusted {
+                    let catalog = self.catalog.clone();
+                    for node in self.document.snarl.nodes_mut() {
+                        node.refresh_ports(catalog.as_ref());
+                    }
+                }
+                if let Some(data) = &self.data {
+                    data.clear_autosave();
+                    data.remember_last(path);
+                }
+                self.autosave_due = None;
+                self.notice = Some(format!("Saved {}", path.display()));
+                true
+            }
+            Err(err) => {
+                self.notice = Some(err.to_string());
+                false
+            }
+        }
+    }
+
+    /// Carries out one command.
+    #[allow(clippy::too_many_lines, reason = "one arm per command")]
+    pub fn apply(&mut self, command: Command, ctx: &egui::Context) {
+        let catalog = self.catalog.clone();
+        let catalog = catalog.as_ref();
+        match command {
+            Command::New => {
+                if self.may_discard(&Command::New) {
+                    self.open_document(&GraphDoc::new("Untitled"), None);
+                }
+            }
+            Command::OpenDialog => self.file_dialog(PathPurpose::Open, ctx),
+            Command::ShowExamples => self.examples_open = true,
+            Command::OpenExample(index) => {
+                if let Some(doc) = examples::example(index)
+                    && self.may_discard(&Command::OpenExample(index))
+                {
+                    self.examples_open = false;
+                    // Untitled, but an example's `graph.call` paths resolve against a copy
+                    // of the examples in the data directory.
+                    let copy = self.data.as_ref().and_then(|data| {
+                        examples::write_examples(&data.dir.join("examples"), index)
+                            .map_err(|e| tracing::warn!(error = %e, "cannot write the examples"))
+                            .ok()
+                    });
+                    self.open_document_resolving(&doc, None, copy.as_deref());
+                    self.notice = None;
+                }
+            }
+            Command::Open(path) => {
+                if !self.may_discard(&Command::Open(path.clone())) {
+                    return;
+                }
+                match load_graph(&path) {
+                    Ok(doc) => {
+                        if let Some(data) = &self.data {
+                            data.remember_last(&path);
+                        }
+                        self.open_document(&doc, Some(path));
+                        self.notice = None;
+                    }
+                    Err(err) => self.notice = Some(err.to_string()),
+                }
+            }
+            Command::OpenCalled(path) => self.open_called(path, ctx),
+            Command::ReturnToCaller(index) => self.return_to_caller(index),
+            Command::Save => match self.document.path.clone() {
+                Some(path) => {
+                    self.save_to(&path);
+                }
+                None => self.apply(Command::SaveAsDialog, ctx),
+            },
+            Command::SaveAsDialog => self.file_dialog(PathPurpose::SaveAs, ctx),
+            Command::SaveAs(path) => {
+                self.save_to(&path);
+            }
+            Command::ExportDialog => self.file_dialog(PathPurpose::Export, ctx),
+            Command::Export(path) => match save_graph(&self.document.to_doc(), &path) {
+                Ok(()) => self.notice = Some(format!("Exported {}", path.display())),
+                Err(err) => self.notice = Some(err.to_string()),
+            },
+            Command::ImportDialog => self.file_dialog(PathPurpose::Import, ctx),
+            Command::Import(path) => match load_graph(&path) {
+                Ok(doc) => {
+                    // An edit of this document (its file stays): undo brings the old graph back.
+                    self.run.stop();
+                    self.document.replace(&doc, catalog);
+                    self.after_document_change();
+                    self.notice = Some(format!("Imported {}", path.display()));
+                }
+                Err(err) => self.notice = Some(err.to_string()),
+            },
+            Command::Undo => self.step_history(true),
+            Command::Redo => self.step_history(false),
+            Command::AddBlock { kind, pos } => {
+                // A block added by a click (not dropped at a place) must not hide another.
+                let pos = pos.unwrap_or_else(|| {
+                    self.canvas
+                        .free_spot(&self.document.snarl, self.view_center())
+                });
+                self.add_block(&kind, pos, &[]);
+            }
+            Command::Connect { from, to } => {
+                match self
+                    .document
+                    .connect_named((&from.0, &from.1), (&to.0, &to.1))
+                {
+                    Ok(()) => self.notice = None,
+                    Err(err) => self.notice = Some(format!("Connection refused: {err}")),
+                }
+            }
+            Command::AddWired { kind, pos, pins } => self.add_block(&kind, pos, &pins),
+            Command::FinishMove => self.document.finish_move(),
+            Command::SetConfig { node, field, value } => {
+                self.document.set_config(node, &field, value, catalog, true);
+            }
+            Command::SetLabel { node, label } => {
+                self.document.checkpoint();
+                self.document
+                    .update_node(node, catalog, |doc| doc.label = label);
+            }
+            Command::DeleteNodes(nodes) => {
+                self.document.remove_nodes(&nodes);
+                if self.inspected.is_some_and(|n| nodes.contains(&n)) {
+                    self.inspected = None;
+                }
+            }
+            Command::Disconnect(pin) => self.document.disconnect(pin),
+            Command::GroupSelection(nodes) => {
+                let rects: Vec<egui::Rect> = nodes
+                    .iter()
+                    .filter_map(|n| {
+                        let pos = self.document.snarl.get_node_info(*n)?.pos;
+                        let size = self
+                            .canvas
+                            .node_rects
+                            .get(n)
+                            .map_or(theme::NODE_SIZE_GUESS, |r| r.size());
+                        Some(egui::Rect::from_min_size(pos, size))
+                    })
+                    .collect();
+                let id = groups::fresh_group_id(&self.document.groups);
+                let at = self.view_center();
+                self.document
+                    .add_group(groups::group_around(id, &rects, at));
+            }
+            Command::MoveGroup { id, delta } => {
+                self.document
+                    .move_group(&id, delta, &self.canvas.node_rects);
+            }
+            Command::SetGroupTitle { id, title } => {
+                // Typing a title is one undo step, not one per key.
+                let new_step = self.group_title_editing.as_deref() != Some(id.as_str());
+                self.document.set_group_title(&id, title, new_step);
+                self.group_title_editing = Some(id);
+            }
+            Command::RemoveGroup(id) => {
+                self.document.remove_group(&id);
+            }
+            Command::DeleteWire(from, to) => {
+                self.document.remove_wire(from, to);
+                self.selected_wire = None;
+            }
+            Command::DuplicateNodes(nodes) => {
+                let clip = self.document.copy(&nodes);
+                let offset = self.paste_offset(&clip, ctx);
+                let added = self.document.paste(&clip, offset, catalog);
+                if let Some(first) = added.first() {
+                    self.inspected = Some(*first);
+                }
+            }
+            Command::ToggleBypass(nodes) => {
+                let all_bypassed = nodes.iter().all(|n| {
+                    self.document
+                        .snarl
+                        .get_node(*n)
+                        .is_some_and(|c| c.doc.bypass)
+                });
+                self.document
+                    .set_flag(&nodes, super::document::NodeFlag::Bypass, !all_bypassed);
+            }
+            Command::SetNodeFlag { nodes, flag, on } => self.document.set_flag(&nodes, flag, on),
+            Command::Copy(nodes) => {
+                if !nodes.is_empty() {
+                    let clip = self.document.copy(&nodes);
+                    ctx.copy_text(clip.to_json_string());
+                    self.clipboard = Some(clip);
+                }
+            }
+            Command::Paste => {
+                if let Some(clip) = self.clipboard.clone() {
+                    let offset = self.paste_offset(&clip, ctx);
+                    let added = self.document.paste(&clip, offset, catalog);
+                    if let Some(first) = added.first() {
+                        self.inspected = Some(*first);
+                    }
+                }
+            }
+            Command::Inspect(node) => self.inspected = Some(node),
+            Command::SetGraphInfo { name, description } => {
+                // Typing in the field is one undo step, not one per key.
+                self.document
+                    .set_info(name, description, !self.graph_info_editing);
+                self.graph_info_editing = true;
+            }
+            Command::QuickAdd(screen) => {
+                self.quick_add = Some(quick_add::QuickAdd::new(
+                    self.canvas.to_graph(screen),
+                    screen,
+                ));
+            }
+            Command::ClearSelection => {
+                self.clear_selection(ctx);
+                self.inspected = None;
+            }
+            Command::SelectAll => self.select_all(),
+            Command::InspectById(id) => {
+                if let Some(node) = self.document.node_by_id(&id) {
+                    self.inspected = Some(node);
+                    if let Some(info) = self.document.snarl.get_node_info(node) {
+                        let view = self.canvas.viewport();
+                        if !view.contains(info.pos) {
+                            let scale = self.canvas.transform.scaling;
+                            let target = info.pos + theme::NODE_SIZE_GUESS / 2.0;
+                            self.canvas.set_transform = Some(egui::emath::TSTransform::new(
+                                self.canvas.screen_rect.center().to_vec2()
+                                    - target.to_vec2() * scale,
+                                scale,
+                            ));
+                        }
+                    }
+                }
+            }
+            Command::FitView => self.pending_fit = true,
+            Command::SetViewPrefs(prefs) => {
+                if let Err(err) = self.canvas.set_prefs(prefs) {
+                    self.notice = Some(format!("The View settings are not kept: {err}"));
+                }
+            }
+            Command::Zoom(factor) => {
+                self.canvas.set_transform = Some(self.canvas.zoom_transform(factor));
+            }
+            Command::ActualSize => {
+                self.canvas.set_transform = Some(self.canvas.actual_size_transform())
+            }
+            Command::Run => self.press_run(ctx),
+            Command::StartRun => self.start_run(ctx),
+            Command::CloseRunForm => self.run_form.open = false,
+            Command::StopRun => self.run.stop(),
+            Command::Approve(node, decision) => self.decide_approval(&node, decision, ctx),
+            Command::RunFromHere(node) => self.run_from_here(node, ctx),
+            Command::PinOutputs(node, pin) => self.pin_outputs(node, pin),
+            Command::SetPinned { node, outputs } => {
+                self.document.checkpoint();
+                self.document
+                    .update_node(node, catalog, |doc| doc.pinned = Some(outputs));
+            }
+            Command::SetSafeMode(on) => {
+                self.document.set_safe_mode(on);
+            }
+            Command::RefreshHistory => self.refresh_history(),
+            Command::OpenRun(id) => self.open_run(&id),
+            Command::ReplayRun(id) => self.replay_run(&id, ctx),
+            Command::OpenEvaluations => self.evaluations.open = true,
+            Command::OpenCredentials => self.credentials.show_window(),
+            Command::OpenMcpServers => self.mcp_window.open = true,
+            Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
+            Command::TrustAndConnect => self.trust_and_connect(),
+            Command::KeepOffline => {
+                if let Some(untrusted) = &mut self.untrusted {
+                    untrusted.offline = true;
+                }
+            }
+            // The same close request as the window's close button: the prompt catches it.
+            Command::Quit => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
+            Command::Notify(text) => self.notice = Some(text),
+            Command::DiscardAndClose => {
+                if let Some(data) = &self.data {
+                    data.clear_autosave();
+                }
+                self.document.discard_changes();
+                self.allow_close = true;
+                self.close_prompt = false;
+                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+            }
+            Command::SaveAndClose => {
+                self.close_prompt = false;
+                if self.document.path.is_none() {
+                    // Saved once a path is given, then the window closes as asked.
+                    self.save_then(Command::Quit, ctx);
+                } else {
+                    self.apply(Command::Save, ctx);
+                    if !self.document.dirty {
+                        self.allow_close = true;
+                        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                    }
+                }
+            }
+            Command::CancelClose => {
+                self.close_prompt = false;
+                self.discard_prompt = None;
+            }
+            Command::DiscardAndContinue => {
+                if let Some(next) = self.discard_prompt.take() {
+                    if let Some(data) = &self.data {
+                        data.clear_autosave();
+                    }
+                    self.document.discard_changes();
+                    self.apply(next, ctx);
+                }
+            }
+            Command::SaveAndContinue => {
+                if let Some(next) = self.discard_prompt.take() {
+                    self.save_then(next, ctx);
+                }
+            }
+        }
+    }
+
+    /// Saves, then carries out `next` (what the "save changes?" prompt held). Without a
+    /// file, Save asks for one first: `next` goes on once a path is given, not on Cancel.
+    fn save_then(&mut self, next: Command, ctx: &egui::Context) {
+        match self.document.path.clone() {
+            Some(path) => {
+                if self.save_to(&path) {
+                    self.apply(next, ctx);
+                }
+            }
+            None => self.file_dialog_then(PathPurpose::SaveAs, ctx, Some(next)),
+        }
+    }
+
+    /// Adds a block of `kind` at `pos`, wired to `pins`, and shows it in the inspector.
+    fn add_block(&mut self, kind: &str, pos: Pos2, pins: &[wiring::Pin]) {
+        let Some(entry) = self.palette.iter().find(|e| e.kind == kind) else {
+            self.notice = Some(format!("There is no block `{kind}`."));
+            return;
+        };
+        let doc = self.document.to_doc();
+        let catalog = self.catalog.clone();
+        let pin_name = match pins {
+            [pin] => self.document.pin_name(*pin),
+            _ => None,
+        };
+        if let Some(mut node) =
+            palette::new_node_for_pin(entry, &doc, catalog.as_ref(), pin_name.as_deref())
+        {
+            if !pins.is_empty() {
+                node = palette::with_required_nulls(node, catalog.as_ref());
+            }
+            let id = self.document.add_wired(node, pos, pins, catalog.as_ref());
+            self.inspected = Some(id);
+        }
+    }
+
+    /// Undoes (`back`) or redoes one edit. Going over an MCP-server change reconnects (the
+    /// palette follows).
+    fn step_history(&mut self, back: bool) {
+        let next = if back {
+            self.document.next_undo()
+        } else {
+            self.document.next_redo()
+        };
+        let wanted = next
+            .filter(|d| d.mcp_servers != self.document.mcp_servers)
+            .cloned();
+        let catalog = self.catalog.clone();
+        let stepped = if back {
+            self.document.undo(catalog.as_ref())
+        } else {
+            self.document.redo(catalog.as_ref())
+        };
+        if stepped {
+            self.after_structure_change();
+        }
+        if let Some(wanted) = wanted {
+            self.connect_mcp(&wanted);
+        }
+    }
+
+    /// How far to move pasted blocks: to the pointer when it is over the canvas (else the
+    /// middle of the view), then down until they cover no block.
+    pub(super) fn paste_offset(&self, clip: &GraphDoc, ctx: &egui::Context) -> egui::Vec2 {
+        let mut bounds = egui::Rect::NOTHING;
+        for node in &clip.nodes {
+            let pos = document::canvas_pos(node.position);
+            bounds = bounds.union(egui::Rect::from_min_size(pos, theme::NODE_SIZE_GUESS));
+        }
+        if !bounds.is_finite() {
+            return egui::Vec2::ZERO;
+        }
+        let wanted = ctx
+            .input(|i| i.pointer.hover_pos())
+            .filter(|p| self.canvas.screen_rect.contains(*p))
+            .map_or_else(|| self.view_center(), |p| self.canvas.to_graph(p));
+        let spot = self
+            .canvas
+            .free_spot_sized(&self.document.snarl, wanted, bounds.size());
+        spot - bounds.min
+    }
+
+    /// Asks for a file with the native dialog, or with the in-app prompt where there is none.
+    pub(super) fn file_dialog(&mut self, purpose: PathPurpose, ctx: &egui::Context) {
+        self.file_dialog_then(purpose, ctx, None);
+    }
+
+    /// [`App::file_dialog`], carrying out `then` after the file's command once a file is
+    /// picked (nothing when the person cancels).
+    fn file_dialog_then(
+        &mut self,
+        purpose: PathPurpose,
+        ctx: &egui::Context,
+        then: Option<Command>,
+    ) {
+        let native = *self
+            .native_dialogs
+            .get_or_insert_with(files::native_dialogs_available);
+        let file_name = format!("{}.agentloom.json", self.document.name);
+        if !native {
+            let here = self.graph_folder();
+            let suggested = match purpose {
+                PathPurpose::Open | PathPurpose::Import => {
+                    format!("{}{}", here.display(), std::path::MAIN_SEPARATOR)
+                }
+                PathPurpose::SaveAs | PathPurpose::Export => self
+                    .document
+                    .path
+                    .clone()
+                    .unwrap_or_else(|| here.join(&file_name))
+                    .display()
+                    .to_string(),
+            };
+            self.path_prompt = Some(path_prompt::PathPrompt::new(purpose, suggested).then(then));
+            return;
+        }
+        let picked = match purpose {
+            PathPurpose::Open | PathPurpose::Import => files::pick_open(purpose.title()),
+            PathPurpose::SaveAs | PathPurpose::Export => {
+                files::pick_save(purpose.title(), &file_name)
+            }
+        };
+        if let Some(path) = picked {
+            self.apply(purpose.command(path), ctx);
+            if let Some(then) = then {
+                self.apply(then, ctx);
+            }
+        }
+    }
+
+    pub(super) fn after_structure_change(&mut self) {
+        if self
+            .inspected
+            .is_some_and(|n| self.document.snarl.get_node(n).is_none())
+        {
+            self.inspected = None;
+        }
+        self.inspector.clear();
+    }
+
+    /// Whether Open, Save As, Import and Export use the platform's file dialogs (found out on
+    /// first use when not set) or the in-app path prompt.
+    pub fn set_native_file_dialogs(&mut self, available: bool) {
+        self.native_dialogs = Some(available);
+    }
+}

@@ -1,0 +1,474 @@
+//! The desktop app: a node-graph canvas with a block palette, an inspector, a run panel,
+//! the run history and a problems list.
+//!
+//! All UI is behind [`App::show`], shared by the eframe window ([`run_native`]) and the
+//! egui_kittest tests. The UI never changes the app directly: panels, windows, menus and
+//! the canvas push [`Command`]s, which [`App::apply`] carries out after the frame's UI.
+//!
+//! Rooms: `command` (what can be asked, with menu labels and shortcuts), `menus` (menu bar
+//! and shortcuts), `command_handling` (`apply`, the only code that edits the [`Document`]),
+//! `logic` (work that goes on while the window is hidden), `run_control` (run, stop, run
+//! from here), `run` (the run shown), `canvas/`, `panels/` and `windows/`.
+
+mod canvas;
+mod command;
+mod command_handling;
+mod document;
+pub(crate) mod files;
+mod logic;
+mod menus;
+mod native;
+mod panels;
+mod resume;
+mod run;
+mod run_control;
+mod run_panel;
+pub mod theme;
+mod windows;
+
+use canvas::{groups, quick_add, wire_menu, wiring};
+// The run view and its panel reach these through the app.
+use panels::{
+    approval_panel, history, inspector, json_tree, palette, run_timeline, subgraph, trust_banner,
+};
+pub(crate) use windows::examples;
+use windows::{credentials, evaluations, mcp_servers, path_prompt};
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentloom_blocks::Registry;
+use agentloom_core::{BlockCatalog, GraphDoc, Problem};
+use agentloom_engine::{Executor, RunRow, RunStore};
+use egui_snarl::NodeId;
+
+pub use command::Command;
+pub use document::{ConnectError, Document};
+pub use examples::EXAMPLES;
+pub use files::{load_graph, save_graph};
+pub use native::run_native;
+
+use canvas::CanvasState;
+use inspector::InspectorState;
+use palette::PaletteEntry;
+use run::RunView;
+use run_panel::RunForm;
+
+/// The example graph shown on first launch.
+pub const EXAMPLE_GRAPH: &str = include_str!("../../assets/examples/hello.agentloom.json");
+
+/// How long unsaved changes wait before they are autosaved.
+const AUTOSAVE_DELAY: Duration = Duration::from_secs(3);
+/// How long quitting waits for a live run to stop and be recorded.
+const QUIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Where the app keeps its files; tests point these at temporary directories.
+#[derive(Clone, Debug)]
+pub struct AppPaths {
+    /// The SQLite run log (`None`: runs are not recorded).
+    pub run_log: Option<PathBuf>,
+    /// Autosave and last-graph note (`None`: neither).
+    pub data_dir: Option<PathBuf>,
+    /// The directory file blocks are confined to (`None`: the folder of the graph's file, or
+    /// the current directory for a graph never saved).
+    pub workspace: Option<PathBuf>,
+    /// Where the credentials index lives, the secrets being in the OS keychain (`None`: no
+    /// credential store; runs read `AGENTLOOM_SECRET_<NAME>` only).
+    pub credentials_dir: Option<PathBuf>,
+}
+
+impl AppPaths {
+    /// The per-user defaults.
+    pub fn user_default(db: Option<PathBuf>) -> Self {
+        AppPaths {
+            run_log: db.or_else(|| RunStore::default_path().ok()),
+            data_dir: files::data_dir(),
+            workspace: None,
+            credentials_dir: files::data_dir(),
+        }
+    }
+}
+
+/// The app.
+pub struct App {
+    catalog: Arc<Registry>,
+    /// The graph file the catalog's `graph.call` resolves relative paths against.
+    graph_file: Option<PathBuf>,
+    palette: Vec<PaletteEntry>,
+    pub document: Document,
+    canvas: CanvasState,
+    inspected: Option<NodeId>,
+    inspector: InspectorState,
+    credentials: credentials::Credentials,
+    mcp_window: mcp_servers::McpServersWindow,
+    mcp_connector: mcp_servers::McpConnector,
+    /// Where trust in graph files is recorded (`None`: trust lasts for this session).
+    trust_store: Option<agentloom_runner::trust::TrustStore>,
+    /// The open graph's file when it is not trusted.
+    untrusted: Option<trust_banner::Untrusted>,
+    /// The graph's MCP servers that could not be reached (shown with the problems).
+    mcp_problems: Vec<Problem>,
+    commands: Vec<Command>,
+    search: String,
+    /// The run shown on the canvas.
+    pub run: RunView,
+    run_form: RunForm,
+    runtime: Option<tokio::runtime::Runtime>,
+    executor: Executor,
+    store: Option<Arc<RunStore>>,
+    history: Vec<RunRow>,
+    /// The history lists every graph's runs, not only the shown graph's.
+    history_all_graphs: bool,
+    /// The graph the history was listed for (`None`: all), and when, while a run is live.
+    history_of: Option<String>,
+    history_listed_at: Option<Instant>,
+    /// Validation problems of the current document, recomputed when it changes.
+    problems: Vec<Problem>,
+    problems_by_node: HashMap<String, Vec<String>>,
+    problems_revision: u64,
+    /// Last message for the status bar.
+    pub notice: Option<String>,
+    clipboard: Option<GraphDoc>,
+    data: Option<files::DataFiles>,
+    autosave_due: Option<Instant>,
+    autosave_delay: Duration,
+    close_prompt: bool,
+    /// What waits for an answer to "save changes?" before it replaces the graph.
+    discard_prompt: Option<Command>,
+    /// The graphs walked down from to the one shown (graph-call nodes opened), first first.
+    callers: Vec<subgraph::Caller>,
+    allow_close: bool,
+    first_frame: Option<Instant>,
+    pending_fit: bool,
+    /// Fits still to do once the nodes are laid out (the first fit of a graph guesses their
+    /// sizes, and their detail, hence size, follows the zoom the fit chose).
+    refits_after_layout: u8,
+    last_selection: Vec<NodeId>,
+    /// Bumped to clear the canvas selection (see [`App::canvas_id`]).
+    selection_epoch: u64,
+    /// The graph's name or description is being typed (one undo step for it).
+    graph_info_editing: bool,
+    /// The graph-info field that has the keyboard.
+    graph_info_focus: Option<egui::Id>,
+    /// The workspace given at start (`--workspace`), over the graph's folder.
+    workspace: Option<PathBuf>,
+    /// Whether native file dialogs can appear here; asked on first use.
+    native_dialogs: Option<bool>,
+    /// The in-app file prompt used where they cannot.
+    path_prompt: Option<path_prompt::PathPrompt>,
+    /// The wire being dragged, to say why it cannot end where the pointer is.
+    wire_drag: wiring::WireDrag,
+    /// The quick-add search, when open.
+    quick_add: Option<quick_add::QuickAdd>,
+    /// The examples gallery is showing.
+    examples_open: bool,
+    /// The group whose title is being typed (one undo step for it).
+    group_title_editing: Option<String>,
+    /// The wire picked by a click (Delete removes it).
+    selected_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
+    /// The menu of a right-clicked wire, while open.
+    wire_menu: Option<wire_menu::WireMenu>,
+    pub evaluations: evaluations::EvaluationsPanel,
+    timeline: run_timeline::RunTimeline,
+    /// [`App::logic`] ran for the coming frame.
+    logic_ran: bool,
+}
+
+impl App {
+    /// An app showing `doc` (from `path`, if it came from a file).
+    pub fn new(doc: &GraphDoc, path: Option<PathBuf>, paths: &AppPaths) -> Self {
+        let trust_store = paths
+            .data_dir
+            .as_deref()
+            .map(agentloom_runner::trust::TrustStore::in_dir);
+        let untrusted = trust_banner::Untrusted::of(trust_store.as_ref(), doc, path.as_deref());
+        let catalog = Arc::new(agentloom_runner::catalog::builtin_for(
+            path.as_deref(),
+            untrusted.is_none(),
+        ));
+        let palette = palette::entries(catalog.as_ref());
+        let document = Document::from_doc(doc, catalog.as_ref(), path.clone());
+        let mut executor = Executor::new(catalog.clone());
+        if let Some(workspace) = &paths.workspace {
+            executor = executor.with_workspace(workspace.clone());
+        }
+        // Its credentials follow the graph's trust (`App::secrets_follow_trust`).
+        let credentials = credentials::Credentials::new(paths.credentials_dir.as_deref());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("agentloom-run")
+            .enable_all()
+            .build()
+            .map_err(|e| tracing::error!(error = %e, "cannot start the run threads"))
+            .ok();
+        let mut notice = None;
+        let store = paths
+            .run_log
+            .as_ref()
+            .and_then(|p| match RunStore::open(p) {
+                Ok(store) => Some(Arc::new(store)),
+                Err(err) => {
+                    notice = Some(format!("Runs will not be recorded: {err}"));
+                    None
+                }
+            });
+        let mut app = App {
+            catalog,
+            palette,
+            document,
+            canvas: CanvasState::with_prefs_in(paths.data_dir.as_deref()),
+            inspected: None,
+            inspector: InspectorState::default(),
+            credentials,
+            mcp_window: mcp_servers::McpServersWindow::default(),
+            mcp_connector: mcp_servers::McpConnector::for_graph_file(
+                path.clone(),
+                untrusted.is_none(),
+            ),
+            trust_store,
+            untrusted,
+            mcp_problems: Vec::new(),
+            graph_file: path,
+            commands: Vec::new(),
+            search: String::new(),
+            run: RunView::default(),
+            run_form: RunForm::default(),
+            runtime,
+            executor,
+            store,
+            history: Vec::new(),
+            history_all_graphs: false,
+            history_of: None,
+            history_listed_at: None,
+            problems: Vec::new(),
+            problems_by_node: HashMap::new(),
+            problems_revision: u64::MAX,
+            notice,
+            clipboard: None,
+            data: paths.data_dir.clone().map(files::DataFiles::new),
+            autosave_due: None,
+            autosave_delay: AUTOSAVE_DELAY,
+            close_prompt: false,
+            discard_prompt: None,
+            callers: Vec::new(),
+            allow_close: false,
+            first_frame: None,
+            pending_fit: true,
+            refits_after_layout: 0,
+            last_selection: Vec::new(),
+            selection_epoch: 0,
+            graph_info_editing: false,
+            graph_info_focus: None,
+            native_dialogs: None,
+            path_prompt: None,
+            workspace: paths.workspace.clone(),
+            wire_drag: wiring::WireDrag::default(),
+            quick_add: None,
+            examples_open: false,
+            selected_wire: None,
+            wire_menu: None,
+            evaluations: evaluations::EvaluationsPanel::default(),
+            timeline: run_timeline::RunTimeline::default(),
+            group_title_editing: None,
+            logic_ran: false,
+        };
+        app.secrets_follow_trust();
+        // The servers' tool nodes show their ports and wires once connected.
+        app.connect_mcp(doc);
+        app.refresh_history();
+        app
+    }
+
+    /// The app as a person starts it: the given graph, else unsaved work recovered from a
+    /// crash, else the last graph, else the example.
+    pub fn startup(path: Option<PathBuf>, paths: &AppPaths) -> Self {
+        let example = || GraphDoc::from_json_str(EXAMPLE_GRAPH).unwrap_or_default();
+        let data = paths.data_dir.clone().map(files::DataFiles::new);
+        let mut notice = None;
+        let (doc, doc_path, recovered) = if let Some(path) = path {
+            match load_graph(&path) {
+                Ok(doc) => (doc, Some(path), false),
+                Err(err) => {
+                    notice = Some(err.to_string());
+                    (example(), None, false)
+                }
+            }
+        } else if let Some((doc, path)) = data.as_ref().and_then(files::DataFiles::recover) {
+            (doc, path, true)
+        } else if let Some(last) = data.as_ref().and_then(files::DataFiles::last_graph) {
+            match load_graph(&last) {
+                Ok(doc) => (doc, Some(last), false),
+                Err(_) => (example(), None, false),
+            }
+        } else {
+            (example(), None, false)
+        };
+        let mut app = App::new(&doc, doc_path, paths);
+        if recovered {
+            app.document.forget_saved();
+            app.notice = Some("Recovered unsaved changes from the last session.".to_owned());
+        }
+        if notice.is_some() {
+            app.notice = notice;
+        }
+        app
+    }
+
+    /// The block catalog.
+    pub fn catalog(&self) -> &dyn BlockCatalog {
+        self.catalog.as_ref()
+    }
+
+    /// Validation problems of the document as last checked.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// The runs listed in the history panel.
+    pub fn history(&self) -> &[RunRow] {
+        &self.history
+    }
+
+    /// The node shown in the inspector, by document id.
+    pub fn inspected_id(&self) -> Option<&str> {
+        self.inspected
+            .and_then(|n| self.document.snarl.get_node(n))
+            .map(|n| n.doc.id.as_str())
+    }
+
+    /// What the window does as it closes, however it is closed (File → Quit, Ctrl+Q, the
+    /// window's close button): stops a live run, leaving one that waits for an approval
+    /// `waiting` and resumable, and leaves the run log one
+    /// self-contained file (its newest pages are in the `-wal` file until then), so the
+    /// user can copy or attach `runs.sqlite3` alone.
+    pub fn close(&mut self) {
+        // A run waiting for a decision stays waiting, whichever way the app is left.
+        self.run.leave(QUIT_WAIT);
+        if let Some(store) = &self.store
+            && let Err(err) = store.make_self_contained()
+        {
+            tracing::warn!("{err}");
+        }
+    }
+
+    /// Queues a command, as a panel would.
+    pub fn send(&mut self, command: Command) {
+        self.commands.push(command);
+    }
+
+    /// Replaces how OAuth sign-in pages are opened (the system browser by default).
+    pub fn set_browser_opener(
+        &mut self,
+        opener: Arc<dyn agentloom_engine::credentials::oauth::BrowserOpener>,
+    ) {
+        self.credentials.set_browser(opener);
+    }
+
+    /// Sets how long unsaved changes wait before they are autosaved (3 s by default).
+    #[must_use]
+    pub fn with_autosave_delay(mut self, delay: Duration) -> Self {
+        self.autosave_delay = delay;
+        self
+    }
+
+    /// Whether the "save changes?" prompt is showing.
+    pub fn close_prompt_open(&self) -> bool {
+        self.close_prompt || self.discard_prompt.is_some()
+    }
+}
+
+impl App {}
+
+impl App {
+    /// Draws the whole app into `ui` and carries out what the person asked for.
+    pub fn show(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        if self.first_frame.is_none() {
+            self.first_frame = Some(Instant::now());
+            theme::apply(&ctx);
+        }
+        // eframe runs it before each frame; the tests' harness draws frames only.
+        if !std::mem::take(&mut self.logic_ran) {
+            self.logic(&ctx);
+        }
+        self.handle_close(&ctx);
+        self.shortcuts(&ctx);
+
+        egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
+        // A few lines of output under its head; drag its top edge for more.
+        egui::Panel::bottom("status")
+            .resizable(true)
+            .default_size(120.0)
+            .show(ui, |ui| self.bottom_ui(ui));
+        egui::Panel::left("palette")
+            .resizable(true)
+            .default_size(theme::SIDE_PANEL_WIDTH * 0.8)
+            .show(ui, |ui| {
+                palette::palette_ui(ui, &self.palette, &mut self.search, &mut self.commands);
+            });
+        egui::Panel::right("inspector")
+            .resizable(true)
+            .default_size(theme::SIDE_PANEL_WIDTH)
+            .show(ui, |ui| self.side_ui(ui));
+        if let Some(untrusted) = self.untrusted.as_ref().filter(|u| u.asks()) {
+            egui::Panel::top("trust_banner").show(ui, |ui| {
+                trust_banner::banner_ui(ui, untrusted, &mut self.commands);
+            });
+        }
+        self.breadcrumbs_panel(ui);
+        egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
+        let waiting: Vec<Option<egui::Rect>> = (self.run.approvals.iter())
+            .map(|prompt| self.node_screen_rect(&prompt.node))
+            .collect();
+        approval_panel::approvals_ui(
+            &ctx,
+            &mut self.run.approvals,
+            &waiting,
+            self.canvas.screen_rect,
+            &mut self.commands,
+        );
+
+        examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
+        if let Some(menu) = &mut self.wire_menu
+            && !wire_menu::wire_menu_ui(&ctx, menu, &mut self.commands)
+        {
+            self.wire_menu = None;
+        }
+        quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
+        path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
+        self.credentials.window_ui(&ctx);
+        if let Some(edit) = self.mcp_window.window_ui(
+            &ctx,
+            &self.document.mcp_servers,
+            &self.mcp_problems,
+            self.mcp_connector.connecting(),
+        ) {
+            self.commands.push(Command::EditMcpServers(edit));
+        }
+        self.evaluations_ui(&ctx);
+        self.close_prompt_ui(&ctx);
+
+        let commands = std::mem::take(&mut self.commands);
+        for command in commands {
+            self.apply(command, &ctx);
+        }
+        self.revalidate();
+        self.autosave_tick(&ctx);
+    }
+
+    /// The nodes Delete, Duplicate and Copy act on: the canvas selection, else the node in
+    /// the inspector.
+    fn targets(&self, ctx: &egui::Context) -> Vec<NodeId> {
+        let selected = self.selected_nodes(ctx);
+        if selected.is_empty() {
+            self.inspected
+                .filter(|n| self.document.snarl.get_node(*n).is_some())
+                .into_iter()
+                .collect()
+        } else {
+            selected
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The app's work that is not drawing: taking the run's events, swapping in the catalog of
+//! freshly connected MCP servers, checking the graph again after an edit, autosaving, and
+//! following the open file's trust. [`App::logic`] runs from `eframe::App::logic`, so it
+//! goes on while the window is hidden.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentloom_core::{GraphDoc, validate};
+use agentloom_engine::RunStatus;
+
+use super::{App, history, mcp_servers, palette};
+
+/// How often a window waiting for MCP servers looks whether they are connected.
+const MCP_POLL: Duration = Duration::from_millis(100);
+/// How often the history is listed again while the live run is not listed as it is (its
+/// row not written yet, or not yet waiting while a person is asked).
+const LIVE_HISTORY_POLL: Duration = Duration::from_millis(250);
+
+impl App {
+    /// One step of the non-UI work; call once per frame, drawn or not.
+    pub fn logic(&mut self, ctx: &egui::Context) {
+        self.logic_ran = true;
+        if self.run.drain() {
+            self.refresh_history();
+        } else {
+            self.follow_history(ctx);
+        }
+        self.take_mcp_connection();
+        if self.mcp_connector.connecting().is_some() {
+            ctx.request_repaint_after(MCP_POLL);
+        }
+        self.revalidate();
+        self.autosave_tick(ctx);
+    }
+
+    /// Checks the document again if it changed.
+    pub(super) fn revalidate(&mut self) {
+        if self.problems_revision == self.document.revision {
+            return;
+        }
+        self.problems_revision = self.document.revision;
+        let doc = self.document.to_doc();
+        self.problems = self.mcp_problems.clone();
+        if let Err(mut problems) = validate(&doc, self.catalog.as_ref()) {
+            if self.untrusted.is_some() {
+                agentloom_runner::trust::drop_offline_tool_nodes(&mut problems, &doc);
+            }
+            self.problems.extend(problems);
+        }
+        self.problems_by_node.clear();
+        for problem in &self.problems {
+            if let Some(node) = &problem.node {
+                self.problems_by_node
+                    .entry(node.clone())
+                    .or_default()
+                    .push(problem.message.clone());
+            }
+        }
+        if self.document.dirty && self.data.is_some() {
+            self.autosave_due
+                .get_or_insert_with(|| Instant::now() + self.autosave_delay);
+        }
+    }
+
+    pub(super) fn autosave_tick(&mut self, ctx: &egui::Context) {
+        let Some(due) = self.autosave_due else { return };
+        let now = Instant::now();
+        if now < due {
+            ctx.request_repaint_after(due - now);
+            return;
+        }
+        self.autosave_due = None;
+        if let Some(data) = &self.data
+            && self.document.dirty
+            && let Err(err) = data.autosave(&self.document.to_doc(), self.document.path.as_deref())
+        {
+            self.notice = Some(format!("Autosave failed: {err}"));
+        }
+    }
+
+    /// Lists the runs of the graph shown again (of every graph with "All graphs").
+    pub(super) fn refresh_history(&mut self) {
+        let Some(store) = &self.store else { return };
+        let graph = (!self.history_all_graphs).then(|| self.document.name.clone());
+        let listed = match &graph {
+            Some(name) => store.list_runs_of_graph(name, history::HISTORY_LIMIT),
+            None => store.list_runs(history::HISTORY_LIMIT),
+        };
+        match listed {
+            Ok(runs) => self.history = runs,
+            Err(err) => self.notice = Some(err.to_string()),
+        }
+        self.history_of = graph;
+        self.history_listed_at = Some(Instant::now());
+    }
+
+    /// Keeps the history up to date: for the graph shown (opened, renamed), and while the
+    /// live run is not listed as it is (not yet listed, or asking a person and not listed
+    /// as waiting), every [`LIVE_HISTORY_POLL`].
+    fn follow_history(&mut self, ctx: &egui::Context) {
+        let wanted = (!self.history_all_graphs).then_some(self.document.name.as_str());
+        if self.history_of.as_deref() != wanted {
+            self.refresh_history();
+            return;
+        }
+        if !self.run.is_running() {
+            return;
+        }
+        let state = if self.run.approvals.is_empty() {
+            RunStatus::Running
+        } else {
+            RunStatus::Waiting
+        };
+        let listed = self
+            .history
+            .iter()
+            .find(|run| self.run.run_id.as_deref() == Some(run.id.as_str()))
+            .map(|run| run.status);
+        if listed == Some(state) {
+            return;
+        }
+        let due = self
+            .history_listed_at
+            .map_or(Instant::now(), |at| at + LIVE_HISTORY_POLL);
+        let now = Instant::now();
+        if now >= due {
+            self.refresh_history();
+            ctx.request_repaint_after(LIVE_HISTORY_POLL);
+        } else {
+            ctx.request_repaint_after(due - now);
+        }
+    }
+
+    /// Starts connecting to the MCP servers of `doc` (in the background) when they are not
+    /// the ones whose tools the catalog holds; without servers the catalog changes at once.
+    pub(super) fn connect_mcp(&mut self, doc: &GraphDoc) {
+        let store = self.credentials.store();
+        let trusted = self.untrusted.is_none();
+        let ready = self
+            .mcp_connector
+            .connect(doc, self.graph_file.as_deref(), trusted, || match store {
+                Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
+                None => Arc::new(agentloom_engine::EnvSecrets),
+            });
+        if let Some(connected) = ready {
+            self.use_catalog(connected);
+        }
+    }
+
+    /// Once connected, the servers' tools are blocks (in the palette, for validation and
+    /// runs), their nodes get their ports, and unreachable servers are problems.
+    pub(super) fn take_mcp_connection(&mut self) {
+        let Some(connected) = self.mcp_connector.poll() else {
+            return;
+        };
+        self.use_catalog(connected);
+        // Tool nodes take their ports from the new catalog (their wires were kept meanwhile).
+        let doc = self.document.to_doc();
+        let catalog = self.catalog.clone();
+        self.document.reload(&doc, catalog.as_ref());
+    }
+
+    pub(super) fn use_catalog(&mut self, connected: mcp_servers::Connected) {
+        self.mcp_problems = connected.problems;
+        self.catalog = Arc::new(connected.catalog);
+        self.palette = palette::entries(self.catalog.as_ref());
+        self.executor = self.executor.clone().with_catalog(self.catalog.clone());
+        // Problems are recomputed on the next frame.
+        self.problems_revision = u64::MAX;
+    }
+
+    /// Records trust in the graph file at `path` as it is now (for this session only when
+    /// there is no data directory); returns whether the open graph was untrusted.
+    pub(super) fn trust_file(&mut self, path: &Path) -> bool {
+        if let Some(store) = &self.trust_store
+            && let Err(err) = agentloom_runner::trust::fingerprint(path).and_then(|print| store.trust(print))
+        {
+            self.notice = Some(format!("Trusted for this session only: {err}"));
+        }
+        let was_untrusted = self.untrusted.take().is_some();
+        self.secrets_follow_trust();
+        was_untrusted
+    }
+
+    /// Trust and connect: the open file is trusted, its servers connected, its calls free.
+    pub(super) fn trust_and_connect(&mut self) {
+        let Some(file) = self.untrusted.as_ref().map(|u| u.file.clone()) else {
+            return;
+        };
+        self.trust_file(&file);
+        let doc = self.document.to_doc();
+        self.connect_mcp(&doc);
+        // `graph.call` nodes may reach outside the folder now.
+        let catalog = self.catalog.clone();
+        self.document.reload(&doc, catalog.as_ref());
+    }
+
+    /// Runs get the stored credentials only when the open graph is trusted.
+    pub(super) fn secrets_follow_trust(&mut self) {
+        let secrets: Arc<dyn agentloom_core::SecretSource> =
+            match (&self.untrusted, self.credentials.store()) {
+                (Some(untrusted), _) => {
+                    Arc::new(agentloom_runner::trust::UntrustedSecrets::new(&untrusted.file))
+                }
+                (None, Some(store)) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
+                (None, None) => Arc::new(agentloom_engine::EnvSecrets),
+            };
+        self.executor = self.executor.clone().with_secrets(secrets);
+    }
+
+    /// Makes the catalog resolve `graph.call` paths against `path`, the file of `doc`.
+    /// Returns whether the file changed (the catalog follows: at once without MCP servers,
+    /// else once they are connected again).
+    pub(super) fn follow_graph_file(&mut self, doc: &GraphDoc, path: Option<&Path>) -> bool {
+        if self.graph_file.as_deref() == path {
+            return false;
+        }
+        self.graph_file = path.map(Path::to_path_buf);
+        self.connect_mcp(doc);
+        true
+    }
+}

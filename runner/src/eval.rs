@@ -1,0 +1,803 @@
+//! An evaluation: a graph run against test cases, each a recorded run, checked; and the
+//! recording a replay answers from. Shared by `agentloom eval` and the app's Evaluations panel.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use agentloom_blocks::Registry;
+use agentloom_core::{GraphDoc, Usage, Value, ValueMap, clip_chars, escape_control};
+use agentloom_engine::eval::{self, CheckResult};
+use agentloom_engine::{
+    EvaluationRow, EvaluationRun, Executor, RecordedCall, Replay, ReplayMiss, RunOptions,
+    RunStatus, RunStore, new_run_id,
+};
+use futures::StreamExt as _;
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::headless::GraphRunner;
+
+/// What a replay does with a call it has no recording for (`--replay-miss`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplayMissArg {
+    /// Fail the node with "not recorded: …".
+    #[default]
+    Fail,
+    /// Make the call.
+    Live,
+}
+
+impl From<ReplayMissArg> for ReplayMiss {
+    fn from(arg: ReplayMissArg) -> ReplayMiss {
+        match arg {
+            ReplayMissArg::Fail => ReplayMiss::Fail,
+            ReplayMissArg::Live => ReplayMiss::Live,
+        }
+    }
+}
+
+/// The recording of run `run_id` (or an unambiguous prefix) in the run log at `db`.
+pub fn load_replay(
+    db: Option<PathBuf>,
+    run_id: &str,
+    miss: ReplayMissArg,
+) -> Result<Arc<Replay>, String> {
+    let store = super::open_run_log(db).map_err(|e| format!("{e:#}"))?;
+    let id = store
+        .resolve_run_id(run_id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "no run `{run_id}` in {}; `agentloom runs` lists them",
+                store.path().display()
+            )
+        })?;
+    let calls = store.recorded_calls(&id).map_err(|e| e.to_string())?;
+    Ok(Arc::new(Replay::new(calls, miss.into())))
+}
+
+/// One run of one case, checked.
+#[derive(Clone, Debug, Serialize)]
+struct CaseRun {
+    run_id: String,
+    passed: bool,
+    status: String,
+    duration_ms: u64,
+    usage: Usage,
+    checks: Vec<CheckResult>,
+}
+
+/// What to evaluate and how (the CLI's arguments, or the app's panel).
+#[derive(Clone, Debug)]
+pub struct EvalPlan {
+    pub graph: PathBuf,
+    pub cases_file: PathBuf,
+    pub repeat: u32,
+    pub concurrency: usize,
+    pub baseline: Option<String>,
+    pub replay: Option<String>,
+    pub replay_miss: ReplayMissArg,
+    pub workspace: PathBuf,
+    pub trust: bool,
+    /// Run the cases on the workers of this NATS server instead of here.
+    pub nats: Option<String>,
+}
+
+/// One case run checked.
+#[derive(Clone, Debug)]
+pub struct EvalProgress {
+    pub done: usize,
+    pub total: usize,
+    pub case: String,
+    pub passed: bool,
+}
+
+/// Why an evaluation did not run: its input is wrong (exit 2), or the run log failed.
+#[derive(Debug)]
+pub enum EvalFailure {
+    Invalid(String),
+    Failed(String),
+}
+
+impl std::fmt::Display for EvalFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EvalFailure::Invalid(message) | EvalFailure::Failed(message) => f.write_str(message),
+        }
+    }
+}
+
+/// Runs an evaluation: every case `plan.repeat` times, `plan.concurrency` at once, each a
+/// recorded run linked to the evaluation, checked; `progress` hears of each run checked.
+/// Returns the summary (`agentloom eval --json`), also kept in the run log.
+pub fn run_evaluation(
+    plan: &EvalPlan,
+    store: Arc<RunStore>,
+    progress: &(dyn Fn(EvalProgress) + Sync),
+    cancel: CancellationToken,
+) -> Result<serde_json::Value, EvalFailure> {
+    let invalid = EvalFailure::Invalid;
+    let failed = |e: &dyn std::fmt::Display| EvalFailure::Failed(e.to_string());
+    let text = std::fs::read_to_string(&plan.cases_file).map_err(|err| {
+        invalid(format!(
+            "{}: cannot read the cases file: {err}",
+            plan.cases_file.display()
+        ))
+    })?;
+    let cases = eval::parse_cases(&plan.cases_file, &text).map_err(|e| invalid(e.to_string()))?;
+    let graph_file = std::fs::canonicalize(&plan.graph).unwrap_or_else(|_| plan.graph.clone());
+    let recordings =
+        match &plan.replay {
+            Some(id) => Some(Recordings::read(&store, id).map_err(|message| {
+                invalid(format!("--replay {}: {message}", escape_control(id)))
+            })?),
+            None => None,
+        };
+    // A replay lists the MCP tools it recorded: no server is started to list them.
+    let catalog_replay = recordings
+        .as_ref()
+        .map(|r| Replay::new(r.any_calls(), plan.replay_miss.into()));
+    let runner = GraphRunner::load_replaying(
+        &plan.graph,
+        Some(store.clone()),
+        plan.trust,
+        catalog_replay.as_ref(),
+    )
+    .map_err(|problems| invalid(problems.join("\n")))?;
+    if let Some(note) = runner.safe_mode_note() {
+        tracing::info!("{note}");
+    }
+    check_cases_fit(&plan.cases_file, &cases, &runner).map_err(|e| invalid(e.to_string()))?;
+    let baseline = match &plan.baseline {
+        Some(id) => match store.evaluation(id).map_err(|e| failed(&e))? {
+            Some(agentloom_engine::EvaluationDetail {
+                row,
+                summary: Some(summary),
+                ..
+            }) => Some((row, summary)),
+            _ => {
+                return Err(invalid(format!(
+                    "--baseline {}: no finished evaluation with that id in {}; `agentloom evals` lists them",
+                    escape_control(id),
+                    store.path().display()
+                )));
+            }
+        },
+        None => None,
+    };
+    // Before the evaluation is recorded: a server that cannot be reached leaves no trace.
+    let runtime = super::async_runtime().map_err(|e| failed(&e))?;
+    let runner = match &plan.nats {
+        Some(url) => {
+            let queue = runtime
+                .block_on(crate::remote::Nats::connect(url, "agentloom eval"))
+                .map_err(|e| failed(&e))?;
+            runner.with_queue(queue)
+        }
+        None => runner,
+    };
+    let trusted = plan.trust || crate::trust::is_trusted(&plan.graph);
+    let judge = Judge {
+        registry: Arc::new(Registry::builtin()),
+        secrets: super::secrets_for(&plan.graph, trusted),
+        store: store.clone(),
+    };
+
+    let eval_id = new_run_id();
+    let mut row = EvaluationRow {
+        id: eval_id.clone(),
+        graph_name: runner.name(),
+        graph_file: graph_file.display().to_string(),
+        cases_file: std::fs::canonicalize(&plan.cases_file)
+            .unwrap_or_else(|_| plan.cases_file.clone())
+            .display()
+            .to_string(),
+        started_at_ms: now_ms(),
+        duration_ms: None,
+        passed: 0,
+        failed: 0,
+        pass_rate: None,
+        cost_usd: 0.0,
+        input_tokens: 0,
+        output_tokens: 0,
+    };
+    store.begin_evaluation(&row).map_err(|e| failed(&e))?;
+    let started = Instant::now();
+    let total_runs = cases.len() * plan.repeat as usize;
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let jobs: Vec<(usize, u32)> = (0..cases.len())
+        .flat_map(|case| (0..plan.repeat).map(move |repeat| (case, repeat)))
+        .collect();
+    let results: Vec<Option<(usize, u32, CaseRun, Usage)>> = runtime.block_on(async {
+        futures::stream::iter(jobs)
+            .map(|(index, repeat)| {
+                let case = &cases[index];
+                // A case the replayed evaluation did not have has nothing recorded.
+                let recorded = recordings
+                    .as_ref()
+                    .map(|r| r.of(&case.name, repeat, plan.replay_miss));
+                let replay = recorded.as_ref().map(|r| r.run.clone());
+                let judge_calls = recorded.map(|r| r.judge);
+                let (runner, judge, store, cancel, done) =
+                    (&runner, &judge, &store, &cancel, &done);
+                let eval_id = &eval_id;
+                async move {
+                    // Stopped: the runs not started yet are left out.
+                    if cancel.is_cancelled() {
+                        return None;
+                    }
+                    let finished = runner
+                        .run_replaying(
+                            case.inputs.clone(),
+                            &plan.workspace,
+                            cancel.child_token(),
+                            replay,
+                        )
+                        .await;
+                    let (run, judge_usage) =
+                        check_run(case, &finished, runner, judge, judge_calls.as_ref()).await;
+                    let linked = EvaluationRun {
+                        case_name: case.name.clone(),
+                        repeat,
+                        run_id: run.run_id.clone(),
+                        passed: run.passed,
+                        checks: serde_json::to_value(&run.checks).unwrap_or_default(),
+                    };
+                    if let Err(err) = store.record_evaluation_run(eval_id, &linked) {
+                        tracing::warn!(%err, "the case's run is not linked to the evaluation");
+                    }
+                    let count = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress(EvalProgress {
+                        done: count,
+                        total: total_runs,
+                        case: if plan.repeat > 1 {
+                            format!("{} (run {})", case.name, repeat + 1)
+                        } else {
+                            case.name.clone()
+                        },
+                        passed: run.passed,
+                    });
+                    Some((index, repeat, run, judge_usage))
+                }
+            })
+            .buffer_unordered(plan.concurrency.max(1))
+            .collect()
+            .await
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+
+    let results = results.into_iter().flatten().collect();
+    let mut summary = summarize(&eval_id, &runner, &cases, results, started.elapsed());
+    summary["repeat"] = json!(plan.repeat);
+    summary["concurrency"] = json!(plan.concurrency.max(1));
+    if cancel.is_cancelled() {
+        summary["stopped"] = json!(true);
+    }
+    row.duration_ms = summary["duration_ms"].as_u64();
+    row.passed = summary["passed"].as_u64().unwrap_or_default();
+    row.failed = summary["failed"].as_u64().unwrap_or_default();
+    row.pass_rate = summary["pass_rate"].as_f64();
+    row.cost_usd = summary["usage"]["cost_usd"].as_f64().unwrap_or_default();
+    row.input_tokens = summary["usage"]["input_tokens"]
+        .as_u64()
+        .unwrap_or_default();
+    row.output_tokens = summary["usage"]["output_tokens"]
+        .as_u64()
+        .unwrap_or_default();
+    if let Some((base_row, base_summary)) = &baseline {
+        summary["baseline"] = compare(base_row, base_summary, &summary);
+    }
+    store
+        .finish_evaluation(&row, &summary)
+        .map_err(|e| failed(&e))?;
+    Ok(summary)
+}
+
+/// Fails when a case names an input the graph does not have, gives a value it refuses,
+/// leaves out a required input, or checks an output the graph does not produce.
+fn check_cases_fit(
+    file: &Path,
+    cases: &[eval::Case],
+    runner: &GraphRunner,
+) -> Result<(), eval::CasesError> {
+    let outputs = runner.graph().interface_outputs();
+    let error = |line: usize, field: String, message: String| eval::CasesError {
+        file: file.display().to_string(),
+        line,
+        field,
+        message,
+    };
+    for case in cases {
+        if let Err(message) = runner.check_inputs(&case.inputs) {
+            return Err(error(case.line, "inputs".to_owned(), message));
+        }
+        for (output, _) in &case.expect {
+            if !outputs.contains(output) {
+                return Err(error(
+                    case.line,
+                    format!("expect.{output}"),
+                    if outputs.is_empty() {
+                        "the graph has no outputs (graph.output nodes)".to_owned()
+                    } else {
+                        format!(
+                            "the graph has no output `{output}`; its outputs are {}",
+                            outputs.join(", ")
+                        )
+                    },
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What an evaluation replays (`--replay ID`): the runs of an earlier evaluation, each
+/// answering the same case and repeat, or one run answering every case.
+enum Recordings {
+    Evaluation(HashMap<(String, u32), Vec<RecordedCall>>),
+    Run(Vec<RecordedCall>),
+}
+
+/// The replays of one case run: its graph's calls, and its judges'.
+struct CaseReplay {
+    run: Arc<Replay>,
+    judge: JudgeReplays,
+}
+
+/// The recorded calls of a case run's judges, by the output judged.
+struct JudgeReplays {
+    calls: HashMap<String, Vec<RecordedCall>>,
+    miss: ReplayMissArg,
+}
+
+impl JudgeReplays {
+    /// The replay of the judge of `output` (nothing recorded: its calls miss).
+    fn of(&self, output: &str) -> Arc<Replay> {
+        let calls = self.calls.get(output).cloned().unwrap_or_default();
+        Arc::new(Replay::new(calls, self.miss.into()))
+    }
+}
+
+impl Recordings {
+    /// The recordings of evaluation `id` (or else of run `id`, an unambiguous prefix).
+    fn read(store: &RunStore, id: &str) -> Result<Recordings, String> {
+        if let Some(evaluation) = store.evaluation(id).map_err(|e| e.to_string())? {
+            let mut runs = HashMap::new();
+            for run in evaluation.runs {
+                let calls = store
+                    .recorded_calls(&run.run_id)
+                    .map_err(|e| e.to_string())?;
+                runs.insert((run.case_name, run.repeat), calls);
+            }
+            return Ok(Recordings::Evaluation(runs));
+        }
+        let run_id = store.resolve_run_id(id).map_err(|e| e.to_string())?;
+        let Some(run_id) = run_id else {
+            return Err(format!(
+                "no evaluation or run `{id}` in {}; `agentloom evals` and `agentloom runs` list them",
+                store.path().display()
+            ));
+        };
+        let calls = store.recorded_calls(&run_id).map_err(|e| e.to_string())?;
+        Ok(Recordings::Run(calls))
+    }
+
+    /// Some recorded run's calls (its MCP tool lists answer for the whole evaluation).
+    fn any_calls(&self) -> Vec<RecordedCall> {
+        match self {
+            Recordings::Evaluation(runs) => runs.values().next().cloned().unwrap_or_default(),
+            Recordings::Run(calls) => calls.clone(),
+        }
+    }
+
+    /// The replays of run `repeat` of case `case`.
+    fn of(&self, case: &str, repeat: u32, miss: ReplayMissArg) -> CaseReplay {
+        let calls = match self {
+            Recordings::Evaluation(runs) => runs
+                .get(&(case.to_owned(), repeat))
+                .cloned()
+                .unwrap_or_default(),
+            Recordings::Run(calls) => calls.clone(),
+        };
+        let mut judge: HashMap<String, Vec<RecordedCall>> = HashMap::new();
+        for call in &calls {
+            if let Some((output, node)) = judged_call(&call.node) {
+                let mut call = call.clone();
+                call.node = node.to_owned();
+                judge.entry(output.to_owned()).or_default().push(call);
+            }
+        }
+        CaseReplay {
+            run: Arc::new(Replay::new(calls, miss.into())),
+            judge: JudgeReplays { calls: judge, miss },
+        }
+    }
+}
+
+/// Where the calls of the judge of `output` are kept among its case run's calls: under
+/// `$.expect.OUTPUT.llm_judge/` (never a node id), then the judge graph's node.
+fn judge_prefix(output: &str) -> String {
+    format!("$.expect.{output}.llm_judge/")
+}
+
+/// The output judged and the judge's node, when `node` is a judge's call.
+fn judged_call(node: &str) -> Option<(&str, &str)> {
+    let rest = node.strip_prefix("$.expect.")?;
+    let (output, node) = rest.split_once(".llm_judge/")?;
+    Some((output, node))
+}
+
+/// Checks one finished run against its case; returns it and what judging it cost.
+async fn check_run(
+    case: &eval::Case,
+    finished: &super::headless::FinishedRun,
+    runner: &GraphRunner,
+    judge: &Judge,
+    replay: Option<&JudgeReplays>,
+) -> (CaseRun, Usage) {
+    let report = &finished.report;
+    let mut checks = Vec::new();
+    let mut judge_usage = Usage::default();
+    for (output, check) in &case.expect {
+        let value = report.outputs.get(output);
+        let result = match (check, value) {
+            (eval::Check::LlmJudge(spec), Some(value)) => {
+                let judging = Judging {
+                    run_id: &report.run_id,
+                    replay: replay.map(|judges| judges.of(output)),
+                };
+                let (result, usage) = judge.decide(output, spec, value, judging).await;
+                judge_usage += usage;
+                result
+            }
+            _ => check.evaluate(output, value),
+        };
+        checks.push(result);
+    }
+    let tool_nodes: Vec<String> = runner
+        .graph()
+        .doc
+        .edges
+        .iter()
+        .filter(|edge| edge.from.1 == agentloom_core::TOOL_PORT)
+        .map(|edge| edge.from.0.clone())
+        .collect();
+    let facts = eval::RunFacts {
+        status: report.status.as_str().to_owned(),
+        cost_usd: report.usage.cost_usd,
+        duration_ms: report.duration_ms,
+        tools_called: eval::tools_called(&finished.events, &tool_nodes),
+    };
+    checks.extend(case.run.evaluate(&facts));
+    // A run that did not complete fails its case unless the case expects that status.
+    if report.status != RunStatus::Completed && case.run.status.is_none() {
+        checks.insert(
+            0,
+            CheckResult {
+                output: "run".to_owned(),
+                check: "status".to_owned(),
+                passed: false,
+                detail: format!(
+                    "the run {}: {}",
+                    report.status.as_str(),
+                    report.error.as_deref().unwrap_or("no error recorded")
+                ),
+            },
+        );
+    }
+    let passed = checks.iter().all(|c| c.passed);
+    (
+        CaseRun {
+            run_id: report.run_id.clone(),
+            passed,
+            status: report.status.as_str().to_owned(),
+            duration_ms: report.duration_ms,
+            usage: report.usage,
+            checks,
+        },
+        judge_usage,
+    )
+}
+
+/// The evaluation as one JSON object (the `--json` output, kept in the run log).
+fn summarize(
+    eval_id: &str,
+    runner: &GraphRunner,
+    cases: &[eval::Case],
+    mut results: Vec<(usize, u32, CaseRun, Usage)>,
+    elapsed: std::time::Duration,
+) -> serde_json::Value {
+    results.sort_by_key(|(case, repeat, ..)| (*case, *repeat));
+    let mut usage = Usage::default();
+    let mut durations = Vec::new();
+    let (mut runs_passed, mut runs_total) = (0usize, 0usize);
+    let mut shown = Vec::new();
+    let (mut passed, mut failed) = (0u64, 0u64);
+    for (index, case) in cases.iter().enumerate() {
+        let runs: Vec<&CaseRun> = results
+            .iter()
+            .filter(|(i, ..)| *i == index)
+            .map(|(_, _, run, _)| run)
+            .collect();
+        for (_, _, run, judged) in results.iter().filter(|(i, ..)| *i == index) {
+            usage += run.usage;
+            usage += *judged;
+            durations.push(run.duration_ms);
+        }
+        runs_total += runs.len();
+        runs_passed += runs.iter().filter(|r| r.passed).count();
+        let case_passed = !runs.is_empty() && runs.iter().all(|r| r.passed);
+        if case_passed {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+        let case_cost: f64 = runs.iter().map(|r| r.usage.cost_usd).sum();
+        let case_ms: u64 = runs.iter().map(|r| r.duration_ms).sum();
+        shown.push(json!({
+            "name": case.name,
+            "passed": case_passed,
+            "cost_usd": case_cost,
+            "duration_ms": case_ms,
+            "runs": runs,
+        }));
+    }
+    #[allow(clippy::cast_precision_loss, reason = "counts of runs")]
+    let pass_rate = if runs_total == 0 {
+        0.0
+    } else {
+        runs_passed as f64 / runs_total as f64
+    };
+    let (low, high) = eval::wilson_interval(runs_passed, runs_total);
+    json!({
+        "eval_id": eval_id,
+        "graph": runner.path().display().to_string(),
+        "graph_name": runner.name(),
+        "cases": shown,
+        "passed": passed,
+        "failed": failed,
+        "pass_rate": pass_rate,
+        "pass_rate_interval": [low, high],
+        "runs": runs_total,
+        "usage": usage,
+        "duration_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        "p50_ms": eval::percentile(&durations, 50.0),
+        "p95_ms": eval::percentile(&durations, 95.0),
+    })
+}
+
+/// What changed since `base`: cases that now fail and now pass, and the deltas.
+fn compare(
+    base_row: &EvaluationRow,
+    base: &serde_json::Value,
+    now: &serde_json::Value,
+) -> serde_json::Value {
+    let outcome = |summary: &serde_json::Value| -> HashMap<String, bool> {
+        summary["cases"]
+            .as_array()
+            .map(|cases| {
+                cases
+                    .iter()
+                    .filter_map(|c| Some((c["name"].as_str()?.to_owned(), c["passed"].as_bool()?)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (before, after) = (outcome(base), outcome(now));
+    let mut now_failing: Vec<&String> = after
+        .iter()
+        .filter(|(name, passed)| !**passed && before.get(*name) == Some(&true))
+        .map(|(name, _)| name)
+        .collect();
+    let mut now_passing: Vec<&String> = after
+        .iter()
+        .filter(|(name, passed)| **passed && before.get(*name) == Some(&false))
+        .map(|(name, _)| name)
+        .collect();
+    now_failing.sort();
+    now_passing.sort();
+    let number = |summary: &serde_json::Value, pointer: &str| {
+        summary
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or_default()
+    };
+    json!({
+        "eval_id": base_row.id,
+        "now_failing": now_failing,
+        "now_passing": now_passing,
+        "pass_rate_delta": number(now, "/pass_rate") - number(base, "/pass_rate"),
+        "cost_usd_delta": number(now, "/usage/cost_usd") - number(base, "/usage/cost_usd"),
+        "duration_ms_delta": number(now, "/duration_ms") - number(base, "/duration_ms"),
+        "p50_ms_delta": number(now, "/p50_ms") - number(base, "/p50_ms"),
+    })
+}
+
+/// Asks a model whether an output meets a case's criteria (`llm_judge`): a one-node
+/// `llm.chat` graph run like any other. Its calls are kept with the case's run (under
+/// [`judge_prefix`]), so that `eval --replay` answers the judge from them too.
+struct Judge {
+    registry: Arc<Registry>,
+    secrets: Arc<dyn agentloom_core::SecretSource>,
+    store: Arc<RunStore>,
+}
+
+/// The case run a judge decides on, and the recording that answers the judge's calls.
+struct Judging<'a> {
+    run_id: &'a str,
+    replay: Option<Arc<Replay>>,
+}
+
+/// Keeps the calls of a judge's run.
+#[derive(Default)]
+struct JudgeCalls(std::sync::Mutex<Vec<RecordedCall>>);
+
+impl agentloom_engine::EventSink for JudgeCalls {
+    fn emit(&self, _event: &agentloom_engine::RunEvent) {}
+
+    fn record_call(&self, call: &RecordedCall) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(call.clone());
+    }
+}
+
+impl Judge {
+    async fn decide(
+        &self,
+        output: &str,
+        spec: &eval::JudgeSpec,
+        value: &Value,
+        judging: Judging<'_>,
+    ) -> (CheckResult, Usage) {
+        let result = |passed: bool, detail: String| CheckResult {
+            output: output.to_owned(),
+            check: "llm_judge".to_owned(),
+            passed,
+            detail,
+        };
+        let mut config = serde_json::Map::new();
+        config.insert("prompt".to_owned(), json!("{{ request }}"));
+        config.insert("stream".to_owned(), json!(false));
+        for (key, given) in [
+            ("provider", &spec.provider),
+            ("model", &spec.model),
+            ("credential", &spec.credential),
+            ("base_url", &spec.base_url),
+        ] {
+            if let Some(given) = given {
+                config.insert(key.to_owned(), json!(given));
+            }
+        }
+        let doc = json!({
+            "format": "agentloom.graph", "version": 1, "name": "judge",
+            "nodes": [
+                {"id": "request", "block": "graph.input", "config": {"name": "request", "type": "text"}},
+                {"id": "judge", "block": "llm.chat", "config": config},
+                {"id": "verdict", "block": "graph.output", "config": {"name": "verdict"}}
+            ],
+            "edges": [
+                {"from": ["request", "value"], "to": ["judge", "request"]},
+                {"from": ["judge", "text"], "to": ["verdict", "value"]}
+            ]
+        });
+        let graph = match GraphDoc::from_json_str(&doc.to_string())
+            .map_err(|e| e.to_string())
+            .and_then(|doc| {
+                agentloom_core::validate(&doc, self.registry.as_ref()).map_err(|problems| {
+                    problems
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+            }) {
+            Ok(graph) => graph,
+            Err(problem) => {
+                return (
+                    result(false, format!("the judge is not usable: {problem}")),
+                    Usage::default(),
+                );
+            }
+        };
+        let request = format!(
+            "You judge the output of an AI workflow.\nCriteria: {}\nOutput:\n{}\n\nAnswer with one JSON object and nothing else: {{\"pass\": true or false, \"reason\": \"one sentence\"}}",
+            spec.criteria,
+            value.to_text()
+        );
+        let calls = Arc::new(JudgeCalls::default());
+        let report = Executor::new(self.registry.clone())
+            .with_secrets(self.secrets.clone())
+            .run(
+                Arc::new(graph),
+                ValueMap::from([("request".to_owned(), Value::text(request))]),
+                RunOptions {
+                    replay: judging.replay,
+                    ..RunOptions::default()
+                },
+                calls.clone(),
+            )
+            .await;
+        let mut calls = std::mem::take(
+            &mut *calls
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for call in &mut calls {
+            call.node = format!("{}{}", judge_prefix(output), call.node);
+        }
+        if let Err(err) = self.store.add_calls(judging.run_id, &calls) {
+            tracing::warn!(%err, "the judge's calls are not kept for a replay");
+        }
+        if report.status != RunStatus::Completed {
+            return (
+                result(
+                    false,
+                    format!(
+                        "the judge failed: {}",
+                        report.error.as_deref().unwrap_or("no error recorded")
+                    ),
+                ),
+                report.usage,
+            );
+        }
+        let answer = report
+            .outputs
+            .get("verdict")
+            .map(Value::to_text)
+            .unwrap_or_default();
+        let (passed, reason) = read_verdict(&answer);
+        (
+            result(
+                passed,
+                format!(
+                    "verdict: {}; {reason}",
+                    if passed { "pass" } else { "fail" }
+                ),
+            ),
+            report.usage,
+        )
+    }
+}
+
+/// A judge's answer: `{"pass": bool, "reason": …}` anywhere in the text (or `"verdict":
+/// "pass"|"fail"`), else a text that starts with PASS or FAIL.
+fn read_verdict(answer: &str) -> (bool, String) {
+    if let (Some(start), Some(end)) = (answer.find('{'), answer.rfind('}'))
+        && start < end
+        && let Ok(object) = serde_json::from_str::<serde_json::Value>(&answer[start..=end])
+    {
+        let passed = object["pass"].as_bool().or_else(|| {
+            object["verdict"]
+                .as_str()
+                .map(|v| v.eq_ignore_ascii_case("pass"))
+        });
+        if let Some(passed) = passed {
+            let reason = object["reason"].as_str().unwrap_or_default().to_owned();
+            return (passed, reason);
+        }
+    }
+    let upper = answer.trim_start().to_ascii_uppercase();
+    if upper.starts_with("PASS") {
+        return (true, answer.trim().to_owned());
+    }
+    (
+        false,
+        format!(
+            "the judge's answer is not a verdict: {}",
+            clip_chars(answer, 200)
+        ),
+    )
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
