@@ -175,7 +175,8 @@ impl App {
     /// there is no data directory); returns whether the open graph was untrusted.
     pub(super) fn trust_file(&mut self, path: &Path) -> bool {
         if let Some(store) = &self.trust_store
-            && let Err(err) = agentloom_runner::trust::fingerprint(path).and_then(|print| store.trust(print))
+            && let Err(err) =
+                agentloom_runner::trust::fingerprint(path).and_then(|print| store.trust(print))
         {
             self.notice = Some(format!("Trusted for this session only: {err}"));
         }
@@ -201,9 +202,9 @@ impl App {
     pub(super) fn secrets_follow_trust(&mut self) {
         let secrets: Arc<dyn agentloom_core::SecretSource> =
             match (&self.untrusted, self.credentials.store()) {
-                (Some(untrusted), _) => {
-                    Arc::new(agentloom_runner::trust::UntrustedSecrets::new(&untrusted.file))
-                }
+                (Some(untrusted), _) => Arc::new(agentloom_runner::trust::UntrustedSecrets::new(
+                    &untrusted.file,
+                )),
                 (None, Some(store)) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
                 (None, None) => Arc::new(agentloom_engine::EnvSecrets),
             };

@@ -75,8 +75,9 @@ impl App {
             .with_catalog(catalog);
         // A run of a file its user had not trusted gets no credential when resumed either,
         // unless the file has been trusted since.
-        let trusted =
-            |file: &std::path::Path| agentloom_runner::trust::is_trusted_in(self.trust_store.as_ref(), file);
+        let trusted = |file: &std::path::Path| {
+            agentloom_runner::trust::is_trusted_in(self.trust_store.as_ref(), file)
+        };
         if let Some(file) =
             still_untrusted_file(&store, &run_id, trusted).map_err(|e| e.to_string())?
         {

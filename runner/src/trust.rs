@@ -883,8 +883,7 @@ mod tests {
         );
         // The catalog of the untrusted file holds it back; trusted, it is not.
         let secrets = UntrustedSecrets::new(&path);
-        let (_, untrusted) =
-            crate::catalog::catalog_for(&doc, Some(&path), false, &secrets);
+        let (_, untrusted) = crate::catalog::catalog_for(&doc, Some(&path), false, &secrets);
         assert_eq!(untrusted, problems);
         let (_, trusted) = crate::catalog::catalog_for(&doc, Some(&path), true, &secrets);
         assert!(trusted.is_empty(), "{trusted:?}");

@@ -403,13 +403,7 @@ impl CanvasState {
     }
 
     /// A pin's position in graph coordinates, as last laid out (or guessed).
-    pub(crate) fn pin_pos(
-        &self,
-        node: NodeId,
-        pos: Pos2,
-        output: bool,
-        index: usize,
-    ) -> Pos2 {
+    pub(crate) fn pin_pos(&self, node: NodeId, pos: Pos2, output: bool, index: usize) -> Pos2 {
         let relative = self.geometry.get(node.0).map_or_else(
             || Geometry::default().pin(output, index),
             |g| g.pin(output, index),

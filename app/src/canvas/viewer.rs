@@ -1030,10 +1030,7 @@ mod tests {
         doc.nodes[1].position = [1e308, -1e308];
         doc.nodes[2].position = [-5e9, 120.0];
         let mut harness = harness(&doc);
-        harness
-            .state_mut()
-            .commands
-            .push(crate::Command::FitView);
+        harness.state_mut().commands.push(crate::Command::FitView);
         harness.run_steps(3);
         let app = harness.state();
         let canvas = &app.canvas;
