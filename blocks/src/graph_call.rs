@@ -83,6 +83,20 @@ impl GraphScope {
         }
     }
 
+    /// The scope of `file` whose calls read only `files` (a snapshot); confined to the
+    /// file's folder when `untrusted_why` says why.
+    pub(crate) fn with_files(
+        file: Option<&Path>,
+        files: Arc<GraphFiles>,
+        untrusted_why: Option<String>,
+    ) -> Self {
+        let base = match (file, untrusted_why) {
+            (Some(file), Some(why)) => Self::untrusted(file, why),
+            (file, _) => Self::for_file(file),
+        };
+        Self { files, ..base }
+    }
+
     pub(crate) fn kept(files: Arc<GraphFiles>) -> Self {
         Self {
             files,
@@ -133,6 +147,11 @@ struct FilesState {
     /// Kept content only: a file read once is not read again (a run in progress, a
     /// resumed run).
     frozen: bool,
+    /// Nothing is read from the disk at all: a file not in `files` cannot be called (a
+    /// snapshot, read once with the calling file and hashed for its trust).
+    sealed: bool,
+    /// Files of a snapshot that are not graphs, with why (said when they are called).
+    unreadable: BTreeMap<PathBuf, String>,
     /// How many times a file was parsed.
     parses: usize,
 }
@@ -179,6 +198,39 @@ impl GraphFiles {
         })
     }
 
+    /// A snapshot of the files a graph calls, read once with it: `(path, text or why it is
+    /// not readable)` by the paths its nodes name (absolute, canonical ones included).
+    /// Nothing is ever read from the disk: what runs is what was read, and hashed for trust.
+    pub fn snapshot(files: impl IntoIterator<Item = (PathBuf, Result<String, String>)>) -> Self {
+        let mut state = FilesState {
+            frozen: true,
+            sealed: true,
+            ..FilesState::default()
+        };
+        for (path, text) in files {
+            let parsed = text.and_then(|text| {
+                let doc = GraphDoc::from_json_str(&text)
+                    .map_err(|e| format!("graph file `{}`: {e}", path.display()))?;
+                Ok((text, with_absolute_paths_to(doc, &path)))
+            });
+            match parsed {
+                Ok((text, doc)) => {
+                    let file = CalledFile {
+                        text,
+                        doc: Arc::new(doc),
+                    };
+                    state.files.insert(path, Arc::new(file));
+                }
+                Err(why) => {
+                    state.unreadable.insert(path, why);
+                }
+            }
+        }
+        Self {
+            state: Mutex::new(state),
+        }
+    }
+
     /// From now on, every file already read keeps the content read (a run starting: what
     /// it runs is what was validated).
     pub fn freeze(&self) {
@@ -211,6 +263,14 @@ impl GraphFiles {
                 && let Some(file) = state.files.get(path)
             {
                 return Ok((path.to_path_buf(), Arc::clone(&file.doc)));
+            }
+            if state.sealed {
+                return Err(state.unreadable.get(path).cloned().unwrap_or_else(|| {
+                    format!(
+                        "cannot read graph file `{}`: it was not there when this graph was read",
+                        path.display()
+                    )
+                }));
             }
         }
         let canonical = std::fs::canonicalize(path)
@@ -388,16 +448,21 @@ pub fn resolve(parent_file: Option<&Path>, path: &str) -> Result<PathBuf, String
 /// `doc` (from the graph file `graph_file`) with the relative `path` of its `graph.call`
 /// nodes made absolute, so that a run recorded from it finds the graphs it calls from
 /// anywhere (a resumed or approved run, a run opened from the history).
-pub fn with_absolute_paths(mut doc: GraphDoc, graph_file: Option<&Path>) -> GraphDoc {
+pub fn with_absolute_paths(doc: GraphDoc, graph_file: Option<&Path>) -> GraphDoc {
     let Some(file) = graph_file else {
         return doc;
     };
     let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    with_absolute_paths_to(doc, &file)
+}
+
+/// [`with_absolute_paths`] against `file`, already canonical (nothing is read from the disk).
+fn with_absolute_paths_to(mut doc: GraphDoc, file: &Path) -> GraphDoc {
     for node in doc.nodes.iter_mut().filter(|node| node.block == KIND) {
         let Some(serde_json::Value::String(path)) = node.config.get(PATH) else {
             continue;
         };
-        if let Ok(target) = resolve(Some(&file), path.trim()) {
+        if let Ok(target) = resolve(Some(file), path.trim()) {
             node.config.insert(
                 PATH.to_owned(),
                 serde_json::Value::String(target.display().to_string()),

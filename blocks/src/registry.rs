@@ -92,6 +92,18 @@ impl Registry {
         Arc::clone(self.scope.files())
     }
 
+    /// `graph.call` resolves against `graph_file` and reads only `files` (a snapshot read
+    /// with the graph, see [`GraphFiles::snapshot`]); with `untrusted_why`, only files in
+    /// the graph file's folder may be called, as [`Registry::for_untrusted_graph_file`].
+    pub fn for_graph_snapshot(
+        &mut self,
+        graph_file: Option<&Path>,
+        files: Arc<GraphFiles>,
+        untrusted_why: Option<String>,
+    ) {
+        self.scope = GraphScope::with_files(graph_file, files, untrusted_why);
+    }
+
     /// Makes `graph.call` read the called files from `files` (the content kept with a
     /// recorded run); paths must be absolute, as in a recorded graph.
     pub fn for_kept_graph_files(&mut self, files: Arc<GraphFiles>) {

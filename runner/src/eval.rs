@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use agentloom_blocks::Registry;
 use agentloom_core::{GraphDoc, Usage, Value, ValueMap, clip_chars, escape_control};
 use agentloom_engine::eval::{self, CheckResult};
 use agentloom_engine::{
-    EvaluationRow, EvaluationRun, Executor, RecordedCall, Replay, ReplayMiss, RunOptions,
+    EvaluationRow, EvaluationRun, RecordedCall, Replay, ReplayMiss, RunOptions,
     RunStatus, RunStore, new_run_id,
 };
 use futures::StreamExt as _;
@@ -180,10 +179,8 @@ pub fn run_evaluation(
         }
         None => runner,
     };
-    let trusted = plan.trust || crate::trust::is_trusted(&plan.graph);
     let judge = Judge {
-        registry: Arc::new(Registry::builtin()),
-        secrets: super::secrets_for(&plan.graph, trusted),
+        trust: runner.trust().clone(),
         store: store.clone(),
     };
 
@@ -621,8 +618,8 @@ fn compare(
 /// `llm.chat` graph run like any other. Its calls are kept with the case's run (under
 /// [`judge_prefix`]), so that `eval --replay` answers the judge from them too.
 struct Judge {
-    registry: Arc<Registry>,
-    secrets: Arc<dyn agentloom_core::SecretSource>,
+    /// The graph's trust: an untrusted graph's judge gets no credential either.
+    trust: crate::Trust,
     store: Arc<RunStore>,
 }
 
@@ -686,18 +683,15 @@ impl Judge {
                 {"from": ["judge", "text"], "to": ["verdict", "value"]}
             ]
         });
-        let graph = match GraphDoc::from_json_str(&doc.to_string())
+        let prepared = GraphDoc::from_json_str(&doc.to_string())
             .map_err(|e| e.to_string())
             .and_then(|doc| {
-                agentloom_core::validate(&doc, self.registry.as_ref()).map_err(|problems| {
-                    problems
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-            }) {
-            Ok(graph) => graph,
+                let source = crate::GraphSource::of_doc(doc, None);
+                crate::Prepared::new(&source, self.trust.clone(), &crate::Credentials::Default, None)
+                    .map_err(|problems| problems.join("; "))
+            });
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
             Err(problem) => {
                 return (
                     result(false, format!("the judge is not usable: {problem}")),
@@ -711,18 +705,18 @@ impl Judge {
             value.to_text()
         );
         let calls = Arc::new(JudgeCalls::default());
-        let report = Executor::new(self.registry.clone())
-            .with_secrets(self.secrets.clone())
-            .run(
-                Arc::new(graph),
+        let launch = crate::Launch {
+            options: RunOptions {
+                replay: judging.replay,
+                ..RunOptions::default()
+            },
+            sinks: vec![calls.clone()],
+            ..crate::Launch::new(
                 ValueMap::from([("request".to_owned(), Value::text(request))]),
-                RunOptions {
-                    replay: judging.replay,
-                    ..RunOptions::default()
-                },
-                calls.clone(),
+                crate::Workspace::Shared(std::env::temp_dir()),
             )
-            .await;
+        };
+        let report = prepared.launch(launch).await.report;
         let mut calls = std::mem::take(
             &mut *calls
                 .0

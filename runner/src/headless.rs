@@ -6,32 +6,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentloom_core::{RunInput, ValidGraph, ValueMap};
-use agentloom_engine::{
-    CollectSink, EventSink, Executor, FanoutSink, LogPolicy, RunEvent, RunOptions, RunReport,
-    RunStore,
-};
-
-use super::record::{RunContext, RunRecording};
+use agentloom_engine::{CollectSink, RunEvent, RunOptions, RunReport, RunStore};
 use tokio_util::sync::CancellationToken;
 
-/// Where a run's file blocks are confined.
-#[derive(Clone, Copy)]
-enum Workspace<'a> {
-    Existing(&'a Path),
-    MadeOnUse(&'a Path),
-}
+use crate::{Credentials, GraphSource, Launch, Log, Prepared, Trust, Workspace};
 
 /// A validated graph, ready to run with any inputs in any workspace.
 pub struct GraphRunner {
     path: PathBuf,
-    graph: Arc<ValidGraph>,
-    executor: Executor,
+    prepared: Prepared,
     store: Option<Arc<RunStore>>,
-    trusted: bool,
     /// With a queue (`serve --nats`), runs go to its workers instead of running here.
     queue: Option<crate::remote::Nats>,
-    /// The text of every graph file the graph calls, as validated (sent with queued runs).
-    called_files: Vec<(String, String)>,
 }
 
 /// A finished run with every event it emitted (for callers that read node outputs).
@@ -62,29 +48,22 @@ impl GraphRunner {
         trust_given: bool,
         replay: Option<&agentloom_engine::Replay>,
     ) -> Result<GraphRunner, Vec<String>> {
-        let trusted = trust_given || crate::trust::is_trusted(path);
-        if !trusted && let Ok(doc) = super::load_graph(path) {
-            let needs = crate::trust::needs_of(&doc, Some(path));
+        // Read once: what trust is checked against is what runs.
+        let source = GraphSource::read(path).map_err(|e| vec![e.to_string()])?;
+        let trusted = trust_given || source.is_trusted();
+        if !trusted {
+            let needs = source.needs();
             if !needs.is_empty() {
                 return Err(crate::trust::refusal(path, &needs));
             }
         }
-        let secrets = super::secrets_for(path, trusted);
-        let (registry, graph) =
-            super::catalog::load_replaying(path, secrets.as_ref(), trusted, replay)?;
-        let called_files = registry
-            .graph_files()
-            .map(|files| files.contents())
-            .unwrap_or_default();
-        let executor = Executor::new(registry).with_secrets(secrets);
+        let trust = Trust::of(trusted, Some(path));
+        let prepared = Prepared::new(&source, trust, &Credentials::Default, replay)?;
         Ok(GraphRunner {
             path: path.to_owned(),
-            graph: Arc::new(graph),
-            executor,
+            prepared,
             store,
-            trusted,
             queue: None,
-            called_files,
         })
     }
 
@@ -96,10 +75,7 @@ impl GraphRunner {
 
     /// Why side effects will need approval, when the file is not trusted.
     pub fn safe_mode_note(&self) -> Option<String> {
-        if self.trusted {
-            return None;
-        }
-        crate::trust::safe_mode_note(&self.path, &self.graph)
+        self.prepared.safe_mode_note()
     }
 
     pub fn path(&self) -> &Path {
@@ -107,12 +83,17 @@ impl GraphRunner {
     }
 
     pub fn graph(&self) -> &ValidGraph {
-        &self.graph
+        self.prepared.graph()
+    }
+
+    /// Whether runs of it are trusted.
+    pub fn trust(&self) -> &Trust {
+        self.prepared.trust()
     }
 
     /// The graph's name, or the file name when the graph has none.
     pub fn name(&self) -> String {
-        let name = self.graph.doc.name.trim();
+        let name = self.graph().doc.name.trim();
         if name.is_empty() {
             self.path
                 .file_name()
@@ -124,12 +105,12 @@ impl GraphRunner {
     }
 
     pub fn inputs(&self) -> Vec<RunInput> {
-        self.graph.interface_inputs()
+        self.graph().interface_inputs()
     }
 
     /// Checks given inputs against the graph's declared inputs; the error names the input.
     pub fn check_inputs(&self, inputs: &ValueMap) -> Result<(), String> {
-        super::check_inputs(&self.graph, inputs)
+        super::check_inputs(self.graph(), inputs)
     }
 
     /// Runs the graph once with `inputs`, file blocks confined to `workspace`, and records
@@ -151,7 +132,7 @@ impl GraphRunner {
         folder: &Path,
         cancel: CancellationToken,
     ) -> FinishedRun {
-        self.run_inner(inputs, Workspace::MadeOnUse(folder), cancel, None)
+        self.run_inner(inputs, Workspace::MadeOnUse(folder.to_owned()), cancel, None)
             .await
     }
 
@@ -163,14 +144,14 @@ impl GraphRunner {
         cancel: CancellationToken,
         replay: Option<Arc<agentloom_engine::Replay>>,
     ) -> FinishedRun {
-        self.run_inner(inputs, Workspace::Existing(workspace), cancel, replay)
+        self.run_inner(inputs, Workspace::Shared(workspace.to_owned()), cancel, replay)
             .await
     }
 
     async fn run_inner(
         &self,
         inputs: ValueMap,
-        workspace: Workspace<'_>,
+        workspace: Workspace,
         cancel: CancellationToken,
         replay: Option<Arc<agentloom_engine::Replay>>,
     ) -> FinishedRun {
@@ -178,9 +159,8 @@ impl GraphRunner {
             let (report, events) = crate::remote::run_queued(
                 queue,
                 self.store.clone(),
-                &self.graph.doc,
+                &self.prepared,
                 &self.path,
-                self.called_files.clone(),
                 inputs,
                 cancel,
             )
@@ -188,61 +168,22 @@ impl GraphRunner {
             return FinishedRun { report, events };
         }
         let collect = Arc::new(CollectSink::default());
-        let mut sinks: Vec<Arc<dyn EventSink>> = vec![collect.clone()];
-        // Opening a connection and starting the writer touch the disk: off the async
-        // workers, which answer the other requests meanwhile.
-        let recording = match self.store.clone() {
-            Some(store) => {
-                let graph = self.graph.clone();
-                tokio::task::spawn_blocking(move || {
-                    RunRecording::start(
-                        &store,
-                        &graph.doc,
-                        LogPolicy::default(),
-                        RunContext::default(),
-                    )
-                })
-                .await
-                .map_err(|err| err.to_string())
-                .and_then(|started| started.map_err(|err| err.to_string()))
-                .map_err(|err| tracing::warn!("this run will not be logged: {err}"))
-                .ok()
-            }
-            None => None,
+        let launch = Launch {
+            options: RunOptions {
+                cancel,
+                replay,
+                ..RunOptions::default()
+            },
+            log: self.store.clone().map(Log::new),
+            sinks: vec![collect.clone()],
+            ..Launch::new(inputs, workspace)
         };
-        if let Some(recording) = &recording {
-            sinks.extend(recording.sinks());
-        }
-        let options = RunOptions {
-            cancel,
-            replay,
-            ..RunOptions::default()
-        };
-        let executor = match workspace {
-            Workspace::Existing(path) => self.executor.clone().with_workspace(path.to_owned()),
-            Workspace::MadeOnUse(path) => self
-                .executor
-                .clone()
-                .with_workspace_made_on_use(path.to_owned()),
-        };
-        let report = executor
-            .run(
-                self.graph.clone(),
-                inputs,
-                options,
-                Arc::new(FanoutSink(sinks)),
-            )
-            .await;
-        if let Some(recording) = recording {
-            let run_id = report.run_id.clone();
-            let finished =
-                tokio::task::spawn_blocking(move || recording.finish(&run_id, None)).await;
-            if let Ok(Err(err)) = finished {
-                tracing::warn!("{err}");
-            }
+        let launched = self.prepared.launch(launch).await;
+        if let Some(err) = launched.log_error {
+            tracing::warn!("{err}");
         }
         FinishedRun {
-            report,
+            report: launched.report,
             events: collect.events(),
         }
     }

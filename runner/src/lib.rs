@@ -9,11 +9,16 @@ pub mod catalog;
 pub mod eval;
 pub mod examples;
 pub mod headless;
+pub mod launch;
 pub mod paths;
 pub mod record;
 pub mod remote;
 pub mod resume;
+pub mod source;
 pub mod trust;
+
+pub use launch::{Credentials, Launch, Launched, Log, Prepared, Trust, Workspace};
+pub use source::GraphSource;
 
 pub use paths::data_dir;
 pub use record::open_run_log;
@@ -40,37 +45,6 @@ pub fn load_graph(path: &Path) -> Result<GraphDoc, LoadError> {
             source,
         }
     })
-}
-
-/// Files from this size on are hashed beside the parse rather than before it.
-const PARALLEL_HASH_BYTES: usize = 1 << 20;
-
-/// Reads and parses a graph file once, with the hash trust is checked against.
-pub fn read_graph(path: &Path) -> Result<crate::trust::GraphFile, LoadError> {
-    let failed = |source| LoadError {
-        path: path.to_owned(),
-        source,
-    };
-    let text =
-        agentloom_core::read_graph_text(path, agentloom_core::max_graph_bytes()).map_err(failed)?;
-    // A large file is hashed on another core while it is parsed.
-    let (sha256, doc) = if text.len() >= PARALLEL_HASH_BYTES {
-        std::thread::scope(|scope| {
-            let hashing = scope.spawn(|| crate::trust::sha256_hex(text.as_bytes()));
-            let doc = GraphDoc::from_json_str(&text);
-            let sha256 = hashing
-                .join()
-                .unwrap_or_else(|_| crate::trust::sha256_hex(text.as_bytes()));
-            (sha256, doc)
-        })
-    } else {
-        (
-            crate::trust::sha256_hex(text.as_bytes()),
-            GraphDoc::from_json_str(&text),
-        )
-    };
-    let doc = doc.map_err(|e| failed(e.into()))?;
-    Ok(crate::trust::GraphFile { doc, sha256 })
 }
 
 /// A problem of the graph file at `path`, as one line that names the file.
@@ -137,15 +111,6 @@ pub fn default_secrets() -> Arc<dyn SecretSource> {
     match agentloom_engine::CredentialStore::open_default() {
         Ok(store) => Arc::new(agentloom_engine::KeychainSecrets::new(Arc::new(store))),
         Err(_) => Arc::new(agentloom_engine::EnvSecrets),
-    }
-}
-
-/// The credentials a run of the graph file at `path` may use: none when it is untrusted.
-pub fn secrets_for(path: &Path, trusted: bool) -> Arc<dyn SecretSource> {
-    if trusted {
-        default_secrets()
-    } else {
-        Arc::new(crate::trust::UntrustedSecrets::new(path))
     }
 }
 

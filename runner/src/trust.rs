@@ -119,10 +119,13 @@ fn called_paths(doc: &GraphDoc, file: &Path) -> Vec<PathBuf> {
 }
 
 /// A graph file and the files it calls, in turn, each read once.
-struct FileTree {
-    root: Fingerprint,
+pub(crate) struct FileTree {
+    pub(crate) root: Fingerprint,
     /// Every document read, with its canonical path (the root first, when it was read).
-    docs: Vec<(PathBuf, GraphDoc)>,
+    pub(crate) docs: Vec<(PathBuf, GraphDoc)>,
+    /// Every file called, by the paths its callers name it (resolved, and canonical): its
+    /// text as read and hashed, or why it could not be read. A run calls only these.
+    pub(crate) texts: Vec<(PathBuf, Result<String, String>)>,
 }
 
 fn read_tree(path: &Path) -> Result<FileTree, TrustError> {
@@ -137,76 +140,112 @@ fn read_tree(path: &Path) -> Result<FileTree, TrustError> {
         sha256: sha256_hex(&bytes),
         calls: Vec::new(),
     };
-    Ok(tree_from(root, vec![(canonical, bytes)]))
+    let mut tree = FileTree {
+        root,
+        docs: Vec::new(),
+        texts: Vec::new(),
+    };
+    tree.read_from(vec![(canonical, bytes)]);
+    Ok(tree)
 }
 
-/// The tree of `root` with the files in `queue` (read, not yet parsed) and everything they
-/// call in turn.
-fn tree_from(mut root: Fingerprint, mut queue: Vec<(PathBuf, Vec<u8>)>) -> FileTree {
-    let mut docs = Vec::new();
-    let mut seen = BTreeSet::from([root.path.clone()]);
-    seen.extend(root.calls.iter().map(|call| call.path.clone()));
-    while let Some((file, bytes)) = queue.pop() {
-        // A file that is not a graph calls nothing; it is hashed all the same.
-        let Ok(doc) = std::str::from_utf8(&bytes)
-            .map_err(drop)
-            .and_then(|text| GraphDoc::from_json_str(text).map_err(drop))
-        else {
-            continue;
-        };
-        queue.extend(read_calls(&doc, &file, &mut seen, &mut root.calls));
-        docs.push((file, doc));
-    }
-    root.calls.sort();
-    FileTree { root, docs }
-}
-
-/// Reads each file `doc` (the content of `file`) calls that is not `seen` yet, noting it in
-/// `calls`; returns the files read, to look into in turn.
-fn read_calls(
-    doc: &GraphDoc,
-    file: &Path,
-    seen: &mut BTreeSet<PathBuf>,
-    calls: &mut Vec<CalledFile>,
-) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut read = Vec::new();
-    for target in called_paths(doc, file) {
-        let target = std::fs::canonicalize(&target).unwrap_or(target);
-        if !seen.insert(target.clone()) {
-            continue;
+impl FileTree {
+    /// Adds the files in `queue` (read, not yet parsed) and everything they call in turn.
+    fn read_from(&mut self, mut queue: Vec<(PathBuf, Vec<u8>)>) {
+        let mut seen = BTreeSet::from([self.root.path.clone()]);
+        seen.extend(self.root.calls.iter().map(|call| call.path.clone()));
+        while let Some((file, bytes)) = queue.pop() {
+            // A file that is not a graph calls nothing; it is hashed all the same.
+            let Ok(doc) = std::str::from_utf8(&bytes)
+                .map_err(drop)
+                .and_then(|text| GraphDoc::from_json_str(text).map_err(drop))
+            else {
+                continue;
+            };
+            queue.extend(self.read_calls(&doc, &file, &mut seen));
+            self.docs.push((file, doc));
         }
-        match read_capped(&target) {
-            Ok(bytes) => {
-                calls.push(CalledFile {
-                    path: target.clone(),
-                    sha256: Some(sha256_hex(&bytes)),
-                });
-                read.push((target, bytes));
+        self.root.calls.sort();
+    }
+
+    /// Reads each file `doc` (the content of `file`) calls that is not `seen` yet, noting
+    /// it in the fingerprint and its text in `texts`; returns the files read, to look into
+    /// in turn.
+    fn read_calls(
+        &mut self,
+        doc: &GraphDoc,
+        file: &Path,
+        seen: &mut BTreeSet<PathBuf>,
+    ) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut read = Vec::new();
+        for named in called_paths(doc, file) {
+            let target = std::fs::canonicalize(&named).unwrap_or_else(|_| named.clone());
+            let text = self
+                .texts
+                .iter()
+                .find(|(path, _)| *path == target)
+                .map(|(_, text)| text.clone());
+            if let Some(text) = text {
+                // Called again by another name: the same content under that name too.
+                if !self.texts.iter().any(|(path, _)| *path == named) {
+                    self.texts.push((named, text));
+                }
+                continue;
             }
-            Err(_) => calls.push(CalledFile {
-                path: target,
-                sha256: None,
-            }),
+            if !seen.insert(target.clone()) {
+                continue;
+            }
+            let (sha256, text) = match read_capped(&target) {
+                Ok(bytes) => {
+                    let sha256 = sha256_hex(&bytes);
+                    let text = String::from_utf8(bytes.clone()).map_err(|_| {
+                        format!("graph file `{}` is not UTF-8 text", target.display())
+                    });
+                    read.push((target.clone(), bytes));
+                    (Some(sha256), text)
+                }
+                Err(err) => (
+                    None,
+                    Err(format!(
+                        "cannot read graph file `{}`: {err}",
+                        target.display()
+                    )),
+                ),
+            };
+            self.root.calls.push(CalledFile {
+                path: target.clone(),
+                sha256,
+            });
+            if named != target {
+                self.texts.push((named, text.clone()));
+            }
+            self.texts.push((target, text));
         }
+        read
     }
-    read
 }
 
 /// The files `doc`, the content of the graph file at `path`, calls, in turn (the root's
 /// own bytes are neither read nor hashed: its `sha256` is left empty).
-fn calls_tree(path: &Path, doc: &GraphDoc) -> Result<FileTree, TrustError> {
+pub(crate) fn calls_tree(path: &Path, doc: &GraphDoc) -> Result<FileTree, TrustError> {
     let canonical = std::fs::canonicalize(path).map_err(|source| TrustError::Read {
         path: path.to_owned(),
         source,
     })?;
-    let mut root = Fingerprint {
+    let root = Fingerprint {
         path: canonical.clone(),
         sha256: String::new(),
         calls: Vec::new(),
     };
+    let mut tree = FileTree {
+        root,
+        docs: Vec::new(),
+        texts: Vec::new(),
+    };
     let mut seen = BTreeSet::from([canonical.clone()]);
-    let queue = read_calls(doc, &canonical, &mut seen, &mut root.calls);
-    Ok(tree_from(root, queue))
+    let queue = tree.read_calls(doc, &canonical, &mut seen);
+    tree.read_from(queue);
+    Ok(tree)
 }
 
 /// The fingerprint of the graph file at `path` as it is now.
@@ -223,7 +262,7 @@ pub fn fingerprint_of_read(path: &Path, file: &GraphFile) -> Result<Fingerprint,
 }
 
 /// Whether every file of `fingerprint` is a shipped example, unchanged.
-fn is_shipped_example(fingerprint: &Fingerprint) -> bool {
+pub(crate) fn is_shipped_example(fingerprint: &Fingerprint) -> bool {
     let shipped: BTreeSet<String> = crate::examples::EXAMPLES
         .iter()
         .map(|(_, text)| sha256_hex(text.as_bytes()))
@@ -383,6 +422,12 @@ pub struct TrustNeeds {
     pub outside_files: Vec<PathBuf>,
     /// Each agent that runs code without a sandbox (`run_code_unsandboxed`).
     pub unsandboxed_code: Vec<String>,
+    /// Each node that asks for the private network (`allow_private_network: true`), as
+    /// "node `ID`" (and the file holding it when it is not the graph's own).
+    pub private_network: Vec<String>,
+    /// Each URL a node would fetch on this machine or its local network (a search engine's
+    /// endpoint named in the file), with the node.
+    pub local_endpoints: Vec<String>,
 }
 
 impl TrustNeeds {
@@ -392,6 +437,8 @@ impl TrustNeeds {
             && self.credentials.is_empty()
             && self.outside_files.is_empty()
             && self.unsandboxed_code.is_empty()
+            && self.private_network.is_empty()
+            && self.local_endpoints.is_empty()
     }
 
     /// One line per fact.
@@ -412,6 +459,14 @@ impl TrustNeeds {
         lines.extend(self.unsandboxed_code.iter().map(|node| {
             format!("run code without a sandbox, with your own access, in agent `{node}`")
         }));
+        lines.extend(self.private_network.iter().map(|node| {
+            format!("reach this machine and its local network from {node} (allow_private_network)")
+        }));
+        lines.extend(
+            self.local_endpoints
+                .iter()
+                .map(|endpoint| format!("fetch {endpoint}")),
+        );
         // Names, commands and URLs come from the file: never a raw control character.
         lines
             .into_iter()
@@ -423,6 +478,14 @@ impl TrustNeeds {
 /// What trusting `doc` allows, `file` being where it is (an unsaved graph calls nothing
 /// outside a folder it does not have).
 pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
+    // The document given (shown, maybe with edits not saved yet) stands for the root file:
+    // only the files it calls are read.
+    let tree = file.and_then(|file| calls_tree(file, doc).ok());
+    needs_in(doc, file, tree.as_ref())
+}
+
+/// What trusting `doc` (the graph file `file`, calling the files of `tree`) allows.
+pub(crate) fn needs_in(doc: &GraphDoc, file: Option<&Path>, tree: Option<&FileTree>) -> TrustNeeds {
     let mut needs = TrustNeeds::default();
     for (name, server) in &doc.mcp_servers {
         if let Some(command) = &server.command {
@@ -451,10 +514,7 @@ pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
             });
         }
     }
-    // The document given (shown, maybe with edits not saved yet, or just read and parsed)
-    // stands for the root file: only the files it calls are read.
-    let tree = file.and_then(|file| calls_tree(file, doc).ok());
-    let docs: Vec<(Option<&Path>, &GraphDoc)> = match &tree {
+    let docs: Vec<(Option<&Path>, &GraphDoc)> = match tree {
         Some(tree) => std::iter::once((file, doc))
             .chain(tree.docs.iter().map(|(p, d)| (Some(p.as_path()), d)))
             .collect(),
@@ -462,6 +522,8 @@ pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
     };
     let builtin = Registry::builtin();
     let mut credentials = BTreeSet::new();
+    let mut private_network = BTreeSet::new();
+    let mut endpoints = BTreeSet::new();
     for (path, doc) in &docs {
         for node in &doc.nodes {
             // Named in its config, else the block's default.
@@ -481,21 +543,34 @@ pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
                         .and_then(|block| block.meta().credential.clone()),
                 );
             }
+            let place = match path {
+                Some(path) if Some(*path) != file => {
+                    format!(" in {}", path.display())
+                }
+                _ => String::new(),
+            };
+            let target = credential_target(node);
             for credential in named {
-                let place = match path {
-                    Some(path) if Some(*path) != file => {
-                        format!(" in {}", path.display())
-                    }
-                    _ => String::new(),
-                };
                 credentials.insert(format!(
-                    "credential `{credential}` to node `{}`{place}",
+                    "credential `{credential}` to node `{}`{place} ({target})",
                     node.id
                 ));
+            }
+            let asks_private = node
+                .config
+                .iter()
+                .any(|(key, value)| key.ends_with("allow_private_network") && value.as_bool() == Some(true));
+            if asks_private {
+                private_network.insert(format!("node `{}`{place}", node.id));
+            }
+            for url in local_endpoints_of(node) {
+                endpoints.insert(format!("{url}, a local address, from node `{}`{place}", node.id));
             }
         }
     }
     needs.credentials = credentials.into_iter().collect();
+    needs.private_network = private_network.into_iter().collect();
+    needs.local_endpoints = endpoints.into_iter().collect();
     needs.unsandboxed_code = docs
         .iter()
         .flat_map(|(path, doc)| {
@@ -507,7 +582,7 @@ pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
                 })
         })
         .collect();
-    if let (Some(tree), Some(file)) = (&tree, file) {
+    if let (Some(tree), Some(file)) = (tree, file) {
         let folder = tree.root.path.parent().unwrap_or(Path::new("/"));
         // Calls of the shown document, then of the files they reach.
         let mut outside: BTreeSet<PathBuf> = called_paths(doc, file)
@@ -525,6 +600,88 @@ pub fn needs_of(doc: &GraphDoc, file: Option<&Path>) -> TrustNeeds {
         needs.outside_files = outside.into_iter().collect();
     }
     needs
+}
+
+/// The URLs a node's config names (fields `url`, `base_url`, `…_url`), parsed.
+fn config_urls(node: &agentloom_core::NodeDoc) -> Vec<(String, url::Url)> {
+    node.config
+        .iter()
+        .filter(|(key, _)| *key == "url" || key.ends_with("_url"))
+        .filter_map(|(key, value)| {
+            let text = value.as_str()?.trim();
+            // A template fills it at run time: nothing to say before.
+            if text.contains("{{") {
+                return None;
+            }
+            Some((key.to_owned(), url::Url::parse(text).ok()?))
+        })
+        .collect()
+}
+
+/// `host:port` of `url`, as a credential bound to hosts would be matched against.
+fn host_port(url: &url::Url) -> Option<String> {
+    let host = url.host_str()?;
+    Some(match url.port_or_known_default() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
+}
+
+/// Where a node's credential would be sent: the host and port of the URL its config names,
+/// else its provider's or service's own API.
+fn credential_target(node: &agentloom_core::NodeDoc) -> String {
+    let urls: BTreeSet<String> = config_urls(node)
+        .iter()
+        .filter(|(key, _)| !key.starts_with("search_"))
+        .filter_map(|(_, url)| host_port(url))
+        .collect();
+    if !urls.is_empty() {
+        return format!(
+            "at {}",
+            urls.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+    match node.config.get("provider").and_then(|p| p.as_str()) {
+        Some(provider) => format!("at the hosted API of provider `{provider}`"),
+        None => format!("at the service `{}` uses by default", node.block),
+    }
+}
+
+/// Whether `url` names this machine or a local network: a loopback, private, link-local
+/// or unspecified address, or a `localhost` name (decided from the text: names that
+/// resolve to a local address are refused when connecting).
+pub fn is_local_url(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => {
+            ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified()
+        }
+        Some(url::Host::Ipv6(ip)) => match ip.to_ipv4_mapped() {
+            Some(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified(),
+            None => {
+                ip.is_loopback()
+                    || ip.is_unspecified()
+                    || (ip.segments()[0] & 0xfe00) == 0xfc00
+                    || (ip.segments()[0] & 0xffc0) == 0xfe80
+            }
+        },
+        None => false,
+    }
+}
+
+/// The local URLs a node would fetch that the file chose: its search endpoint (`web.search`,
+/// an agent's search tool) or a request's URL. A model's `base_url` is not among them: a
+/// shared graph that uses a local model runs untrusted.
+fn local_endpoints_of(node: &agentloom_core::NodeDoc) -> Vec<String> {
+    config_urls(node)
+        .into_iter()
+        .filter(|(key, _)| key != "base_url")
+        .filter(|(_, url)| is_local_url(url))
+        .map(|(_, url)| url.to_string())
+        .collect()
 }
 
 /// A command line as a person would type it (arguments with spaces quoted).
@@ -612,26 +769,32 @@ pub fn safe_mode_note(path: &Path, graph: &agentloom_core::ValidGraph) -> Option
 
 /// Credentials for an untrusted graph: none, each refusal saying how to trust the file.
 pub struct UntrustedSecrets {
-    file: PathBuf,
+    file: Option<PathBuf>,
 }
 
 impl UntrustedSecrets {
-    pub fn new(file: &Path) -> Self {
+    /// For the graph file `file` (`None`: a graph that is no file's here, such as a queued
+    /// request whose submitter did not trust it).
+    pub fn new(file: Option<&Path>) -> Self {
         Self {
-            file: file.to_owned(),
+            file: file.map(Path::to_path_buf),
         }
     }
 }
 
 impl SecretSource for UntrustedSecrets {
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        let message = match &self.file {
+            Some(file) => format!(
+                "graph file {} is not trusted: run `agentloom trust {}`",
+                file.display(),
+                file.display()
+            ),
+            None => "this graph is not trusted, so it gets no credential: trust its file where it is run or submitted from".to_owned(),
+        };
         Err(SecretError::Unusable {
             name: name.to_owned(),
-            message: format!(
-                "graph file {} is not trusted: run `agentloom trust {}`",
-                self.file.display(),
-                self.file.display()
-            ),
+            message,
         })
     }
 }
@@ -882,7 +1045,7 @@ mod tests {
             problems[0].message
         );
         // The catalog of the untrusted file holds it back; trusted, it is not.
-        let secrets = UntrustedSecrets::new(&path);
+        let secrets = UntrustedSecrets::new(Some(&path));
         let (_, untrusted) = crate::catalog::catalog_for(&doc, Some(&path), false, &secrets);
         assert_eq!(untrusted, problems);
         let (_, trusted) = crate::catalog::catalog_for(&doc, Some(&path), true, &secrets);
@@ -891,7 +1054,7 @@ mod tests {
 
     #[test]
     fn untrusted_secrets_refuse_with_the_fix() {
-        let err = UntrustedSecrets::new(Path::new("/tmp/shared.json"))
+        let err = UntrustedSecrets::new(Some(Path::new("/tmp/shared.json")))
             .secret("api")
             .unwrap_err()
             .to_string();

@@ -78,6 +78,11 @@ pub struct RunRequest {
     pub inputs: ValueMap,
     #[serde(default)]
     pub concurrency: Option<usize>,
+    /// The submitter's verdict: its user trusts the graph file as it was read for this
+    /// request. A worker runs it trusted only when the worker was started with `--trust`
+    /// too; a request without it (an older or a stranger's) is untrusted.
+    #[serde(default)]
+    pub trusted: bool,
 }
 
 impl RunRequest {
@@ -251,46 +256,28 @@ impl Nats {
     }
 }
 
-/// Builds the request for running the graph file at `path`: its document with `graph.call`
-/// paths absolute and the text of every file it calls (read now, as a local run would).
-/// The error names the file.
+/// The request for running `source`, read once (its `graph.call` paths absolute, the text
+/// of every file it calls as read with it), with the submitter's trust verdict.
 pub fn request_for(
-    path: &Path,
+    source: &crate::GraphSource,
+    trusted: bool,
     inputs: ValueMap,
     concurrency: Option<usize>,
 ) -> Result<RunRequest, String> {
-    let doc = agentloom_core::read_graph_file(path, agentloom_core::max_graph_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let doc = agentloom_blocks::graph_call::with_absolute_paths(doc, Some(path));
-    let mut registry = agentloom_blocks::Registry::builtin();
-    let files = registry.for_graph_file(Some(path));
-    // Validating configures every `graph.call`, which reads the files it calls; the worker
-    // validates again with its own blocks, so problems here are not reported.
-    let _ = agentloom_core::validate(&doc, &registry);
-    let graph = serde_json::to_value(&doc).map_err(|e| format!("{}: {e}", path.display()))?;
+    let label = source
+        .path()
+        .map(|path| path.display().to_string())
+        .unwrap_or_default();
+    let graph = serde_json::to_value(source.doc()).map_err(|e| format!("{label}: {e}"))?;
     Ok(RunRequest {
         run_id: agentloom_engine::new_run_id(),
         graph,
-        graph_file: path.display().to_string(),
-        files: files.contents(),
+        graph_file: label,
+        files: source.files().contents(),
         inputs,
         concurrency,
+        trusted,
     })
-}
-
-/// Submits a run of the graph file at `path` and waits for its report (what
-/// `agentloom run --json` prints): for callers that spread many runs over the workers,
-/// such as an evaluation. Events are not recorded here.
-pub async fn submit_and_wait(
-    nats: &Nats,
-    path: &Path,
-    inputs: ValueMap,
-) -> Result<RunReport, String> {
-    let request = request_for(path, inputs, None)?;
-    nats.submit(&request).await.map_err(|e| e.to_string())?;
-    follow::follow(nats, &request.run_id, None, |_, _| {})
-        .await
-        .map_err(|e| e.to_string())
 }
 
 /// Queues a run of `doc` (the graph file at `path`, validated, with the text of the files
@@ -299,9 +286,8 @@ pub async fn submit_and_wait(
 pub async fn run_queued(
     nats: &Nats,
     store: Option<Arc<agentloom_engine::RunStore>>,
-    doc: &GraphDoc,
+    prepared: &crate::Prepared,
     path: &Path,
-    files: Vec<(String, String)>,
     inputs: ValueMap,
     cancel: tokio_util::sync::CancellationToken,
 ) -> (RunReport, Vec<RunEvent>) {
@@ -315,18 +301,20 @@ pub async fn run_queued(
         duration_ms: 0,
         error: Some(error),
     };
+    let doc = &prepared.graph().doc;
     let request = RunRequest {
         run_id: run_id.clone(),
-        graph: serde_json::to_value(doc).unwrap_or_default(),
+        graph: serde_json::to_value(doc.as_ref()).unwrap_or_default(),
         graph_file: path.display().to_string(),
-        files,
+        files: prepared.called_files(),
         inputs,
         concurrency: None,
+        trusted: prepared.trust().is_trusted(),
     };
     if let Err(err) = nats.submit(&request).await {
         return (failed(format!("cannot queue the run: {err}")), Vec::new());
     }
-    let local = local_log::LocalRecord::new(store, doc.clone());
+    let local = local_log::LocalRecord::new(store, doc.as_ref().clone());
     let mut events = Vec::new();
     let followed = tokio::select! {
         followed = follow::follow(nats, &run_id, None, |event, worker| {

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloom_blocks::Registry;
-use agentloom_blocks::graph_call::GraphFiles;
-use agentloom_core::{GraphDoc, SecretSource, Usage, ValidGraph, ValueMap, validate_shared};
+use agentloom_core::{GraphDoc, SecretSource, Usage, ValueMap};
 use agentloom_engine::{
-    DurableApprover, EventKind, EventSink, Executor, FanoutSink, LogPolicy, RunEvent, RunOptions,
+    EventKind, EventSink, LogPolicy, RunEvent, RunOptions,
     RunReport, RunSeed, RunStatus, RunStore,
 };
 use async_nats::jetstream::consumer::{AckPolicy, pull};
@@ -19,6 +18,7 @@ use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::follow::events_so_far;
+use crate::{Credentials, GraphSource, Launch, Log, Prepared, Trust, Workspace};
 use super::{
     ERROR_HEADER, Nats, QUEUE_STREAM, RemoteError, RunRequest, WORKER_HEADER, WORKERS_CONSUMER,
     WorkItem, dead_subject, run_subject,
@@ -42,9 +42,6 @@ pub struct WorkerConfig {
     /// This machine's credentials (its keychain, its environment), for trusted requests.
     pub secrets: Arc<dyn SecretSource>,
 }
-
-/// A request ready to run: its blocks, its validated graph and the credentials it may use.
-type Loaded = (Arc<Registry>, ValidGraph, Arc<dyn SecretSource>);
 
 /// What becomes of a request once handled.
 enum Outcome {
@@ -236,7 +233,7 @@ impl Worker {
             }
         };
         let name = doc.name.clone();
-        let (registry, graph, secrets) = match self.load(&request, doc) {
+        let prepared = match self.load(&request, doc) {
             Ok(loaded) => loaded,
             Err(reason) => {
                 self.fail(&run_id, &name, &request.inputs, &reason).await;
@@ -244,7 +241,7 @@ impl Worker {
                 return Outcome::Done;
             }
         };
-        let seed = match self.seed(&item, &graph.doc, delivered).await {
+        let seed = match self.seed(&item, &prepared.graph().doc, delivered).await {
             Ok(seed) => seed,
             // The events cannot be read now: another delivery tries again.
             Err(reason) => {
@@ -253,7 +250,7 @@ impl Worker {
                 return Outcome::Release;
             }
         };
-        self.execute(&request, registry, graph, secrets, seed).await
+        self.execute(&request, &prepared, seed).await
     }
 
     /// Ends the run of a request the server no longer hands out (every delivery ended with
@@ -305,38 +302,17 @@ impl Worker {
             .map_err(|e| format!("run {run_id}: the request is not readable: {e}"))
     }
 
-    /// The blocks, the validated graph and the credentials for a request: trusted only when
-    /// the worker was started with `--trust`.
-    fn load(&self, request: &RunRequest, mut doc: GraphDoc) -> Result<Loaded, String> {
-        let label = Path::new(&request.graph_file);
+    /// The request made ready to run: trusted only when the worker was started with
+    /// `--trust` and the request was trusted where it was submitted.
+    fn load(&self, request: &RunRequest, doc: GraphDoc) -> Result<Prepared, String> {
         let name = &request.graph_file;
-        let files = GraphFiles::kept(request.files.clone()).map_err(|e| format!("{name}: {e}"))?;
-        let mut registry = Registry::builtin();
-        registry.for_kept_graph_files(Arc::new(files));
-        let secrets: Arc<dyn SecretSource> = if self.config.trust {
-            self.config.secrets.clone()
-        } else {
-            Arc::new(NoCredentials)
-        };
-        let mut problems = if self.config.trust {
-            agentloom_blocks::mcp::add_mcp_tools(&mut registry, &doc, secrets.as_ref())
-        } else {
-            // An untrusted request runs in safe mode and starts no server.
-            doc.settings.safe_mode = true;
-            crate::trust::offline_server_problems(&doc, label)
-        };
-        let doc = Arc::new(doc);
-        match validate_shared(doc.clone(), &registry) {
-            Ok(graph) if problems.is_empty() => Ok((Arc::new(registry), graph, secrets)),
-            Ok(_) => Err(join_problems(name, &problems)),
-            Err(mut more) => {
-                if !self.config.trust {
-                    crate::trust::drop_offline_tool_nodes(&mut more, &doc);
-                }
-                problems.extend(more);
-                Err(format!("invalid graph: {}", join_problems(name, &problems)))
-            }
-        }
+        let trusted = self.config.trust && request.trusted;
+        let trust = Trust::of(trusted, Some(Path::new(name)));
+        // Every file it calls came with it: nothing is read from this machine's disk.
+        let source = GraphSource::with_files(doc, Some(Path::new(name)), request.files.clone());
+        let credentials = Credentials::Given(self.config.secrets.clone());
+        Prepared::new(&source, trust, &credentials, None)
+            .map_err(|problems| format!("invalid graph: {}", problems.join("; ")))
     }
 
     /// What the run starts from: nothing for a first delivery; else the outputs of the nodes
@@ -382,52 +358,38 @@ impl Worker {
     async fn execute(
         &self,
         request: &RunRequest,
-        registry: Arc<Registry>,
-        graph: ValidGraph,
-        secrets: Arc<dyn SecretSource>,
+        prepared: &Prepared,
         seed: Option<RunSeed>,
     ) -> Outcome {
         let run_id = request.run_id.clone();
         let resumed = seed.is_some();
         let publisher = EventPublisher::start(self.nats.clone(), &run_id, &self.config.name);
-        let mut sinks: Vec<Arc<dyn EventSink>> = vec![publisher.sink.clone()];
-        let recorder = self
-            .store
-            .recorder_with(&graph.doc, LogPolicy::full())
-            .map_err(|err| tracing::warn!(%err, run_id, "this run will not be logged here"))
-            .ok()
-            .map(Arc::new);
-        if let Some(recorder) = &recorder {
-            sinks.push(recorder.clone());
-        }
-        let executor = Executor::new(registry)
-            .with_workspace(self.config.workspace.clone())
-            .with_secrets(secrets)
-            // Nobody to ask here: an approval pauses the run (decided by `approve --nats`).
-            .with_approver(Arc::new(DurableApprover::new(self.store.clone(), None)));
         let cancel = self.stop.child_token();
-        let options = RunOptions {
-            cancel: cancel.clone(),
-            concurrency: request.concurrency,
-            run_id: Some(run_id.clone()),
-            seed: seed.map(Arc::new),
-            replay: None,
-            ..RunOptions::default()
-        };
-        let report = executor
-            .run(
-                Arc::new(graph),
+        let launch = Launch {
+            options: RunOptions {
+                cancel: cancel.clone(),
+                concurrency: request.concurrency,
+                run_id: Some(run_id.clone()),
+                seed: seed.map(Arc::new),
+                ..RunOptions::default()
+            },
+            log: Some(Log {
+                store: self.store.clone(),
+                policy: LogPolicy::full(),
+            }),
+            sinks: vec![publisher.sink.clone()],
+            // Nobody to ask here: an approval pauses the run (decided by `approve --nats`).
+            ask: None,
+            ..Launch::new(
                 request.inputs.clone(),
-                options,
-                Arc::new(FanoutSink(sinks)),
+                Workspace::Shared(self.config.workspace.clone()),
             )
-            .await;
-        if let Some(recorder) = recorder {
-            let finished = tokio::task::spawn_blocking(move || recorder.finish()).await;
-            if let Ok(Err(err)) = finished {
-                tracing::warn!(%err, "the run log may be incomplete");
-            }
+        };
+        let launched = prepared.launch(launch).await;
+        if let Some(err) = &launched.log_error {
+            tracing::warn!(%err, run_id, "the run log here may be incomplete");
         }
+        let report = launched.report;
         publisher.finish().await;
         if report.status == RunStatus::Cancelled && self.stop.is_cancelled() {
             // This worker stops, not the run: another worker resumes it.
@@ -537,18 +499,6 @@ impl Worker {
     }
 }
 
-/// The credentials of a request this worker does not trust: none, saying how to allow them.
-struct NoCredentials;
-
-impl SecretSource for NoCredentials {
-    fn secret(&self, name: &str) -> Result<agentloom_core::Secret, agentloom_core::SecretError> {
-        Err(agentloom_core::SecretError::Unusable {
-            name: name.to_owned(),
-            message: "this worker runs submitted graphs untrusted, without credentials; start it with `agentloom worker --trust` to let them use its credentials".to_owned(),
-        })
-    }
-}
-
 fn events_run_id(events: &[RunEvent]) -> String {
     events
         .iter()
@@ -564,13 +514,6 @@ fn reported_waiting(payload: &[u8]) -> bool {
         .is_ok_and(|report| report["status"] == RunStatus::Waiting.as_str())
 }
 
-fn join_problems(name: &str, problems: &[agentloom_core::Problem]) -> String {
-    problems
-        .iter()
-        .map(|p| format!("{name}: {p}"))
-        .collect::<Vec<_>>()
-        .join("; ")
-}
 
 /// A header value holds one line.
 fn one_line(text: &str) -> String {
