@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use agentloom_blocks::Registry;
 use agentloom_core::{BlockCatalog, GraphDoc, Problem};
-use agentloom_engine::{Executor, RunRow, RunStore};
+use agentloom_engine::{RunRow, RunStore};
 use egui_snarl::NodeId;
 
 pub use command::Command;
@@ -116,7 +116,9 @@ pub struct App {
     pub run: RunView,
     run_form: RunForm,
     runtime: Option<tokio::runtime::Runtime>,
-    executor: Executor,
+    /// Where a trusted run's credentials come from (`App::secrets_follow_trust`); an
+    /// untrusted file's runs get none whatever this says.
+    run_credentials: agentloom_runner::Credentials,
     store: Option<Arc<RunStore>>,
     history: Vec<RunRow>,
     /// The history lists every graph's runs, not only the shown graph's.
@@ -184,16 +186,12 @@ impl App {
             .as_deref()
             .map(agentloom_runner::trust::TrustStore::in_dir);
         let untrusted = trust_banner::Untrusted::of(trust_store.as_ref(), doc, path.as_deref());
-        let catalog = Arc::new(agentloom_runner::catalog::builtin_for(
+        let catalog = Arc::new(agentloom_runner::catalog::for_editing(
             path.as_deref(),
-            untrusted.is_none(),
+            &agentloom_runner::Trust::of(untrusted.is_none(), path.as_deref()),
         ));
         let palette = palette::entries(catalog.as_ref());
         let document = Document::from_doc(doc, catalog.as_ref(), path.clone());
-        let mut executor = Executor::new(catalog.clone());
-        if let Some(workspace) = &paths.workspace {
-            executor = executor.with_workspace(workspace.clone());
-        }
         // Its credentials follow the graph's trust (`App::secrets_follow_trust`).
         let credentials = credentials::Credentials::new(paths.credentials_dir.as_deref());
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -236,7 +234,7 @@ impl App {
             run: RunView::default(),
             run_form: RunForm::default(),
             runtime,
-            executor,
+            run_credentials: agentloom_runner::Credentials::Default,
             store,
             history: Vec::new(),
             history_all_graphs: false,

@@ -166,7 +166,6 @@ impl App {
         self.mcp_problems = connected.problems;
         self.catalog = Arc::new(connected.catalog);
         self.palette = palette::entries(self.catalog.as_ref());
-        self.executor = self.executor.clone().with_catalog(self.catalog.clone());
         // Problems are recomputed on the next frame.
         self.problems_revision = u64::MAX;
     }
@@ -198,17 +197,43 @@ impl App {
         self.document.reload(&doc, catalog.as_ref());
     }
 
-    /// Runs get the stored credentials only when the open graph is trusted.
+    /// Runs of a trusted graph get the stored credentials (the runner gives an untrusted
+    /// one's none at all).
     pub(super) fn secrets_follow_trust(&mut self) {
-        let secrets: Arc<dyn agentloom_core::SecretSource> =
-            match (&self.untrusted, self.credentials.store()) {
-                (Some(untrusted), _) => Arc::new(agentloom_runner::trust::UntrustedSecrets::new(
-                    &untrusted.file,
-                )),
-                (None, Some(store)) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
-                (None, None) => Arc::new(agentloom_engine::EnvSecrets),
-            };
-        self.executor = self.executor.clone().with_secrets(secrets);
+        let secrets: Arc<dyn agentloom_core::SecretSource> = match self.credentials.store() {
+            Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
+            None => Arc::new(agentloom_engine::EnvSecrets),
+        };
+        self.run_credentials = agentloom_runner::Credentials::Given(secrets);
+    }
+
+    /// What runs of the open graph may do: trusted unless its file is not.
+    pub(super) fn run_trust(&self) -> agentloom_runner::Trust {
+        match &self.untrusted {
+            Some(untrusted) => agentloom_runner::Trust::of(false, Some(&untrusted.file)),
+            None => agentloom_runner::Trust::Trusted,
+        }
+    }
+
+    /// The open graph made ready to run through the runner, checked against the catalog
+    /// being edited with; the error says what stops it.
+    pub(super) fn prepare_run(&self) -> Result<agentloom_runner::Prepared, String> {
+        agentloom_runner::Prepared::with_catalog(
+            self.catalog.clone(),
+            self.runnable_doc(),
+            self.run_trust(),
+            &self.run_credentials,
+        )
+        .map_err(|problems| {
+            format!(
+                "the graph has {} problem(s): {}",
+                problems.len(),
+                problems
+                    .first()
+                    .map(|p| p.message.as_str())
+                    .unwrap_or_default()
+            )
+        })
     }
 
     /// Makes the catalog resolve `graph.call` paths against `path`, the file of `doc`.

@@ -5,8 +5,7 @@
 use agentloom_core::ApprovalDecision;
 use agentloom_engine::RunStatus;
 
-use agentloom_runner::catalog::recorded_graph;
-use agentloom_runner::resume::{claim_refusal, still_untrusted_file};
+use agentloom_runner::resume::{claim_refusal, prepare_recorded};
 
 use super::App;
 use super::approval_panel::ApprovalPrompt;
@@ -47,10 +46,13 @@ impl App {
             ));
         }
         let doc = detail.graph_doc().map_err(|e| e.to_string())?;
-        // The graph files the run calls as they were when it started.
-        let kept = store.graph_files(&run_id).map_err(|e| e.to_string())?;
-        let (catalog, graph) = recorded_graph(&doc, kept)
-            .map_err(|e| format!("the recorded graph cannot run any more: {e}"))?;
+        // The graph files the run calls as they were when it started, and the trust it ran
+        // with: a run of a file its user had not trusted gets no credential when resumed
+        // either, unless the file has been trusted since.
+        let trusted = |file: &std::path::Path| {
+            agentloom_runner::trust::is_trusted_in(self.trust_store.as_ref(), file)
+        };
+        let prepared = prepare_recorded(&store, &run_id, doc, trusted, &self.run_credentials)?;
         let runtime = self
             .runtime
             .as_ref()
@@ -68,27 +70,10 @@ impl App {
             .ok()
             .flatten()
             .unwrap_or_else(|| self.run_workspace());
-        let mut executor = self
-            .executor
-            .clone()
-            .with_workspace(workspace)
-            .with_catalog(catalog);
-        // A run of a file its user had not trusted gets no credential when resumed either,
-        // unless the file has been trusted since.
-        let trusted = |file: &std::path::Path| {
-            agentloom_runner::trust::is_trusted_in(self.trust_store.as_ref(), file)
-        };
-        if let Some(file) =
-            still_untrusted_file(&store, &run_id, trusted).map_err(|e| e.to_string())?
-        {
-            executor = executor.with_secrets(std::sync::Arc::new(
-                agentloom_runner::trust::UntrustedSecrets::new(&file),
-            ));
-        }
         self.run.start_seeded(
             runtime,
-            &executor,
-            graph,
+            prepared,
+            workspace,
             detail.inputs.clone(),
             Some(&store),
             ctx,

@@ -1,15 +1,16 @@
 //! Running the open graph in-process and following its events, and showing past runs.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentloom_core::{ApprovalDecision, ApprovalRequest, GraphDoc, ValidGraph, Value, ValueMap};
+use agentloom_core::{ApprovalDecision, ApprovalRequest, GraphDoc, Value, ValueMap};
 use agentloom_engine::{
-    Approver, EventSink, Executor, FanoutSink, LogPolicy, NodeProgress, NodeStatus, RunDetail,
-    RunEvent, RunOptions, RunReport, RunSeed, RunState, RunStatus, RunStore,
+    Approver, EventSink, NodeProgress, NodeStatus, RunDetail, RunEvent, RunOptions, RunReport,
+    RunSeed, RunState, RunStatus, RunStore,
 };
 
-use agentloom_runner::record::{RunContext, RunRecording};
+use agentloom_runner::{Launch, Log, Prepared, Workspace};
 
 pub use super::approval_panel::ApprovalPrompt;
 use tokio::sync::{mpsc, oneshot};
@@ -110,10 +111,6 @@ pub struct RunView {
     pub state: RunState,
     /// Nodes waiting for a decision: of the live run, or stored with a waiting run.
     pub approvals: Vec<ApprovalPrompt>,
-    /// The graph files the next run calls, kept with it in the run log.
-    pub graph_files: Option<Arc<agentloom_blocks::graph_call::GraphFiles>>,
-    /// The open graph's file when its user has not trusted it: kept with the run.
-    pub untrusted_file: Option<std::path::PathBuf>,
     /// Set while a run is going.
     live: Option<LiveRun>,
     /// The recording the next run's outbound calls are answered from (History → Replay).
@@ -146,17 +143,18 @@ impl RunView {
         self.live.is_some()
     }
 
-    /// Starts `graph` on `runtime`; events arrive through [`RunView::drain`].
+    /// Starts `prepared` on `runtime`, its file blocks in `workspace`; events arrive
+    /// through [`RunView::drain`].
     pub fn start(
         &mut self,
         runtime: &tokio::runtime::Runtime,
-        executor: &Executor,
-        graph: ValidGraph,
+        prepared: Prepared,
+        workspace: PathBuf,
         inputs: ValueMap,
         store: Option<&Arc<RunStore>>,
         ctx: &egui::Context,
     ) -> Result<(), String> {
-        self.start_seeded(runtime, executor, graph, inputs, store, ctx, None, None)
+        self.start_seeded(runtime, prepared, workspace, inputs, store, ctx, None, None)
     }
 
     /// [`RunView::start`] under a given run id (resuming it) and from a seed.
@@ -164,8 +162,8 @@ impl RunView {
     pub fn start_seeded(
         &mut self,
         runtime: &tokio::runtime::Runtime,
-        executor: &Executor,
-        graph: ValidGraph,
+        prepared: Prepared,
+        workspace: PathBuf,
         inputs: ValueMap,
         store: Option<&Arc<RunStore>>,
         ctx: &egui::Context,
@@ -173,59 +171,44 @@ impl RunView {
         seed: Option<RunSeed>,
     ) -> Result<(), String> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let context = RunContext {
-            workspace: Some(executor.workspace().to_owned()),
-            graph_files: self.graph_files.clone(),
-            untrusted_file: self.untrusted_file.clone(),
-            resumes: run_id.clone(),
-        };
-        let recording = match store {
-            Some(store) => Some(
-                RunRecording::start(store, &graph.doc, LogPolicy::default(), context)
-                    .map_err(|e| e.to_string())?,
-            ),
-            None => None,
-        };
         let ui_sink: Arc<dyn EventSink> = Arc::new(UiSink {
             tx: tx.clone(),
             ctx: ctx.clone(),
         });
-        let mut sinks = vec![ui_sink];
-        if let Some(recording) = &recording {
-            sinks.extend(recording.sinks());
-        }
-        let sink = Arc::new(FanoutSink(sinks));
         // Every request is stored before the person is asked: closing the app or a crash
         // leaves the run waiting, to be resumed from the history.
         let ask: Arc<dyn Approver> = Arc::new(UiApprover {
             tx: tx.clone(),
             ctx: ctx.clone(),
         });
-        let mut executor = executor.clone();
-        if let Some(approver) = agentloom_runner::approver(store, Some(ask)) {
-            executor = executor.with_approver(approver);
-        }
         let cancel = CancellationToken::new();
         let pause = CancellationToken::new();
-        let options = RunOptions {
-            cancel: cancel.clone(),
-            pause: pause.clone(),
-            run_id,
-            seed: seed.map(Arc::new),
-            replay: self.replay.take(),
-            ..RunOptions::default()
+        let launch = Launch {
+            options: RunOptions {
+                cancel: cancel.clone(),
+                pause: pause.clone(),
+                run_id,
+                seed: seed.map(Arc::new),
+                replay: self.replay.take(),
+                ..RunOptions::default()
+            },
+            log: store.cloned().map(Log::new),
+            sinks: vec![ui_sink],
+            ask: Some(ask),
+            // Kept as the run starts: `agentloom approve` resumes it in the same folder.
+            ..Launch::new(inputs, Workspace::FolderRecordedAtStart(workspace))
         };
         let repaint = ctx.clone();
         *self = RunView {
-            state: RunState::starting(&graph.doc),
+            state: RunState::starting(&prepared.graph().doc),
             ..RunView::default()
         };
         runtime.spawn(async move {
-            let report = executor.run(Arc::new(graph), inputs, options, sink).await;
-            // The workspace is recorded as the run starts.
-            let record_error =
-                recording.and_then(|r| r.finish(&report.run_id, None).err().map(|e| e.to_string()));
-            let _ = tx.send(RunMsg::Finished(Box::new(report), record_error));
+            let launched = prepared.launch(launch).await;
+            let _ = tx.send(RunMsg::Finished(
+                Box::new(launched.report),
+                launched.log_error,
+            ));
             repaint.request_repaint();
         });
         self.live = Some(LiveRun { rx, cancel, pause });

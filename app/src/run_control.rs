@@ -42,25 +42,22 @@ impl App {
             .get_node(node)
             .map(|n| n.doc.id.clone())
             .ok_or("the node is gone")?;
-        let doc = self.runnable_doc();
-        let graph = validate(&doc, self.catalog.as_ref())
-            .map_err(|problems| format!("the graph has {} problem(s)", problems.len()))?;
+        let prepared = self.prepare_run()?;
         let detail = store
             .get_run(&reuse)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("run {reuse} is no longer in the run log"))?;
         let seed = store
-            .reuse_seed(&reuse, &downstream_of(&graph, &node_id))
+            .reuse_seed(&reuse, &downstream_of(prepared.graph(), &node_id))
             .map_err(|e| e.to_string())?;
         let runtime = self
             .runtime
             .as_ref()
             .ok_or("the run threads could not start")?;
-        let executor = self.executor.clone().with_workspace(self.run_workspace());
         self.run.start_seeded(
             runtime,
-            &executor,
-            graph,
+            prepared,
+            self.run_workspace(),
             detail.inputs,
             Some(&store),
             ctx,
@@ -130,14 +127,10 @@ impl App {
     /// Starts the run with the inputs typed in the form.
     pub(super) fn start_run(&mut self, ctx: &egui::Context) {
         self.run_form.open = false;
-        let doc = self.runnable_doc();
-        let graph = match validate(&doc, self.catalog.as_ref()) {
-            Ok(graph) => graph,
-            Err(problems) => {
-                self.notice = Some(format!(
-                    "The graph cannot run: {} problem(s).",
-                    problems.len()
-                ));
+        let prepared = match self.prepare_run() {
+            Ok(prepared) => prepared,
+            Err(err) => {
+                self.notice = Some(format!("The graph cannot run: {err}"));
                 return;
             }
         };
@@ -166,28 +159,26 @@ impl App {
                 Some("Runs are not available: the run threads could not start.".to_owned());
             return;
         };
-        let executor = self.executor.clone().with_workspace(self.run_workspace());
-        self.run.graph_files = self.catalog.graph_files().cloned();
-        self.run.untrusted_file = self.untrusted.as_ref().map(|u| u.file.clone());
-        match self
-            .run
-            .start(runtime, &executor, graph, inputs, self.store.as_ref(), ctx)
-        {
+        match self.run.start(
+            runtime,
+            prepared,
+            self.run_workspace(),
+            inputs,
+            self.store.as_ref(),
+            ctx,
+        ) {
             Ok(()) => self.notice = None,
             Err(err) => self.notice = Some(format!("Cannot start the run: {err}")),
         }
     }
 
     /// The document as a run records it: `graph.call` paths absolute, so that the run can
-    /// be resumed or approved from anywhere.
+    /// be resumed or approved from anywhere. (What its trust changes, the runner decides.)
     pub(super) fn runnable_doc(&self) -> GraphDoc {
-        let mut doc = agentloom_blocks::graph_call::with_absolute_paths(
+        agentloom_blocks::graph_call::with_absolute_paths(
             self.document.to_doc(),
             self.graph_file.as_deref(),
-        );
-        // An untrusted graph always runs in safe mode: every side effect asks first.
-        doc.settings.safe_mode |= self.untrusted.is_some();
-        doc
+        )
     }
 
     pub(super) fn open_run(&mut self, id: &str) {

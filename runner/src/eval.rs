@@ -10,8 +10,8 @@ use std::time::Instant;
 use agentloom_core::{GraphDoc, Usage, Value, ValueMap, clip_chars, escape_control};
 use agentloom_engine::eval::{self, CheckResult};
 use agentloom_engine::{
-    EvaluationRow, EvaluationRun, RecordedCall, Replay, ReplayMiss, RunOptions,
-    RunStatus, RunStore, new_run_id,
+    EvaluationRow, EvaluationRun, RecordedCall, Replay, ReplayMiss, RunOptions, RunStatus,
+    RunStore, new_run_id,
 };
 use futures::StreamExt as _;
 use serde::Serialize;
@@ -687,8 +687,13 @@ impl Judge {
             .map_err(|e| e.to_string())
             .and_then(|doc| {
                 let source = crate::GraphSource::of_doc(doc, None);
-                crate::Prepared::new(&source, self.trust.clone(), &crate::Credentials::Default, None)
-                    .map_err(|problems| problems.join("; "))
+                crate::Prepared::new(
+                    &source,
+                    self.trust.clone(),
+                    &crate::Credentials::Default,
+                    None,
+                )
+                .map_err(|problems| problems.join("; "))
             });
         let prepared = match prepared {
             Ok(prepared) => prepared,

@@ -132,8 +132,13 @@ impl GraphRunner {
         folder: &Path,
         cancel: CancellationToken,
     ) -> FinishedRun {
-        self.run_inner(inputs, Workspace::MadeOnUse(folder.to_owned()), cancel, None)
-            .await
+        self.run_inner(
+            inputs,
+            Workspace::MadeOnUse(folder.to_owned()),
+            cancel,
+            None,
+        )
+        .await
     }
 
     /// [`GraphRunner::run`], its outbound calls answered from `replay` when given.
@@ -144,8 +149,13 @@ impl GraphRunner {
         cancel: CancellationToken,
         replay: Option<Arc<agentloom_engine::Replay>>,
     ) -> FinishedRun {
-        self.run_inner(inputs, Workspace::Shared(workspace.to_owned()), cancel, replay)
-            .await
+        self.run_inner(
+            inputs,
+            Workspace::Shared(workspace.to_owned()),
+            cancel,
+            replay,
+        )
+        .await
     }
 
     async fn run_inner(

@@ -120,9 +120,12 @@ pub fn catalog_for(
     let why = why.filter(|_| source.is_on_disk());
     registry.for_graph_snapshot(file, source.files().clone(), why);
     let problems = if trust.is_trusted() {
-        agentloom_blocks::mcp::add_mcp_tools_recorded(&mut registry, source.doc(), secrets, &|list| {
-            replay?.catalog_answer(&list.source, &list.call())
-        })
+        agentloom_blocks::mcp::add_mcp_tools_recorded(
+            &mut registry,
+            source.doc(),
+            secrets,
+            &|list| replay?.catalog_answer(&list.source, &list.call()),
+        )
     } else {
         untrusted_problems(source.doc(), file)
     };
@@ -177,15 +180,11 @@ impl Prepared {
         let (registry, problems) = catalog_for(source, &trust, secrets.as_ref(), replay);
         let label = source.path().unwrap_or(Path::new("graph"));
         let doc = Arc::new(runnable_doc(source.doc().clone(), &trust));
-        let mut problems: Vec<String> =
-            problems.iter().map(|p| format_problem(label, p)).collect();
+        let mut problems: Vec<String> = problems.iter().map(|p| format_problem(label, p)).collect();
         match validate_shared(doc.clone(), &registry) {
-            Ok(graph) if problems.is_empty() => Ok(Self::ready(
-                Arc::new(registry),
-                graph,
-                trust,
-                secrets,
-            )),
+            Ok(graph) if problems.is_empty() => {
+                Ok(Self::ready(Arc::new(registry), graph, trust, secrets))
+            }
             Ok(_) => Err(problems),
             Err(mut more) => {
                 if !trust.is_trusted() {
@@ -321,7 +320,9 @@ impl Prepared {
             files.freeze();
         }
         let mut executor = if made_on_use {
-            self.executor.clone().with_workspace_made_on_use(folder.clone())
+            self.executor
+                .clone()
+                .with_workspace_made_on_use(folder.clone())
         } else {
             self.executor.clone().with_workspace(folder.clone())
         };

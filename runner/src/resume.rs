@@ -63,3 +63,26 @@ pub fn still_untrusted_file(
         .map(PathBuf::from)
         .filter(|file| !trusted(file)))
 }
+
+/// Recorded run `run_id` (holding `doc`) made ready to resume under its own id: the graph
+/// files it calls as kept with it (never as they are now), and the trust it ran with: a
+/// run of a file its user had not trusted stays without credentials, servers or private
+/// network, unless the file as it is now is `trusted`.
+pub fn prepare_recorded(
+    store: &RunStore,
+    run_id: &str,
+    doc: agentloom_core::GraphDoc,
+    trusted: impl Fn(&Path) -> bool,
+    credentials: &crate::Credentials,
+) -> Result<crate::Prepared, String> {
+    let kept = store.graph_files(run_id).map_err(|e| e.to_string())?;
+    let untrusted = still_untrusted_file(store, run_id, trusted).map_err(|e| e.to_string())?;
+    let trust = crate::Trust::of(untrusted.is_none(), untrusted.as_deref());
+    let source = crate::GraphSource::with_files(doc, untrusted.as_deref(), kept);
+    crate::Prepared::new(&source, trust, credentials, None).map_err(|problems| {
+        format!(
+            "the recorded graph cannot run any more: {}",
+            problems.join("; ")
+        )
+    })
+}

@@ -556,15 +556,17 @@ pub(crate) fn needs_in(doc: &GraphDoc, file: Option<&Path>, tree: Option<&FileTr
                     node.id
                 ));
             }
-            let asks_private = node
-                .config
-                .iter()
-                .any(|(key, value)| key.ends_with("allow_private_network") && value.as_bool() == Some(true));
+            let asks_private = node.config.iter().any(|(key, value)| {
+                key.ends_with("allow_private_network") && value.as_bool() == Some(true)
+            });
             if asks_private {
                 private_network.insert(format!("node `{}`{place}", node.id));
             }
             for url in local_endpoints_of(node) {
-                endpoints.insert(format!("{url}, a local address, from node `{}`{place}", node.id));
+                endpoints.insert(format!(
+                    "{url}, a local address, from node `{}`{place}",
+                    node.id
+                ));
             }
         }
     }
@@ -636,10 +638,7 @@ fn credential_target(node: &agentloom_core::NodeDoc) -> String {
         .filter_map(|(_, url)| host_port(url))
         .collect();
     if !urls.is_empty() {
-        return format!(
-            "at {}",
-            urls.into_iter().collect::<Vec<_>>().join(", ")
-        );
+        return format!("at {}", urls.into_iter().collect::<Vec<_>>().join(", "));
     }
     match node.config.get("provider").and_then(|p| p.as_str()) {
         Some(provider) => format!("at the hosted API of provider `{provider}`"),
@@ -660,7 +659,9 @@ pub fn is_local_url(url: &url::Url) -> bool {
             ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified()
         }
         Some(url::Host::Ipv6(ip)) => match ip.to_ipv4_mapped() {
-            Some(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified(),
+            Some(v4) => {
+                v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified()
+            }
             None => {
                 ip.is_loopback()
                     || ip.is_unspecified()
@@ -858,6 +859,8 @@ pub fn drop_offline_tool_nodes(problems: &mut Vec<Problem>, doc: &GraphDoc) {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
+    use std::sync::Arc;
+
     use serde_json::json;
 
     use super::*;
@@ -1046,10 +1049,27 @@ mod tests {
         );
         // The catalog of the untrusted file holds it back; trusted, it is not.
         let secrets = UntrustedSecrets::new(Some(&path));
-        let (_, untrusted) = crate::catalog::catalog_for(&doc, Some(&path), false, &secrets);
+        let source = crate::GraphSource::read(&path).unwrap();
+        let untrusted_run = crate::Trust::of(false, Some(&path));
+        let (_, untrusted) = crate::launch::catalog_for(&source, &untrusted_run, &secrets, None);
         assert_eq!(untrusted, problems);
-        let (_, trusted) = crate::catalog::catalog_for(&doc, Some(&path), true, &secrets);
+        let (_, trusted) =
+            crate::launch::catalog_for(&source, &crate::Trust::Trusted, &secrets, None);
         assert!(trusted.is_empty(), "{trusted:?}");
+        // The app's catalog, and a run made ready through the runner, refuse it too.
+        let (_, editing) =
+            crate::catalog::for_editing_with_servers(&doc, Some(&path), &untrusted_run, &secrets);
+        assert_eq!(editing, problems);
+        let catalog = Arc::new(crate::catalog::for_editing(Some(&path), &untrusted_run));
+        let refused = crate::Prepared::with_catalog(
+            catalog,
+            doc.clone(),
+            untrusted_run,
+            &crate::Credentials::Default,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(refused, problems);
     }
 
     #[test]

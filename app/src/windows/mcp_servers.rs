@@ -3,6 +3,7 @@
 //! once connected; connecting runs on a thread of its own, so a slow or unreachable server
 //! never holds up the window.
 
+use agentloom_runner::Trust;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
@@ -31,7 +32,8 @@ struct CatalogFor {
 
 impl CatalogFor {
     fn builtin(&self) -> Registry {
-        agentloom_runner::catalog::builtin_for(self.graph_file.as_deref(), self.trusted)
+        let file = self.graph_file.as_deref();
+        agentloom_runner::catalog::for_editing(file, &Trust::of(self.trusted, file))
     }
 }
 
@@ -87,7 +89,9 @@ impl McpConnector {
             self.pending = None;
             let catalog = wanted.builtin();
             let problems = match (&wanted.graph_file, trusted) {
-                (Some(file), false) => agentloom_runner::trust::offline_server_problems(doc, file),
+                (Some(file), false) => {
+                    agentloom_runner::launch::untrusted_problems(doc, Some(file))
+                }
                 _ => Vec::new(),
             };
             self.connected = wanted;
@@ -101,8 +105,12 @@ impl McpConnector {
             .name("agentloom-mcp-connect".to_owned())
             .spawn(move || {
                 let file = for_thread.graph_file.as_deref();
-                let (catalog, problems) =
-                    agentloom_runner::catalog::catalog_for(&servers, file, true, secrets.as_ref());
+                let (catalog, problems) = agentloom_runner::catalog::for_editing_with_servers(
+                    &servers,
+                    file,
+                    &Trust::Trusted,
+                    secrets.as_ref(),
+                );
                 // The app may have moved on to other servers; then nobody listens.
                 let _ = sender.send((catalog, problems));
             });

@@ -6,11 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentloom_blocks::Registry;
 use agentloom_core::{GraphDoc, SecretSource, Usage, ValueMap};
 use agentloom_engine::{
-    EventKind, EventSink, LogPolicy, RunEvent, RunOptions,
-    RunReport, RunSeed, RunStatus, RunStore,
+    EventKind, EventSink, LogPolicy, RunEvent, RunOptions, RunReport, RunSeed, RunStatus, RunStore,
 };
 use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::{AckKind, Message};
@@ -18,11 +16,11 @@ use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::follow::events_so_far;
-use crate::{Credentials, GraphSource, Launch, Log, Prepared, Trust, Workspace};
 use super::{
     ERROR_HEADER, Nats, QUEUE_STREAM, RemoteError, RunRequest, WORKER_HEADER, WORKERS_CONSUMER,
     WorkItem, dead_subject, run_subject,
 };
+use crate::{Credentials, GraphSource, Launch, Log, Prepared, Trust, Workspace};
 
 /// How one worker runs.
 #[derive(Clone)]
@@ -513,7 +511,6 @@ fn reported_waiting(payload: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(payload)
         .is_ok_and(|report| report["status"] == RunStatus::Waiting.as_str())
 }
-
 
 /// A header value holds one line.
 fn one_line(text: &str) -> String {

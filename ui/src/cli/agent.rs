@@ -5,17 +5,14 @@ use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentloom_blocks::Registry;
 use agentloom_blocks::agent::Step;
-use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap, validate};
-use agentloom_engine::{
-    Approver, EventKind, EventSink, Executor, FanoutSink, RunEvent, RunOptions, RunStatus,
-};
+use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, Value, ValueMap};
+use agentloom_engine::{Approver, EventKind, EventSink, RunEvent, RunOptions, RunStatus};
 use serde_json::json;
 
 use super::terminal_approver::TerminalApprover;
 use super::{EXIT_FAILED, EXIT_INVALID, EXIT_WAITING};
-use crate::runner::{self, record::RunContext, record::RunRecording};
+use crate::runner::{self, Credentials, GraphSource, Launch, Log, Prepared, Trust, Workspace};
 
 /// Every built-in tool of the agent block.
 const ALL_TOOLS: &str = "read_file, write_file, list_files, run_code, http_get, finish";
@@ -94,12 +91,13 @@ fn agent_graph(args: &AgentArgs) -> GraphDoc {
 }
 
 pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
-    let registry = Arc::new(Registry::builtin());
-    let graph = match validate(&agent_graph(&args), registry.as_ref()) {
-        Ok(graph) => graph,
+    // The command line's own graph: its user typed every part of it, so it is trusted.
+    let source = GraphSource::of_doc(agent_graph(&args), None);
+    let prepared = match Prepared::new(&source, Trust::Trusted, &Credentials::Default, None) {
+        Ok(prepared) => prepared,
         Err(problems) => {
             for p in &problems {
-                eprintln!("{}", p.message);
+                eprintln!("{p}");
             }
             return Ok(EXIT_INVALID);
         }
@@ -111,49 +109,35 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         print: !args.json,
         steps: std::sync::Mutex::new(Vec::new()),
     });
-    let mut sinks: Vec<Arc<dyn EventSink>> = vec![steps.clone()];
-    let recording = RunRecording::start_or_warn(
-        args.db.clone(),
-        &graph.doc,
-        agentloom_engine::LogPolicy::default(),
-        RunContext::default(),
-    );
-    let store = recording.as_ref().map(|r| r.store().clone());
-    if let Some(recording) = &recording {
-        sinks.extend(recording.sinks());
-    }
-    let mut executor = Executor::new(registry)
-        .with_workspace(workspace.clone())
-        .with_secrets(runner::default_secrets());
+    let log = match runner::open_run_log(args.db.clone()) {
+        Ok(store) => Some(Log::new(store)),
+        Err(err) => {
+            eprintln!("warning: this run will not be logged: {err:#}");
+            None
+        }
+    };
     // Safe mode asks on the terminal. Without one, the run pauses, stored in the run log
     // (exit 3), until `agentloom approve` or `agentloom reject` resumes it.
     let ask = (!args.yes && std::io::stdin().is_terminal())
         .then(|| Arc::new(TerminalApprover::new(None)) as Arc<dyn Approver>);
-    if let Some(approver) = runner::approver(store.as_ref(), ask) {
-        executor = executor.with_approver(approver);
-    }
     let runtime = super::async_runtime()?;
     let cancel = tokio_util::sync::CancellationToken::new();
-    let options = RunOptions {
-        cancel: cancel.clone(),
-        ..RunOptions::default()
+    let launch = Launch {
+        options: RunOptions {
+            cancel: cancel.clone(),
+            ..RunOptions::default()
+        },
+        log,
+        sinks: vec![steps.clone()],
+        ask,
+        ..Launch::new(ValueMap::new(), Workspace::Folder(workspace))
     };
     super::interrupt::watch(cancel.clone());
-    let report = runtime.block_on(async {
-        executor
-            .run(
-                Arc::new(graph),
-                ValueMap::new(),
-                options,
-                Arc::new(FanoutSink(sinks)),
-            )
-            .await
-    });
-    if let Some(recording) = recording
-        && let Err(err) = recording.finish(&report.run_id, Some(&workspace))
-    {
+    let launched = runtime.block_on(prepared.launch(launch));
+    if let Some(err) = &launched.log_error {
         eprintln!("warning: {err}");
     }
+    let report = launched.report;
     let answer = report.outputs.get("answer").map(Value::to_text);
     let steps = steps.steps.lock().map(|s| s.clone()).unwrap_or_default();
     if args.json {

@@ -2,7 +2,6 @@
 //! from the run log; seeds for `run --from`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest, Escaped, ValidGraph, Value};
 use agentloom_engine::{RunSeed, RunStatus};
@@ -10,8 +9,7 @@ use agentloom_engine::{RunSeed, RunStatus};
 pub use super::approval_choice::ResumeArgs;
 use super::approval_choice::{decided_line, pick_and_decide};
 use super::{EXIT_INVALID, Execution, execute, workspace_dir};
-use crate::runner::catalog::recorded_graph;
-use crate::runner::resume::{claim_refusal, still_untrusted_file};
+use crate::runner::resume::{claim_refusal, prepare_recorded};
 use crate::runner::{self, open_run_log};
 
 #[derive(Debug, clap::Args)]
@@ -112,19 +110,29 @@ fn decide_and_resume(
                 return Ok(EXIT_INVALID);
             }
         };
-    // The graph files the run calls as they were when it started, not as they are now.
-    let kept = store.graph_files(&run_id)?;
-    let recorded_graph = detail
-        .graph_doc()
-        .map_err(|e| e.to_string())
-        .and_then(|doc| recorded_graph(&doc, kept));
-    let (registry, graph) = match recorded_graph {
-        Ok(recorded) => recorded,
-        Err(message) => {
+    // The graph files the run calls as they were when it started, not as they are now; a
+    // run of a file its user had not trusted stays untrusted, unless the file (as it is
+    // now) has been trusted since.
+    let doc = match detail.graph_doc() {
+        Ok(doc) => doc,
+        Err(err) => {
             eprintln!(
-                "run {run_id}: the recorded graph cannot run any more: {}",
-                Escaped(&message)
+                "run {run_id}: the recorded graph cannot be read: {}",
+                Escaped(&err.to_string())
             );
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let prepared = match prepare_recorded(
+        &store,
+        &run_id,
+        doc,
+        crate::trust::is_trusted,
+        &runner::Credentials::Default,
+    ) {
+        Ok(prepared) => prepared,
+        Err(message) => {
+            eprintln!("run {run_id}: {}", Escaped(&message));
             return Ok(EXIT_INVALID);
         }
     };
@@ -135,13 +143,6 @@ fn decide_and_resume(
         return Ok(EXIT_INVALID);
     }
     let seed = store.resume_seed(&run_id)?;
-    // A run of a file its user had not trusted stays without credentials, unless the file
-    // (as it is now) has been trusted since.
-    let untrusted_file = still_untrusted_file(&store, &run_id, crate::trust::is_trusted)?;
-    let secrets: Arc<dyn agentloom_core::SecretSource> = match &untrusted_file {
-        Some(file) => Arc::new(crate::trust::UntrustedSecrets::new(file)),
-        None => runner::default_secrets(),
-    };
     // The run resumes where it started, wherever this is typed, unless told otherwise.
     let recorded = match args.workspace {
         Some(_) => None,
@@ -169,8 +170,7 @@ fn decide_and_resume(
         );
     }
     execute(
-        registry,
-        graph,
+        &prepared,
         detail.inputs.clone(),
         Execution {
             db: args.db,
@@ -181,8 +181,6 @@ fn decide_and_resume(
             concurrency: None,
             run_id: Some(run_id),
             seed: Some(seed),
-            secrets,
-            untrusted_file,
             replay: None,
         },
     )

@@ -43,14 +43,14 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentloom_blocks::Registry;
-use agentloom_core::{BlockCatalog, GraphDoc, ValidGraph, Value, ValueMap};
+use agentloom_core::{BlockCatalog, GraphDoc, Value, ValueMap};
 use agentloom_core::{Escaped, escape_control};
-use agentloom_engine::{EventSink, Executor, FanoutSink, RunOptions, RunSeed, RunStatus};
+use agentloom_engine::{RunOptions, RunSeed, RunStatus};
 use anyhow::Context as _;
 
-use crate::runner::record::RunRecording;
-use crate::runner::{self, check_inputs, format_problem, load_graph, open_run_log};
+use crate::runner::{
+    self, GraphSource, Launch, Prepared, Trust, check_inputs, format_problem, open_run_log,
+};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
@@ -282,15 +282,16 @@ pub fn run_command(command: CliCommand) -> anyhow::Result<i32> {
 }
 
 fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
-    let (ok, problems): (bool, Vec<serde_json::Value>) = match load_graph(path) {
+    let (ok, problems): (bool, Vec<serde_json::Value>) = match GraphSource::read(path) {
         Err(err) => (
             false,
             vec![json!({"kind": "load", "message": err.to_string()})],
         ),
-        Ok(doc) => {
+        Ok(source) => {
             // MCP servers of a trusted file are started to learn their tools; one that
             // cannot start is a problem. An untrusted file's are not started at all.
-            let (_, problems) = runner::catalog::check_file(path, &doc);
+            let trust = Trust::of(source.is_trusted(), Some(path));
+            let (_, problems) = runner::launch::check(&source, &trust);
             if !json {
                 for p in &problems {
                     eprintln!("{}", format_problem(path, p));
@@ -320,17 +321,19 @@ fn validate_command(path: &Path, json: bool) -> anyhow::Result<i32> {
 }
 
 fn blocks_command(json: bool, graph: Option<&Path>) -> anyhow::Result<i32> {
-    let mut registry = Registry::builtin();
+    let mut registry = runner::catalog::builtin();
     if let Some(path) = graph {
-        let doc = match load_graph(path) {
-            Ok(doc) => doc,
+        let source = match GraphSource::read(path) {
+            Ok(source) => source,
             Err(err) => {
                 eprintln!("{err}");
                 return Ok(EXIT_INVALID);
             }
         };
+        let trust = Trust::of(source.is_trusted(), Some(path));
+        let secrets = runner::launch::secrets_for(&trust, &runner::Credentials::Default);
         let problems;
-        (registry, problems) = runner::catalog::for_file(path, &doc);
+        (registry, problems) = runner::launch::catalog_for(&source, &trust, secrets.as_ref(), None);
         if !problems.is_empty() {
             for p in &problems {
                 eprintln!("{}", format_problem(path, p));
@@ -538,20 +541,19 @@ pub(crate) fn phase(name: &str) {
 
 fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     phase("started");
-    // Read and parsed once: trust is checked against the document that runs.
-    let file = match runner::read_graph(&args.graph) {
-        Ok(file) => file,
+    // Read once: trust is checked against the document that runs, and every file it calls.
+    let source = match GraphSource::read(&args.graph) {
+        Ok(source) => source,
         Err(err) => {
             eprintln!("{}", Escaped(&err.to_string()));
             return Ok(EXIT_INVALID);
         }
     };
     phase("graph file read");
-    let Some(trusted) = trust::trust_for_run(&args.graph, args.trust, &file) else {
+    let Some(trusted) = trust::trust_for_run(&args.graph, args.trust, &source) else {
         return Ok(EXIT_INVALID);
     };
     phase("trust decided");
-    let secrets = runner::secrets_for(&args.graph, trusted);
     // Before the graph loads: a replay lists MCP tools from the recording, starting no server.
     let replay = match &args.replay {
         Some(run_id) => {
@@ -565,14 +567,14 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         }
         None => None,
     };
-    let (registry, graph) = match runner::catalog::validate_with_tools(
-        &args.graph,
-        file.doc,
-        secrets.as_ref(),
-        trusted,
+    let trust = Trust::of(trusted, Some(&args.graph));
+    let prepared = match Prepared::new(
+        &source,
+        trust,
+        &runner::Credentials::Default,
         replay.as_deref(),
     ) {
-        Ok(loaded) => loaded,
+        Ok(prepared) => prepared,
         Err(problems) => {
             for p in &problems {
                 eprintln!("{}", Escaped(p));
@@ -580,15 +582,13 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
+    drop(source);
     phase("graph validated");
-    if let Some(note) = (!trusted)
-        .then(|| crate::trust::safe_mode_note(&args.graph, &graph))
-        .flatten()
-    {
+    if let Some(note) = prepared.safe_mode_note() {
         eprintln!("{note}");
     }
     let inputs = match parse_inputs(&args.inputs)
-        .and_then(|inputs| check_inputs(&graph, &inputs).map(|()| inputs))
+        .and_then(|inputs| check_inputs(prepared.graph(), &inputs).map(|()| inputs))
     {
         Ok(inputs) => inputs,
         Err(message) => {
@@ -604,7 +604,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     };
     let seed = match (&args.from, &args.reuse) {
         (Some(from), Some(reuse)) => {
-            match approval::run_from_seed(args.db.clone(), &graph, from, reuse) {
+            match approval::run_from_seed(args.db.clone(), prepared.graph(), from, reuse) {
                 Ok(seed) => Some(seed),
                 Err(message) => {
                     eprintln!("{}: {message}", args.graph.display());
@@ -615,8 +615,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
         _ => None,
     };
     execute(
-        registry,
-        graph,
+        &prepared,
         inputs,
         Execution {
             db: args.db,
@@ -627,8 +626,6 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             concurrency: args.concurrency,
             run_id: None,
             seed,
-            secrets,
-            untrusted_file: (!trusted).then(|| args.graph.clone()),
             replay,
         },
     )
@@ -646,98 +643,67 @@ struct Execution {
     /// Set when resuming a recorded run under its own id.
     run_id: Option<String>,
     seed: Option<RunSeed>,
-    /// The credentials the run may use (none for an untrusted file).
-    secrets: Arc<dyn agentloom_core::SecretSource>,
-    /// The graph file, when its user has not trusted it: kept with the run, so that
-    /// resuming it after an approval still sends no credential.
-    untrusted_file: Option<PathBuf>,
     /// The recording the run's outbound calls are answered from (`--replay`).
     replay: Option<Arc<agentloom_engine::Replay>>,
 }
 
-/// Runs a validated graph headless: recorded, with progress on stderr and the result on
+/// Runs a prepared graph headless: recorded, with progress on stderr and the result on
 /// stdout; returns the exit code (3 when it pauses for an approval).
-fn execute(
-    registry: Arc<Registry>,
-    graph: ValidGraph,
-    inputs: ValueMap,
-    run: Execution,
-) -> anyhow::Result<i32> {
-    let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
-    let files = registry.graph_files().cloned();
-    // What runs is what was validated, whatever happens to the files meanwhile.
-    if let Some(files) = &files {
-        files.freeze();
-    }
+fn execute(prepared: &Prepared, inputs: ValueMap, run: Execution) -> anyhow::Result<i32> {
     let policy = if run.full_log {
         agentloom_engine::LogPolicy::full()
     } else {
         agentloom_engine::LogPolicy::default()
     };
-    // The CLI records the workspace when the run ends.
-    let context = runner::record::RunContext {
-        workspace: None,
-        graph_files: files,
-        untrusted_file: run.untrusted_file.clone(),
-        resumes: run.run_id.clone(),
+    let log = if run.no_log {
+        None
+    } else {
+        match open_run_log(run.db.clone()) {
+            Ok(store) => Some(runner::Log { store, policy }),
+            Err(err) => {
+                eprintln!("warning: this run will not be logged: {err:#}");
+                None
+            }
+        }
     };
-    let recording = (!run.no_log)
-        .then(|| RunRecording::start_or_warn(run.db.clone(), &graph.doc, policy, context))
-        .flatten();
-    let store = recording.as_ref().map(|r| r.store().clone());
-    if let Some(recording) = &recording {
-        sinks.extend(recording.sinks());
-    }
     let interactive = std::io::stderr().is_terminal();
     let progress = Arc::new(progress::ProgressSink::new(interactive, !run.json));
-    sinks.push(progress.clone());
-
     let runtime = async_runtime()?;
-    let mut executor = Executor::new(registry)
-        .with_workspace(run.workspace.clone())
-        .with_secrets(run.secrets.clone());
     // A person at a terminal is asked; otherwise the run pauses, stored in the run log.
     let ask = (std::io::stdin().is_terminal() && interactive && !run.json).then(|| {
         Arc::new(terminal_approver::TerminalApprover::new(Some(
             progress.clone(),
         ))) as _
     });
-    if let Some(approver) = runner::approver(store.as_ref(), ask) {
-        executor = executor.with_approver(approver);
-    }
     let cancel = tokio_util::sync::CancellationToken::new();
-    let options = RunOptions {
-        cancel: cancel.clone(),
-        concurrency: run.concurrency,
-        run_id: run.run_id,
-        seed: run.seed.map(Arc::new),
-        replay: run.replay,
-        ..RunOptions::default()
+    let launch = Launch {
+        options: RunOptions {
+            cancel: cancel.clone(),
+            concurrency: run.concurrency,
+            run_id: run.run_id,
+            seed: run.seed.map(Arc::new),
+            replay: run.replay,
+            ..RunOptions::default()
+        },
+        log,
+        sinks: vec![progress.clone()],
+        ask,
+        // The CLI records the workspace when the run ends.
+        ..Launch::new(inputs, runner::Workspace::Folder(run.workspace))
     };
     phase("run log and runtime ready");
     interrupt::watch(cancel.clone());
-    let report = runtime.block_on(async {
-        executor
-            .run(
-                Arc::new(graph),
-                inputs,
-                options,
-                Arc::new(FanoutSink(sinks)),
-            )
-            .await
-    });
+    let launched = runtime.block_on(prepared.launch(launch));
     // Blocking work a cancelled node left behind (a read that never returns) is abandoned.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     phase("graph ran");
     progress.finish();
-    if let Some(recording) = recording
-        && let Err(err) = recording.finish(&report.run_id, Some(&run.workspace))
-    {
+    if let Some(err) = &launched.log_error {
         eprintln!("warning: {err}");
     }
     phase("run log written");
 
-    let shown = print_report(&report, run.json)?;
+    let shown = print_report(&launched.report, run.json)?;
     phase("result printed");
     Ok(shown)
 }

@@ -11,7 +11,7 @@ use crate::remote::local_log::LocalRecord;
 use crate::remote::{Nats, follow::follow, request_for};
 
 use super::{EXIT_FAILED, EXIT_INVALID, async_runtime, parse_inputs, print_report};
-use crate::runner::open_run_log;
+use crate::runner::{GraphSource, open_run_log};
 
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
@@ -34,11 +34,27 @@ pub struct SubmitArgs {
     /// How many nodes of the run may do CPU-bound work at once on the worker.
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// Trust the graph file for this run without asking (see `agentloom trust`). A worker
+    /// runs the request trusted only when it was started with `--trust` too.
+    #[arg(long)]
+    pub trust: bool,
 }
 
 pub fn submit_command(args: SubmitArgs) -> anyhow::Result<i32> {
+    // Read once, trusted as `run` decides: the request carries the graph that was read and
+    // the verdict on it.
+    let source = match GraphSource::read(&args.graph) {
+        Ok(source) => source,
+        Err(err) => {
+            eprintln!("{}", Escaped(&err.to_string()));
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let Some(trusted) = super::trust::trust_for_run(&args.graph, args.trust, &source) else {
+        return Ok(EXIT_INVALID);
+    };
     let request = match parse_inputs(&args.inputs)
-        .and_then(|inputs| request_for(&args.graph, inputs, args.concurrency))
+        .and_then(|inputs| request_for(&source, trusted, inputs, args.concurrency))
     {
         Ok(request) => request,
         Err(message) => {

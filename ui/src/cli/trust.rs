@@ -4,10 +4,10 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::trust::{GraphFile, TrustStore, fingerprint, needs_of};
+use crate::runner::GraphSource;
+use crate::trust::{TrustStore, fingerprint};
 
 use super::EXIT_INVALID;
-use crate::runner::load_graph;
 
 #[derive(Debug, clap::Args)]
 pub struct TrustArgs {
@@ -55,15 +55,20 @@ pub fn trust_command(args: TrustArgs) -> anyhow::Result<i32> {
     let Some(path) = args.graph else {
         return Ok(EXIT_INVALID);
     };
-    let doc = match load_graph(&path) {
-        Ok(doc) => doc,
+    // Read once: what is trusted is what was read, and what it lets is said of that.
+    let source = match GraphSource::read(&path) {
+        Ok(source) => source,
         Err(message) => {
             eprintln!("{message}");
             return Ok(EXIT_INVALID);
         }
     };
-    store.trust(fingerprint(&path)?)?;
-    let lines = needs_of(&doc, Some(&path)).lines();
+    let print = match source.fingerprint() {
+        Some(print) => print.clone(),
+        None => fingerprint(&path)?,
+    };
+    store.trust(print)?;
+    let lines = source.needs().lines();
     if lines.is_empty() {
         eprintln!(
             "{}: trusted (it runs without safe mode forced on)",
@@ -83,12 +88,12 @@ pub fn trust_command(args: TrustArgs) -> anyhow::Result<i32> {
 /// question. Otherwise a person at the terminal is shown what trusting allows and asked
 /// (yes records the trust; no runs it offline); without a terminal the list and the fix
 /// are printed and the answer is `None` (exit 2).
-/// `file` is the file as read once for the run: trust is checked against what runs.
-pub(crate) fn trust_for_run(path: &Path, given: bool, file: &GraphFile) -> Option<bool> {
-    if given || crate::trust::is_trusted_read(path, file) {
+/// `source` is the file as read once for the run: trust is checked against what runs.
+pub(crate) fn trust_for_run(path: &Path, given: bool, source: &GraphSource) -> Option<bool> {
+    if given || source.is_trusted() {
         return Some(true);
     }
-    let needs = needs_of(&file.doc, Some(path));
+    let needs = source.needs();
     if needs.is_empty() {
         return Some(false);
     }
@@ -112,12 +117,12 @@ pub(crate) fn trust_for_run(path: &Path, given: bool, file: &GraphFile) -> Optio
         let _ = writeln!(stderr, "kept offline: running it untrusted, in safe mode");
         return Some(false);
     }
-    match crate::trust::fingerprint_of_read(path, file)
-        .map_err(anyhow::Error::from)
-        .and_then(|print| {
-            TrustStore::open_default()?.trust(print)?;
-            Ok(())
-        }) {
+    let recorded = match source.fingerprint() {
+        Some(print) => TrustStore::open_default().and_then(|store| store.trust(print.clone())),
+        None => crate::trust::fingerprint(path)
+            .and_then(|print| TrustStore::open_default()?.trust(print)),
+    };
+    match recorded {
         Ok(()) => {
             let _ = writeln!(stderr, "{}: trusted", path.display());
         }
