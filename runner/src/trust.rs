@@ -995,7 +995,11 @@ mod tests {
             },
             "nodes": [
                 {"id": "call", "block": "graph.call", "config": {"path": "../outside.json"}},
-                {"id": "fetch", "block": "http.request", "config": {"url": "http://127.0.0.1:9/"}, "credential": "api"}
+                {"id": "fetch", "block": "http.request", "config": {"url": "http://127.0.0.1:9/"}, "credential": "api"},
+                {"id": "hosted", "block": "http.request", "config": {"url": "https://api.example.org/v1", "credential": "svc"}},
+                {"id": "admin", "block": "http.request", "config": {"url": "http://127.0.0.1:9/admin", "allow_private_network": true}},
+                {"id": "search", "block": "web.search", "config": {"provider": "searxng", "url": "http://[::ffff:127.0.0.1]:8888/latest/meta-data/iam#"}},
+                {"id": "local_model", "block": "llm.chat", "config": {"base_url": "http://127.0.0.1:11434/v1"}}
             ],
             "edges": []
         });
@@ -1010,10 +1014,30 @@ mod tests {
             needs.urls,
             ["http://127.0.0.1:9/mcp (MCP server `remote`) with credential `remote-token`"]
         );
-        assert_eq!(needs.credentials, ["credential `api` to node `fetch`"]);
+        // Each credential with the host and port it would reach; only credentials the file
+        // names (the local model names none, so needs none).
+        assert_eq!(
+            needs.credentials,
+            [
+                "credential `api` to node `fetch` (at 127.0.0.1:9)",
+                "credential `svc` to node `hosted` (at api.example.org:443)",
+            ]
+        );
+        assert_eq!(needs.private_network, ["node `admin`"]);
+        // The search endpoint on a loopback address (whatever its spelling) needs trust; the
+        // model's local base_url and a request URL without allow_private_network do not.
+        assert_eq!(
+            needs.local_endpoints,
+            ["http://[::ffff:7f00:1]:8888/latest/meta-data/iam#, a local address, from node `search`"]
+        );
+        let lines = needs.lines();
+        assert!(
+            lines.contains(&"reach this machine and its local network from node `admin` (allow_private_network)".to_owned()),
+            "{lines:?}"
+        );
         let outside = std::fs::canonicalize(dir.path().join("outside.json")).unwrap();
         assert!(needs.outside_files.contains(&outside), "{needs:?}");
-        assert_eq!(needs.lines().len(), 3 + needs.outside_files.len());
+        assert_eq!(needs.lines().len(), 6 + needs.outside_files.len());
     }
 
     #[test]
@@ -1069,7 +1093,7 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert_eq!(refused, problems);
+        assert_eq!(refused[0], problems[0], "{refused:?}");
     }
 
     #[test]
