@@ -82,7 +82,7 @@ impl HttpRequest {
             .field(
                 ConfigField::boolean("allow_private_network", "Allow private network")
                     .default_value(serde_json::json!(false))
-                    .help("Let the request reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it; in safe mode a person is asked."),
+                    .help("Let the request reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it; in safe mode a person is asked. A graph file that is not trusted is refused such an address even when this is on."),
             ),
         }
     }
@@ -377,7 +377,7 @@ impl HttpNode {
         secret: Option<&Secret>,
     ) -> Result<Response, BlockError> {
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
-        let mut request = net::client_for(reach)?
+        let mut request = net::client_for(ctx, reach)?
             .request(self.method.clone(), url)
             .headers(self.headers.clone())
             .timeout(self.timeout);
@@ -482,8 +482,9 @@ impl HttpNode {
 const LOCAL_ADDRESS: &str = "local_address";
 
 impl HttpNode {
-    /// Sends the request; in safe mode, a local address refused by the graph's settings is
-    /// put to a person, and the request is sent again if they approve.
+    /// Sends the request; in safe mode, a local address refused (by the graph's settings,
+    /// or because the run may not reach the private network) is put to a person, and the
+    /// request is sent again if they approve.
     async fn send_or_ask(
         &self,
         ctx: &dyn RunCtx,
@@ -495,7 +496,7 @@ impl HttpNode {
             .send(ctx, self.reach, url.clone(), body.clone(), secret)
             .await
         {
-            Err(err) if self.reach == net::Reach::Public && ctx.safe_mode() => err,
+            Err(err) if self.reach.within(ctx) == net::Reach::Public && ctx.safe_mode() => err,
             done => return done,
         };
         let Some(address) = err
@@ -515,7 +516,8 @@ impl HttpNode {
             ])),
         );
         if ctx.request_approval(request).await?.is_approved() {
-            self.send(ctx, net::Reach::Any, url, body, secret).await
+            self.send(ctx, net::Reach::Approved, url, body, secret)
+                .await
         } else {
             Err(err)
         }
@@ -816,6 +818,106 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out.get("status"), Some(&Value::Integer(200)));
+    }
+
+    /// A loopback server counting the requests it received, on `ip` (a loopback address).
+    async fn counting_server(ip: &str) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = Router::new().route(
+            "/latest/meta-data/iam",
+            any(move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { "admin page" }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (port, hits)
+    }
+
+    #[tokio::test]
+    async fn a_run_that_may_not_reach_the_private_network_is_refused_whatever_the_graph_says() {
+        let (port, hits) = counting_server("127.0.0.1").await;
+        let (other_port, other_hits) = counting_server("127.0.0.2").await;
+        let untrusted = TestCtx::new().with_private_network(false);
+        for url in [
+            format!("http://127.0.0.1:{port}/latest/meta-data/iam#"),
+            format!("http://127.1:{port}/latest/meta-data/iam"),
+            format!("http://[::ffff:127.0.0.1]:{port}/latest/meta-data/iam"),
+            format!("http://localhost:{port}/latest/meta-data/iam"),
+            format!("http://127.0.0.2:{other_port}/latest/meta-data/iam"),
+        ] {
+            let allowed = json!({"url": url, "allow_private_network": true});
+            let err = run_block_with(&untrusted, "http.request", allowed, ValueMap::new())
+                .await
+                .unwrap_err();
+            assert_eq!(err.class, ErrorClass::Permanent, "{url}: {}", err.message);
+            assert!(
+                err.message.contains("is a loopback address, which this run may not reach: its graph file is not trusted (if you trust it: agentloom trust FILE)"),
+                "{url}: {}",
+                err.message
+            );
+            // Without the graph's setting, the message says that both are needed.
+            let err = run_block_with(
+                &untrusted,
+                "http.request",
+                json!({"url": url}),
+                ValueMap::new(),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                err.message.contains("its graph file is not trusted (if you trust it: agentloom trust FILE, and set allow_private_network: true)"),
+                "{url}: {}",
+                err.message
+            );
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // A run that may (the default) reaches it as the graph allows.
+        for ctx in [TestCtx::new(), TestCtx::new().with_private_network(true)] {
+            let out = run_block_with(
+                &ctx,
+                "http.request",
+                json!({"url": format!("http://localhost:{port}/latest/meta-data/iam"), "allow_private_network": true}),
+                ValueMap::new(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(out.get("body"), Some(&Value::from("admin page")));
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn in_safe_mode_a_person_may_let_an_untrusted_run_reach_a_local_address() {
+        let (port, hits) = counting_server("127.0.0.1").await;
+        let config = json!({"url": format!("http://127.0.0.1:{port}/latest/meta-data/iam"), "allow_private_network": true});
+        let rejected = TestCtx::new()
+            .with_private_network(false)
+            .with_safe_mode(vec![ApprovalDecision::Rejected {
+                message: "no".to_owned(),
+            }]);
+        let err = run_block_with(&rejected, "http.request", config.clone(), ValueMap::new())
+            .await
+            .unwrap_err();
+        assert!(err.message.contains("not trusted"), "{}", err.message);
+        let asked = rejected.approval_requests();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].action, "reach a local address");
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let approved = TestCtx::new()
+            .with_private_network(false)
+            .with_safe_mode(vec![ApprovalDecision::Approved {
+                arguments: Value::Null,
+            }]);
+        let out = run_block_with(&approved, "http.request", config, ValueMap::new())
+            .await
+            .unwrap();
+        assert_eq!(out.get("body"), Some(&Value::from("admin page")));
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

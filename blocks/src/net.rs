@@ -12,11 +12,14 @@
 //!
 //! Blocks set timeouts per request: the client only bounds connecting.
 //!
-//! URLs that data chooses (`http.request`, the agent's `http_get`) go through the public
-//! client ([`Reach::Public`]): it refuses a connection whose peer is a loopback, private,
-//! link-local or otherwise local address, checked on the address actually connected (after
-//! DNS, on every redirect hop), unless the graph allows the private network. Configured
-//! endpoints (LLM providers, MCP servers, services) may be local and use the open client.
+//! URLs that the graph or its data choose (`http.request`, the agent's `http_get`, the
+//! instance `web.search` asks) go through [`client_for`] with a [`Reach`]: the public
+//! client refuses a connection whose peer is a loopback, private, link-local or otherwise
+//! local address, checked on the address actually connected (after DNS, on every redirect
+//! hop), unless the graph allows the private network and the run does too
+//! ([`RunCtx::private_network_allowed`], off for a graph file that is not trusted).
+//! Configured endpoints (LLM providers, MCP servers, services) may be local and use the
+//! open client whatever the run allows: a shared graph using a local model must run.
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -68,13 +71,16 @@ fn built(
         .map_err(|e| BlockError::permanent(format!("the HTTP client could not be set up: {e}")))
 }
 
-/// Which addresses a request may connect to.
+/// Which addresses a request to a URL the graph chose may connect to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reach {
     /// Public addresses only.
     Public,
-    /// Any address, the machine's own and the local network's included.
+    /// Any address, the machine's own and the local network's included, when the run
+    /// allows the private network ([`RunCtx::private_network_allowed`]); else `Public`.
     Any,
+    /// Any address, whatever the run allows: a person approved this very request.
+    Approved,
 }
 
 impl Reach {
@@ -86,33 +92,109 @@ impl Reach {
             Reach::Public
         }
     }
+
+    /// What `self` comes to in the run of `ctx`: `Any` is `Public` in a run that may not
+    /// reach the private network.
+    pub(crate) fn within(self, ctx: &dyn RunCtx) -> Reach {
+        match self {
+            Reach::Any if !ctx.private_network_allowed() => Reach::Public,
+            reach => reach,
+        }
+    }
 }
 
-/// The shared client for `reach`: the open one, or the same set-up that refuses to connect
-/// to a local address.
-pub(crate) fn client_for(reach: Reach) -> Result<&'static reqwest::Client, BlockError> {
-    static PUBLIC: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    match reach {
-        Reach::Any => client(),
-        Reach::Public => built(&PUBLIC, || {
+/// The client a request goes out on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Connect {
+    /// Any address.
+    Open,
+    /// Public addresses only; a refusal says why.
+    PublicOnly(Why),
+}
+
+impl Connect {
+    /// The client for a request to a URL the graph chose, allowed `reach`, in the run of `ctx`.
+    fn of(ctx: &dyn RunCtx, reach: Reach) -> Connect {
+        let run_allows = ctx.private_network_allowed();
+        match (reach, run_allows) {
+            (Reach::Approved, _) | (Reach::Any, true) => Connect::Open,
+            (Reach::Public, true) => Connect::PublicOnly(Why::GraphSetting),
+            (Reach::Any, false) => Connect::PublicOnly(Why::Untrusted),
+            (Reach::Public, false) => Connect::PublicOnly(Why::UntrustedAndGraphSetting),
+        }
+    }
+
+    fn client(self) -> Result<&'static reqwest::Client, BlockError> {
+        static SETTING: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+        static UNTRUSTED: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+        static BOTH: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+        let (cell, why) = match self {
+            Connect::Open => return client(),
+            Connect::PublicOnly(why @ Why::GraphSetting) => (&SETTING, why),
+            Connect::PublicOnly(why @ Why::Untrusted) => (&UNTRUSTED, why),
+            Connect::PublicOnly(why @ Why::UntrustedAndGraphSetting) => (&BOTH, why),
+        };
+        built(cell, || {
             reqwest::Client::builder()
                 .user_agent(USER_AGENT)
                 .connect_timeout(CONNECT_TIMEOUT)
                 .redirect(reqwest::redirect::Policy::none())
-                .connector_layer(PublicOnlyLayer)
-        }),
+                .connector_layer(PublicOnlyLayer(why))
+        })
     }
 }
 
+/// The shared client for a request to a URL the graph chose, allowed `reach` by the graph,
+/// in the run of `ctx`: the open one, or the same set-up that refuses to connect to a local
+/// address ([`Reach::within`] the run). Send the request with [`send_within`] and
+/// the same `reach`: it picks the client again.
+pub(crate) fn client_for(
+    ctx: &dyn RunCtx,
+    reach: Reach,
+) -> Result<&'static reqwest::Client, BlockError> {
+    Connect::of(ctx, reach).client()
+}
+
+/// Why a local address may not be reached: what would let it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Why {
+    /// The graph did not allow the private network.
+    GraphSetting,
+    /// The graph allowed it, but the run may not: its graph file is not trusted.
+    Untrusted,
+    /// Neither the graph nor the run allows it.
+    UntrustedAndGraphSetting,
+}
+
 /// Why a connection was refused: its peer is a local address.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{address} is {kind} address, which a graph may reach only with allow_private_network: true"
-)]
+#[derive(Debug)]
 pub(crate) struct LocalAddressRefused {
     pub address: std::net::IpAddr,
     pub kind: &'static str,
+    pub why: Why,
 }
+
+impl std::fmt::Display for LocalAddressRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self { address, kind, .. } = self;
+        match self.why {
+            Why::GraphSetting => write!(
+                f,
+                "{address} is {kind} address, which a graph may reach only with allow_private_network: true"
+            ),
+            Why::Untrusted => write!(
+                f,
+                "{address} is {kind} address, which this run may not reach: its graph file is not trusted (if you trust it: agentloom trust FILE)"
+            ),
+            Why::UntrustedAndGraphSetting => write!(
+                f,
+                "{address} is {kind} address, which this run may not reach: its graph file is not trusted (if you trust it: agentloom trust FILE, and set allow_private_network: true)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LocalAddressRefused {}
 
 /// The refusal in `err`'s causes, if a local address was why it failed.
 pub(crate) fn local_address_refused<'a>(
@@ -174,20 +256,20 @@ pub(crate) fn local_kind(ip: std::net::IpAddr) -> Option<&'static str> {
 }
 
 /// Wraps the client's connector: a connection whose peer is a local address is closed and
-/// the request fails with [`LocalAddressRefused`] before anything is sent on it.
+/// the request fails with [`LocalAddressRefused`] (saying `Why`) before anything is sent on it.
 #[derive(Clone, Copy)]
-struct PublicOnlyLayer;
+struct PublicOnlyLayer(Why);
 
 impl<S> tower_layer::Layer<S> for PublicOnlyLayer {
     type Service = PublicOnly<S>;
 
     fn layer(&self, inner: S) -> PublicOnly<S> {
-        PublicOnly(inner)
+        PublicOnly(inner, self.0)
     }
 }
 
 #[derive(Clone)]
-struct PublicOnly<S>(S);
+struct PublicOnly<S>(S, Why);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -211,6 +293,7 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let connecting = self.0.call(request);
+        let why = self.1;
         Box::pin(async move {
             use hyper_util::client::legacy::connect::Connection as _;
             let connection = connecting.await?;
@@ -223,28 +306,28 @@ where
             };
             let address = info.remote_addr().ip();
             match local_kind(address) {
-                Some(kind) => Err(Box::new(LocalAddressRefused { address, kind }) as BoxError),
+                Some(kind) => Err(Box::new(LocalAddressRefused { address, kind, why }) as BoxError),
                 None => Ok(connection),
             }
         })
     }
 }
 
-/// Sends `request` on the shared client and follows its redirects (at most
-/// [`MAX_REDIRECTS`]), each request checked against the run's secrets before it leaves
-/// (see the module header). `failed` words a request that could not be sent.
+/// Sends `request` on the shared open client (for a configured endpoint: a model
+/// provider, a service) and follows its redirects (at most [`MAX_REDIRECTS`]), each request
+/// checked against the run's secrets before it leaves (see the module header). `failed`
+/// words a request that could not be sent.
 pub(crate) async fn execute(
     ctx: &dyn RunCtx,
     request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Response, BlockError> {
-    execute_within(ctx, Reach::Any, request, failed).await
+    execute_on(ctx, Connect::Open, request, failed).await
 }
 
-/// [`execute`] on the client for `reach`.
-pub(crate) async fn execute_within(
+async fn execute_on(
     ctx: &dyn RunCtx,
-    reach: Reach,
+    connect: Connect,
     request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Response, BlockError> {
@@ -266,7 +349,7 @@ pub(crate) async fn execute_within(
         Replayed::Live => {}
     }
     let recording = ctx.record_call(&call);
-    let response = send_following_redirects(ctx, reach, request, failed).await?;
+    let response = send_following_redirects(ctx, connect, request, failed).await?;
     Ok(match recording {
         Some(recording) => recorded_as_read(response, recording),
         None => response,
@@ -385,14 +468,14 @@ impl Drop for RecordingBody {
     }
 }
 
-/// Sends `request` and follows its redirects (see [`execute_within`]).
+/// Sends `request` and follows its redirects (see [`execute`]).
 async fn send_following_redirects(
     ctx: &dyn RunCtx,
-    reach: Reach,
+    connect: Connect,
     mut request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Response, BlockError> {
-    let client = client_for(reach)?;
+    let client = connect.client()?;
     let mut from: Option<Url> = None;
     for _ in 0..=MAX_REDIRECTS {
         if let Err(refused) = check_egress(ctx, &request) {
@@ -524,21 +607,32 @@ pub(crate) struct Sent {
     _slot: RequestSlot,
 }
 
-/// Waits for a request slot for the request's host, then sends it with [`execute`].
-/// Fails as cancelled when the node is stopped first; `failed` words a request that could
-/// not be built or sent (unreachable host, timeout…).
+/// Waits for a request slot for the request's host, then sends it with [`execute`] (the
+/// open client: for configured endpoints). Fails as cancelled when the node is stopped
+/// first; `failed` words a request that could not be built or sent (unreachable host,
+/// timeout…).
 pub(crate) async fn send(
     ctx: &dyn RunCtx,
     request: reqwest::RequestBuilder,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
-    send_within(ctx, Reach::Any, request, failed).await
+    send_on(ctx, Connect::Open, request, failed).await
 }
 
-/// [`send`] on the client for `reach`.
+/// [`send`] for a URL the graph chose, on the client for `reach` in this run (see
+/// [`client_for`]).
 pub(crate) async fn send_within(
     ctx: &dyn RunCtx,
     reach: Reach,
+    request: reqwest::RequestBuilder,
+    failed: impl Fn(reqwest::Error) -> BlockError,
+) -> Result<Sent, BlockError> {
+    send_on(ctx, Connect::of(ctx, reach), request, failed).await
+}
+
+async fn send_on(
+    ctx: &dyn RunCtx,
+    connect: Connect,
     request: reqwest::RequestBuilder,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
@@ -546,7 +640,7 @@ pub(crate) async fn send_within(
     let slot = request_slot(ctx, request.url().as_str()).await?;
     let response = tokio::select! {
         () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-        response = execute_within(ctx, reach, request, failed) => response?,
+        response = execute_on(ctx, connect, request, failed) => response?,
     };
     Ok(Sent {
         response,

@@ -38,6 +38,8 @@ pub struct TestCtx {
     approval_requests: Mutex<Vec<ApprovalRequest>>,
     /// What [`RunCtx::resume_checkpoint`] gives: as after a paused run was resumed.
     resume: Option<Value>,
+    /// What [`RunCtx::private_network_allowed`] gives.
+    private_network: bool,
     /// The blocks [`RunCtx::instantiate`] makes nodes of: the built-in set.
     catalog: Registry,
 }
@@ -71,6 +73,7 @@ impl TestCtx {
             decisions: Mutex::new(VecDeque::new()),
             approval_requests: Mutex::new(Vec::new()),
             resume: None,
+            private_network: true,
             catalog: Registry::builtin(),
         }
     }
@@ -96,6 +99,14 @@ impl TestCtx {
     #[must_use]
     pub fn with_resume_checkpoint(mut self, checkpoint: Value) -> Self {
         self.resume = Some(checkpoint);
+        self
+    }
+
+    /// Whether the run may reach the private network through URLs the graph chose
+    /// ([`RunCtx::private_network_allowed`]): `false` as for a graph file that is not trusted.
+    #[must_use]
+    pub fn with_private_network(mut self, allowed: bool) -> Self {
+        self.private_network = allowed;
         self
     }
 
@@ -341,6 +352,10 @@ impl RunCtx for TestCtx {
 
     fn resume_checkpoint(&self) -> Option<Value> {
         self.resume.clone()
+    }
+
+    fn private_network_allowed(&self) -> bool {
+        self.private_network
     }
 }
 

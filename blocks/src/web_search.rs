@@ -132,7 +132,10 @@ pub(crate) async fn search(
             "is empty: say what to search for",
         ));
     }
-    let client = net::client()?;
+    // The instance is a URL the graph file chose: a local SearXNG is reached only when
+    // the run may reach the private network (not for a file that is not trusted).
+    let reach = net::Reach::Any;
+    let client = net::client_for(ctx, reach)?;
     let key = match &settings.credential {
         Some(name) => Some(ctx.secret(name)?),
         None => None,
@@ -163,7 +166,10 @@ pub(crate) async fn search(
     };
     let shown = format!("{} search at {base}", settings.provider);
     let request = request.timeout(SEARCH_TIMEOUT);
-    let sent = net::send(ctx, request, |e| {
+    let sent = net::send_within(ctx, reach, request, |e| {
+        if let Some(refused) = net::local_address_refused(&e) {
+            return BlockError::permanent(format!("{shown} was refused: {refused}"));
+        }
         BlockError::transient(format!(
             "{shown} failed: {}",
             without_secrets(&e.to_string())
@@ -299,16 +305,24 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
     use super::*;
-    use crate::testing::run_block;
+    use crate::testing::{TestCtx, run_block, run_block_with};
     use axum::Json;
     use axum::extract::Query;
     use axum::routing::get;
 
     /// A local server answering like SearXNG's `/search?format=json`.
     async fn searxng() -> String {
+        searxng_on("127.0.0.1").await.0
+    }
+
+    /// [`searxng`] on loopback address `ip`, with the number of searches it answered.
+    async fn searxng_on(ip: &str) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
         let app = axum::Router::new().route(
             "/search",
-            get(|Query(q): Query<BTreeMap<String, String>>| async move {
+            get(move |Query(q): Query<BTreeMap<String, String>>| async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 assert_eq!(q.get("format").map(String::as_str), Some("json"));
                 let query = q.get("q").cloned().unwrap_or_default();
                 Json(serde_json::json!({
@@ -321,10 +335,72 @@ mod tests {
                 }))
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        format!("http://{addr}")
+        (format!("http://{addr}"), hits)
+    }
+
+    #[tokio::test]
+    async fn a_run_that_may_not_reach_the_private_network_reaches_no_local_instance() {
+        let (url, hits) = searxng_on("127.0.0.1").await;
+        let port = url.rsplit(':').next().unwrap().to_owned();
+        let (other, other_hits) = searxng_on("127.0.0.2").await;
+        let untrusted = TestCtx::new().with_private_network(false);
+        let query = || ValueMap::from([("query".to_owned(), Value::from("rust egui"))]);
+        for base in [
+            url.clone(),
+            format!("http://127.0.0.1:{port}/latest/meta-data/iam#"),
+            format!("http://127.1:{port}"),
+            format!("http://[::ffff:127.0.0.1]:{port}"),
+            format!("http://localhost:{port}"),
+            other,
+        ] {
+            let err = run_block_with(
+                &untrusted,
+                "web.search",
+                serde_json::json!({"provider": "searxng", "url": base}),
+                query(),
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(
+                err.class,
+                agentloom_core::ErrorClass::Permanent,
+                "{base}: {}",
+                err.message
+            );
+            assert!(
+                err.message.contains("is a loopback address, which this run may not reach: its graph file is not trusted (if you trust it: agentloom trust FILE)"),
+                "{base}: {}",
+                err.message
+            );
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // The agent's web_search tool searches the same way.
+        let settings = SearchSettings {
+            provider: "searxng".to_owned(),
+            base_url: url.clone(),
+            credential: None,
+            max_results: 1,
+        };
+        let err = search(&untrusted, &settings, "rust").await.unwrap_err();
+        assert!(err.message.contains("not trusted"), "{}", err.message);
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // A run that may (the default) searches a local instance as before.
+        for ctx in [TestCtx::new(), TestCtx::new().with_private_network(true)] {
+            let out = run_block_with(
+                &ctx,
+                "web.search",
+                serde_json::json!({"provider": "searxng", "url": url, "max_results": 1}),
+                query(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(out["results"].to_json()[0]["title"], "About rust egui");
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

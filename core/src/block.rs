@@ -493,6 +493,18 @@ pub trait RunCtx: Send + Sync {
     fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError>;
     /// Whether the run asks a person before side effects.
     fn safe_mode(&self) -> bool;
+    /// Whether this run may reach loopback, private and link-local addresses (this machine,
+    /// the local network, a cloud metadata service) through URLs the graph chose: an
+    /// `http.request` or an agent's `http_get` with `allow_private_network: true`, the
+    /// instance a `web.search` asks. A graph file's own say-so is worth only as much as the
+    /// file: one that is not trusted must not reach the machine's services unasked, so its
+    /// runs answer `false` and the shared HTTP client (blocks/src/net.rs) then connects to
+    /// public addresses only, whatever the graph asks (in safe mode a person may still let
+    /// one request through). Model providers and MCP servers are not held to it: a shared
+    /// graph using a local model still runs. `true` unless the run was told otherwise.
+    fn private_network_allowed(&self) -> bool {
+        true
+    }
     /// Asks before a side effect this node is about to cause (a tool call, a send). Outside
     /// safe mode it answers at once with the request's own arguments. In safe mode it waits
     /// for a person, who may edit the arguments or reject with a message; it fails (not

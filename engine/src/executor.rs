@@ -109,6 +109,8 @@ pub struct Executor {
     /// for it.
     workspace_made: Option<Arc<std::sync::OnceLock<()>>>,
     approver: Option<Arc<dyn Approver>>,
+    /// See [`Executor::with_private_network`].
+    private_network: bool,
 }
 
 /// Secrets from `AGENTLOOM_SECRET_<NAME>` environment variables only.
@@ -133,6 +135,7 @@ impl Executor {
             workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             workspace_made: None,
             approver: None,
+            private_network: true,
         }
     }
 
@@ -161,6 +164,17 @@ impl Executor {
     pub fn with_workspace_made_on_use(mut self, workspace: PathBuf) -> Self {
         self.workspace = workspace;
         self.workspace_made = Some(Arc::new(std::sync::OnceLock::new()));
+        self
+    }
+
+    /// Whether runs may reach loopback, private and link-local addresses through URLs the
+    /// graph chose (`allow_private_network: true`, a `web.search` instance): `true` by
+    /// default; `false` for a graph file that is not trusted, whose own say-so must not
+    /// open this machine and the local network to it. Sub-runs (`graph.call`, for-each
+    /// items) and tool calls inherit it. See [`RunCtx::private_network_allowed`].
+    #[must_use]
+    pub fn with_private_network(mut self, allowed: bool) -> Self {
+        self.private_network = allowed;
         self
     }
 
@@ -800,6 +814,10 @@ impl RunCtx for NodeCtx {
 
     fn safe_mode(&self) -> bool {
         self.shared.safe_mode
+    }
+
+    fn private_network_allowed(&self) -> bool {
+        self.shared.executor.private_network
     }
 
     async fn request_approval(

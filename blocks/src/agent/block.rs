@@ -96,7 +96,7 @@ impl AgentBlock {
             .field(
                 ConfigField::boolean("allow_private_network", "http_get: allow private network")
                     .default_value(serde_json::json!(false))
-                    .help("Let http_get reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it."),
+                    .help("Let http_get reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it. A graph file that is not trusted is refused such an address even when this is on."),
             )
             .field(
                 ConfigField::integer("http_max_bytes", "http_get: max body (bytes)", Some(1), None)

@@ -174,7 +174,7 @@ async fn http_get(
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("`{url}`: only http and https URLs can be fetched"));
     }
-    let request = net::client_for(settings.reach)
+    let request = net::client_for(ctx, settings.reach)
         .map_err(|e| e.message)?
         .get(parsed)
         .timeout(HTTP_TIMEOUT);
@@ -442,6 +442,53 @@ mod tests {
             "{}",
             &big.observation[big.observation.len() - 120..]
         );
+    }
+
+    #[tokio::test]
+    async fn http_get_reaches_no_local_address_in_a_run_that_may_not() {
+        use axum::routing::get;
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = axum::Router::new().route(
+            "/admin",
+            get(move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { "admin page" }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let untrusted = TestCtx::new().with_private_network(false);
+        let mut allowed = env(&untrusted, None);
+        allowed.http_get.reach = net::Reach::Any;
+        for host in ["127.0.0.1", "127.1", "[::ffff:127.0.0.1]", "localhost"] {
+            let err = run_builtin(
+                Builtin::HttpGet,
+                &serde_json::json!({"url": format!("http://{host}:{port}/admin")}),
+                &allowed,
+            )
+            .await
+            .err()
+            .unwrap();
+            assert!(
+                err.contains("is a loopback address, which this run may not reach: its graph file is not trusted"),
+                "{host}: {err}"
+            );
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let trusted = TestCtx::new();
+        let mut allowed = env(&trusted, None);
+        allowed.http_get.reach = net::Reach::Any;
+        let admin = run_builtin(
+            Builtin::HttpGet,
+            &serde_json::json!({"url": format!("http://127.0.0.1:{port}/admin")}),
+            &allowed,
+        )
+        .await
+        .unwrap();
+        assert_eq!(admin.observation, "HTTP 200\nadmin page");
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
