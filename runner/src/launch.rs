@@ -231,7 +231,9 @@ impl Prepared {
         secrets: Arc<dyn SecretSource>,
     ) -> Prepared {
         // The one executor of every door: what it may reach follows the trust decided above.
-        let executor = Executor::new(catalog.clone()).with_secrets(secrets);
+        let executor = Executor::new(catalog.clone())
+            .with_secrets(secrets)
+            .with_private_network(trust.is_trusted());
         Prepared {
             catalog,
             graph: Arc::new(graph),
