@@ -511,3 +511,97 @@ fn the_agent_examples_are_valid_graphs() {
         );
     }
 }
+
+/// What the runs of a graph file that is not trusted get for every credential.
+struct RefusingSecrets;
+
+impl agentloom_core::SecretSource for RefusingSecrets {
+    fn secret(&self, name: &str) -> Result<agentloom_core::Secret, agentloom_core::SecretError> {
+        Err(agentloom_core::SecretError::Unusable {
+            name: name.to_owned(),
+            message: "graph file /shared/agent.agentloom.json is not trusted".to_owned(),
+        })
+    }
+}
+
+/// An agent on a local model that names no credential needs none: it runs in a graph
+/// file that is not trusted (every credential refused). One that names a credential fails
+/// with the refusal.
+#[tokio::test]
+async fn an_agent_naming_no_credential_runs_where_every_credential_is_refused() {
+    let rules = "rules:\n  - name: done\n    when: {messages_contain: \"TASK-NO-KEY\"}\n    respond:\n      tool_calls: [{name: finish, arguments: {answer: \"done without a key\"}}]\n";
+    for provider in FORMATS {
+        let Some(fake) = FakeLlm::start_with_rules(rules) else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut doc = GraphDoc::new("agent, untrusted file");
+        doc.nodes.push(
+            NodeDoc::new("goal", "data.constant")
+                .with_config(json!({"type": "text", "value": "TASK-NO-KEY: finish"})),
+        );
+        doc.nodes
+            .push(NodeDoc::new("agent", "ai.agent").with_config(config(
+                &fake,
+                provider,
+                json!({"builtin_tools": "finish"}),
+            )));
+        doc.nodes
+            .push(NodeDoc::new("answer", "graph.output").with_config(json!({"name": "answer"})));
+        doc.edges
+            .push(EdgeDoc::new("goal", "value", "agent", "goal"));
+        doc.edges
+            .push(EdgeDoc::new("agent", "answer", "answer", "value"));
+        let registry = Arc::new(Registry::builtin());
+        let run = |doc: GraphDoc| {
+            let registry = registry.clone();
+            let workspace = dir.path().to_owned();
+            async move {
+                let graph = validate(&doc, registry.as_ref()).unwrap();
+                Executor::new(registry)
+                    .with_secrets(Arc::new(RefusingSecrets))
+                    .with_workspace(workspace)
+                    .run(
+                        Arc::new(graph),
+                        ValueMap::new(),
+                        RunOptions::default(),
+                        Arc::new(CollectSink::default()),
+                    )
+                    .await
+            }
+        };
+        let report = run(doc.clone()).await;
+        assert_eq!(
+            report.status,
+            RunStatus::Completed,
+            "{provider}: {report:#?}"
+        );
+        assert_eq!(
+            report.outputs.get("answer"),
+            Some(&Value::from("done without a key")),
+            "{provider}"
+        );
+        let counts = fake.rule_counts().await;
+        assert_eq!(counts["done"], 1, "{provider}: {counts}");
+
+        doc.nodes[1]
+            .config
+            .insert("credential".to_owned(), json!("openai"));
+        let report = run(doc).await;
+        assert_eq!(report.status, RunStatus::Failed, "{provider}: {report:#?}");
+        let error = report
+            .nodes
+            .iter()
+            .find(|n| n.id == "agent")
+            .and_then(|n| n.error.clone())
+            .unwrap();
+        assert!(
+            error.ends_with(
+                "needs an API key: credential `openai`: graph file /shared/agent.agentloom.json is not trusted"
+            ),
+            "{provider}: {error}"
+        );
+        let counts = fake.rule_counts().await;
+        assert_eq!(counts["done"], 1, "{provider}: no second request: {counts}");
+    }
+}

@@ -581,7 +581,8 @@ async fn the_summarize_example_runs_against_any_openai_compatible_endpoint() {
             Value::from("Agentloom is a native desktop app. It runs agent graphs in-process."),
         ),
     ]);
-    let (report, events) = run_with(&doc, inputs, &[]).await;
+    // The example names its credential (its default base_url is api.openai.com).
+    let (report, events) = run_with(&doc, inputs, &[("openai", "sk-local-test")]).await;
     assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
     let summary = out_text(&report, "summary");
     assert_eq!(
@@ -741,4 +742,168 @@ async fn a_refused_token_is_refreshed_once_through_the_executor() {
         (Some(1), Some(1)),
         "{counts}"
     );
+}
+
+/// What the runs of a graph file that is not trusted get for every credential (as
+/// `UntrustedSecrets` in the app): a refusal saying how to trust the file.
+struct RefusingSecrets;
+
+const REFUSAL: &str = "graph file /shared/copied.agentloom.json is not trusted: run `agentloom trust /shared/copied.agentloom.json`";
+
+impl SecretSource for RefusingSecrets {
+    fn secret(&self, name: &str) -> Result<Secret, SecretError> {
+        Err(SecretError::Unusable {
+            name: name.to_owned(),
+            message: REFUSAL.to_owned(),
+        })
+    }
+}
+
+async fn run_refused(doc: &GraphDoc) -> RunReport {
+    let registry = Arc::new(Registry::builtin());
+    let graph =
+        validate(doc, registry.as_ref()).unwrap_or_else(|p| panic!("invalid graph: {p:#?}"));
+    let executor = Executor::new(registry).with_secrets(Arc::new(RefusingSecrets));
+    executor
+        .run(
+            Arc::new(graph),
+            ValueMap::new(),
+            RunOptions::default(),
+            Arc::new(CollectSink::default()),
+        )
+        .await
+}
+
+/// A TCP relay in front of fakellm that keeps every byte the clients sent. fakellm
+/// matches a header only by its exact value, so whether one was sent at all is read here.
+struct Relay {
+    port: u16,
+    sent: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Relay {
+    async fn start(to: u16) -> Relay {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let kept = sent.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = tokio::net::TcpStream::connect(("127.0.0.1", to))
+                    .await
+                    .unwrap();
+                let (mut client_in, mut client_out) = client.into_split();
+                let (mut server_in, mut server_out) = server.into_split();
+                let kept = kept.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0; 16 * 1024];
+                    while let Ok(n @ 1..) = client_in.read(&mut buf).await {
+                        kept.lock().unwrap().extend_from_slice(&buf[..n]);
+                        if server_out.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = server_out.shutdown().await;
+                });
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut server_in, &mut client_out).await;
+                });
+            }
+        });
+        Relay { port, sent }
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Everything sent so far, lower-cased.
+    fn sent(&self) -> String {
+        String::from_utf8_lossy(&self.sent.lock().unwrap()).to_ascii_lowercase()
+    }
+}
+
+/// A graph copied from elsewhere is not trusted and may use no credential; a local model
+/// it calls without naming one still answers, and gets no key.
+#[tokio::test]
+async fn a_credential_the_graph_does_not_name_is_not_needed_and_no_key_is_sent() {
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
+    let relay = Relay::start(fake.port()).await;
+    let mut doc = GraphDoc::new("local model, untrusted file");
+    for (id, provider, base, stream) in [
+        ("openai", "openai", format!("{}/v1", relay.base()), true),
+        (
+            "openai_whole",
+            "openai",
+            format!("{}/v1", relay.base()),
+            false,
+        ),
+        ("anthropic", "anthropic", relay.base(), true),
+    ] {
+        doc.nodes.push(node(
+            id,
+            "llm.chat",
+            json!({"provider": provider, "base_url": base, "model": "test-model", "prompt": "Summarize the news", "stream": stream}),
+        ));
+        doc.nodes.push(output(&format!("{id}_out"), id));
+        doc.edges
+            .push(EdgeDoc::new(id, "text", &format!("{id}_out"), "value"));
+    }
+    let report = run_refused(&doc).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    for id in ["openai", "openai_whole", "anthropic"] {
+        assert_eq!(
+            out_text(&report, id),
+            "Agentloom runs agent graphs natively, with secrets in the keychain and every run logged to SQLite."
+        );
+    }
+    let sent = relay.sent();
+    assert_eq!(
+        sent.matches("post /v1/chat/completions ").count(),
+        2,
+        "{sent}"
+    );
+    assert_eq!(sent.matches("post /v1/messages ").count(), 1, "{sent}");
+    for header in ["\r\nauthorization:", "\r\nx-api-key:"] {
+        assert!(!sent.contains(header), "{header} was sent:\n{sent}");
+    }
+    let counts = fake.rule_counts().await;
+    assert_eq!(counts["summarize"], 3, "{counts}");
+}
+
+/// A credential the graph names is needed: refused, the node fails with the refusal
+/// (how to trust the file) before anything is sent.
+#[tokio::test]
+async fn a_credential_the_graph_names_is_needed_and_its_refusal_is_the_error() {
+    let Some(fake) = FakeLlm::start("llm/fakellm.yaml") else {
+        return;
+    };
+    let relay = Relay::start(fake.port()).await;
+    let base = format!("{}/v1", relay.base());
+    let mut doc = GraphDoc::new("named credential, untrusted file");
+    doc.nodes.push(node(
+        "ask",
+        "llm.chat",
+        json!({"base_url": base, "model": "test-model", "prompt": "Summarize the news", "credential": "openai"}),
+    ));
+    doc.nodes.push(output("summary", "summary"));
+    doc.edges
+        .push(EdgeDoc::new("ask", "text", "summary", "value"));
+    let report = run_refused(&doc).await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:#?}");
+    assert_eq!(
+        node_report(&report, "ask").error.as_deref(),
+        Some(
+            format!(
+                "the OpenAI-compatible server at {base} needs an API key: credential `openai`: {REFUSAL}"
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(relay.sent(), "", "nothing is sent");
+    let counts = fake.rule_counts().await;
+    assert_eq!(counts, json!({}), "{counts}");
 }

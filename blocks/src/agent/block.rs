@@ -56,8 +56,7 @@ impl AgentBlock {
             "Agent",
             "AI",
             "Works towards a goal: the model chooses a tool, the agent runs it and shows the result, until the model calls `finish` or a limit stops it. Built-in tools work in the run's workspace; any node wired to `tools` is a tool too.",
-        )
-        .needs_credential("openai");
+        );
         let mut meta = connection_fields(meta);
         // The agent's own system prompt frames the loop; `instructions` add to it.
         meta.config.retain(|f| f.name != "system");

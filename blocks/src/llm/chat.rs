@@ -33,8 +33,7 @@ impl LlmChat {
             "LLM chat",
             "AI",
             "Sends a prompt (and an optional conversation history) to a language model and outputs its answer, the extended conversation and any tool calls.",
-        )
-        .needs_credential("openai");
+        );
         let meta = connection_fields(meta)
             .field(ConfigField::template("prompt", "Prompt").help(
                 "The user message, in Jinja syntax: {{ name }} inserts input `name`, and every variable becomes an input. Empty: the `prompt` input, or just the history.",

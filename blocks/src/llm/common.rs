@@ -36,8 +36,10 @@ pub(crate) fn connection_fields(meta: BlockMeta) -> BlockMeta {
     .field(ConfigField::text("base_url", "Base URL").help(
         "The API root. Empty: the provider's default (https://api.openai.com/v1, https://api.anthropic.com, http://127.0.0.1:11434), or the `base_url` input when it is wired.",
     ))
+    // "openai" is only the kind of credential the picker lists first (the `provider`
+    // chosen in config takes over); the field has no default: nothing is implied.
     .field(ConfigField::credential("credential", "Credential", "openai").help(
-        "The stored credential holding the API key. Empty: `openai` or `anthropic` by provider, and no key at all for Ollama or a custom base URL when that credential is not set. Headless runs read AGENTLOOM_SECRET_<NAME>.",
+        "The stored credential whose API key every call sends. Hosted APIs (OpenAI, Anthropic, Groq…) need one: name a stored credential, e.g. `openai`. Empty: no key is sent at all, which suits Ollama and local servers (llama.cpp, LM Studio, vLLM). Headless runs read AGENTLOOM_SECRET_<NAME>.",
     ))
     .field(
         ConfigField::multiline("system", "System prompt")

@@ -35,8 +35,7 @@ impl LlmCondition {
             "LLM condition",
             "AI",
             "Lets a language model pick one of several named branches; only that branch's output is produced and the others are skipped.",
-        )
-        .needs_credential("openai");
+        );
         let meta = connection_fields(meta)
             .field(ConfigField::template("prompt", "Question").required().help(
                 "What the model decides, in Jinja syntax, e.g. \"Is this email a complaint? {{ email }}\". Every variable becomes an input.",

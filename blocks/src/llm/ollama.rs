@@ -232,7 +232,6 @@ impl WireFormat for Ollama {
             name: "ollama",
             title: "Ollama",
             default_base_url: DEFAULT_URL,
-            default_credential: None,
             runs_locally: true,
         }
     }

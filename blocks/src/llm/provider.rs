@@ -8,8 +8,10 @@
 //! node's own `retry` policy in the graph can take over. Timeouts, refused connections and
 //! streams cut off mid-way are transient but not retried here.
 //!
-//! The API key goes only into a request header marked sensitive. Messages built from a
-//! provider's answer have the key removed, should it be echoed.
+//! A key is sent only when the block's config names its credential: none is implied by
+//! the provider, so a block naming none calls any server without a key. The API key goes
+//! only into a request header marked sensitive. Messages built from a provider's answer
+//! have the key removed, should it be echoed.
 
 use std::time::Duration;
 
@@ -46,12 +48,11 @@ pub(crate) struct Endpoint {
     pub wire: &'static dyn WireFormat,
     /// No trailing slash.
     pub base_url: String,
-    /// The credential holding the API key, if any.
+    /// The credential the block's config names, whose key every call carries; it must be
+    /// set. `None` when the config names none: then no key is sent, to any server (a local
+    /// one needs none; a hosted API answers 401, and the error says to name one). No
+    /// credential is ever implied by the provider.
     pub credential: Option<String>,
-    /// Fail when the credential is not set (it was named in config, or this is the
-    /// provider's hosted API). Otherwise a missing key means "send none": local servers
-    /// (llama.cpp, LM Studio, vLLM…) need none.
-    pub credential_required: bool,
 }
 
 impl Endpoint {
@@ -75,15 +76,13 @@ impl Endpoint {
                 parsed.scheme()
             ));
         }
-        let hosted = base_url == wire.default_base_url() && !wire.runs_locally();
-        let named = credential.map(str::trim).filter(|c| !c.is_empty());
         Ok(Endpoint {
             wire,
             base_url: base_url.to_owned(),
-            credential: named
-                .map(str::to_owned)
-                .or_else(|| wire.default_credential().map(str::to_owned)),
-            credential_required: named.is_some() || hosted,
+            credential: credential
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned),
         })
     }
 
@@ -98,21 +97,23 @@ impl Endpoint {
     }
 
     fn api_key(&self, ctx: &dyn RunCtx) -> Result<Option<Secret>, BlockError> {
+        self.key_from(|name| ctx.secret(name))
+    }
+
+    /// The key to send, looked up with `secret`: none when the config names no credential
+    /// (nothing is looked up then, so a run that may use no credential at all, such as one
+    /// of an untrusted file, still reaches a local model). A named credential must give a
+    /// key: whatever stops it (not set, no keychain, refused) fails the call before it is
+    /// sent.
+    fn key_from(
+        &self,
+        secret: impl FnOnce(&str) -> Result<Secret, SecretError>,
+    ) -> Result<Option<Secret>, BlockError> {
         let Some(name) = &self.credential else {
             return Ok(None);
         };
-        match ctx.secret(name) {
-            // The provider's own credential, not named in config, is sent to a self-hosted
-            // server only when it is bound there: a local model gets no OpenAI key.
-            Ok(secret) if !self.credential_required && !self.bound_here(&secret) => Ok(None),
+        match secret(name) {
             Ok(secret) if !secret.expose().is_empty() => Ok(Some(secret)),
-            // A self-hosted server that needs no key: no credential set, or no keychain at
-            // all (a headless machine), means no `Authorization` header.
-            Ok(_) | Err(SecretError::Missing { .. } | SecretError::Unavailable { .. })
-                if !self.credential_required =>
-            {
-                Ok(None)
-            }
             Ok(_) => Err(BlockError::permanent(format!(
                 "credential `{name}` is empty: {} needs an API key; set it in Credentials, or the environment variable {} for headless runs",
                 self.shown(),
@@ -123,13 +124,6 @@ impl Endpoint {
                 self.shown()
             ))),
         }
-    }
-}
-
-impl Endpoint {
-    /// Whether `secret` may be sent to this endpoint's host.
-    fn bound_here(&self, secret: &Secret) -> bool {
-        reqwest::Url::parse(&self.base_url).is_ok_and(|url| secret.hosts().allows(&url))
     }
 }
 
@@ -539,12 +533,21 @@ fn status_failure(
                 false,
             )
         }
-        401 | 403 => (
-            BlockError::permanent(format!(
-                "{shown} needs an API key (HTTP {code}{said_part}); set the block's `credential` to a stored credential"
-            )),
-            false,
-        ),
+        401 | 403 => {
+            // No key was sent: none is implied, so say which field to fill in.
+            let example = if endpoint.wire.runs_locally() {
+                "my-key"
+            } else {
+                endpoint.wire.name()
+            };
+            (
+                BlockError::permanent(format!(
+                    "{shown} needs an API key (HTTP {code}{said_part}), and this block sends none because its `credential` is empty: set the block's `credential` to the name of a stored credential holding the key (e.g. `{example}`; add it in Credentials, or set {} for headless runs)",
+                    secret_env_var(example)
+                )),
+                false,
+            )
+        }
         404 => {
             let hint = endpoint.wire.not_found_hint(model);
             (
@@ -608,18 +611,20 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_default_and_require_keys_only_where_needed() {
+    fn endpoints_default_their_url_but_never_their_credential() {
         let e = endpoint("openai", "", None);
         assert_eq!(e.url(), "https://api.openai.com/v1/chat/completions");
-        assert!(e.credential_required);
+        // Not even the hosted API implies a credential: none named, none sent.
+        assert_eq!(e.credential, None);
         let e = endpoint("openai", "http://127.0.0.1:8080/v1/", None);
         assert_eq!(e.url(), "http://127.0.0.1:8080/v1/chat/completions");
-        assert_eq!(e.credential.as_deref(), Some("openai"));
-        assert!(!e.credential_required);
-        let e = endpoint("openai", "http://127.0.0.1:8080/v1", Some("groq"));
-        assert!(e.credential_required);
+        assert_eq!(e.credential, None);
+        let e = endpoint("openai", "http://127.0.0.1:8080/v1", Some(" groq "));
+        assert_eq!(e.credential.as_deref(), Some("groq"));
+        assert_eq!(endpoint("openai", "", Some("  ")).credential, None);
         let e = endpoint("anthropic", "", None);
         assert_eq!(e.url(), "https://api.anthropic.com/v1/messages");
+        assert_eq!(e.credential, None);
         assert_eq!(
             endpoint("anthropic", "http://h/v1", None).url(),
             "http://h/v1/messages"
@@ -638,9 +643,122 @@ mod tests {
         );
     }
 
+    /// What an untrusted graph file's runs get for every credential.
+    fn refused(name: &str) -> Result<Secret, SecretError> {
+        Err(SecretError::Unusable {
+            name: name.to_owned(),
+            message: "graph file /tmp/x.json is not trusted: run `agentloom trust /tmp/x.json`"
+                .to_owned(),
+        })
+    }
+
+    #[test]
+    fn a_credential_the_config_does_not_name_is_not_looked_up() {
+        for (kind, base) in [
+            ("openai", ""),
+            ("openai", "http://127.0.0.1:11434/v1"),
+            ("anthropic", ""),
+            ("ollama", ""),
+        ] {
+            let e = endpoint(kind, base, None);
+            let key = e
+                .key_from(|name| panic!("credential `{name}` was looked up for {kind} {base}"))
+                .unwrap();
+            assert!(key.is_none(), "{kind} {base}");
+            // Refusing every credential changes nothing when none is asked for.
+            assert!(e.key_from(refused).unwrap().is_none(), "{kind} {base}");
+        }
+    }
+
+    #[test]
+    fn a_named_credential_is_required_whatever_the_endpoint() {
+        for base in ["", "http://127.0.0.1:8080/v1"] {
+            let e = endpoint("openai", base, Some("groq"));
+            let err = e.key_from(refused).unwrap_err();
+            assert!(!err.is_retryable());
+            assert_eq!(
+                err.message,
+                format!(
+                    "{} needs an API key: credential `groq`: graph file /tmp/x.json is not trusted: run `agentloom trust /tmp/x.json`",
+                    e.shown()
+                )
+            );
+            let err = e
+                .key_from(|name| {
+                    Err(SecretError::Missing {
+                        name: name.to_owned(),
+                        env_var: secret_env_var(name),
+                    })
+                })
+                .unwrap_err();
+            assert!(
+                err.message.contains("credential `groq` is not set")
+                    && err.message.contains("AGENTLOOM_SECRET_GROQ"),
+                "{}",
+                err.message
+            );
+            let err = e
+                .key_from(|_| {
+                    Err(SecretError::Unavailable {
+                        detail: "no D-Bus session".to_owned(),
+                        hint: "set the environment variable instead".to_owned(),
+                    })
+                })
+                .unwrap_err();
+            assert!(err.message.contains("no D-Bus session"), "{}", err.message);
+            let err = e.key_from(|_| Ok(Secret::new(String::new()))).unwrap_err();
+            assert!(
+                err.message.starts_with("credential `groq` is empty"),
+                "{}",
+                err.message
+            );
+            let key = e
+                .key_from(|name| {
+                    assert_eq!(name, "groq");
+                    Ok(Secret::new("sk-groq".to_owned()))
+                })
+                .unwrap()
+                .unwrap();
+            assert_eq!(key.expose(), "sk-groq");
+        }
+    }
+
+    #[test]
+    fn a_401_without_a_credential_says_to_name_one() {
+        for (kind, example) in [
+            ("openai", "openai"),
+            ("anthropic", "anthropic"),
+            ("ollama", "my-key"),
+        ] {
+            let e = endpoint(kind, "", None);
+            let f = status_failure(
+                &e,
+                "m",
+                StatusCode::UNAUTHORIZED,
+                &HeaderMap::new(),
+                r#"{"error":{"message":"You didn't provide an API key."}}"#,
+            );
+            assert!(!f.retry_here && !f.error.is_retryable());
+            assert!(f.unauthorized);
+            assert!(
+                f.error.message.starts_with(&format!(
+                    "{} needs an API key (HTTP 401: You didn't provide an API key.), and this block sends none because its `credential` is empty: set the block's `credential` to the name of a stored credential holding the key (e.g. `{example}`",
+                    e.shown()
+                )),
+                "{}",
+                f.error.message
+            );
+            assert!(
+                f.error.message.contains(&secret_env_var(example)),
+                "{}",
+                f.error.message
+            );
+        }
+    }
+
     #[test]
     fn statuses_become_actionable_errors() {
-        let e = endpoint("openai", "http://127.0.0.1:1/v1", None);
+        let e = endpoint("openai", "http://127.0.0.1:1/v1", Some("openai"));
         let mut headers = HeaderMap::new();
         let f = status_failure(
             &e,

@@ -37,8 +37,7 @@ impl LlmStructured {
             "LLM structured output",
             "AI",
             "Asks a language model for JSON that matches a JSON Schema, checks it, and asks again with the problems when it does not match.",
-        )
-        .needs_credential("openai");
+        );
         let meta = connection_fields(meta)
             .field(ConfigField::template("prompt", "Prompt").help(
                 "What to extract or produce, in Jinja syntax: {{ name }} inserts input `name`, and every variable becomes an input. Empty: the `prompt` input, or just the history.",

@@ -531,8 +531,7 @@ async fn keys_go_in_headers_only_and_never_into_errors() {
     let ctx = TestCtx::new()
         .with_secret("openai", KEY)
         .with_secret("claude", KEY);
-    let config =
-        json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "stream": false});
+    let config = json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "stream": false, "credential": "openai"});
     run_block_with(&ctx, "llm.chat", config.clone(), ValueMap::new())
         .await
         .unwrap();
@@ -583,34 +582,49 @@ async fn keys_go_in_headers_only_and_never_into_errors() {
 }
 
 #[tokio::test]
-async fn credentials_are_needed_for_hosted_apis_and_named_ones_only() {
-    // The hosted API with no key: refused before any request is made.
-    let err = crate::testing::run_block(
-        "llm.chat",
-        json!({"model": "gpt-4o", "prompt": "hi"}),
-        ValueMap::new(),
-    )
-    .await
-    .unwrap_err();
+async fn a_credential_the_config_does_not_name_is_not_needed() {
+    let seen = Arc::new(Seen::default());
+    let base = scripted(seen.clone(), |n, _| match n {
+        2 => (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"error": {"message": "You didn't provide an API key."}})),
+        )
+            .into_response(),
+        _ => ok_reply("ok"),
+    })
+    .await;
+    // A stored `openai` key, bound to every host, is still not sent: the block names none.
+    let ctx = TestCtx::new().with_secret("openai", KEY);
+    let config =
+        json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "stream": false});
+    let out = run_block_with(&ctx, "llm.chat", config.clone(), ValueMap::new())
+        .await
+        .unwrap();
+    assert_eq!(text(&out, "text"), "ok");
+    assert!(
+        seen.headers.lock().unwrap()[0]
+            .get("authorization")
+            .is_none()
+    );
+    // A server that wants a key says so, and the error says which field to fill in.
+    let err = run_block_with(&ctx, "llm.chat", config, ValueMap::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.class, ErrorClass::Permanent);
     assert_eq!(
         err.message,
-        "the OpenAI-compatible server at https://api.openai.com/v1 needs an API key: credential `openai` is not set: add it in Credentials, or set the environment variable AGENTLOOM_SECRET_OPENAI for headless runs"
+        format!(
+            "the OpenAI-compatible server at {base}/v1 needs an API key (HTTP 401: You didn't provide an API key.), and this block sends none because its `credential` is empty: set the block's `credential` to the name of a stored credential holding the key (e.g. `openai`; add it in Credentials, or set AGENTLOOM_SECRET_OPENAI for headless runs)"
+        )
     );
-    let err = crate::testing::run_block(
-        "llm.chat",
-        json!({"provider": "anthropic", "model": "claude-sonnet-4-5", "prompt": "hi"}),
-        ValueMap::new(),
-    )
-    .await
-    .unwrap_err();
     assert!(
-        err.message.contains("AGENTLOOM_SECRET_ANTHROPIC"),
-        "{}",
-        err.message
+        seen.headers.lock().unwrap()[1]
+            .get("authorization")
+            .is_none()
     );
-    // A named credential must exist, even for a local server.
-    let seen = Arc::new(Seen::default());
-    let base = scripted(seen.clone(), |_, _| ok_reply("ok")).await;
+
+    // A named credential must exist, even for a local server, and stops the call before
+    // it is sent.
     let err = crate::testing::run_block(
         "llm.chat",
         json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "credential": "groq"}),
@@ -618,26 +632,51 @@ async fn credentials_are_needed_for_hosted_apis_and_named_ones_only() {
     )
     .await
     .unwrap_err();
-    assert!(
-        err.message.contains("credential `groq` is not set"),
-        "{}",
-        err.message
+    assert_eq!(
+        err.message,
+        format!(
+            "the OpenAI-compatible server at {base}/v1 needs an API key: credential `groq` is not set: add it in Credentials, or set the environment variable AGENTLOOM_SECRET_GROQ for headless runs"
+        )
     );
-    assert_eq!(seen.requests.load(Ordering::SeqCst), 0);
-    // A local server without a stored key: no Authorization header at all.
-    let out = crate::testing::run_block(
+    // So must the hosted API's, named like its provider.
+    let err = crate::testing::run_block(
         "llm.chat",
-        json!({"base_url": format!("{base}/v1"), "model": "m", "prompt": "hi", "stream": false}),
+        json!({"provider": "anthropic", "model": "claude-sonnet-4-5", "prompt": "hi", "credential": "anthropic"}),
         ValueMap::new(),
     )
     .await
-    .unwrap();
-    assert_eq!(text(&out, "text"), "ok");
+    .unwrap_err();
     assert!(
-        seen.headers.lock().unwrap()[0]
-            .get("authorization")
-            .is_none()
+        err.message.starts_with("Anthropic at https://api.anthropic.com needs an API key: credential `anthropic` is not set")
+            && err.message.contains("AGENTLOOM_SECRET_ANTHROPIC"),
+        "{}",
+        err.message
     );
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 2);
+}
+
+/// Nothing presents a credential as implied: not the block (the trust list would say
+/// trusting a file sends it), not the field's default.
+#[test]
+fn no_llm_block_implies_a_credential() {
+    use agentloom_core::BlockCatalog as _;
+    let registry = crate::Registry::builtin();
+    for kind in ["llm.chat", "llm.structured", "llm.condition", "ai.agent"] {
+        let meta = registry.block(kind).unwrap().meta();
+        assert_eq!(meta.credential, None, "{kind}");
+        let field = meta
+            .config
+            .iter()
+            .find(|f| f.name == "credential")
+            .unwrap_or_else(|| panic!("{kind} has a credential field"));
+        assert_eq!(field.default, None, "{kind}");
+        assert!(!field.required, "{kind}");
+        assert!(
+            field.help.contains("Empty: no key is sent"),
+            "{kind}: {}",
+            field.help
+        );
+    }
 }
 
 #[tokio::test]

@@ -16,14 +16,13 @@ pub(crate) struct About {
     /// How messages name the server, e.g. `Anthropic`.
     pub title: &'static str,
     pub default_base_url: &'static str,
-    /// The credential used when the block names none; `None` for servers that need no key.
-    pub default_credential: Option<&'static str>,
     /// The model runs on this machine: one missing from the price table costs nothing.
     pub runs_locally: bool,
 }
 
 impl About {
-    /// A hosted API, whose key is the credential of the provider's name by default.
+    /// A hosted API. Its key comes only from the credential the block names: none is
+    /// implied, so a block without one sends no key (and the API answers 401).
     pub(crate) const fn hosted(
         name: &'static str,
         title: &'static str,
@@ -33,7 +32,6 @@ impl About {
             name,
             title,
             default_base_url,
-            default_credential: Some(name),
             runs_locally: false,
         }
     }
@@ -50,9 +48,6 @@ pub(crate) trait WireFormat: Send + Sync + std::fmt::Debug {
     }
     fn default_base_url(&self) -> &'static str {
         self.about().default_base_url
-    }
-    fn default_credential(&self) -> Option<&'static str> {
-        self.about().default_credential
     }
     fn runs_locally(&self) -> bool {
         self.about().runs_locally
