@@ -1028,7 +1028,9 @@ mod tests {
         // model's local base_url and a request URL without allow_private_network do not.
         assert_eq!(
             needs.local_endpoints,
-            ["http://[::ffff:7f00:1]:8888/latest/meta-data/iam#, a local address, from node `search`"]
+            [
+                "http://[::ffff:7f00:1]:8888/latest/meta-data/iam#, a local address, from node `search`"
+            ]
         );
         let lines = needs.lines();
         assert!(

@@ -752,3 +752,136 @@ fn eval_nats_spreads_the_cases_over_the_workers_and_checks_them_here() {
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
 }
+
+/// A graph whose MCP server command leaves `marker` behind when it starts, and whose POST
+/// to `url` carries credential `api` (a file that needs trust for both).
+fn needs_trust_graph(marker: &Path, url: &str) -> Value {
+    json!({
+        "format": "agentloom.graph", "version": 1, "name": "needs trust",
+        "mcp_servers": {"tools": {
+            "command": "sh",
+            "args": ["-c", format!("touch '{}'; exit 1", marker.display())]
+        }},
+        "nodes": [
+            {"id": "post", "block": "http.request", "config": {
+                "method": "POST", "url": url, "credential": "api",
+                "allow_private_network": true}},
+            {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+        ],
+        "edges": [{"from": ["post", "status"], "to": ["out", "value"]}]
+    })
+}
+
+/// Publishes `request` (raw JSON, as anyone who can publish to the queue may) and queues it.
+fn publish_request(nats: &NatsServer, run_id: &str, request: &Value) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let queue = agentloom::remote::Nats::connect(&nats.url, "a stranger")
+            .await
+            .unwrap();
+        queue
+            .publish(
+                agentloom::remote::run_subject(run_id, "request"),
+                None,
+                serde_json::to_vec(request).unwrap(),
+            )
+            .await
+            .unwrap();
+        queue
+            .queue(&agentloom::remote::WorkItem {
+                run_id: run_id.to_owned(),
+                resume: None,
+            })
+            .await
+            .unwrap();
+    });
+}
+
+#[test]
+fn submit_checks_trust_like_run_and_a_trusting_worker_runs_an_untrusted_request_untrusted() {
+    let nats = NatsServer::start();
+    let server = agentloom_tests::PostCounter::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let doc = needs_trust_graph(&marker, &server.url());
+    let graph = write_graph(dir.path(), "shared.json", &doc);
+
+    // `submit` refuses an untrusted file that needs trust, as `run` does: exit 2 with the
+    // list, nothing queued, no command started.
+    let output = submit(&nats, &graph, &[])
+        .env("XDG_DATA_HOME", data.path())
+        .env("HOME", data.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    for expected in [
+        "this file is not trusted",
+        "start the command `sh -c",
+        "send credential `api` to node `post` (at 127.0.0.1:",
+        "reach this machine and its local network from node `post`",
+        "--trust",
+    ] {
+        assert!(said.contains(expected), "{expected:?} in {said}");
+    }
+
+    // The same graph published straight onto the queue, claiming nothing (or claiming to be
+    // trusted without saying so), and taken by a worker started with --trust: it runs
+    // untrusted. No MCP command starts, no credential is sent, nothing is posted.
+    let worker = Worker::start(&nats, "trusting", &["--trust"]);
+    let forged = |run_id: &str, trusted: Option<bool>| {
+        let mut request = json!({
+            "run_id": run_id,
+            "graph": doc,
+            "graph_file": graph.display().to_string(),
+            "files": [],
+            "inputs": {}
+        });
+        if let Some(trusted) = trusted {
+            request["trusted"] = json!(trusted);
+        }
+        request
+    };
+    for (run_id, trusted) in [("forged-1", None), ("forged-2", Some(false))] {
+        publish_request(&nats, run_id, &forged(run_id, trusted));
+        wait_for("the forged run to end", Duration::from_secs(30), || {
+            worker
+                .runs()
+                .get(run_id)
+                .is_some_and(|status| status != "running")
+        });
+        assert_eq!(worker.runs()[run_id], "failed", "{}", worker.log());
+    }
+    let conn = rusqlite::Connection::open(worker.db()).unwrap();
+    let error: String = conn
+        .query_row("SELECT error FROM runs WHERE id = 'forged-1'", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert!(
+        error.contains("MCP server `tools`: not connected") && error.contains("not trusted"),
+        "{error}"
+    );
+    assert!(
+        !marker.exists(),
+        "the MCP command of an untrusted request started"
+    );
+    assert_eq!(server.posts(), 0);
+    // The refused submit queued nothing: the worker ran the two forged requests only.
+    assert_eq!(worker.runs().len(), 2, "{:?}", worker.runs());
+
+    // Trusted where it is submitted and by the worker: only then the command starts.
+    let output = submit(&nats, &graph, &["--trust", "--wait", "--json", "--db"])
+        .arg(dir.path().join("submitter.sqlite3"))
+        .env("XDG_DATA_HOME", data.path())
+        .env("HOME", data.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(marker.exists(), "trusted on both sides, the command starts");
+}

@@ -69,7 +69,13 @@ fn agent_graph(args: &AgentArgs) -> GraphDoc {
         if let Some(url) = &args.base_url {
             map.insert("base_url".to_owned(), json!(url));
         }
-        if let Some(name) = &args.credential {
+        // A hosted provider's own credential when none is named: the command line's user
+        // asks for that provider's API (a graph file gets none it does not name).
+        let credential = args.credential.clone().or_else(|| {
+            (args.base_url.is_none() && matches!(args.provider.as_str(), "openai" | "anthropic"))
+                .then(|| args.provider.clone())
+        });
+        if let Some(name) = &credential {
             map.insert("credential".to_owned(), json!(name));
         }
     }
