@@ -94,10 +94,17 @@ impl NodeStatus {
 }
 
 /// One thing that happened in a run. `seq` orders events within the run.
+///
+/// A resumed run is the same run: its events go on after those of its earlier segments
+/// (its `run_started` has a `seq` above 0, which tells the run log to keep what it holds of
+/// the run), and it first restates the nodes that finished before: their `node_finished`
+/// (or `node_failed`, `node_skipped`) with the attempts, duration and usage recorded then.
+/// Its `run_finished` carries the usage and duration of the whole run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunEvent {
     pub seq: u64,
-    /// Milliseconds since the run started.
+    /// Milliseconds since the run started (for a resumed run, its first start: the time it
+    /// waited paused included).
     pub at_ms: u64,
     #[serde(flatten)]
     pub kind: EventKind,

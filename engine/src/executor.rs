@@ -29,7 +29,8 @@ use tokio_util::sync::CancellationToken;
 use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
 use crate::limits::{NodeBudget, RunLimits};
 use crate::redact::Redactor;
-use crate::seed::RunSeed;
+use crate::run_state::NodeProgress;
+use crate::seed::{EarlierSegments, RunSeed};
 
 /// Asks a person whether a side effect may happen (safe mode).
 #[async_trait::async_trait]
@@ -213,11 +214,22 @@ impl Executor {
             .settings
             .requests_per_host
             .unwrap_or(DEFAULT_REQUESTS_PER_HOST);
+        // A resumed run goes on from what it did before it paused: the same budget, and
+        // totals and times that include it.
+        let earlier = options
+            .seed
+            .as_deref()
+            .and_then(|seed| seed.earlier.as_ref());
+        let mut limits = RunLimits::new(
+            graph.doc.settings.max_steps,
+            graph.doc.settings.max_cost_usd,
+        );
+        if let Some(earlier) = earlier {
+            limits = limits.with_earlier(earlier.steps, earlier.usage.cost_usd);
+        }
         let inherited = Inherited {
-            limits: Arc::new(RunLimits::new(
-                graph.doc.settings.max_steps,
-                graph.doc.settings.max_cost_usd,
-            )),
+            limits: Arc::new(limits),
+            before: earlier.map(Before::of).unwrap_or_default(),
             redactor: Arc::new(Redactor::default()),
             safe_mode: graph.doc.settings.safe_mode,
             cpu_slots: Arc::new(tokio::sync::Semaphore::new(concurrency)),
@@ -238,7 +250,12 @@ impl Executor {
         inherited: Inherited,
     ) -> RunReport {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
-        let seed = seed_with_pins(options.seed.as_deref(), &graph);
+        let mut seed = seed_with_pins(options.seed.as_deref(), &graph);
+        let recorded = seed
+            .earlier
+            .take()
+            .map(|earlier| earlier.nodes)
+            .unwrap_or_default();
         // Seeded rows of sub-run nodes (`call/render`) are handed down to those sub-runs.
         let nested_seed = seed
             .outputs
@@ -253,8 +270,10 @@ impl Executor {
             outputs: Mutex::new(seed.graph_outputs.clone()),
             sink,
             started: Instant::now(),
-            seq: AtomicU64::new(0),
-            usage: Mutex::new(Usage::default()),
+            at_before_ms: inherited.before.since_start_ms,
+            duration_before_ms: inherited.before.duration_ms,
+            seq: AtomicU64::new(inherited.before.next_seq),
+            usage: Mutex::new(inherited.before.usage),
             cancel: options.cancel.clone(),
             pause: options.pause.clone(),
             limit_error: Mutex::new(None),
@@ -264,6 +283,7 @@ impl Executor {
             decisions: Mutex::new(seed.decisions.clone()),
             checkpoints: seed.checkpoints.clone(),
             nested_seed,
+            recorded,
             waiting: Mutex::new(BTreeSet::new()),
             graph: Arc::clone(&graph),
             tool_inputs: Mutex::new(HashMap::new()),
@@ -300,6 +320,9 @@ fn seed_with_pins(seed: Option<&RunSeed>, graph: &ValidGraph) -> RunSeed {
 /// slots, the secrets to redact, and safe mode.
 struct Inherited {
     limits: Arc<RunLimits>,
+    /// What the run did before it paused (a resumed run; nothing for a sub-run, whose
+    /// parent counts it).
+    before: Before,
     redactor: Arc<Redactor>,
     safe_mode: bool,
     cpu_slots: Arc<tokio::sync::Semaphore>,
@@ -308,6 +331,32 @@ struct Inherited {
     /// What the run's node ids are prefixed with in the parent run (`call/`), to find
     /// their recorded calls.
     path_prefix: String,
+}
+
+/// Where a resumed run's totals and times go on from.
+#[derive(Default)]
+struct Before {
+    /// Wall milliseconds from the run's start to this segment's: its events' `at_ms` go on
+    /// from there.
+    since_start_ms: u64,
+    /// How long the run went on before (its pauses not counted).
+    duration_ms: u64,
+    usage: Usage,
+    /// The `seq` of this segment's first event.
+    next_seq: u64,
+}
+
+impl Before {
+    fn of(earlier: &EarlierSegments) -> Self {
+        let since_start = crate::store::now_ms().saturating_sub(earlier.started_at_ms);
+        Before {
+            // A clock set back since: the run's times still go forwards.
+            since_start_ms: since_start.max(earlier.duration_ms),
+            duration_ms: earlier.duration_ms,
+            usage: earlier.usage,
+            next_seq: earlier.next_seq,
+        }
+    }
 }
 
 /// A new run id: time-ordered, so ids sort by start time.
@@ -322,8 +371,14 @@ struct RunShared {
     inputs: ValueMap,
     outputs: Mutex<ValueMap>,
     sink: Arc<dyn EventSink>,
+    /// When this segment of the run started (a resumed run has earlier ones).
     started: Instant,
+    /// Wall milliseconds from the run's start to `started`.
+    at_before_ms: u64,
+    /// How long the run went on before `started`.
+    duration_before_ms: u64,
     seq: AtomicU64,
+    /// Spent by the whole run (its earlier segments included).
     usage: Mutex<Usage>,
     cancel: CancellationToken,
     /// Stops the run leaving its approvals pending (see [`RunOptions::pause`]).
@@ -340,6 +395,9 @@ struct RunShared {
     checkpoints: BTreeMap<String, Value>,
     /// Seeded outputs of the nodes of sub-runs, by nested id (`call/render`).
     nested_seed: BTreeMap<String, ValueMap>,
+    /// What earlier segments of this run recorded of its nodes (a resumed run), by id;
+    /// sub-run nodes by nested id.
+    recorded: BTreeMap<String, NodeProgress>,
     /// Nodes paused on an approval nobody could give yet.
     waiting: Mutex<BTreeSet<String>>,
     graph: Arc<ValidGraph>,
@@ -404,7 +462,7 @@ impl RunShared {
         self.redactor.event(&mut kind);
         let event = RunEvent {
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
-            at_ms: elapsed_ms(self.started),
+            at_ms: self.at_before_ms.saturating_add(elapsed_ms(self.started)),
             kind,
         };
         self.sink.emit(&event);
@@ -442,6 +500,19 @@ impl RunShared {
 
     fn total_usage(&self) -> Usage {
         self.usage.lock().map(|u| *u).unwrap_or_default()
+    }
+
+    /// How long the run has gone on, its earlier segments included.
+    fn duration_ms(&self) -> u64 {
+        self.duration_before_ms
+            .saturating_add(elapsed_ms(self.started))
+    }
+
+    /// What an earlier segment recorded of `node` once it had finished.
+    fn recorded_final(&self, node: &str) -> Option<&NodeProgress> {
+        self.recorded
+            .get(node)
+            .filter(|progress| progress.status.is_final())
     }
 
     /// Marks `node` as waiting for a decision: the error that ends its attempt.
@@ -504,10 +575,21 @@ impl NodeCtx {
             .iter()
             .filter_map(|(id, checkpoint)| Some((inner(id)?, checkpoint.clone())))
             .collect();
+        // Its rows recorded before the run paused; its usage and time are the parent's.
+        let recorded: BTreeMap<String, NodeProgress> = self
+            .shared
+            .recorded
+            .iter()
+            .filter_map(|(id, progress)| Some((inner(id)?, progress.clone())))
+            .collect();
         RunSeed {
             outputs,
             decisions,
             checkpoints,
+            earlier: (!recorded.is_empty()).then(|| EarlierSegments {
+                nodes: recorded,
+                ..EarlierSegments::default()
+            }),
             ..RunSeed::default()
         }
     }
@@ -756,7 +838,8 @@ impl RunCtx for NodeCtx {
             run_id: Some(format!("{}/{prefix}", self.shared.run_id)),
             cancel: self.cancel.child_token(),
             pause: self.shared.pause.clone(),
-            seed: (!seed.is_empty() || !seed.checkpoints.is_empty()).then(|| Arc::new(seed)),
+            seed: (!seed.is_empty() || !seed.checkpoints.is_empty() || seed.earlier.is_some())
+                .then(|| Arc::new(seed)),
             ..RunOptions::default()
         };
         // Approvals are asked, stored and answered as the parent run's, for the nested node.
@@ -770,6 +853,7 @@ impl RunCtx for NodeCtx {
         };
         let inherited = Inherited {
             limits: Arc::clone(&self.shared.limits),
+            before: Before::default(),
             redactor: Arc::clone(&self.shared.redactor),
             safe_mode: self.shared.safe_mode,
             cpu_slots: Arc::clone(&self.shared.cpu_slots),
@@ -1007,6 +1091,40 @@ fn describe_tool(graph: &ValidGraph, index: usize) -> Value {
     tool_descriptor(&node.id, label, &node.meta, node.node.ports(), &wired)
 }
 
+/// The event that restates a row recorded in an earlier segment of the run: the node's
+/// finish, failure or skip with its recorded attempts, duration and usage (`None` for a node
+/// that had not finished).
+fn restated(id: &str, progress: &NodeProgress) -> Option<EventKind> {
+    let node = id.to_owned();
+    let duration_ms = progress.duration_ms.unwrap_or(0);
+    Some(match progress.status {
+        NodeStatus::Done => EventKind::NodeFinished {
+            node,
+            outputs: progress.outputs.clone(),
+            attempts: progress.attempts,
+            duration_ms,
+            usage: progress.usage,
+        },
+        NodeStatus::Failed => EventKind::NodeFailed {
+            node,
+            error: progress.error.clone().unwrap_or_default(),
+            attempts: progress.attempts,
+            duration_ms,
+            usage: progress.usage,
+            caught: progress.error_caught,
+        },
+        NodeStatus::Skipped => EventKind::NodeSkipped {
+            node,
+            reason: progress.skip_reason.clone().unwrap_or_default(),
+            block: progress.block.clone(),
+        },
+        NodeStatus::Pending
+        | NodeStatus::Queued
+        | NodeStatus::Running
+        | NodeStatus::AwaitingApproval => return None,
+    })
+}
+
 /// A node whose outputs only feed tool wires (and its error): its consumers call it; the
 /// dataflow does not run it.
 fn only_a_tool(node: &ValidNode) -> bool {
@@ -1107,35 +1225,66 @@ impl Scheduler {
             self.shared.record_catalog_calls();
         }
         // Seeded nodes finish first, in topological order, so their dependents see them;
-        // all are marked first so that none is started by a seeded upstream.
-        let seeded_nodes: Vec<(usize, &ValueMap)> = graph
+        // all are marked first so that none is started by a seeded upstream. A node that
+        // finished in an earlier segment of this run (a resumed run) finishes as recorded:
+        // its attempts, duration and usage (already in the run's total, not spent again),
+        // and a failure its error output caught fails the same way again.
+        let shared = Arc::clone(&self.shared);
+        let known: Vec<(usize, Result<ValueMap, BlockError>)> = graph
             .topo_order
             .iter()
-            .filter_map(|&index| Some((index, seeded.get(&graph.nodes[index].id)?)))
+            .filter_map(|&index| {
+                let node = &graph.nodes[index];
+                // A node wired only as a tool starts again: that binds its wired inputs
+                // for the calls to come, and hands over its description.
+                if only_a_tool(node) {
+                    return None;
+                }
+                if let Some(outputs) = seeded.get(&node.id) {
+                    return Some((index, Ok(outputs.clone())));
+                }
+                let recorded = shared.recorded_final(&node.id)?;
+                let caught = recorded.status == NodeStatus::Failed
+                    && recorded.error_caught
+                    && node
+                        .outputs
+                        .iter()
+                        .any(|f| f.port == agentloom_core::ERROR_PORT);
+                caught.then(|| {
+                    let message = recorded.error.clone().unwrap_or_default();
+                    (index, Err(BlockError::permanent(message)))
+                })
+            })
             .collect();
-        for &(index, _) in &seeded_nodes {
-            self.states[index].status = NodeStatus::Done;
+        for (index, result) in &known {
+            self.states[*index].status = if result.is_ok() {
+                NodeStatus::Done
+            } else {
+                NodeStatus::Failed
+            };
         }
-        for (index, outputs) in seeded_nodes {
+        for (index, result) in known {
+            let recorded = shared.recorded_final(&graph.nodes[index].id);
             self.finish(NodeOutcome {
                 index,
-                result: Ok(outputs.clone()),
-                attempts: 0,
-                duration_ms: 0,
-                usage: Usage::default(),
+                result,
+                attempts: recorded.map_or(0, |r| r.attempts),
+                duration_ms: recorded.and_then(|r| r.duration_ms).unwrap_or(0),
+                usage: recorded.map(|r| r.usage).unwrap_or_default(),
             });
         }
+        self.restate_recorded();
         for &index in &graph.topo_order {
             if graph.nodes[index].inputs.is_empty() && !self.states[index].status.is_final() {
                 self.enqueue(index);
             }
         }
 
-        let deadline = graph
-            .doc
-            .settings
-            .max_wall_ms
-            .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+        // The time the run went on before it paused counts too.
+        let deadline = graph.doc.settings.max_wall_ms.map(|ms| {
+            let left = ms.saturating_sub(self.shared.duration_before_ms);
+            tokio::time::Instant::now() + Duration::from_millis(left)
+        });
         let mut running: FuturesUnordered<BoxFuture<'static, NodeOutcome>> =
             FuturesUnordered::new();
         loop {
@@ -1190,6 +1339,36 @@ impl Scheduler {
         }
         drop(running);
         self.report()
+    }
+
+    /// Restates the rows recorded in earlier segments of this run that no node of this run
+    /// settles: those of nodes wired only as tools (called, not run by the dataflow) and
+    /// those of sub-run nodes whose calling node does not run again (a calling node that
+    /// runs again hands them to its sub-run, which restates them).
+    fn restate_recorded(&self) {
+        let graph = &self.graph;
+        for (id, progress) in &self.shared.recorded {
+            let nested = id.split_once('/').map(|(owner, _)| owner);
+            let restate = match (nested, graph.index_of(nested.unwrap_or(id))) {
+                (None, Some(index)) => only_a_tool(&graph.nodes[index]),
+                (Some(_), Some(index)) => {
+                    self.states[index].status.is_final() || only_a_tool(&graph.nodes[index])
+                }
+                (Some(_), None) => true,
+                (None, None) => false,
+            };
+            let Some(kind) = restate.then(|| restated(id, progress)).flatten() else {
+                continue;
+            };
+            // Queued first, which names its block (a sub-run's node is not in the graph).
+            if nested.is_some() && !progress.block.is_empty() {
+                self.shared.emit(EventKind::NodeQueued {
+                    node: id.clone(),
+                    block: progress.block.clone(),
+                });
+            }
+            self.shared.emit(kind);
+        }
     }
 
     fn enqueue(&mut self, index: usize) {
@@ -1279,6 +1458,13 @@ impl Scheduler {
         }
         let graph = Arc::clone(&self.graph);
         let shared = Arc::clone(&self.shared);
+        // A node that ran in an earlier segment of this run and runs again (it waited for
+        // a decision, or the pause stopped it) reports what it had spent and taken then too.
+        let (usage_before, duration_before) = shared
+            .recorded
+            .get(&node.id)
+            .map(|progress| (progress.usage, progress.duration_ms.unwrap_or(0)))
+            .unwrap_or_default();
         Box::pin(async move {
             let node = &graph.nodes[index];
             let started = Instant::now();
@@ -1365,12 +1551,14 @@ impl Scheduler {
                     Err(err) => break Err(err),
                 }
             };
+            let mut usage = node_usage.lock().map(|u| *u).unwrap_or_default();
+            usage += usage_before;
             NodeOutcome {
                 index,
                 result,
                 attempts: attempt,
-                duration_ms: elapsed_ms(started),
-                usage: node_usage.lock().map(|u| *u).unwrap_or_default(),
+                duration_ms: elapsed_ms(started).saturating_add(duration_before),
+                usage,
             }
         })
     }
@@ -1543,7 +1731,7 @@ impl Scheduler {
         redactor.option(&mut error);
         redactor.map(&mut outputs);
         let usage = self.shared.total_usage();
-        let duration_ms = elapsed_ms(self.shared.started);
+        let duration_ms = self.shared.duration_ms();
         self.shared.emit(EventKind::RunFinished {
             status,
             outputs: outputs.clone(),
@@ -1551,26 +1739,42 @@ impl Scheduler {
             usage,
             duration_ms,
         });
+        let shared = &self.shared;
         let mut nodes: Vec<NodeReport> = self
             .graph
             .nodes
             .iter()
             .zip(self.states)
-            .map(|(node, state)| NodeReport {
-                id: node.id.clone(),
-                status: match state.status {
-                    NodeStatus::Queued | NodeStatus::Running | NodeStatus::AwaitingApproval => {
-                        NodeStatus::Pending
-                    }
-                    other => other,
-                },
-                attempts: state.attempts,
-                duration_ms: state.duration_ms,
-                error: state.error.map(|mut error| {
-                    redactor.text(&mut error);
-                    error
-                }),
-                usage: state.usage,
+            .map(|(node, state)| {
+                // A tool's calls are its row; the dataflow only handed over its description.
+                if only_a_tool(node)
+                    && let Some(recorded) = shared.recorded_final(&node.id)
+                {
+                    return NodeReport {
+                        id: node.id.clone(),
+                        status: recorded.status,
+                        attempts: recorded.attempts,
+                        duration_ms: recorded.duration_ms.unwrap_or(0),
+                        error: recorded.error.clone(),
+                        usage: recorded.usage,
+                    };
+                }
+                NodeReport {
+                    id: node.id.clone(),
+                    status: match state.status {
+                        NodeStatus::Queued | NodeStatus::Running | NodeStatus::AwaitingApproval => {
+                            NodeStatus::Pending
+                        }
+                        other => other,
+                    },
+                    attempts: state.attempts,
+                    duration_ms: state.duration_ms,
+                    error: state.error.map(|mut error| {
+                        redactor.text(&mut error);
+                        error
+                    }),
+                    usage: state.usage,
+                }
             })
             .collect();
         nodes.sort_by(|a, b| a.id.cmp(&b.id));

@@ -36,7 +36,7 @@ pub use executor::{
 pub use redact::{REDACTED, redact_resolved_secrets};
 pub use replay::{Replay, ReplayMiss, request_hash};
 pub use run_state::{KeptValues, MAX_PARTIAL_BYTES, NodeProgress, RunState};
-pub use seed::{RunSeed, downstream_of};
+pub use seed::{EarlierSegments, RunSeed, downstream_of};
 pub use store::{
     Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, EvaluationDetail, EvaluationRow,
     EvaluationRun, LogPolicy, LoggedGraph, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail,

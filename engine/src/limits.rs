@@ -39,6 +39,17 @@ impl RunLimits {
         }
     }
 
+    /// The same limits with what the run did before it paused already counted (a resumed
+    /// run is the same run: it may not spend its whole budget again).
+    #[must_use]
+    pub(crate) fn with_earlier(mut self, steps: u64, spent_usd: f64) -> Self {
+        *self.steps.get_mut() = steps;
+        if let Ok(money) = self.money.get_mut() {
+            money.spent_usd = spent_usd.max(0.0);
+        }
+        self
+    }
+
     /// Counts one more node started; fails past `max_steps`.
     pub(crate) fn take_step(&self) -> Result<(), String> {
         let taken = self.steps.fetch_add(1, Ordering::Relaxed);

@@ -4,10 +4,16 @@
 //! `node_finished` event has `attempts: 0`), and its dependents run from them. This is how a
 //! paused run resumes without re-running its finished nodes, how "run from here" reuses the
 //! upstream outputs of the last run, and how pinned outputs replace a node's work.
+//!
+//! A resumed run is the same run: its seed also says what the earlier segments did
+//! ([`EarlierSegments`]), so that its usage, duration, steps, cost budget and node rows go on
+//! from there instead of starting again from zero.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use agentloom_core::{ApprovalDecision, ValidGraph, Value, ValueMap};
+use agentloom_core::{ApprovalDecision, Usage, ValidGraph, Value, ValueMap};
+
+use crate::run_state::NodeProgress;
 
 /// What a run starts from besides its inputs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -23,12 +29,38 @@ pub struct RunSeed {
     pub checkpoints: BTreeMap<String, Value>,
     /// The run the outputs come from, when they do.
     pub from_run: Option<String>,
+    /// Set when the run resumes a paused one under its id ([`crate::RunStore::resume_seed`]):
+    /// what the run did before, which the resumed run's totals, limits and node rows include.
+    pub earlier: Option<EarlierSegments>,
 }
 
 impl RunSeed {
     pub fn is_empty(&self) -> bool {
         self.outputs.is_empty() && self.decisions.is_empty()
     }
+}
+
+/// What a run did before it paused (in one segment or several): a resumed run goes on from
+/// it. The executor reports the run's usage and duration with it, counts its steps and cost
+/// against the run's limits, and restates its nodes' rows in the events of the resumed run
+/// (a node that finished earlier finishes again with its recorded attempts, duration and
+/// usage, never billed twice; a node that runs again adds what it had spent before).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EarlierSegments {
+    /// Unix milliseconds of the run's start: the resumed run's events count their `at_ms`
+    /// from it, as those of its earlier segments did.
+    pub started_at_ms: u64,
+    /// How long the run went on before (the time it waited paused not counted).
+    pub duration_ms: u64,
+    /// Tokens and cost the run spent before, its sub-runs included.
+    pub usage: Usage,
+    /// Nodes it started before (counted against `max_steps`).
+    pub steps: u64,
+    /// The `seq` of the resumed run's first event: after every event recorded before.
+    pub next_seq: u64,
+    /// Node id (`call/render` inside a sub-run) → what was recorded of it, for every node
+    /// that got further than pending.
+    pub nodes: BTreeMap<String, NodeProgress>,
 }
 
 /// `from` and every node that depends on it, directly or not: what "run from here" runs

@@ -190,7 +190,12 @@ async fn a_paused_run_resumes_from_the_log_with_edited_arguments() {
     let detail = store.get_run(&paused.run_id).unwrap().unwrap();
     assert_eq!(detail.run.status, RunStatus::Completed);
     assert_eq!(detail.node("count").unwrap().status, NodeStatus::Done);
-    assert_eq!(detail.node("count").unwrap().attempts, 0, "reused, not run");
+    // It ran once, before the pause: the resumed run keeps its row.
+    assert_eq!(
+        detail.node("count").unwrap().attempts,
+        1,
+        "ran again or lost its row"
+    );
     assert_eq!(detail.node("write").unwrap().attempts, 1);
     assert!(store.pending_approvals(&paused.run_id).unwrap().is_empty());
 }

@@ -2,14 +2,15 @@
 
 use std::collections::BTreeSet;
 
-use agentloom_core::{ApprovalDecision, ApprovalRequest, Value};
+use agentloom_core::{ApprovalDecision, ApprovalRequest, Value, ValueMap};
 use rusqlite::{OptionalExtension as _, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
 use super::liveness::{Liveness, STALE_HEARTBEAT_MS, liveness, this_process_token};
 use super::{RunStore, StoreError, from_i64, now_ms, to_i64};
 use crate::events::NodeStatus;
-use crate::seed::RunSeed;
+use crate::run_state::NodeProgress;
+use crate::seed::{EarlierSegments, RunSeed};
 
 /// A side effect of a recorded run waiting for (or decided by) a person.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -417,10 +418,45 @@ impl RunStore {
         Ok(())
     }
 
-    /// What resumes paused run `run_id`: the outputs of its finished nodes, its graph
-    /// outputs so far, and the decisions (with checkpoints) made on its approvals.
+    /// What resumes paused run `run_id` under its id: the outputs of its finished nodes, its
+    /// graph outputs so far, the decisions (with checkpoints) made on its approvals, and what
+    /// the run did before ([`RunSeed::earlier`]: its start, duration, usage, steps, the
+    /// `seq` its events go on from, and its node rows), so that the resumed run is the same
+    /// run, with totals, limits and rows that include it.
     pub fn resume_seed(&self, run_id: &str) -> Result<RunSeed, StoreError> {
-        let mut seed = self.reuse_seed(run_id, &BTreeSet::new())?;
+        let Some(detail) = self.get_run(run_id)? else {
+            return Ok(RunSeed::default());
+        };
+        let next_seq = self.next_seq(&detail.run.id)?;
+        let steps = detail
+            .nodes
+            .iter()
+            .filter(|node| {
+                node.attempts > 0 && matches!(node.status, NodeStatus::Done | NodeStatus::Failed)
+            })
+            .count();
+        let earlier = EarlierSegments {
+            started_at_ms: detail.run.started_at_ms,
+            duration_ms: detail.run.duration_ms.unwrap_or(0),
+            usage: detail.run.usage,
+            steps: u64::try_from(steps).unwrap_or(u64::MAX),
+            next_seq,
+            nodes: detail
+                .nodes
+                .iter()
+                .filter(|node| node.status != NodeStatus::Pending)
+                .map(|node| {
+                    // Its inputs stay in the log; the resumed run does not restate them.
+                    let progress = NodeProgress {
+                        inputs: ValueMap::new(),
+                        ..node.progress.clone()
+                    };
+                    (node.node_id.clone(), progress)
+                })
+                .collect(),
+        };
+        let mut seed = seed_from(detail, &BTreeSet::new());
+        seed.earlier = Some(earlier);
         for approval in self.pending_approvals(run_id)? {
             if let Some(decision) = approval.decision {
                 seed.decisions.insert(approval.node.clone(), decision);
@@ -442,18 +478,26 @@ impl RunStore {
         let Some(detail) = self.get_run(run_id)? else {
             return Ok(RunSeed::default());
         };
-        let outputs = detail
-            .nodes
-            .into_iter()
-            .filter(|node| node.status == NodeStatus::Done && !reruns(rerun, &node.node_id))
-            .map(|node| (node.node_id, node.progress.outputs))
-            .collect();
-        Ok(RunSeed {
-            outputs,
-            graph_outputs: detail.outputs,
-            from_run: Some(detail.run.id),
-            ..RunSeed::default()
-        })
+        Ok(seed_from(detail, rerun))
+    }
+
+    /// The `seq` after every event recorded of run `run_id` (0 for a run with none).
+    fn next_seq(&self, run_id: &str) -> Result<u64, StoreError> {
+        let conn = self.lock();
+        let last: Option<i64> = conn
+            .query_row(
+                "SELECT max(seq) FROM (
+                    SELECT seq FROM events WHERE run_id = ?1
+                    UNION ALL SELECT started_seq FROM node_runs WHERE run_id = ?1
+                    UNION ALL SELECT finished_seq FROM node_runs WHERE run_id = ?1)",
+                params![run_id],
+                |row| row.get(0),
+            )
+            .map_err(|source| StoreError::Read {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(last.map_or(0, |seq| from_i64(seq).saturating_add(1)))
     }
 
     fn write_error(&self, source: rusqlite::Error) -> StoreError {
@@ -461,6 +505,23 @@ impl RunStore {
             path: self.path.clone(),
             source,
         }
+    }
+}
+
+/// The outputs of the nodes that finished in the run `detail`, except `rerun`, and the
+/// graph outputs it had set.
+fn seed_from(detail: super::RunDetail, rerun: &BTreeSet<String>) -> RunSeed {
+    let outputs = detail
+        .nodes
+        .into_iter()
+        .filter(|node| node.status == NodeStatus::Done && !reruns(rerun, &node.node_id))
+        .map(|node| (node.node_id, node.progress.outputs))
+        .collect();
+    RunSeed {
+        outputs,
+        graph_outputs: detail.outputs,
+        from_run: Some(detail.run.id),
+        ..RunSeed::default()
     }
 }
 

@@ -242,6 +242,10 @@ struct NodeState {
     finished_seq: Option<u64>,
     /// The block kind is kept in [`Slots`], not here.
     progress: NodeProgress<JsonValues>,
+    /// Its row finished in an earlier segment of the run (read from the file) and the node
+    /// has not started in this one: a finish, failure or skip restates the row, it is no
+    /// new event.
+    restates: bool,
 }
 
 impl NodeState {
@@ -253,6 +257,7 @@ impl NodeState {
             started_seq: None,
             finished_seq: None,
             progress: NodeProgress::default(),
+            restates: false,
         }
     }
 }
@@ -302,6 +307,9 @@ struct RunEntry {
     id: String,
     /// The row exists in the file.
     inserted: bool,
+    /// The recording goes on with a run the file holds (a resumed run): its node rows,
+    /// events and calls stay.
+    continues: bool,
     /// The row changed since it was last written.
     dirty: bool,
     graph_name: String,
@@ -386,6 +394,11 @@ impl RunEntry {
 
     fn at(&self, at_ms: u64) -> u64 {
         self.started_at_ms.saturating_add(at_ms)
+    }
+
+    /// Whether an event ending the node in `slot` restates its row from an earlier segment.
+    fn restates(&self, slot: usize) -> bool {
+        matches!(self.nodes.get(slot), Some(Some(state)) if state.restates)
     }
 
     /// The node's state, created when it has none; its row is queued for the next batch.
@@ -812,6 +825,43 @@ impl Writer {
         }
     }
 
+    /// Goes on with the run the file holds under the started run's id (a resumed run): its
+    /// start, node rows, events and calls stay, and the rows go on from what the file says
+    /// (the executor restates the rows of nodes that finished before, which changes none of
+    /// them). A run the file does not hold is recorded as a new one.
+    fn continue_recorded(&mut self) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        let conn = &self.conn;
+        let loaded = super::busy::retry(super::busy::is_busy, || recorded_run(conn, &run.id));
+        let recorded = match loaded {
+            Ok(Some(recorded)) => recorded,
+            Ok(None) => return,
+            Err(error) => {
+                // Its rows stay in the file all the same; those this recording changes are
+                // written as it knows them.
+                run.continues = true;
+                tracing::warn!(db = %self.path.display(), %error, "cannot read the resumed run's earlier rows");
+                self.error
+                    .get_or_insert_with(|| format!("cannot read the resumed run: {error}"));
+                return;
+            }
+        };
+        run.continues = true;
+        run.started_at_ms = recorded.started_at_ms;
+        run.call_count = recorded.call_count;
+        run.usage_stale = true;
+        for (id, block, state) in recorded.rows {
+            let slot = self.slots.slot(&id);
+            self.slots.learn_block(slot, &block);
+            if slot >= run.nodes.len() {
+                run.nodes.resize_with(slot + 1, || None);
+            }
+            run.nodes[slot] = Some(state);
+        }
+    }
+
     /// Updates the in-memory rows from one event.
     fn apply(&mut self, mut event: RunEvent, wall_ms: Option<u64>) {
         if matches!(event.kind, EventKind::RunStarted { .. }) {
@@ -831,9 +881,11 @@ impl Writer {
         {
             let now = wall_ms.unwrap_or_else(now_ms);
             let started_at_ms = now.saturating_sub(event.at_ms);
+            let resumed = event.seq > 0;
             self.run = Some(RunEntry {
                 id: run_id.clone(),
                 inserted: false,
+                continues: false,
                 dirty: true,
                 graph_name: graph_name.clone(),
                 status: RunStatus::Running,
@@ -858,6 +910,10 @@ impl Writer {
                 calls: Vec::new(),
                 call_count: 0,
             });
+            // Events after the run's first one: a resumed run, which the log holds already.
+            if resumed {
+                self.continue_recorded();
+            }
             self.last_heartbeat = Instant::now();
             self.urgent = true;
             self.mark_pending();
@@ -872,6 +928,24 @@ impl Writer {
             return;
         };
         let at = run.at(event.at_ms);
+        if let EventKind::NodeFinished { node, .. }
+        | EventKind::NodeFailed { node, .. }
+        | EventKind::NodeSkipped { node, .. } = &event.kind
+        {
+            let slot = slots.slot(node);
+            if run.restates(slot) {
+                // The row as the file holds it: no new event, its times and values stay.
+                if let EventKind::NodeSkipped { block, .. } = &event.kind {
+                    slots.learn_block(slot, block);
+                }
+                let state = run.apply_to_node(slot, &event.kind);
+                state.progress.inputs.written();
+                state.progress.outputs.written();
+                run.dirty = true;
+                self.mark_pending();
+                return;
+            }
+        }
         match &event.kind {
             EventKind::RunStarted { .. } => {}
             EventKind::NodeQueued { node, block } => {
@@ -885,6 +959,7 @@ impl Writer {
             }
             EventKind::NodeStarted { node, .. } => {
                 let state = run.apply_to_node(slots.slot(node), &event.kind);
+                state.restates = false;
                 state.started_at_ms.get_or_insert(at);
                 if state.started_seq.is_none() {
                     state.started_seq = Some(event.seq);
@@ -937,7 +1012,12 @@ impl Writer {
                 run.error.clone_from(error);
                 run.final_usage = Some(*usage);
                 run.duration_ms = Some(*duration_ms);
-                run.finished_at_ms = Some(run.started_at_ms.saturating_add(*duration_ms));
+                // A resumed run's duration leaves out the time it waited paused.
+                run.finished_at_ms = Some(if run.continues {
+                    run.at(event.at_ms)
+                } else {
+                    run.started_at_ms.saturating_add(*duration_ms)
+                });
                 run.dirty = true;
                 self.urgent = true;
             }
@@ -1025,6 +1105,88 @@ impl Writer {
     }
 }
 
+/// What the file holds of a run that goes on (a resumed run).
+struct RecordedRun {
+    /// Unix milliseconds.
+    started_at_ms: u64,
+    /// The `seq` of the next outbound call.
+    call_count: u64,
+    /// Node id, block kind and state of every node row.
+    rows: Vec<(String, String, NodeState)>,
+}
+
+/// Reads run `run_id`'s start, node rows and calls, if the file holds the run.
+fn recorded_run(conn: &Connection, run_id: &str) -> rusqlite::Result<Option<RecordedRun>> {
+    use rusqlite::OptionalExtension as _;
+    let Some(started_at_ms) = conn
+        .prepare_cached("SELECT started_at_ms FROM runs WHERE id = ?1")?
+        .query_row(params![run_id], |row| row.get::<_, i64>(0))
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let calls: i64 = conn
+        .prepare_cached("SELECT coalesce(max(seq) + 1, 0) FROM run_calls WHERE run_id = ?1")?
+        .query_row(params![run_id], |row| row.get(0))?;
+    let kept = |stored: bool| {
+        if stored {
+            JsonValues::Stored
+        } else {
+            JsonValues::Unknown
+        }
+    };
+    let rows = conn
+        .prepare_cached(
+            "SELECT node_id, block, status, attempts, started_at_ms, finished_at_ms, duration_ms,
+                    inputs_json IS NOT NULL, outputs_json IS NOT NULL, error, error_caught,
+                    skip_reason, partial_json, input_tokens, output_tokens, cost_usd, started_seq,
+                    finished_seq
+             FROM node_runs WHERE run_id = ?1",
+        )?
+        .query_map(params![run_id], |row| {
+            let status = crate::events::NodeStatus::parse(&row.get::<_, String>(2)?)
+                .unwrap_or(crate::events::NodeStatus::Pending);
+            let partial = row
+                .get::<_, Option<String>>(12)?
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default();
+            let progress = NodeProgress {
+                block: String::new(),
+                status,
+                attempts: row.get(3)?,
+                duration_ms: row.get::<_, Option<i64>>(6)?.map(super::from_i64),
+                inputs: kept(row.get(7)?),
+                outputs: kept(row.get(8)?),
+                error: row.get(9)?,
+                error_caught: row.get(10)?,
+                skip_reason: row.get(11)?,
+                partial,
+                usage: Usage {
+                    input_tokens: super::from_i64(row.get(13)?),
+                    output_tokens: super::from_i64(row.get(14)?),
+                    cost_usd: row.get(15)?,
+                },
+                cancelled: false,
+            };
+            let state = NodeState {
+                queued: Queued::No,
+                started_at_ms: row.get::<_, Option<i64>>(4)?.map(super::from_i64),
+                finished_at_ms: row.get::<_, Option<i64>>(5)?.map(super::from_i64),
+                started_seq: row.get::<_, Option<i64>>(16)?.map(super::from_i64),
+                finished_seq: row.get::<_, Option<i64>>(17)?.map(super::from_i64),
+                restates: status.is_final(),
+                progress,
+            };
+            Ok((row.get(0)?, row.get(1)?, state))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Some(RecordedRun {
+        started_at_ms: super::from_i64(started_at_ms),
+        call_count: super::from_i64(calls),
+        rows,
+    }))
+}
+
 /// What one transaction writes: the run row, the changed node rows, the new events.
 struct Batch<'a> {
     graph: &'a StoredGraph,
@@ -1071,13 +1233,16 @@ impl Batch<'_> {
             ])?;
             }
         } else {
-            // A run id recorded before (a rerun under the same id) starts from a clean slate.
-            tx.prepare_cached("DELETE FROM events WHERE run_id = ?1")?
-                .execute(params![run.id])?;
-            tx.prepare_cached("DELETE FROM node_runs WHERE run_id = ?1")?
-                .execute(params![run.id])?;
-            tx.prepare_cached("DELETE FROM run_calls WHERE run_id = ?1")?
-                .execute(params![run.id])?;
+            // A run id recorded before (a rerun under the same id) starts from a clean slate,
+            // unless this is the same run resumed.
+            if !run.continues {
+                tx.prepare_cached("DELETE FROM events WHERE run_id = ?1")?
+                    .execute(params![run.id])?;
+                tx.prepare_cached("DELETE FROM node_runs WHERE run_id = ?1")?
+                    .execute(params![run.id])?;
+                tx.prepare_cached("DELETE FROM run_calls WHERE run_id = ?1")?
+                    .execute(params![run.id])?;
+            }
             tx.prepare_cached(
             &format!("INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
                                inputs_json, outputs_json, error, input_tokens, output_tokens, cost_usd,
