@@ -140,9 +140,12 @@ impl App {
         let trusted = self.untrusted.is_none();
         let ready = self
             .mcp_connector
-            .connect(doc, self.graph_file.as_deref(), trusted, || match store {
-                Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
-                None => Arc::new(agentloom_engine::EnvSecrets),
+            .connect(doc, self.graph_file.as_deref(), trusted, || {
+                let credentials = agentloom_runner::Credentials::of_store(store);
+                agentloom_runner::launch::secrets_for(
+                    &agentloom_runner::Trust::Trusted,
+                    &credentials,
+                )
             });
         if let Some(connected) = ready {
             self.use_catalog(connected);
@@ -200,11 +203,7 @@ impl App {
     /// Runs of a trusted graph get the stored credentials (the runner gives an untrusted
     /// one's none at all).
     pub(super) fn secrets_follow_trust(&mut self) {
-        let secrets: Arc<dyn agentloom_core::SecretSource> = match self.credentials.store() {
-            Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
-            None => Arc::new(agentloom_engine::EnvSecrets),
-        };
-        self.run_credentials = agentloom_runner::Credentials::Given(secrets);
+        self.run_credentials = agentloom_runner::Credentials::of_store(self.credentials.store());
     }
 
     /// What runs of the open graph may do: trusted unless its file is not.

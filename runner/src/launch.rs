@@ -66,6 +66,18 @@ pub enum Credentials {
     Given(Arc<dyn SecretSource>),
 }
 
+impl Credentials {
+    /// The keychain credentials indexed by `store` (the app's own), else the environment's
+    /// (`AGENTLOOM_SECRET_<NAME>`).
+    pub fn of_store(store: Option<Arc<agentloom_engine::CredentialStore>>) -> Credentials {
+        let secrets: Arc<dyn SecretSource> = match store {
+            Some(store) => Arc::new(agentloom_engine::KeychainSecrets::new(store)),
+            None => Arc::new(agentloom_engine::EnvSecrets),
+        };
+        Credentials::Given(secrets)
+    }
+}
+
 /// The credentials a run with `trust` gets: none at all when untrusted.
 pub fn secrets_for(trust: &Trust, credentials: &Credentials) -> Arc<dyn SecretSource> {
     match (trust, credentials) {

@@ -177,6 +177,18 @@ impl GraphSource {
         }
     }
 
+    /// Whether `doc`, shown from the graph file at `file` (opened in the app), is what its
+    /// user trusts: the file read once now is trusted (in `store`) and holds exactly `doc`.
+    /// A file renamed over between opening and this check is not trusted for what it
+    /// held before.
+    pub fn shows_trusted(store: Option<&TrustStore>, doc: &GraphDoc, file: &Path) -> bool {
+        let Ok(source) = GraphSource::read(file) else {
+            return false;
+        };
+        source.is_trusted_in(store)
+            && *source.doc() == graph_call::with_absolute_paths(doc.clone(), Some(file))
+    }
+
     /// [`GraphSource::is_trusted_in`] the per-user trust store.
     pub fn is_trusted(&self) -> bool {
         match TrustStore::open_default() {

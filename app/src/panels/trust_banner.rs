@@ -23,7 +23,8 @@ impl Untrusted {
     /// `None` when the graph `doc` from `file` is trusted, or has no file (made here).
     pub fn of(store: Option<&TrustStore>, doc: &GraphDoc, file: Option<&Path>) -> Option<Self> {
         let file = file?;
-        if agentloom_runner::trust::is_trusted_in(store, file) {
+        // Decided on one read of the file, which must hold the document shown.
+        if agentloom_runner::GraphSource::shows_trusted(store, doc, file) {
             return None;
         }
         Some(Self::new(doc, file))

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentloom_core::{GraphDoc, SecretSource, Usage, ValueMap};
+use agentloom_core::{GraphDoc, Usage, ValueMap};
 use agentloom_engine::{
     EventKind, EventSink, LogPolicy, RunEvent, RunOptions, RunReport, RunSeed, RunStatus, RunStore,
 };
@@ -38,7 +38,7 @@ pub struct WorkerConfig {
     /// Run requests as trusted: credentials, MCP servers, no safe mode.
     pub trust: bool,
     /// This machine's credentials (its keychain, its environment), for trusted requests.
-    pub secrets: Arc<dyn SecretSource>,
+    pub credentials: Credentials,
 }
 
 /// What becomes of a request once handled.
@@ -308,8 +308,7 @@ impl Worker {
         let trust = Trust::of(trusted, Some(Path::new(name)));
         // Every file it calls came with it: nothing is read from this machine's disk.
         let source = GraphSource::with_files(doc, Some(Path::new(name)), request.files.clone());
-        let credentials = Credentials::Given(self.config.secrets.clone());
-        Prepared::new(&source, trust, &credentials, None)
+        Prepared::new(&source, trust, &self.config.credentials, None)
             .map_err(|problems| format!("invalid graph: {}", problems.join("; ")))
     }
 

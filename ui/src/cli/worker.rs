@@ -59,7 +59,7 @@ pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
         ack_wait: Duration::from_secs(args.ack_wait),
         max_deliver: args.max_deliver,
         trust: args.trust,
-        secrets: crate::runner::default_secrets(),
+        credentials: crate::runner::Credentials::Default,
     };
     let stop = tokio_util::sync::CancellationToken::new();
     interrupt::watch(stop.clone());
