@@ -2,27 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::block::BlockMeta;
-use crate::config::Config;
-use crate::value::{Value, ValueMap};
-
-/// What a node will do, for an approval prompt: the defaults of its block's config fields,
-/// its config over them, and its inputs over both (an input may replace a configured URL).
-pub fn resolved_details(meta: &BlockMeta, config: &Config, inputs: &ValueMap) -> Value {
-    let mut details = ValueMap::new();
-    for field in &meta.config {
-        if let Some(default) = &field.default {
-            details.insert(field.name.clone(), Value::from_json(default.clone()));
-        }
-    }
-    for (name, value) in config {
-        details.insert(name.clone(), Value::from_json(value.clone()));
-    }
-    for (name, value) in inputs {
-        details.insert(name.clone(), value.clone());
-    }
-    Value::object(details)
-}
+use crate::value::Value;
 
 /// A side effect waiting for a person's decision.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

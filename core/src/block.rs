@@ -728,3 +728,21 @@ impl InputsExt for ValueMap {
 pub fn outputs<const N: usize>(pairs: [(&str, Value); N]) -> ValueMap {
     pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }
+
+/// What a node will do, for an approval prompt: the defaults of its block's config fields,
+/// its config over them, and its inputs over both (an input may replace a configured URL).
+pub fn resolved_details(meta: &BlockMeta, config: &Config, inputs: &ValueMap) -> Value {
+    let mut details = ValueMap::new();
+    for field in &meta.config {
+        if let Some(default) = &field.default {
+            details.insert(field.name.clone(), Value::from_json(default.clone()));
+        }
+    }
+    for (name, value) in config {
+        details.insert(name.clone(), Value::from_json(value.clone()));
+    }
+    for (name, value) in inputs {
+        details.insert(name.clone(), value.clone());
+    }
+    Value::object(details)
+}

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+use crate::duplicate_keys::check_duplicate_keys;
 
 /// The value of the `format` field.
 pub const FORMAT_NAME: &str = "agentloom.graph";
@@ -298,20 +299,18 @@ impl GraphDoc {
         // checked for duplicate keys on a second core while it is read.
         let (duplicates, parsed) = if text.len() >= PARALLEL_CHECK_BYTES {
             std::thread::scope(|scope| {
-                let check = scope.spawn(|| crate::graph_file::check_duplicate_keys(text));
+                let check = scope.spawn(|| check_duplicate_keys(text));
                 let parsed = serde_json::from_str::<GraphDoc>(text);
-                let duplicates = check
-                    .join()
-                    .unwrap_or_else(|_| crate::graph_file::check_duplicate_keys(text));
+                let duplicates = check.join().unwrap_or_else(|_| check_duplicate_keys(text));
                 (duplicates, parsed)
             })
         } else {
             (
-                crate::graph_file::check_duplicate_keys(text),
+                check_duplicate_keys(text),
                 serde_json::from_str::<GraphDoc>(text),
             )
         };
-        duplicates?;
+        duplicates.map_err(|e| LoadError::Syntax(e.to_string()))?;
         if let Ok(mut doc) = parsed
             && doc.format == FORMAT_NAME
             && doc.version == FORMAT_VERSION

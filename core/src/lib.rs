@@ -14,6 +14,7 @@ mod block;
 mod bypass;
 mod config;
 mod config_map;
+mod duplicate_keys;
 mod escape;
 mod graph;
 mod graph_file;
@@ -25,12 +26,12 @@ mod types;
 mod validate;
 mod value;
 
-pub use approval::{ApprovalDecision, ApprovalRequest, resolved_details};
+pub use approval::{ApprovalDecision, ApprovalRequest};
 pub use block::{
     Block, BlockCatalog, BlockError, BlockMeta, CalledGraphs, ConfigCtx, CpuJob, ERROR_PORT,
     ErrorClass, GraphInterface, InputsExt, NodeImpl, PortSpec, Ports, REDACTED, RequestSlot,
     RunCtx, RunInput, Secret, SecretError, SecretSource, TOOL_PORT, Usage, env_secret, error_chain,
-    outputs, run_cpu_bound, secret_env_var,
+    outputs, resolved_details, run_cpu_bound, secret_env_var,
 };
 pub use bypass::bypass_outputs;
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};

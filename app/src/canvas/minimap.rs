@@ -3,20 +3,17 @@
 //! Minimap hides it); a click or drag there moves the view.
 
 use egui::emath::TSTransform;
-use egui::{Color32, Pos2, Rect, Sense, Stroke, Vec2};
+use egui::{Color32, Pos2, Rect, Sense, Stroke};
 use egui_snarl::Snarl;
 
 use super::groups::shown_group_rect;
+use super::model::{MINIMAP_MARGIN, MINIMAP_SIZE};
 use super::state::CanvasState;
 use agentloom_core::GroupDoc;
 
 use crate::document::CanvasNode;
 use crate::theme;
 
-/// The minimap's size on screen.
-pub const SIZE: Vec2 = egui::vec2(150.0, 96.0);
-/// Its distance from the canvas's edges.
-pub const MARGIN: f32 = 10.0;
 /// Up to this many blocks are drawn one by one.
 const MAX_DRAWN: usize = 1500;
 
@@ -56,9 +53,9 @@ pub fn minimap_ui(
     egui::Area::new(area_id())
         .order(egui::Order::Middle)
         .pivot(egui::Align2::LEFT_BOTTOM)
-        .fixed_pos(canvas.left_bottom() + egui::vec2(MARGIN, -MARGIN))
+        .fixed_pos(canvas.left_bottom() + egui::vec2(MINIMAP_MARGIN, -MINIMAP_MARGIN))
         .show(ctx, |ui| {
-            let (response, painter) = ui.allocate_painter(SIZE, Sense::click_and_drag());
+            let (response, painter) = ui.allocate_painter(MINIMAP_SIZE, Sense::click_and_drag());
             let area = response.rect;
             let scale = (area.width() / bounds.width()).min(area.height() / bounds.height());
             let offset = area.center().to_vec2() - bounds.center().to_vec2() * scale;

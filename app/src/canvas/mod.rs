@@ -1,11 +1,13 @@
 //! The canvas: the egui-snarl viewer of the graph, what it remembers between frames, wires
-//! being dragged, groups, the minimap, quick add, the wire menu and the View settings.
+//! being dragged, groups, the minimap, quick add, the wire menu and the View settings; below
+//! them all, the plain data they share (`model`).
 
 mod area;
 mod ghost;
 mod glyphs;
 pub mod groups;
 pub mod minimap;
+pub mod model;
 pub mod prefs;
 pub mod quick_add;
 mod state;

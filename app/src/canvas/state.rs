@@ -10,75 +10,13 @@ use egui::epaint::MarginF32;
 use egui::{Id, IdMap, Pos2, Rect, Vec2};
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
 
-use super::minimap;
+use super::model::{Geometry, Lod, MINIMAP_MARGIN, MINIMAP_SIZE, WireDrop};
 use super::prefs::{self, ViewPrefs};
 use crate::document::CanvasNode;
 use crate::theme;
 
 /// Room left around a fitted graph, in points on screen.
 const FIT_MARGIN: f32 = 24.0;
-
-/// How much of a node is drawn this frame.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Lod {
-    /// Pin labels, body, curved wires.
-    #[default]
-    Full,
-    /// Pins without labels, no body, straight wires (zoomed out a little).
-    Pins,
-    /// A plain box the size the node had when last laid out, without pins; its wires are
-    /// drawn by the canvas (the node is off screen, or the view is zoomed far out).
-    Box,
-}
-
-/// Where a node's frame and pins were when it was last laid out with its pins, relative to
-/// the node's position.
-#[derive(Clone, Debug)]
-pub(crate) struct Geometry {
-    /// The document id of the node it belongs to (snarl reuses ids of deleted nodes).
-    pub(crate) owner: Id,
-    pub(crate) laid_out: bool,
-    /// The node's frame.
-    pub(crate) rect: Rect,
-    /// Pin centres' y, in pin order.
-    pub(crate) inputs: Vec<f32>,
-    pub(crate) outputs: Vec<f32>,
-}
-
-impl Default for Geometry {
-    fn default() -> Self {
-        Geometry {
-            owner: Id::NULL,
-            laid_out: false,
-            rect: Rect::NOTHING,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-        }
-    }
-}
-
-impl Geometry {
-    pub(crate) fn rect(&self) -> Rect {
-        if self.laid_out {
-            self.rect
-        } else {
-            Rect::from_min_size(Pos2::ZERO, theme::NODE_SIZE_GUESS)
-        }
-    }
-
-    /// A pin's centre relative to the node's position.
-    pub(crate) fn pin(&self, output: bool, index: usize) -> Pos2 {
-        let rect = self.rect();
-        let x = if output { rect.right() } else { rect.left() };
-        let ys = if output { &self.outputs } else { &self.inputs };
-        #[allow(clippy::cast_precision_loss, reason = "pin index")]
-        let y = match ys.get(index) {
-            Some(y) if self.laid_out => *y,
-            _ => theme::NODE_HEADER_GUESS + (index as f32 + 0.5) * theme::PIN_ROW_GUESS,
-        };
-        Pos2::new(x, y)
-    }
-}
 
 /// The last fit of the view: the canvas it was made for, the view it chose, and the frames
 /// since.
@@ -124,7 +62,7 @@ pub struct CanvasState {
     /// A laid-out geometry per block kind, the guess for nodes of that kind not laid out yet.
     pub(crate) kind_geometry: IdMap<Geometry>,
     /// A wire dropped on empty canvas whose menu is open.
-    pub(crate) wire_drop: Option<super::wire_drop::WireDrop>,
+    pub(crate) wire_drop: Option<WireDrop>,
     /// The dropped-wire menu was open last frame (its wire's pins must stay laid out).
     pub(crate) wire_menu_open: bool,
     /// What is typed in the dropped-wire menu's search.
@@ -199,7 +137,7 @@ impl CanvasState {
     pub fn fit_area(&self) -> Rect {
         let mut area = self.screen_rect.shrink(FIT_MARGIN);
         if self.prefs.minimap {
-            area.max.y -= (minimap::SIZE.y + minimap::MARGIN).min(area.height() / 3.0);
+            area.max.y -= (MINIMAP_SIZE.y + MINIMAP_MARGIN).min(area.height() / 3.0);
         }
         area
     }

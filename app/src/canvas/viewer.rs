@@ -24,10 +24,9 @@ use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewe
 use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
 use super::glyphs::node_text;
+use super::model::{Geometry, Lod, Pin, WireDrop};
 use super::state::CanvasState;
-use super::state::{Geometry, Lod};
-use super::wire_drop::WireDrop;
-use super::wiring::{Pin, WireCurve};
+use super::wiring::WireCurve;
 use crate::Command;
 use crate::document::{CanvasNode, NodeFlag};
 use crate::panels::palette::PaletteEntry;

@@ -6,8 +6,9 @@ use agentloom_core::{ERROR_PORT, PortSpec, compatibility};
 use egui::{Pos2, RichText};
 use egui_snarl::Snarl;
 
+use super::model::{Pin, WireDrop};
 use super::state::CanvasState;
-use super::wiring::{Pin, WireCurve};
+use super::wiring::WireCurve;
 use crate::Command;
 use crate::document::CanvasNode;
 use crate::panels::palette::{PaletteEntry, search_entries};
@@ -17,26 +18,6 @@ use crate::theme;
 const MARGIN: f32 = 8.0;
 /// The shortest its list of blocks gets, however little room the canvas has.
 const MIN_LIST: f32 = 80.0;
-
-/// A wire dropped on empty canvas: the pins it came from and where it was dropped
-/// (graph coordinates).
-#[derive(Clone, Debug)]
-pub struct WireDrop {
-    pub pins: Vec<Pin>,
-    pub at: Pos2,
-    /// Opened this frame: the release that opened it does not close it.
-    fresh: bool,
-}
-
-impl WireDrop {
-    pub fn new(pins: Vec<Pin>, at: Pos2) -> Self {
-        WireDrop {
-            pins,
-            at,
-            fresh: true,
-        }
-    }
-}
 
 /// Whether block `entry` can be wired to all of `pins`: one of its inputs takes each
 /// output, one of its outputs (not `error`) feeds each input.

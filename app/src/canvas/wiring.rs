@@ -6,16 +6,11 @@
 use egui::{Pos2, RichText};
 use egui_snarl::{InPinId, OutPinId, Snarl};
 
-use super::state::{CanvasState, Lod};
+use super::model::Lod;
+pub use super::model::Pin;
+use super::state::CanvasState;
 use crate::document::{CanvasNode, check_wire};
 use crate::theme;
-
-/// One end of a wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pin {
-    Out(OutPinId),
-    In(InPinId),
-}
 
 /// The pin within `radius` (graph units) of `at`, if any.
 pub fn pin_at(
