@@ -259,6 +259,17 @@ impl GraphFiles {
     fn load(&self, path: &Path) -> Result<(PathBuf, Arc<GraphDoc>), String> {
         {
             let state = self.lock();
+            if state.sealed {
+                // The same file by another name (`lib/../lib/x.json`) is the same file: its
+                // canonical name finds cycles. Only the name is looked up on the disk.
+                let canonical = std::fs::canonicalize(path)
+                    .ok()
+                    .filter(|canonical| state.files.contains_key(canonical))
+                    .unwrap_or_else(|| path.to_path_buf());
+                if let Some(file) = state.files.get(&canonical) {
+                    return Ok((canonical, Arc::clone(&file.doc)));
+                }
+            }
             if state.frozen
                 && let Some(file) = state.files.get(path)
             {

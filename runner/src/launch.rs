@@ -153,6 +153,21 @@ pub fn untrusted_problems(doc: &GraphDoc, file: Option<&Path>) -> Vec<Problem> {
     problems
 }
 
+/// What stops an untrusted graph from running offline: a server one of its nodes needs
+/// (a server nothing uses is simply not started), and unsandboxed code.
+fn untrusted_run_problems(problems: Vec<Problem>, doc: &GraphDoc) -> Vec<Problem> {
+    problems
+        .into_iter()
+        .filter(|problem| {
+            let Some(server) = problem.path.strip_prefix("$.mcp_servers.") else {
+                return true;
+            };
+            let prefix = agentloom_blocks::mcp::tool_kind(server, "");
+            doc.nodes.iter().any(|node| node.block.starts_with(&prefix))
+        })
+        .collect()
+}
+
 /// Every problem of `source` as `trust` lets it run: servers not connected, then what
 /// validation finds (an untrusted file's tool nodes of servers not connected are covered
 /// by their server's problem). Returns the catalog too (`agentloom blocks --graph`).
@@ -192,6 +207,11 @@ impl Prepared {
         let (registry, problems) = catalog_for(source, &trust, secrets.as_ref(), replay);
         let label = source.path().unwrap_or(Path::new("graph"));
         let doc = Arc::new(runnable_doc(source.doc().clone(), &trust));
+        let problems = if trust.is_trusted() {
+            problems
+        } else {
+            untrusted_run_problems(problems, &doc)
+        };
         let mut problems: Vec<String> = problems.iter().map(|p| format_problem(label, p)).collect();
         match validate_shared(doc.clone(), &registry) {
             Ok(graph) if problems.is_empty() => {
@@ -221,7 +241,7 @@ impl Prepared {
         let mut problems = if trust.is_trusted() {
             Vec::new()
         } else {
-            untrusted_problems(&doc, trust.untrusted_file())
+            untrusted_run_problems(untrusted_problems(&doc, trust.untrusted_file()), &doc)
         };
         match validate_shared(doc, catalog.as_ref()) {
             Ok(graph) if problems.is_empty() => {

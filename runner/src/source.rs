@@ -61,16 +61,18 @@ impl GraphSource {
                 GraphDoc::from_json_str(&text),
             )
         };
-        drop(text);
         let doc = doc.map_err(|e| failed(e.into()))?;
-        Ok(Self::of_file_doc(path, &canonical, doc, Some(sha256)))
+        Ok(Self::of_file_doc(path, &canonical, doc, Some(sha256), text))
     }
 
     /// The graph `doc`, shown from the file at `path` (maybe with edits not saved yet: the
     /// app's document), or no file's: the files it calls are read now, once.
     pub fn of_doc(doc: GraphDoc, path: Option<&Path>) -> GraphSource {
         match path.and_then(|path| Some((path, std::fs::canonicalize(path).ok()?))) {
-            Some((path, canonical)) => Self::of_file_doc(path, &canonical, doc, None),
+            Some((path, canonical)) => {
+                let text = serde_json::to_string(&doc).unwrap_or_default();
+                Self::of_file_doc(path, &canonical, doc, None, text)
+            }
             None => GraphSource {
                 path: path.map(Path::to_path_buf),
                 doc,
@@ -107,6 +109,7 @@ impl GraphSource {
         canonical: &Path,
         doc: GraphDoc,
         sha256: Option<String>,
+        text: String,
     ) -> GraphSource {
         let doc = graph_call::with_absolute_paths(doc, Some(canonical));
         let tree = trust::calls_tree(canonical, &doc).ok();
@@ -117,10 +120,17 @@ impl GraphSource {
             }),
             _ => None,
         };
-        let texts = tree
-            .as_ref()
-            .map(|tree| tree.texts.clone())
-            .unwrap_or_default();
+        let mut texts = Vec::new();
+        if let Some(tree) = &tree {
+            texts.clone_from(&tree.texts);
+            // A file that calls this one back finds it as read (and the cycle is reported).
+            if !tree.root_aliases.is_empty() {
+                for alias in tree.root_aliases.iter().chain([&tree.root.path]) {
+                    texts.push((alias.clone(), Ok(text.clone())));
+                }
+            }
+        }
+        drop(text);
         GraphSource {
             path: Some(path.to_owned()),
             doc,

@@ -126,6 +126,9 @@ pub(crate) struct FileTree {
     /// Every file called, by the paths its callers name it (resolved, and canonical): its
     /// text as read and hashed, or why it could not be read. A run calls only these.
     pub(crate) texts: Vec<(PathBuf, Result<String, String>)>,
+    /// The names by which called files call the root file back (a cycle, found when the
+    /// call is checked): its own text goes with them.
+    pub(crate) root_aliases: Vec<PathBuf>,
 }
 
 fn read_tree(path: &Path) -> Result<FileTree, TrustError> {
@@ -144,6 +147,7 @@ fn read_tree(path: &Path) -> Result<FileTree, TrustError> {
         root,
         docs: Vec::new(),
         texts: Vec::new(),
+        root_aliases: Vec::new(),
     };
     tree.read_from(vec![(canonical, bytes)]);
     Ok(tree)
@@ -180,6 +184,10 @@ impl FileTree {
         let mut read = Vec::new();
         for named in called_paths(doc, file) {
             let target = std::fs::canonicalize(&named).unwrap_or_else(|_| named.clone());
+            if target == self.root.path {
+                self.root_aliases.push(named);
+                continue;
+            }
             let text = self
                 .texts
                 .iter()
@@ -204,13 +212,23 @@ impl FileTree {
                     read.push((target.clone(), bytes));
                     (Some(sha256), text)
                 }
-                Err(err) => (
-                    None,
-                    Err(format!(
-                        "cannot read graph file `{}`: {err}",
-                        target.display()
-                    )),
-                ),
+                Err(err) => {
+                    // Said as a graph file's reading says it (what kind of file it is).
+                    let why = match agentloom_core::read_graph_text(
+                        &target,
+                        agentloom_core::max_graph_bytes(),
+                    ) {
+                        Err(refused) => refused.to_string(),
+                        Ok(_) => err.to_string(),
+                    };
+                    (
+                        None,
+                        Err(format!(
+                            "cannot read graph file `{}`: {why}",
+                            target.display()
+                        )),
+                    )
+                }
             };
             self.root.calls.push(CalledFile {
                 path: target.clone(),
@@ -241,6 +259,7 @@ pub(crate) fn calls_tree(path: &Path, doc: &GraphDoc) -> Result<FileTree, TrustE
         root,
         docs: Vec::new(),
         texts: Vec::new(),
+        root_aliases: Vec::new(),
     };
     let mut seen = BTreeSet::from([canonical.clone()]);
     let queue = tree.read_calls(doc, &canonical, &mut seen);
@@ -674,12 +693,15 @@ pub fn is_local_url(url: &url::Url) -> bool {
 }
 
 /// The local URLs a node would fetch that the file chose: its search endpoint (`web.search`,
-/// an agent's search tool) or a request's URL. A model's `base_url` is not among them: a
-/// shared graph that uses a local model runs untrusted.
+/// an agent's search tool). A model's `base_url` is not among them: a shared graph that
+/// uses a local model runs untrusted.
 fn local_endpoints_of(node: &agentloom_core::NodeDoc) -> Vec<String> {
+    // A request's own URL reaches a local address only with allow_private_network (listed
+    // on its own); a search endpoint is fetched wherever it is, when trusted.
+    let search = node.block == "web.search";
     config_urls(node)
         .into_iter()
-        .filter(|(key, _)| key != "base_url")
+        .filter(|(key, _)| key == "search_url" || (search && key == "url"))
         .filter(|(_, url)| is_local_url(url))
         .map(|(_, url)| url.to_string())
         .collect()
