@@ -107,7 +107,13 @@ fn panel_on(dir: &tempfile::TempDir, doc: &agentloom_core::GraphDoc, cases: &str
     save_graph(doc, &graph).unwrap();
     let cases_file = dir.path().join("cases.jsonl");
     std::fs::write(&cases_file, cases).unwrap();
-    let mut h = harness_for(App::new(doc, Some(graph), &paths(dir)));
+    let paths = paths(dir);
+    // Saved by its user, as the app saves: trusted as it is.
+    let store = agentloom::trust::TrustStore::in_dir(paths.data_dir.as_deref().unwrap());
+    store
+        .trust(agentloom::trust::fingerprint(&graph).unwrap())
+        .unwrap();
+    let mut h = harness_for(App::new(doc, Some(graph), &paths));
     press(&mut h, Role::Button, "View");
     press(&mut h, Role::Button, "Evaluations");
     h.state_mut().evaluations.cases_path = cases_file.display().to_string();

@@ -186,7 +186,8 @@ fn submit(nats: &NatsServer, graph: &Path, extra: &[&str]) -> Command {
 
 /// `submit GRAPH --wait --json --db DB`, which must exit with `code`; its report.
 fn submit_and_wait(nats: &NatsServer, graph: &Path, db: &Path, code: i32) -> Value {
-    let output = submit(nats, graph, &["--wait", "--json"])
+    // Trusted where it is submitted; each test's workers decide whether they trust it too.
+    let output = submit(nats, graph, &["--trust", "--wait", "--json"])
         .arg("--db")
         .arg(db)
         .output()
@@ -346,7 +347,7 @@ fn a_worker_killed_after_a_post_leaves_the_run_to_another_that_does_not_post_aga
         }),
     );
     let submitter_db = dir.path().join("submitter.sqlite3");
-    let submitter = submit(&nats, &graph, &["--wait", "--json"])
+    let submitter = submit(&nats, &graph, &["--trust", "--wait", "--json"])
         .arg("--db")
         .arg(&submitter_db)
         .stdout(Stdio::piped())
