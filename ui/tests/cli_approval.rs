@@ -185,13 +185,24 @@ fn a_paused_run_survives_sigkill_and_resumes_with_edited_arguments() {
         1,
         "the finished LLM node was called again"
     );
+    // The same run: the LLM node keeps the attempt it made before the pause (not run
+    // again, as fakellm's count says above) and what it spent.
     let story = report["nodes"]
         .as_array()
         .unwrap()
         .iter()
         .find(|n| n["id"] == "story")
         .unwrap();
-    assert_eq!(story["attempts"], 0, "reused from the log");
+    assert_eq!(story["status"], "done", "{story}");
+    assert_eq!(
+        story["attempts"], 1,
+        "the attempt recorded before the pause"
+    );
+    assert!(
+        story["usage"]["output_tokens"].as_u64().unwrap() > 0,
+        "{story}"
+    );
+    assert_eq!(report["usage"], story["usage"], "{report}");
 
     // Nothing is left to approve.
     let again = agentloom(&["approve", &run_id], &db);

@@ -1,6 +1,6 @@
 //! Runs that reuse what is known, driven through the real UI: the approval panel (a pending
 //! action's arguments edited in the JSON editor and approved); a run left waiting resumed
-//! from the history after a restart, reusing its finished nodes; "Run from here" and
+//! from the history after a restart, its finished nodes not run again; "Run from here" and
 //! pinned outputs from a node's menu.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -127,20 +127,41 @@ fn a_waiting_run_resumes_from_the_history_after_a_restart() {
     assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
     h.get_by_label_contains("`write` (Write file) waits for approval");
     type_arguments(&mut h, r#"{"content": "approved after a restart"}"#);
+    let resumed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
     press(&mut h, "Approve");
     wait_until(&mut h, "the resumed run", |h| !h.state().run.is_running());
     let run = &h.state().run;
     assert_eq!(run.status, Some(RunStatus::Completed), "{:?}", run.error);
     assert_eq!(run.run_id.as_deref(), Some(run_id.as_str()));
-    assert!(run.reused.contains("text"), "the finished node ran again");
+    // The same run: the node that finished before the pause keeps its recorded attempt,
+    // shown done, not reused.
+    let text = run.node("text").unwrap();
+    assert_eq!((text.status, text.attempts), (NodeStatus::Done, 1));
+    assert!(!run.reused.contains("text"), "{:?}", run.reused);
     assert_eq!(run.node("write").map(|n| n.status), Some(NodeStatus::Done));
     assert_eq!(
         std::fs::read_to_string(workspace.join("note.txt")).unwrap(),
         "approved after a restart"
     );
-    // The canvas marks the reused node.
+    // It did not run again: the run log keeps its one finish, from before the approval.
+    let detail = RunStore::open(&db)
+        .unwrap()
+        .get_run(&run_id)
+        .unwrap()
+        .unwrap();
+    let text = detail.node("text").unwrap();
+    assert_eq!((text.status, text.attempts), (NodeStatus::Done, 1));
+    assert!(
+        u128::from(text.finished_at_ms.unwrap()) < resumed_at,
+        "the finished node ran again: {text:?}"
+    );
+    assert!(u128::from(detail.node("write").unwrap().finished_at_ms.unwrap()) >= resumed_at);
+    // The canvas marks no node reused: nothing was taken from elsewhere.
     h.run_steps(2);
-    assert!(h.query_all_by_label("reused").count() >= 1);
+    assert_eq!(h.query_all_by_label("reused").count(), 0);
 }
 
 /// A run started in the app and left waiting (the app closed before anyone decided) is
