@@ -79,6 +79,16 @@ struct Worker {
 
 impl Worker {
     fn start(nats: &NatsServer, name: &str, extra: &[&str]) -> Worker {
+        Self::start_with_env(nats, name, extra, &[])
+    }
+
+    /// [`Worker::start`] with `env` set too (this machine's credentials, say).
+    fn start_with_env(
+        nats: &NatsServer,
+        name: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -92,6 +102,7 @@ impl Worker {
             .args(extra)
             .env("HOME", &home)
             .env("XDG_DATA_HOME", home.join(".local/share"))
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("worker.log")).unwrap())
             .spawn()
@@ -496,13 +507,15 @@ fn a_request_whose_workers_keep_dying_is_given_up_after_max_deliver() {
 }
 
 #[test]
-fn an_untrusted_request_waits_for_approve_nats_which_counts_once() {
+fn a_safe_mode_request_waits_for_approve_nats_which_counts_once() {
     let nats = NatsServer::start();
     let server = agentloom_tests::PostCounter::start();
-    // Without --trust a request runs as an untrusted file: its POST waits for a person.
+    // In safe mode its POST waits for a person (trusted on both sides: its own
+    // allow_private_network counts; untrusted, reaching the local server would be one more
+    // question).
     let _workers = [
-        Worker::start(&nats, "first", &[]),
-        Worker::start(&nats, "second", &[]),
+        Worker::start(&nats, "first", &["--trust"]),
+        Worker::start(&nats, "second", &["--trust"]),
     ];
     let dir = tempfile::tempdir().unwrap();
     let graph = write_graph(
@@ -510,6 +523,7 @@ fn an_untrusted_request_waits_for_approve_nats_which_counts_once() {
         "post.json",
         &json!({
             "format": "agentloom.graph", "version": 1, "name": "post",
+            "settings": {"safe_mode": true},
             "nodes": [
                 {"id": "post", "block": "http.request", "config": {
                     "method": "POST", "url": server.url(), "allow_private_network": true}},
@@ -754,22 +768,31 @@ fn eval_nats_spreads_the_cases_over_the_workers_and_checks_them_here() {
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
 }
 
-/// A graph whose MCP server command leaves `marker` behind when it starts, and whose POST
-/// to `url` carries credential `api` (a file that needs trust for both).
-fn needs_trust_graph(marker: &Path, url: &str) -> Value {
+/// A graph whose node uses a tool of an MCP server whose command leaves `marker` behind
+/// when it starts (a file that needs trust to start it).
+fn mcp_graph(marker: &Path) -> Value {
     json!({
-        "format": "agentloom.graph", "version": 1, "name": "needs trust",
+        "format": "agentloom.graph", "version": 1, "name": "starts a command",
         "mcp_servers": {"tools": {
             "command": "sh",
             "args": ["-c", format!("touch '{}'; exit 1", marker.display())]
         }},
+        "nodes": [{"id": "echo", "block": "mcp.tools.echo", "config": {}}],
+        "edges": []
+    })
+}
+
+/// A graph whose model call at `base_url` carries credential `api` (which needs trust).
+fn credential_graph(base_url: &str) -> Value {
+    json!({
+        "format": "agentloom.graph", "version": 1, "name": "sends a key",
         "nodes": [
-            {"id": "post", "block": "http.request", "config": {
-                "method": "POST", "url": url, "credential": "api",
-                "allow_private_network": true}},
-            {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            {"id": "ask", "block": "llm.chat", "config": {
+                "base_url": base_url, "model": "m", "prompt": "hi", "stream": false,
+                "credential": "api", "max_retries": 0}},
+            {"id": "out", "block": "graph.output", "config": {"name": "text"}}
         ],
-        "edges": [{"from": ["post", "status"], "to": ["out", "value"]}]
+        "edges": [{"from": ["ask", "text"], "to": ["out", "value"]}]
     })
 }
 
@@ -808,34 +831,69 @@ fn submit_checks_trust_like_run_and_a_trusting_worker_runs_an_untrusted_request_
     let dir = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let marker = dir.path().join("started");
-    let doc = needs_trust_graph(&marker, &server.url());
-    let graph = write_graph(dir.path(), "shared.json", &doc);
+    let command_doc = mcp_graph(&marker);
+    let key_doc = credential_graph(&server.url());
+    let command_graph = write_graph(dir.path(), "command.json", &command_doc);
+    let key_graph = write_graph(dir.path(), "key.json", &key_doc);
+    let submitting = |graph: &Path, extra: &[&str]| {
+        let mut cmd = submit(&nats, graph, extra);
+        cmd.env("XDG_DATA_HOME", data.path())
+            .env("HOME", data.path())
+            .stdin(Stdio::null());
+        cmd.output().unwrap()
+    };
 
     // `submit` refuses an untrusted file that needs trust, as `run` does: exit 2 with the
-    // list, nothing queued, no command started.
-    let output = submit(&nats, &graph, &[])
-        .env("XDG_DATA_HOME", data.path())
-        .env("HOME", data.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let said = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{said}");
-    for expected in [
-        "this file is not trusted",
-        "start the command `sh -c",
-        "send credential `api` to node `post` (at 127.0.0.1:",
-        "reach this machine and its local network from node `post`",
-        "--trust",
+    // list (each credential with where it would go), nothing queued, nothing started.
+    for (graph, need) in [
+        (&command_graph, "start the command `sh -c".to_owned()),
+        (
+            &key_graph,
+            format!(
+                "send credential `api` to node `ask` (at 127.0.0.1:{})",
+                server
+                    .url()
+                    .split(':')
+                    .nth(2)
+                    .unwrap()
+                    .split('/')
+                    .next()
+                    .unwrap()
+            ),
+        ),
     ] {
-        assert!(said.contains(expected), "{expected:?} in {said}");
+        let output = submitting(graph, &[]);
+        let said = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{said}");
+        assert!(
+            said.contains("this file is not trusted")
+                && said.contains(&need)
+                && said.contains("--trust"),
+            "{need:?} in {said}"
+        );
     }
 
-    // The same graph published straight onto the queue, claiming nothing (or claiming to be
-    // trusted without saying so), and taken by a worker started with --trust: it runs
-    // untrusted. No MCP command starts, no credential is sent, nothing is posted.
-    let worker = Worker::start(&nats, "trusting", &["--trust"]);
-    let forged = |run_id: &str, trusted: Option<bool>| {
+    // The same graphs published straight onto the queue, claiming nothing or untrusted, and
+    // taken by a worker started with --trust that holds credential `api`: they run
+    // untrusted. No MCP command starts, no key is sent.
+    // The worker's key is bound to the local server's host, so only trust stops it.
+    let server_host = server
+        .url()
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let worker = Worker::start_with_env(
+        &nats,
+        "trusting",
+        &["--trust"],
+        &[
+            ("AGENTLOOM_SECRET_API", "sk-worker-secret-7f3a"),
+            ("AGENTLOOM_SECRET_API_HOSTS", &server_host),
+        ],
+    );
+    let forged = |run_id: &str, doc: &Value, graph: &Path, trusted: Option<bool>| {
         let mut request = json!({
             "run_id": run_id,
             "graph": doc,
@@ -848,8 +906,18 @@ fn submit_checks_trust_like_run_and_a_trusting_worker_runs_an_untrusted_request_
         }
         request
     };
-    for (run_id, trusted) in [("forged-1", None), ("forged-2", Some(false))] {
-        publish_request(&nats, run_id, &forged(run_id, trusted));
+    let runs = [
+        (
+            "forged-1",
+            &command_doc,
+            &command_graph,
+            None,
+            "MCP server `tools`: not connected",
+        ),
+        ("forged-2", &key_doc, &key_graph, Some(false), "not trusted"),
+    ];
+    for (run_id, doc, graph, trusted, why) in runs {
+        publish_request(&nats, run_id, &forged(run_id, doc, graph, trusted));
         wait_for("the forged run to end", Duration::from_secs(30), || {
             worker
                 .runs()
@@ -857,32 +925,35 @@ fn submit_checks_trust_like_run_and_a_trusting_worker_runs_an_untrusted_request_
                 .is_some_and(|status| status != "running")
         });
         assert_eq!(worker.runs()[run_id], "failed", "{}", worker.log());
+        let conn = rusqlite::Connection::open(worker.db()).unwrap();
+        let error: String = conn
+            .query_row("SELECT error FROM runs WHERE id = ?1", [run_id], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert!(error.contains(why), "{run_id}: {why:?} in {error}");
     }
-    let conn = rusqlite::Connection::open(worker.db()).unwrap();
-    let error: String = conn
-        .query_row("SELECT error FROM runs WHERE id = 'forged-1'", [], |row| {
-            row.get(0)
-        })
-        .unwrap();
-    assert!(
-        error.contains("MCP server `tools`: not connected") && error.contains("not trusted"),
-        "{error}"
-    );
     assert!(
         !marker.exists(),
         "the MCP command of an untrusted request started"
     );
-    assert_eq!(server.posts(), 0);
-    // The refused submit queued nothing: the worker ran the two forged requests only.
+    assert_eq!(
+        server.posts(),
+        0,
+        "an untrusted request sent the worker's key"
+    );
+    // The refused submits queued nothing: the worker ran the two forged requests only.
     assert_eq!(worker.runs().len(), 2, "{:?}", worker.runs());
 
-    // Trusted where it is submitted and by the worker: only then the command starts.
-    let output = submit(&nats, &graph, &["--trust", "--wait", "--json", "--db"])
-        .arg(dir.path().join("submitter.sqlite3"))
-        .env("XDG_DATA_HOME", data.path())
-        .env("HOME", data.path())
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    // Trusted where it is submitted and by the worker: only then the command starts and the
+    // key goes out.
+    for graph in [&command_graph, &key_graph] {
+        let output = submitting(graph, &["--trust", "--wait", "--json"]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    }
     assert!(marker.exists(), "trusted on both sides, the command starts");
+    assert!(
+        server.posts() >= 1,
+        "trusted on both sides, the model is asked"
+    );
 }
