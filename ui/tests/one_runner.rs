@@ -183,7 +183,11 @@ fn a_file_flipped_between_trusted_and_evil_content_never_starts_the_evil_command
         std::thread::spawn(move || {
             let mut flips = 0_u64;
             while !stop.load(Ordering::Relaxed) {
-                let from = if flips.is_multiple_of(2) { &evil } else { &good };
+                let from = if flips.is_multiple_of(2) {
+                    &evil
+                } else {
+                    &good
+                };
                 std::fs::copy(from, &tmp).unwrap();
                 std::fs::rename(&tmp, &graph).unwrap();
                 flips += 1;
