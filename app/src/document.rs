@@ -12,7 +12,7 @@ use agentloom_core::{
 use egui::Pos2;
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
 
-use super::wiring::Pin;
+use crate::canvas::model::Pin;
 
 /// How many edits undo remembers.
 const UNDO_LIMIT: usize = 200;
@@ -806,18 +806,18 @@ impl Document {
     }
 
     /// Removes the wires of a pin (one undo step; nothing when it has none).
-    pub fn disconnect(&mut self, pin: super::wiring::Pin) {
+    pub fn disconnect(&mut self, pin: Pin) {
         let wired = self.snarl.wires().any(|(o, i)| match pin {
-            super::wiring::Pin::Out(p) => o == p,
-            super::wiring::Pin::In(p) => i == p,
+            Pin::Out(p) => o == p,
+            Pin::In(p) => i == p,
         });
         if !wired {
             return;
         }
         self.checkpoint();
         let _removed = match pin {
-            super::wiring::Pin::Out(p) => self.snarl.drop_outputs(p),
-            super::wiring::Pin::In(p) => self.snarl.drop_inputs(p),
+            Pin::Out(p) => self.snarl.drop_outputs(p),
+            Pin::In(p) => self.snarl.drop_inputs(p),
         };
     }
 

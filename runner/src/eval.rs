@@ -688,7 +688,7 @@ impl Judge {
             .and_then(|doc| {
                 let source = crate::GraphSource::of_doc(doc, None);
                 crate::Prepared::new(
-                    &source,
+                    source,
                     self.trust.clone(),
                     &crate::Credentials::Default,
                     None,

@@ -58,7 +58,7 @@ impl GraphRunner {
             }
         }
         let trust = Trust::of(trusted, Some(path));
-        let prepared = Prepared::new(&source, trust, &Credentials::Default, replay)?;
+        let prepared = Prepared::new(source, trust, &Credentials::Default, replay)?;
         Ok(GraphRunner {
             path: path.to_owned(),
             prepared,

@@ -198,15 +198,20 @@ impl Prepared {
     /// Builds the catalog of `source` as `trust` allows (connecting a trusted graph's MCP
     /// servers) and validates it. The error lists every problem, each naming the file.
     pub fn new(
-        source: &GraphSource,
+        source: GraphSource,
         trust: Trust,
         credentials: &Credentials,
         replay: Option<&Replay>,
     ) -> Result<Prepared, Vec<String>> {
         let secrets = secrets_for(&trust, credentials);
-        let (registry, problems) = catalog_for(source, &trust, secrets.as_ref(), replay);
-        let label = source.path().unwrap_or(Path::new("graph"));
-        let doc = Arc::new(runnable_doc(source.doc().clone(), &trust));
+        let (registry, problems) = catalog_for(&source, &trust, secrets.as_ref(), replay);
+        let label = source
+            .path()
+            .map_or_else(|| PathBuf::from("graph"), Path::to_path_buf);
+        let label = label.as_path();
+        // The document read is the one that runs: moved, not copied (a large graph's copy
+        // would cost its size again).
+        let doc = Arc::new(runnable_doc(source.into_doc(), &trust));
         let problems = if trust.is_trusted() {
             problems
         } else {

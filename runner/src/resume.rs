@@ -79,7 +79,7 @@ pub fn prepare_recorded(
     let untrusted = still_untrusted_file(store, run_id, trusted).map_err(|e| e.to_string())?;
     let trust = crate::Trust::of(untrusted.is_none(), untrusted.as_deref());
     let source = crate::GraphSource::with_files(doc, untrusted.as_deref(), kept);
-    crate::Prepared::new(&source, trust, credentials, None).map_err(|problems| {
+    crate::Prepared::new(source, trust, credentials, None).map_err(|problems| {
         format!(
             "the recorded graph cannot run any more: {}",
             problems.join("; ")

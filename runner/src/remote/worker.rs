@@ -308,7 +308,7 @@ impl Worker {
         let trust = Trust::of(trusted, Some(Path::new(name)));
         // Every file it calls came with it: nothing is read from this machine's disk.
         let source = GraphSource::with_files(doc, Some(Path::new(name)), request.files.clone());
-        Prepared::new(&source, trust, &self.config.credentials, None)
+        Prepared::new(source, trust, &self.config.credentials, None)
             .map_err(|problems| format!("invalid graph: {}", problems.join("; ")))
     }
 

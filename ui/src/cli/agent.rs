@@ -99,7 +99,7 @@ fn agent_graph(args: &AgentArgs) -> GraphDoc {
 pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
     // The command line's own graph: its user typed every part of it, so it is trusted.
     let source = GraphSource::of_doc(agent_graph(&args), None);
-    let prepared = match Prepared::new(&source, Trust::Trusted, &Credentials::Default, None) {
+    let prepared = match Prepared::new(source, Trust::Trusted, &Credentials::Default, None) {
         Ok(prepared) => prepared,
         Err(problems) => {
             for p in &problems {

@@ -569,7 +569,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     };
     let trust = Trust::of(trusted, Some(&args.graph));
     let prepared = match Prepared::new(
-        &source,
+        source,
         trust,
         &runner::Credentials::Default,
         replay.as_deref(),
@@ -582,7 +582,6 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
-    drop(source);
     phase("graph validated");
     if let Some(note) = prepared.safe_mode_note() {
         eprintln!("{note}");
