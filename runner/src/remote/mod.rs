@@ -13,11 +13,12 @@
 //! - `AGENTLOOM_DEAD` (subjects `agentloom.dead.<id>`): requests moved aside with their
 //!   error, instead of being delivered again.
 
+mod auth;
 pub mod follow;
 pub mod local_log;
 pub mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,47 +113,34 @@ pub struct Nats {
 }
 
 impl Nats {
-    /// Connects to `url` (comma-separated for a cluster) following the client's
-    /// conventions: `nats://user:password@host`, `tls://` for TLS, `NATS_CREDS` for a
-    /// credentials file, `NATS_CA` for a CA certificate; then creates the streams when they
-    /// are not there yet.
+    /// Connects to `url` (comma-separated for a cluster): `nats://user:password@host`,
+    /// `nats://TOKEN@host` (or `NATS_USER` + `NATS_PASSWORD`, `NATS_TOKEN`), `tls://` for TLS,
+    /// `NATS_NKEY` for an NKey seed file, `NATS_CREDS` for a credentials file, `NATS_CERT` +
+    /// `NATS_KEY` for a client certificate, `NATS_CA` for a CA certificate (see [`auth`]);
+    /// then creates the streams when they are not there yet. No message shows a password or
+    /// token: [`Nats::url`] is `url` with them replaced by `***`.
     pub async fn connect(url: &str, name: &str) -> Result<Nats, RemoteError> {
+        let redacted = auth::redact_list(url);
         let connect_error = |message: String| RemoteError::Connect {
-            url: url.to_owned(),
+            url: redacted.clone(),
             message,
         };
-        let mut options = async_nats::ConnectOptions::new()
+        let mut servers = auth::Servers::parse(url).map_err(connect_error)?;
+        let options = async_nats::ConnectOptions::new()
             .name(name)
             .connection_timeout(NATS_TIMEOUT);
-        if let Some(creds) = std::env::var_os("NATS_CREDS") {
-            options = options
-                .credentials_file(PathBuf::from(&creds))
-                .await
-                .map_err(|e| {
-                    connect_error(format!("NATS_CREDS {}: {e}", Path::new(&creds).display()))
-                })?;
-        }
-        if let Some(ca) = std::env::var_os("NATS_CA") {
-            options = options
-                .add_root_certificates(PathBuf::from(ca))
-                .require_tls(true);
-        }
-        // Several servers of a cluster, comma-separated: the client tries them in turn.
-        let servers: Vec<&str> = url
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        let client = options
-            .connect(servers)
+        let options = servers
+            .options(options)
             .await
-            .map_err(|e| connect_error(e.to_string()))?;
+            .map_err(|e| connect_error(servers.scrub(&e)))?;
+        // Several servers of a cluster: the client tries them in turn.
+        let client = options
+            .connect(servers.addresses.as_slice())
+            .await
+            .map_err(|e| connect_error(servers.scrub(&e.to_string())))?;
         let mut js = jetstream::new(client);
         js.set_timeout(NATS_TIMEOUT);
-        let nats = Nats {
-            url: url.to_owned(),
-            js,
-        };
+        let nats = Nats { url: redacted, js };
         nats.ensure_streams().await?;
         Ok(nats)
     }

@@ -1,0 +1,415 @@
+//! `agentloom worker` and `agentloom submit` against a real `nats-server` on 127.0.0.1 that
+//! asks who connects: user and password, token, NKey, client certificate. A run goes through
+//! each; a wrong password or token fails with a clear message that never shows it.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The password of `alice`: every character that must be percent-encoded in a URL.
+const PASSWORD: &str = "p@ss/w:rd#1";
+const PASSWORD_IN_URL: &str = "p%40ss%2Fw%3Ard%231";
+const TOKEN: &str = "t0ken-s3cret-4222";
+/// A user NKey made for these tests only (nkeys 0.4 `KeyPair::new_user`).
+const NKEY_SEED: &str = "SUACUE3I7UOCZH5BKMNCBGYYDUJQ7EPVDHL2SMLMMITTU66WRLOML43FCQ";
+const NKEY_PUBLIC: &str = "UCWUOB3YUSTTLZGUYEUSGXB3GZM5QJRWHQIZNDRTKNPNNAVVVU6PPDUL";
+
+const NATS_VARIABLES: [&str; 8] = [
+    "NATS_USER",
+    "NATS_PASSWORD",
+    "NATS_TOKEN",
+    "NATS_NKEY",
+    "NATS_CREDS",
+    "NATS_CERT",
+    "NATS_KEY",
+    "NATS_CA",
+];
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloom"));
+    cmd.env_remove("AGENTLOOM_LOG").env_remove("AGENTLOOM_NATS");
+    for name in NATS_VARIABLES {
+        cmd.env_remove(name);
+    }
+    cmd
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// A `nats-server -c FILE` with JetStream on a free port of 127.0.0.1 and `settings` (its
+/// authorization or TLS) in its configuration file; stopped when dropped.
+struct NatsServer {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl NatsServer {
+    fn start(settings: impl FnOnce(&Path) -> String) -> NatsServer {
+        let server = agentloom_tests::find_on_path("nats-server")
+            .unwrap_or_else(|| panic!("nats-server is not installed: apt-get install nats-server"));
+        let dir = tempfile::tempdir().unwrap();
+        let port = agentloom_tests::free_port();
+        let config = dir.path().join("nats.conf");
+        let store = dir.path().join("store");
+        std::fs::write(
+            &config,
+            format!(
+                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {store:?} }}\n{}\n",
+                settings(dir.path())
+            ),
+        )
+        .unwrap();
+        let log = dir.path().join("nats.log");
+        let mut child = Command::new(server)
+            .arg("-c")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        agentloom_tests::wait_until_listening(&mut child, port, &log, "nats-server");
+        NatsServer { child, port, dir }
+    }
+
+    /// `nats://{userinfo}127.0.0.1:PORT`.
+    fn url(&self, userinfo: &str) -> String {
+        format!("nats://{userinfo}127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One `agentloom worker` with a home directory and run log of its own.
+struct Worker {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Worker {
+    fn start(url: &str, env: &[(&str, &str)]) -> Worker {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let child = bin()
+            .arg("worker")
+            .args(["--nats", url, "--name", "w1"])
+            .arg("--db")
+            .arg(dir.path().join("runs.sqlite3"))
+            .arg("--workspace")
+            .arg(&home)
+            .env("HOME", &home)
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("worker.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut worker = Worker { child, dir };
+        worker.wait_until_ready();
+        worker
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("worker.log")).unwrap_or_default()
+    }
+
+    fn wait_until_ready(&mut self) {
+        let started = Instant::now();
+        while !self.log().contains("takes runs from") {
+            let exited = self.child.try_wait().unwrap();
+            assert!(
+                exited.is_none() && started.elapsed() < Duration::from_secs(30),
+                "the worker did not start ({exited:?}):\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A graph with no side effect: its input `text` goes to its output `echo`.
+fn echo_graph(dir: &Path) -> PathBuf {
+    let path = dir.join("echo.json");
+    let doc = json!({
+        "format": "agentloom.graph", "version": 1, "name": "echo",
+        "nodes": [
+            {"id": "text", "block": "graph.input", "config": {"name": "text", "default": "hi"}},
+            {"id": "out", "block": "graph.output", "config": {"name": "echo"}}
+        ],
+        "edges": [{"from": ["text", "value"], "to": ["out", "value"]}]
+    });
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path
+}
+
+/// `agentloom submit GRAPH --nats URL --wait --json --trust` with `env`, in a home of its own.
+fn submit(url: &str, env: &[(&str, &str)]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = echo_graph(dir.path());
+    bin()
+        .arg("submit")
+        .arg(&graph)
+        .args([
+            "--nats",
+            url,
+            "--wait",
+            "--json",
+            "--trust",
+            "--input",
+            "text=through",
+        ])
+        .arg("--db")
+        .arg(dir.path().join("runs.sqlite3"))
+        .env("HOME", dir.path())
+        .env("XDG_DATA_HOME", dir.path().join("data"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// A run submitted to `url` with `env` completes on a worker.
+fn run_completes(url: &str, env: &[(&str, &str)]) {
+    let output = submit(url, env);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["outputs"]["echo"], "through", "{report}");
+}
+
+/// A submit that must be refused: it says why, and shows none of `secrets`.
+fn refused(url: &str, env: &[(&str, &str)], secrets: &[&str]) -> String {
+    let output = submit(url, env);
+    let shown = text(&output);
+    assert!(!output.status.success(), "{shown}");
+    assert!(
+        shown.to_lowercase().contains("authorization"),
+        "no clear reason:\n{shown}"
+    );
+    for secret in secrets {
+        assert!(!shown.contains(secret), "`{secret}` shown:\n{shown}");
+    }
+    shown
+}
+
+fn users_server() -> NatsServer {
+    NatsServer::start(|_| {
+        format!("authorization {{ users: [ {{ user: alice, password: {PASSWORD:?} }} ] }}")
+    })
+}
+
+fn token_server() -> NatsServer {
+    NatsServer::start(|_| format!("authorization {{ token: {TOKEN:?} }}"))
+}
+
+#[test]
+fn user_and_password_in_the_url_or_the_environment() {
+    let nats = users_server();
+    let url = nats.url(&format!("alice:{PASSWORD_IN_URL}@"));
+    let _worker = Worker::start(&url, &[]);
+    run_completes(&url, &[]);
+    // A cluster list whose servers all carry them.
+    run_completes(&format!("{url},{url}"), &[]);
+    run_completes(
+        &nats.url(""),
+        &[("NATS_USER", "alice"), ("NATS_PASSWORD", PASSWORD)],
+    );
+}
+
+#[test]
+fn a_wrong_password_is_refused_without_showing_it() {
+    let nats = users_server();
+    let shown = refused(&nats.url("alice:wr0ng-pa55word@"), &[], &["wr0ng-pa55word"]);
+    assert!(
+        shown.contains(&nats.url("alice:***@")),
+        "the server is named:\n{shown}"
+    );
+    refused(
+        &nats.url(""),
+        &[("NATS_USER", "alice"), ("NATS_PASSWORD", "wr0ng-pa55word")],
+        &["wr0ng-pa55word"],
+    );
+    // Percent-encoded, neither form is shown.
+    refused(
+        &nats.url("alice:wr%40ng-secr%2Ft@"),
+        &[],
+        &["wr%40ng-secr%2Ft", "wr@ng-secr/t"],
+    );
+}
+
+#[test]
+fn a_token_in_the_url_or_the_environment() {
+    let nats = token_server();
+    let url = nats.url(&format!("{TOKEN}@"));
+    let _worker = Worker::start(&url, &[]);
+    run_completes(&url, &[]);
+    run_completes(&nats.url(""), &[("NATS_TOKEN", TOKEN)]);
+}
+
+#[test]
+fn a_wrong_token_is_refused_without_showing_it() {
+    let nats = token_server();
+    let shown = refused(&nats.url("n0t-the-t0ken@"), &[], &["n0t-the-t0ken"]);
+    assert!(shown.contains(&nats.url("***@")), "{shown}");
+    refused(
+        &nats.url(""),
+        &[("NATS_TOKEN", "n0t-the-t0ken")],
+        &["n0t-the-t0ken"],
+    );
+}
+
+#[test]
+fn an_nkey_seed_file() {
+    let nats =
+        NatsServer::start(|_| format!("authorization {{ users: [ {{ nkey: {NKEY_PUBLIC} }} ] }}"));
+    let seed = nats.dir.path().join("user.nk");
+    std::fs::write(&seed, format!("{NKEY_SEED}\n")).unwrap();
+    let seed = seed.to_str().unwrap();
+    let _worker = Worker::start(&nats.url(""), &[("NATS_NKEY", seed)]);
+    run_completes(&nats.url(""), &[("NATS_NKEY", seed)]);
+    refused(&nats.url(""), &[], &[NKEY_SEED]);
+}
+
+/// Runs `openssl` with `args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("openssl: {e}"));
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        text(&output)
+    );
+}
+
+/// A CA, a certificate for 127.0.0.1 and a client certificate, all in `dir`.
+fn certificates(dir: &Path) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    openssl(
+        dir,
+        &[
+            &["req", "-x509", "-nodes", "-days", "2"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-subj",
+                "/CN=agentloom test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        ]
+        .concat(),
+    );
+    for (name, usage) in [("server", "serverAuth"), ("client", "clientAuth")] {
+        let san = if name == "server" {
+            "subjectAltName=IP:127.0.0.1\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!(
+                "{san}basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n\
+                 extendedKeyUsage={usage}\n"
+            ),
+        )
+        .unwrap();
+        let (key, csr, pem, ext) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        openssl(
+            dir,
+            &[
+                &["req", "-nodes"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    &key,
+                    "-out",
+                    &csr,
+                    "-subj",
+                    &format!("/CN={name}"),
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &pem,
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+}
+
+#[test]
+fn tls_with_a_client_certificate() {
+    let nats = NatsServer::start(|dir| {
+        certificates(dir);
+        let file = |name: &str| format!("{:?}", dir.join(name));
+        format!(
+            "tls {{ cert_file: {}, key_file: {}, ca_file: {}, verify: true, timeout: 5 }}",
+            file("server.pem"),
+            file("server.key"),
+            file("ca.pem")
+        )
+    });
+    let file = |name: &str| nats.dir.path().join(name).to_str().unwrap().to_owned();
+    let (ca, cert, key) = (file("ca.pem"), file("client.pem"), file("client.key"));
+    let env = [
+        ("NATS_CA", ca.as_str()),
+        ("NATS_CERT", cert.as_str()),
+        ("NATS_KEY", key.as_str()),
+    ];
+    let _worker = Worker::start(&nats.url(""), &env);
+    run_completes(&nats.url(""), &env);
+    // Without the client certificate the server refuses.
+    let output = submit(&nats.url(""), &[("NATS_CA", ca.as_str())]);
+    assert!(!output.status.success(), "{}", text(&output));
+}
