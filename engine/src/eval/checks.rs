@@ -74,6 +74,49 @@ pub struct RunFacts {
 
 type FieldError = (String, String);
 
+/// The checks an output can have.
+const CHECK_NAMES: [&str; 6] = [
+    "equals",
+    "contains",
+    "regex",
+    "json_schema",
+    "number",
+    "llm_judge",
+];
+
+/// The checks a run can have (`expect.run`).
+const RUN_CHECK_NAMES: [&str; 4] = ["status", "max_cost_usd", "max_duration_ms", "tool_called"];
+
+/// The edit distance between `a` and `b` (insertions, deletions, substitutions).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// `did you mean `x`? ` for the name of `names` closest to `word` (an edit distance of 2
+/// at most), else nothing.
+pub(super) fn did_you_mean(word: &str, names: &[&str]) -> String {
+    let lower = word.to_lowercase();
+    names
+        .iter()
+        .map(|name| (edit_distance(&lower, name), *name))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance)
+        .map_or_else(String::new, |(_, name)| format!("did you mean `{name}`? "))
+}
+
 impl Check {
     pub fn name(&self) -> &'static str {
         match self {
@@ -87,22 +130,34 @@ impl Check {
     }
 
     /// The checks `spec` asks of output `output`: an object of check names (one or more),
-    /// else a plain value the output must equal. Errors name the field.
+    /// else a plain value (text, number, list…) the output must equal. An object names
+    /// checks only: a literal object the output must equal is written
+    /// `{"equals": {...}}`. Errors name the field.
     pub fn parse(output: &str, spec: &serde_json::Value) -> Result<Vec<Check>, FieldError> {
-        const NAMES: [&str; 6] = [
-            "equals",
-            "contains",
-            "regex",
-            "json_schema",
-            "number",
-            "llm_judge",
-        ];
         let field = |name: &str| format!("expect.{output}.{name}");
         let serde_json::Value::Object(map) = spec else {
             return Ok(vec![Check::Equals(Value::from_json(spec.clone()))]);
         };
-        if !map.keys().any(|k| NAMES.contains(&k.as_str())) {
-            return Ok(vec![Check::Equals(Value::from_json(spec.clone()))]);
+        if map.is_empty() {
+            return Err((
+                format!("expect.{output}"),
+                format!(
+                    "names no check; the checks are {} (an empty object the output must \
+                     equal is written {{\"equals\": {{}}}})",
+                    CHECK_NAMES.join(", ")
+                ),
+            ));
+        }
+        if let Some(unknown) = map.keys().find(|k| !CHECK_NAMES.contains(&k.as_str())) {
+            return Err((
+                field(unknown),
+                format!(
+                    "unknown check; {}the checks are {} (an object the output must equal \
+                     is written {{\"equals\": {{...}}}})",
+                    did_you_mean(unknown, &CHECK_NAMES),
+                    CHECK_NAMES.join(", ")
+                ),
+            ));
         }
         let mut checks = Vec::new();
         for (name, arg) in map {
@@ -117,10 +172,13 @@ impl Check {
                     let pattern = arg
                         .as_str()
                         .ok_or_else(|| (field(name), "must be a text".to_owned()))?;
-                    Check::Regex(
-                        regex::Regex::new(pattern)
-                            .map_err(|e| (field(name), format!("invalid regex: {e}")))?,
-                    )
+                    Check::Regex(regex::Regex::new(pattern).map_err(|e| {
+                        // The parser's message ends with its one-line reason.
+                        let text = e.to_string();
+                        let reason = text.lines().last().unwrap_or_default().trim();
+                        let reason = reason.strip_prefix("error: ").unwrap_or(reason);
+                        (field(name), format!("invalid regex: {reason}"))
+                    })?)
                 }
                 "json_schema" => {
                     jsonschema::validator_for(arg)
@@ -154,7 +212,7 @@ impl Check {
                 other => {
                     return Err((
                         field(other),
-                        format!("unknown check; the checks are {}", NAMES.join(", ")),
+                        format!("unknown check; the checks are {}", CHECK_NAMES.join(", ")),
                     ));
                 }
             };
@@ -310,13 +368,20 @@ fn parse_judge(arg: &serde_json::Value, field: &str) -> Result<JudgeSpec, FieldE
 }
 
 impl RunChecks {
-    /// Reads `expect.run`.
+    /// Reads `expect.run`: an object of run checks (one or more), or `"completes"`, the
+    /// same as `{"status": "completed"}`: completing is the check.
     pub fn parse(spec: &serde_json::Value) -> Result<RunChecks, FieldError> {
-        let serde_json::Value::Object(map) = spec else {
-            return Err((
-                "expect.run".to_owned(),
-                "must be an object: status, max_cost_usd, max_duration_ms, tool_called".to_owned(),
-            ));
+        let what = "must be \"completes\" or an object of run checks: status, max_cost_usd, \
+                    max_duration_ms, tool_called";
+        let map = match spec {
+            serde_json::Value::String(word) if word == "completes" => {
+                return Ok(RunChecks::completes());
+            }
+            serde_json::Value::Object(map) if map.is_empty() => {
+                return Err(("expect.run".to_owned(), format!("names no check; {what}")));
+            }
+            serde_json::Value::Object(map) => map,
+            _ => return Err(("expect.run".to_owned(), what.to_owned())),
         };
         let mut checks = RunChecks::default();
         for (key, value) in map {
@@ -362,12 +427,29 @@ impl RunChecks {
                 _ => {
                     return Err((
                         field,
-                        "unknown run check; they are status, max_cost_usd, max_duration_ms, tool_called".to_owned(),
+                        format!(
+                            "unknown run check; {}they are {}",
+                            did_you_mean(key, &RUN_CHECK_NAMES),
+                            RUN_CHECK_NAMES.join(", ")
+                        ),
                     ));
                 }
             }
         }
         Ok(checks)
+    }
+
+    /// The run must complete: `"run": "completes"`.
+    pub fn completes() -> RunChecks {
+        RunChecks {
+            status: Some("completed".to_owned()),
+            ..RunChecks::default()
+        }
+    }
+
+    /// Whether any run check is asked for.
+    pub fn is_empty(&self) -> bool {
+        *self == RunChecks::default()
     }
 
     /// Runs the run checks on what the run did.
