@@ -63,6 +63,8 @@ pub fn load_replay(
 #[derive(Clone, Debug, Serialize)]
 struct CaseRun {
     run_id: String,
+    /// 0 for the first run of the case (`--repeat`).
+    repeat: u32,
     passed: bool,
     status: String,
     duration_ms: u64,
@@ -110,11 +112,72 @@ impl std::fmt::Display for EvalFailure {
     }
 }
 
+/// What an evaluation may do beyond its plan (`agentloom eval`'s flags).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EvalOptions {
+    /// Compare with a baseline evaluation that was stopped before all its runs were made
+    /// (refused otherwise: its cases not started would read as changes).
+    pub allow_partial_baseline: bool,
+}
+
+/// Whether an evaluation's summary is of one stopped before all its runs were made; how
+/// many of its runs were made and planned, and how many of its cases never started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped {
+    pub runs: u64,
+    pub planned: u64,
+    pub not_started: u64,
+}
+
+/// The stop of evaluation `summary`, `None` when it ran to the end. A summary recorded
+/// before `not_started` was kept counts its cases without a run instead.
+pub fn stopped(summary: &serde_json::Value) -> Option<Stopped> {
+    if summary["stopped"] != true {
+        return None;
+    }
+    let cases = summary["cases"].as_array();
+    let not_started = summary["not_started"].as_u64().unwrap_or_else(|| {
+        cases.map_or(0, |cases| {
+            cases
+                .iter()
+                .filter(|c| c["runs"].as_array().is_none_or(Vec::is_empty))
+                .count()
+                .try_into()
+                .unwrap_or(u64::MAX)
+        })
+    });
+    let runs = summary["runs"].as_u64().unwrap_or_default();
+    let planned = summary["runs_planned"].as_u64().unwrap_or_else(|| {
+        let repeat = summary["repeat"].as_u64().unwrap_or(1);
+        cases.map_or(runs, |cases| {
+            u64::try_from(cases.len())
+                .unwrap_or(u64::MAX)
+                .saturating_mul(repeat)
+        })
+    });
+    Some(Stopped {
+        runs,
+        planned,
+        not_started,
+    })
+}
+
 /// Runs an evaluation: every case `plan.repeat` times, `plan.concurrency` at once, each a
 /// recorded run linked to the evaluation, checked; `progress` hears of each run checked.
 /// Returns the summary (`agentloom eval --json`), also kept in the run log.
 pub fn run_evaluation(
     plan: &EvalPlan,
+    store: Arc<RunStore>,
+    progress: &(dyn Fn(EvalProgress) + Sync),
+    cancel: CancellationToken,
+) -> Result<serde_json::Value, EvalFailure> {
+    run_evaluation_with(plan, EvalOptions::default(), store, progress, cancel)
+}
+
+/// [`run_evaluation`] with `options`.
+pub fn run_evaluation_with(
+    plan: &EvalPlan,
+    options: EvalOptions,
     store: Arc<RunStore>,
     progress: &(dyn Fn(EvalProgress) + Sync),
     cancel: CancellationToken,
@@ -157,7 +220,20 @@ pub fn run_evaluation(
                 row,
                 summary: Some(summary),
                 ..
-            }) => Some((row, summary)),
+            }) => {
+                if let Some(stop) = stopped(&summary)
+                    && !options.allow_partial_baseline
+                {
+                    return Err(invalid(format!(
+                        "--baseline {}: that evaluation was stopped after {}/{} runs ({} cases not started), so its cases not run would read as changes; pass --allow-partial-baseline to compare with it anyway",
+                        escape_control(&row.id),
+                        stop.runs,
+                        stop.planned,
+                        stop.not_started
+                    )));
+                }
+                Some((row, summary))
+            }
             _ => {
                 return Err(invalid(format!(
                     "--baseline {}: no finished evaluation with that id in {}; `agentloom evals` lists them",
@@ -236,7 +312,8 @@ pub fn run_evaluation(
                         )
                         .await;
                     let (run, judge_usage) =
-                        check_run(case, &finished, runner, judge, judge_calls.as_ref()).await;
+                        check_run(case, repeat, &finished, runner, judge, judge_calls.as_ref())
+                            .await;
                     let linked = EvaluationRun {
                         case_name: case.name.clone(),
                         repeat,
@@ -268,12 +345,17 @@ pub fn run_evaluation(
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
 
     let results = results.into_iter().flatten().collect();
-    let mut summary = summarize(&eval_id, &runner, &cases, results, started.elapsed());
+    let mut summary = summarize(
+        &eval_id,
+        &runner,
+        &cases,
+        results,
+        started.elapsed(),
+        cancel.is_cancelled(),
+    );
     summary["repeat"] = json!(plan.repeat);
     summary["concurrency"] = json!(plan.concurrency.max(1));
-    if cancel.is_cancelled() {
-        summary["stopped"] = json!(true);
-    }
+    summary["runs_planned"] = json!(total_runs);
     row.duration_ms = summary["duration_ms"].as_u64();
     row.passed = summary["passed"].as_u64().unwrap_or_default();
     row.failed = summary["failed"].as_u64().unwrap_or_default();
@@ -431,6 +513,7 @@ fn judged_call(node: &str) -> Option<(&str, &str)> {
 /// Checks one finished run against its case; returns it and what judging it cost.
 async fn check_run(
     case: &eval::Case,
+    repeat: u32,
     finished: &super::headless::FinishedRun,
     runner: &GraphRunner,
     judge: &Judge,
@@ -490,6 +573,7 @@ async fn check_run(
     (
         CaseRun {
             run_id: report.run_id.clone(),
+            repeat,
             passed,
             status: report.status.as_str().to_owned(),
             duration_ms: report.duration_ms,
@@ -500,20 +584,24 @@ async fn check_run(
     )
 }
 
-/// The evaluation as one JSON object (the `--json` output, kept in the run log).
+/// The evaluation as one JSON object (the `--json` output, kept in the run log). Stopped,
+/// it says so; a run the stop cancelled is shown (`cut_short`) but not counted, a case
+/// with no run made to the end counts neither as passed nor as failed (`not_started`, its
+/// `passed` null), and the pass rate is over the runs made.
 fn summarize(
     eval_id: &str,
     runner: &GraphRunner,
     cases: &[eval::Case],
     mut results: Vec<(usize, u32, CaseRun, Usage)>,
     elapsed: std::time::Duration,
+    stopped: bool,
 ) -> serde_json::Value {
     results.sort_by_key(|(case, repeat, ..)| (*case, *repeat));
     let mut usage = Usage::default();
     let mut durations = Vec::new();
     let (mut runs_passed, mut runs_total) = (0usize, 0usize);
     let mut shown = Vec::new();
-    let (mut passed, mut failed) = (0u64, 0u64);
+    let (mut passed, mut failed, mut not_started, mut cut_short) = (0u64, 0u64, 0u64, 0usize);
     for (index, case) in cases.iter().enumerate() {
         let runs: Vec<&CaseRun> = results
             .iter()
@@ -525,23 +613,45 @@ fn summarize(
             usage += *judged;
             durations.push(run.duration_ms);
         }
-        runs_total += runs.len();
-        runs_passed += runs.iter().filter(|r| r.passed).count();
-        let case_passed = !runs.is_empty() && runs.iter().all(|r| r.passed);
-        if case_passed {
+        // A run the stop cancelled says nothing of the case: it is shown, not counted.
+        let is_cut_short =
+            |run: &CaseRun| stopped && !run.passed && run.status == RunStatus::Cancelled.as_str();
+        let counted: Vec<&CaseRun> = runs.iter().copied().filter(|r| !is_cut_short(r)).collect();
+        cut_short += runs.len() - counted.len();
+        runs_total += counted.len();
+        runs_passed += counted.iter().filter(|r| r.passed).count();
+        let case_passed = !counted.is_empty() && counted.iter().all(|r| r.passed);
+        let started = !(stopped && counted.is_empty());
+        if !started {
+            not_started += 1;
+        } else if case_passed {
             passed += 1;
         } else {
             failed += 1;
         }
         let case_cost: f64 = runs.iter().map(|r| r.usage.cost_usd).sum();
         let case_ms: u64 = runs.iter().map(|r| r.duration_ms).sum();
-        shown.push(json!({
+        let shown_runs: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|run| {
+                let mut shown = serde_json::to_value(run).unwrap_or_default();
+                if is_cut_short(run) {
+                    shown["cut_short"] = json!(true);
+                }
+                shown
+            })
+            .collect();
+        let mut shown_case = json!({
             "name": case.name,
-            "passed": case_passed,
+            "passed": if started { json!(case_passed) } else { serde_json::Value::Null },
             "cost_usd": case_cost,
             "duration_ms": case_ms,
-            "runs": runs,
-        }));
+            "runs": shown_runs,
+        });
+        if !started {
+            shown_case["not_started"] = json!(true);
+        }
+        shown.push(shown_case);
     }
     #[allow(clippy::cast_precision_loss, reason = "counts of runs")]
     let pass_rate = if runs_total == 0 {
@@ -550,7 +660,7 @@ fn summarize(
         runs_passed as f64 / runs_total as f64
     };
     let (low, high) = eval::wilson_interval(runs_passed, runs_total);
-    json!({
+    let mut summary = json!({
         "eval_id": eval_id,
         "graph": runner.path().display().to_string(),
         "graph_name": runner.name(),
@@ -564,7 +674,13 @@ fn summarize(
         "duration_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         "p50_ms": eval::percentile(&durations, 50.0),
         "p95_ms": eval::percentile(&durations, 95.0),
-    })
+    });
+    if stopped {
+        summary["stopped"] = json!(true);
+        summary["not_started"] = json!(not_started);
+        summary["cut_short"] = json!(cut_short);
+    }
+    summary
 }
 
 /// What changed since `base`: cases that now fail and now pass, and the deltas.

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod eval;
 pub mod examples;
 pub mod headless;
+pub mod junit;
 pub mod launch;
 pub mod paths;
 pub mod record;

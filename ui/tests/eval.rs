@@ -180,7 +180,7 @@ fn a_broken_cases_file_exits_2_naming_the_line_and_the_field() {
             "cases.jsonl:2: expect.greeting.regex: invalid regex",
         ),
         (
-            "{\"name\": \"a\", \"inputs\": {\"nmae\": \"Ada\"}}\n",
+            "{\"name\": \"a\", \"inputs\": {\"nmae\": \"Ada\"}, \"expect\": {\"greeting\": \"x\"}}\n",
             "cases.jsonl:1: inputs: the graph has no input `nmae`",
         ),
         (
@@ -642,4 +642,411 @@ fn an_mcp_run_replays_without_its_server_and_a_miss_goes_live_only_when_asked() 
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(json_of(&output)["outputs"]["echoed"], "Echo: bye");
     assert_eq!(starts(dir.path()), 2);
+}
+
+/// The JUnit XML at `path` as Python's XML parser reads it (any malformed byte fails the
+/// test): the root's tag and every `<testsuite>` with its attributes and its test cases,
+/// each with its attributes and its `<failure>`, `<error>` or `<skipped>` if any.
+fn junit_of(path: &Path) -> Value {
+    const READ: &str = r#"
+import json, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+out = {"root": root.tag, "suites": []}
+for suite in suites:
+    cases = []
+    for case in suite.findall("testcase"):
+        shown = {"attrib": case.attrib}
+        for kind in ("failure", "error", "skipped"):
+            found = case.find(kind)
+            if found is not None:
+                shown[kind] = {"attrib": found.attrib, "text": found.text or ""}
+        cases.append(shown)
+    out["suites"].append({"attrib": suite.attrib, "cases": cases})
+print(json.dumps(out))
+"#;
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(READ)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "not well-formed XML: {}\n{}",
+        stderr(&output),
+        std::fs::read_to_string(path).unwrap_or_default()
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The one `<testsuite>` of a JUnit report, with the attributes the JUnit schema requires.
+fn only_suite(report: &Value) -> &Value {
+    assert_eq!(report["root"], "testsuites", "{report}");
+    let suites = report["suites"].as_array().unwrap();
+    assert_eq!(suites.len(), 1, "{report}");
+    let suite = &suites[0];
+    for key in ["name", "tests", "failures", "errors", "time"] {
+        assert!(suite["attrib"].get(key).is_some(), "no `{key}` in {suite}");
+    }
+    for case in suite["cases"].as_array().unwrap() {
+        for key in ["name", "classname", "time"] {
+            assert!(case["attrib"].get(key).is_some(), "no `{key}` in {case}");
+        }
+        for kind in ["failure", "error"] {
+            if let Some(element) = case.get(kind) {
+                assert!(element["attrib"].get("message").is_some(), "{case}");
+            }
+        }
+    }
+    suite
+}
+
+fn count(suite: &Value, attribute: &str) -> u64 {
+    suite["attrib"][attribute]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn testcase<'a>(suite: &'a Value, name: &str) -> &'a Value {
+    suite["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|case| case["attrib"]["name"] == name)
+        .unwrap_or_else(|| panic!("no test case `{name}` in {suite}"))
+}
+
+#[test]
+fn junit_reports_every_case_run_with_its_failed_checks_as_well_formed_xml() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    // A hostile name and expectation: markup, quotes and a control character XML refuses.
+    let cases = write(
+        dir.path(),
+        "cases.jsonl",
+        r#"{"name": "right", "inputs": {"name": "Ada"}, "expect": {"greeting": "Hello, Ada!"}}
+{"name": "wrong", "inputs": {"name": "Ada"}, "expect": {"greeting": "Goodbye, Ada!"}}
+{"name": "bad <&\"\u0001' ]]>", "inputs": {"name": "<&\"\u0001"}, "expect": {"greeting": "</failure>&\u0001"}}
+"#,
+    );
+    let report = dir.path().join("reports").join("junit.xml");
+    std::fs::create_dir(report.parent().unwrap()).unwrap();
+    let output = eval(
+        &[
+            s(&hello),
+            "--cases",
+            s(&cases),
+            "--json",
+            "--repeat",
+            "2",
+            "--junit",
+            s(&report),
+        ],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let summary = json_of(&output);
+    let junit = junit_of(&report);
+    let suite = only_suite(&junit);
+    assert_eq!(suite["attrib"]["name"], "Hello");
+    // The counts are the summary's: every case run a test case, every failed run a failure.
+    let failed_runs = summary["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|case| case["runs"].as_array().unwrap())
+        .filter(|run| run["passed"] == false)
+        .count() as u64;
+    assert_eq!(count(suite, "tests"), summary["runs"].as_u64().unwrap());
+    assert_eq!(count(suite, "tests"), 6);
+    assert_eq!(count(suite, "failures"), failed_runs);
+    assert_eq!(count(suite, "failures"), 4);
+    assert_eq!(count(suite, "errors"), 0);
+    for case in suite["cases"].as_array().unwrap() {
+        assert_eq!(case["attrib"]["classname"], "Hello", "{case}");
+    }
+    for name in ["right #1", "right #2"] {
+        let case = testcase(suite, name);
+        assert!(case.get("failure").is_none(), "{case}");
+    }
+    // A failing case shows its check, what was expected and what came.
+    let wrong = testcase(suite, "wrong #2");
+    let message = wrong["failure"]["attrib"]["message"].as_str().unwrap();
+    assert!(message.starts_with("greeting equals: "), "{message}");
+    let text = wrong["failure"]["text"].as_str().unwrap();
+    let detail = summary["cases"][1]["runs"][1]["checks"][0]["detail"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains(&format!("greeting equals: {detail}")),
+        "{text}"
+    );
+    assert!(text.contains("Goodbye, Ada!"), "{text}");
+    let run_id = summary["cases"][1]["runs"][1]["run_id"].as_str().unwrap();
+    assert!(text.contains(run_id), "{text}");
+    // The hostile case reads back as its name without the control character.
+    let hostile = testcase(suite, "bad <&\"' ]]> #1");
+    let text = hostile["failure"]["text"].as_str().unwrap();
+    assert!(text.contains("</failure>&"), "{text}");
+    assert!(!text.contains('\u{1}'), "{text}");
+    // Written whole: nothing but the report is left beside it.
+    let left: Vec<_> = std::fs::read_dir(report.parent().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("junit.xml")]);
+
+    // A run that errors is an <error>, not a failure.
+    let parse = write(
+        dir.path(),
+        "parse.agentloom.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "Parse",
+            "nodes": [
+                {"id": "text", "block": "graph.input", "config": {"name": "text", "type": "text"}},
+                {"id": "parse", "block": "json.parse"},
+                {"id": "out", "block": "graph.output", "config": {"name": "parsed"}}
+            ],
+            "edges": [
+                {"from": ["text", "value"], "to": ["parse", "text"]},
+                {"from": ["parse", "value"], "to": ["out", "value"]}
+            ]
+        })
+        .to_string(),
+    );
+    let cases = write(
+        dir.path(),
+        "parse.jsonl",
+        r#"{"name": "fine", "inputs": {"text": "[1]"}, "expect": {"parsed": {"contains": "1"}}}
+{"name": "broken", "inputs": {"text": "{"}, "expect": {"parsed": {"contains": "1"}}}
+"#,
+    );
+    let output = eval(
+        &[
+            s(&parse),
+            "--cases",
+            s(&cases),
+            "--trust",
+            "--junit",
+            s(&report),
+        ],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let junit = junit_of(&report);
+    let suite = only_suite(&junit);
+    assert_eq!(suite["attrib"]["name"], "Parse");
+    assert_eq!(
+        (
+            count(suite, "tests"),
+            count(suite, "failures"),
+            count(suite, "errors")
+        ),
+        (2, 0, 1),
+        "{suite}"
+    );
+    assert!(testcase(suite, "fine").get("error").is_none());
+    let error = &testcase(suite, "broken")["error"];
+    let message = error["attrib"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("run status: the run failed"),
+        "{message}"
+    );
+
+    // A report that could not be written is found before anything runs.
+    let nowhere = dir.path().join("missing").join("junit.xml");
+    let output = eval(
+        &[s(&hello), "--cases", s(&cases), "--junit", s(&nowhere)],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--junit"), "{}", stderr(&output));
+}
+
+/// Eight cases of 400 ms each, one at a time: an evaluation that can be stopped midway.
+fn slow_evaluation(dir: &Path) -> (PathBuf, PathBuf) {
+    let graph = write(
+        dir,
+        "slow.agentloom.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "slow",
+            "nodes": [
+                {"id": "name", "block": "graph.input", "config": {"name": "name", "type": "text"}},
+                {"id": "wait", "block": "control.delay", "config": {"ms": 400}},
+                {"id": "out", "block": "graph.output", "config": {"name": "greeting"}}
+            ],
+            "edges": [
+                {"from": ["name", "value"], "to": ["wait", "value"]},
+                {"from": ["wait", "value"], "to": ["out", "value"]}
+            ]
+        })
+        .to_string(),
+    );
+    let cases: String = (1..=8)
+        .map(|i| {
+            format!(
+                "{{\"name\": \"c{i}\", \"inputs\": {{\"name\": \"Ada\"}}, \"expect\": {{\"greeting\": \"Ada\"}}}}\n"
+            )
+        })
+        .collect();
+    (graph, write(dir, "slow.jsonl", &cases))
+}
+
+#[test]
+fn a_stopped_evaluation_is_listed_as_stopped_and_is_no_baseline_unless_allowed() {
+    use std::io::BufRead as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let (graph, cases) = slow_evaluation(dir.path());
+    let report = dir.path().join("junit.xml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .args(["eval", s(&graph), "--cases", s(&cases), "--trust", "--json"])
+        .args(["--concurrency", "1", "--junit", s(&report), "--db", s(&db)])
+        .env_remove("AGENTLOOM_LOG")
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Ctrl+C once the first case is done.
+    loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the first case is done");
+        if line.starts_with("[1/8]") {
+            break;
+        }
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let output = child.wait_with_output().unwrap();
+    let errors: Vec<String> = rx.try_iter().collect();
+    assert_eq!(output.status.code(), Some(1), "{errors:?}");
+    let summary = json_of(&output);
+    assert_eq!(summary["stopped"], true, "{summary}");
+    let runs = summary["runs"].as_u64().unwrap();
+    let not_started = summary["not_started"].as_u64().unwrap();
+    assert!((1..8).contains(&runs), "{summary}");
+    assert_eq!(summary["runs_planned"], 8, "{summary}");
+    // The cases not started count neither as passed nor as failed; the pass rate is over
+    // the runs made, all of which passed (the one the stop cut short is not one of them).
+    assert_eq!(summary["failed"], 0, "{summary}");
+    assert_eq!(summary["passed"].as_u64().unwrap(), runs, "{summary}");
+    assert_eq!(runs + not_started, 8, "{summary}");
+    assert_eq!(summary["pass_rate"], 1.0, "{summary}");
+    let never = summary["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|case| case["not_started"] == true)
+        .count() as u64;
+    assert_eq!(never, not_started, "{summary}");
+    let eval_id = summary["eval_id"].as_str().unwrap();
+
+    // The JUnit report skips what did not run.
+    let junit = junit_of(&report);
+    let suite = only_suite(&junit);
+    assert_eq!(count(suite, "tests"), 8, "{suite}");
+    assert_eq!(count(suite, "skipped"), not_started, "{suite}");
+    assert_eq!(
+        (count(suite, "failures"), count(suite, "errors")),
+        (0, 0),
+        "{suite}"
+    );
+
+    // Listed as stopped, with its cases not started apart.
+    let listed = agentloom(&["evals"], &db, dir.path(), None);
+    let table = String::from_utf8_lossy(&listed.stdout);
+    let line = table.lines().find(|l| l.starts_with(eval_id)).unwrap();
+    assert!(line.contains(&format!("stopped after {runs}/8")), "{line}");
+    assert!(line.contains("100%"), "{line}");
+    assert!(
+        line.contains(&format!("{runs:>3} passed   0 failed")),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("{not_started:>3} not started")),
+        "{line}"
+    );
+    let listed = json_of(&agentloom(&["evals", "--json"], &db, dir.path(), None));
+    assert_eq!(listed[0]["id"], eval_id);
+    assert_eq!(listed[0]["stopped"], true);
+    assert_eq!(listed[0]["not_started"], not_started);
+    assert_eq!(listed[0]["failed"], 0);
+
+    // Not a baseline: its cases not run would read as changes.
+    let output = eval(
+        &[
+            s(&graph),
+            "--cases",
+            s(&cases),
+            "--trust",
+            "--baseline",
+            eval_id,
+        ],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let why = stderr(&output);
+    assert!(
+        why.contains(&format!("stopped after {runs}/8 runs")),
+        "{why}"
+    );
+    assert!(why.contains("--allow-partial-baseline"), "{why}");
+    // Unless asked for; it then runs and compares.
+    let output = eval(
+        &[
+            s(&graph),
+            "--cases",
+            s(&cases),
+            "--trust",
+            "--json",
+            "--concurrency",
+            "8",
+            "--baseline",
+            eval_id,
+            "--allow-partial-baseline",
+        ],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = json_of(&output);
+    assert_eq!(result["baseline"]["eval_id"], eval_id);
+    assert_eq!(result["baseline"]["now_failing"], json!([]));
+    assert_eq!(result["baseline"]["now_passing"], json!([]));
+    assert!(result.get("stopped").is_none(), "{result}");
+    // A finished evaluation is listed as before.
+    let listed = agentloom(&["evals"], &db, dir.path(), None);
+    let table = String::from_utf8_lossy(&listed.stdout);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(result["eval_id"].as_str().unwrap()))
+        .unwrap();
+    assert!(!line.contains("stopped"), "{line}");
+    assert!(line.contains("  8 passed   0 failed"), "{line}");
 }

@@ -6,7 +6,9 @@ use agentloom_core::Escaped;
 use tokio_util::sync::CancellationToken;
 
 use super::{EXIT_FAILED, EXIT_INVALID};
-use crate::runner::eval::{EvalFailure, EvalPlan, EvalProgress, ReplayMissArg, run_evaluation};
+use crate::runner::eval::{
+    EvalFailure, EvalOptions, EvalPlan, EvalProgress, ReplayMissArg, run_evaluation_with,
+};
 
 /// `agentloom eval` arguments.
 #[derive(Debug, clap::Args)]
@@ -28,6 +30,14 @@ pub struct EvalArgs {
     /// Compare with an earlier evaluation of the same graph.
     #[arg(long, value_name = "EVAL_ID")]
     pub baseline: Option<String>,
+    /// Compare with a baseline that was stopped before all its runs were made (refused
+    /// otherwise: the cases it never started would read as changes).
+    #[arg(long, requires = "baseline")]
+    pub allow_partial_baseline: bool,
+    /// Also write the result as JUnit XML to FILE (for CI test reports); `--json` stays
+    /// the machine format.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Exit 1 when the pass rate (over runs) is below R.
     #[arg(long, default_value_t = 1.0, value_name = "R")]
     pub min_pass_rate: f64,
@@ -68,6 +78,17 @@ pub(crate) fn eval_command(args: EvalArgs) -> anyhow::Result<i32> {
     let Some(workspace) = super::workspace_dir(args.workspace.clone())? else {
         return Ok(EXIT_INVALID);
     };
+    // Found before anything runs: a report that could not be written.
+    if let Some(junit) = &args.junit {
+        let dir = junit.parent().filter(|dir| !dir.as_os_str().is_empty());
+        if junit.file_name().is_none() || dir.is_some_and(|dir| !dir.is_dir()) {
+            eprintln!(
+                "--junit {}: not a file in an existing directory",
+                Escaped(&junit.display().to_string())
+            );
+            return Ok(EXIT_INVALID);
+        }
+    }
     let store = crate::runner::open_run_log(args.db.clone())?;
     let plan = EvalPlan {
         graph: args.graph.clone(),
@@ -92,7 +113,10 @@ pub(crate) fn eval_command(args: EvalArgs) -> anyhow::Result<i32> {
             Escaped(&p.case),
         );
     };
-    let summary = match run_evaluation(&plan, store, &progress, cancel.clone()) {
+    let options = EvalOptions {
+        allow_partial_baseline: args.allow_partial_baseline,
+    };
+    let summary = match run_evaluation_with(&plan, options, store, &progress, cancel.clone()) {
         Ok(summary) => summary,
         Err(EvalFailure::Invalid(message)) => {
             eprintln!("{}", Escaped(&message));
@@ -100,6 +124,14 @@ pub(crate) fn eval_command(args: EvalArgs) -> anyhow::Result<i32> {
         }
         Err(EvalFailure::Failed(message)) => anyhow::bail!(message),
     };
+    if let Some(junit) = &args.junit
+        && let Err(err) = crate::runner::junit::write_junit(&summary, junit)
+    {
+        anyhow::bail!(
+            "--junit {}: cannot write the report: {err}",
+            Escaped(&junit.display().to_string())
+        );
+    }
     if args.json {
         out!("{}", serde_json::to_string(&summary)?);
     } else {
@@ -126,6 +158,19 @@ fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
         "first failure"
     );
     for case in summary["cases"].as_array().into_iter().flatten() {
+        if case["not_started"] == true {
+            out!(
+                "· {:<28} {:>7} {:>10} {:>9}  not started",
+                Escaped(&agentloom_core::clip_chars(
+                    case["name"].as_str().unwrap_or_default(),
+                    28
+                )),
+                "-",
+                "-",
+                "-"
+            );
+            continue;
+        }
         let runs = case["runs"].as_array().cloned().unwrap_or_default();
         let checks: Vec<&serde_json::Value> = runs
             .iter()
@@ -158,6 +203,14 @@ fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
         );
     }
     let interval = &summary["pass_rate_interval"];
+    if let Some(stop) = crate::runner::eval::stopped(summary) {
+        out!(
+            "\nstopped after {}/{} runs; {} cases not started (counted neither passed nor failed)",
+            stop.runs,
+            stop.planned,
+            stop.not_started
+        );
+    }
     out!(
         "\n{} passed, {} failed; pass rate {:.1}% over {} runs (95% interval {:.1}–{:.1}%)",
         summary["passed"],
@@ -216,21 +269,70 @@ fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
 pub(crate) fn evals_command(db: Option<PathBuf>, json: bool) -> anyhow::Result<i32> {
     let store = crate::runner::open_run_log(db)?;
     let rows = store.list_evaluations(None, 100)?;
+    // A stopped evaluation is known from its summary, kept whole with its row.
+    let mut listed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let stop = if row.pass_rate.is_some() {
+            store
+                .evaluation(&row.id)?
+                .and_then(|detail| detail.summary)
+                .and_then(|summary| {
+                    let stop = crate::runner::eval::stopped(&summary)?;
+                    // Recorded before the cases not started were counted apart: they
+                    // were counted as failed.
+                    let counted_failed = summary.get("not_started").is_none();
+                    Some((stop, counted_failed))
+                })
+        } else {
+            None
+        };
+        listed.push((row, stop));
+    }
     if json {
+        let rows: Vec<serde_json::Value> = listed
+            .iter()
+            .map(|(row, stop)| {
+                let mut shown = serde_json::to_value(row).unwrap_or_default();
+                if let Some((stop, counted_failed)) = stop {
+                    if *counted_failed {
+                        shown["failed"] = row.failed.saturating_sub(stop.not_started).into();
+                    }
+                    shown["stopped"] = true.into();
+                    shown["not_started"] = stop.not_started.into();
+                    shown["runs"] = stop.runs.into();
+                    shown["runs_planned"] = stop.planned.into();
+                }
+                shown
+            })
+            .collect();
         out!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
-    if rows.is_empty() {
+    if listed.is_empty() {
         eprintln!("no evaluations yet in {}", store.path().display());
     }
-    for row in rows {
+    for (row, stop) in listed {
+        let rate = row
+            .pass_rate
+            .map_or_else(|| "-".to_owned(), |rate| format!("{:.0}%", rate * 100.0));
+        let (failed, state, not_started) = match stop {
+            Some((stop, counted_failed)) => (
+                if counted_failed {
+                    row.failed.saturating_sub(stop.not_started)
+                } else {
+                    row.failed
+                },
+                format!("stopped after {}/{}  ", stop.runs, stop.planned),
+                format!(" {:>3} not started", stop.not_started),
+            ),
+            None => (row.failed, String::new(), String::new()),
+        };
         out!(
-            "{}  {:>6}  {:>3} passed {:>3} failed  ${:.4}  {}  {}",
+            "{}  {state}{:>6}  {:>3} passed {:>3} failed{not_started}  ${:.4}  {}  {}",
             row.id,
-            row.pass_rate
-                .map_or_else(|| "-".to_owned(), |rate| format!("{:.0}%", rate * 100.0)),
+            rate,
             row.passed,
-            row.failed,
+            failed,
             row.cost_usd,
             Escaped(&row.graph_name),
             Escaped(&row.cases_file)
