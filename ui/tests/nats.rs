@@ -957,3 +957,109 @@ fn submit_checks_trust_like_run_and_a_trusting_worker_runs_an_untrusted_request_
         "trusted on both sides, the model is asked"
     );
 }
+
+/// A graph that POSTs to `url`, waits `ms`, then POSTs again (two side effects a run must
+/// send once each).
+fn post_wait_post(dir: &Path, url: &str, ms: u64) -> PathBuf {
+    write_graph(
+        dir,
+        "post-wait-post.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "post wait post",
+            "nodes": [
+                {"id": "first", "block": "http.request", "config": {
+                    "method": "POST", "url": url, "allow_private_network": true}},
+                {"id": "slow", "block": "control.delay", "config": {"ms": ms}},
+                {"id": "second", "block": "http.request", "config": {
+                    "method": "POST", "url": url, "allow_private_network": true}},
+                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            ],
+            "edges": [
+                {"from": ["first", "status"], "to": ["slow", "value"]},
+                {"from": ["slow", "value"], "to": ["second", "body"]},
+                {"from": ["second", "status"], "to": ["out", "value"]}
+            ]
+        }),
+    )
+}
+
+/// The queue's consumer was made by a worker with a 2 s ack wait; a worker started later
+/// with 30 s sets it for the fleet, so its signs of life (every 10 s) come in time and the
+/// run is not handed out again while it runs: each POST arrives once.
+#[test]
+fn a_later_workers_ack_wait_is_the_fleets_and_a_long_run_is_not_repeated() {
+    let nats = NatsServer::start();
+    let server = agentloom_tests::PostCounter::start();
+    let mut first = Worker::start(&nats, "first", &["--trust", "--ack-wait", "2"]);
+    first.kill();
+    let later = Worker::start(&nats, "later", &["--trust", "--ack-wait", "30"]);
+    assert!(
+        later
+            .log()
+            .contains("the queue's ack wait was 2 s; it is 30 s now"),
+        "{}",
+        later.log()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let graph = post_wait_post(dir.path(), &server.url(), 5000);
+    let report = submit_and_wait(&nats, &graph, &dir.path().join("submitter.sqlite3"), 0);
+    assert_eq!(report["status"], "completed", "{report}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(server.posts(), 2, "each POST once:\n{}", later.log());
+    // A worker that asks for nothing takes the fleet's setting.
+    let quiet = Worker::start(&nats, "quiet", &["--trust"]);
+    assert!(!quiet.log().contains("ack wait was"), "{}", quiet.log());
+}
+
+/// A client that lost the acknowledgement of its publish queues the same run again: the
+/// second entry finds the run taken (or finished) and is dropped, and each POST of the run
+/// arrives once.
+#[test]
+fn a_duplicate_queue_entry_does_not_run_the_run_twice() {
+    let nats = NatsServer::start();
+    let server = agentloom_tests::PostCounter::start();
+    let workers = [
+        Worker::start(&nats, "first", &["--trust"]),
+        Worker::start(&nats, "second", &["--trust"]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = post_wait_post(dir.path(), &server.url(), 1500);
+    let output = submit(&nats, &graph, &["--trust"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run_id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    // The same entry once more, as a retrying client publishes it (no message id).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let queue = agentloom::remote::Nats::connect(&nats.url, "a retrying client")
+            .await
+            .unwrap();
+        queue
+            .queue(&agentloom::remote::WorkItem {
+                run_id: run_id.clone(),
+                resume: None,
+            })
+            .await
+            .unwrap();
+    });
+    wait_for("the run to complete", Duration::from_secs(30), || {
+        workers
+            .iter()
+            .any(|w| w.runs().get(&run_id).is_some_and(|s| s == "completed"))
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(server.posts(), 2, "each POST once");
+    let ran: Vec<&str> = workers
+        .iter()
+        .filter(|w| w.runs().contains_key(&run_id))
+        .map(|w| w.name.as_str())
+        .collect();
+    assert_eq!(ran.len(), 1, "one worker ran it: {ran:?}");
+    assert_eq!(
+        queue_state(&nats).0,
+        0,
+        "both entries are gone from the queue"
+    );
+}

@@ -15,6 +15,7 @@
 
 mod auth;
 pub mod follow;
+pub mod owner;
 pub mod local_log;
 pub mod worker;
 
@@ -226,16 +227,43 @@ impl Nats {
         }
     }
 
-    /// Queues a run: its request first, then the work item a worker pulls.
+    /// Queues a run: its request first, then the work item a worker pulls. Each carries a
+    /// message id made of the run id, so a submission sent again (its acknowledgement
+    /// lost) is stored once.
     pub async fn submit(&self, request: &RunRequest) -> Result<(), RemoteError> {
         let payload = serde_json::to_vec(request).map_err(|e| self.error("the request", e))?;
-        self.publish(run_subject(&request.run_id, "request"), None, payload)
+        let run_id = &request.run_id;
+        self.publish_once(run_subject(run_id, "request"), format!("{run_id}.request"), payload)
             .await?;
-        self.queue(&WorkItem {
-            run_id: request.run_id.clone(),
+        let item = serde_json::to_vec(&WorkItem {
+            run_id: run_id.clone(),
             resume: None,
         })
-        .await
+        .map_err(|e| self.error("the work item", e))?;
+        self.publish_once(QUEUE_SUBJECT.to_owned(), format!("{run_id}.queued"), item)
+            .await
+    }
+
+    /// Publishes `payload` on `subject` with message id `id` (the server stores a second
+    /// message with the same id as the first, within its duplicate window) and waits until
+    /// the server has stored it.
+    async fn publish_once(
+        &self,
+        subject: String,
+        id: String,
+        payload: Vec<u8>,
+    ) -> Result<(), RemoteError> {
+        let what = format!("publishing to {subject}");
+        let message = async_nats::jetstream::message::PublishMessage::build()
+            .payload(payload.into())
+            .message_id(id);
+        let ack = self
+            .js
+            .send_publish(subject, message)
+            .await
+            .map_err(|e| self.error(&what, e))?;
+        ack.await.map_err(|e| self.error(&what, e))?;
+        Ok(())
     }
 
     pub async fn queue(&self, item: &WorkItem) -> Result<(), RemoteError> {

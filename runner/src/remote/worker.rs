@@ -16,6 +16,7 @@ use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::follow::events_so_far;
+use super::owner::Claim;
 use super::{
     ERROR_HEADER, Nats, QUEUE_STREAM, RemoteError, RunRequest, WORKER_HEADER, WORKERS_CONSUMER,
     WorkItem, dead_subject, run_subject,
@@ -31,14 +32,36 @@ pub struct WorkerConfig {
     pub workspace: PathBuf,
     pub concurrency: usize,
     /// How long a request may go without a sign of life before the server hands it to
-    /// another worker (a running run sends one every third of it).
-    pub ack_wait: Duration,
+    /// another worker: one setting of the queue's consumer, for the whole fleet. `Some`
+    /// sets it for every worker; `None` takes the fleet's (30 s for a new queue). A running
+    /// run sends a sign of life every third of the consumer's setting as it is now.
+    pub ack_wait: Option<Duration>,
     /// Deliveries of one request before it is no longer handed out.
     pub max_deliver: i64,
     /// Run requests as trusted: credentials, MCP servers, no safe mode.
     pub trust: bool,
     /// This machine's credentials (its keychain, its environment), for trusted requests.
     pub credentials: Credentials,
+}
+
+/// The ack wait of a queue made by a worker that asked for none.
+const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
+
+/// The ack wait of the fleet's consumer as it is now (the shortest sensible when it cannot
+/// be read: signs of life too often cost little, too rarely repeat a run).
+async fn fleet_ack_wait(nats: &Nats) -> Duration {
+    const UNKNOWN: Duration = Duration::from_secs(3);
+    let read = async {
+        let stream = nats.js.get_stream_no_info(QUEUE_STREAM).await.ok()?;
+        let info = stream.consumer_info(WORKERS_CONSUMER).await.ok()?;
+        Some(info.config.ack_wait)
+    };
+    tokio::time::timeout(Duration::from_secs(2), read)
+        .await
+        .ok()
+        .flatten()
+        .filter(|wait| !wait.is_zero())
+        .unwrap_or(UNKNOWN)
 }
 
 /// What becomes of a request once handled.
@@ -62,23 +85,60 @@ pub async fn serve(
         .get_stream(QUEUE_STREAM)
         .await
         .map_err(|e| nats.error(format!("stream {QUEUE_STREAM}"), e))?;
-    let consumer = stream
-        .get_or_create_consumer(
-            WORKERS_CONSUMER,
-            pull::Config {
-                durable_name: Some(WORKERS_CONSUMER.to_owned()),
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: config.ack_wait,
-                max_deliver: config.max_deliver,
-                ..Default::default()
-            },
-        )
+    let wanted = pull::Config {
+        durable_name: Some(WORKERS_CONSUMER.to_owned()),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: config.ack_wait.unwrap_or(DEFAULT_ACK_WAIT),
+        max_deliver: config.max_deliver,
+        ..Default::default()
+    };
+    let mut consumer = stream
+        .get_or_create_consumer(WORKERS_CONSUMER, wanted.clone())
         .await
         .map_err(|e| nats.error(format!("consumer {WORKERS_CONSUMER}"), e))?;
-    tracing::info!(worker = %config.name, url = %config.url, "worker ready");
+    // The consumer keeps the settings of the worker that made it: one asked for another
+    // ack wait sets it for the fleet, so no worker's signs of life come too late.
+    let fleet = consumer
+        .info()
+        .await
+        .map_err(|e| nats.error(format!("consumer {WORKERS_CONSUMER}"), e))?
+        .config
+        .ack_wait;
+    if let Some(asked) = config.ack_wait.filter(|asked| *asked != fleet) {
+        // Creating a durable consumer again with an editable field changed updates it.
+        consumer = stream.create_consumer(wanted).await.map_err(|e| {
+            nats.error(
+                format!("setting the ack wait of consumer {WORKERS_CONSUMER}"),
+                e,
+            )
+        })?;
+        let now = consumer
+            .info()
+            .await
+            .map_err(|e| nats.error(format!("consumer {WORKERS_CONSUMER}"), e))?
+            .config
+            .ack_wait;
+        if now != asked {
+            return Err(nats.error(
+                format!("consumer {WORKERS_CONSUMER}"),
+                format!(
+                    "the queue's ack wait is {} s and could not be set to the {} s asked; start this worker with --ack-wait {} (or without it)",
+                    now.as_secs_f64(),
+                    asked.as_secs_f64(),
+                    now.as_secs_f64()
+                ),
+            ));
+        }
+        eprintln!(
+            "the queue's ack wait was {} s; it is {} s now, for every worker",
+            fleet.as_secs_f64(),
+            asked.as_secs_f64()
+        );
+    }
+    tracing::info!(worker = %config.name, url = %nats.url, "worker ready");
     eprintln!(
         "worker {} takes runs from {} ({} at once)",
-        config.name, config.url, config.concurrency
+        config.name, nats.url, config.concurrency
     );
     let slots = Arc::new(tokio::sync::Semaphore::new(config.concurrency));
     let worker = Arc::new(Worker {
@@ -167,9 +227,12 @@ impl Worker {
         let beat = {
             let message = message.clone();
             let alive = alive.clone();
-            let every = self.config.ack_wait / 3;
+            let nats = self.nats.clone();
             tokio::spawn(async move {
                 loop {
+                    // Well inside the consumer's ack wait as it is now: another worker may
+                    // have changed it for the fleet since this one started.
+                    let every = fleet_ack_wait(&nats).await / 3;
                     tokio::select! {
                         () = tokio::time::sleep(every) => {}
                         () = alive.cancelled() => break,
@@ -218,6 +281,29 @@ impl Worker {
             Ok(_) => {}
             Err(err) => {
                 tracing::warn!(%err, run_id, "cannot tell whether the run finished; it runs");
+            }
+        }
+        // One worker runs a run: a first delivery takes it only when nobody has (a second
+        // queue entry for it is dropped); a redelivery or a decision takes it over.
+        let claim = if item.resume.is_none() && delivered <= 1 {
+            self.nats.claim_new(&run_id, &self.config.name).await
+        } else {
+            self.nats.take_over(&run_id, &self.config.name).await
+        };
+        match claim {
+            Ok(Claim::Taken) => {}
+            Ok(Claim::Elsewhere) => {
+                tracing::info!(
+                    run_id,
+                    "another worker has this run: this queue entry is dropped"
+                );
+                return Outcome::Done;
+            }
+            // Nobody can tell who runs it now: another delivery tries again.
+            Err(err) => {
+                tracing::warn!(%err, run_id, "cannot take the run now");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return Outcome::Release;
             }
         }
         let doc = match request.graph_doc() {

@@ -41,7 +41,7 @@ pub(super) fn decide_remote(
         }
     };
     let Some(request) = request else {
-        eprintln!("no run `{}` on {url}", Escaped(&run_id));
+        eprintln!("no run `{}` on {}", Escaped(&run_id), nats.url);
         return Ok(EXIT_INVALID);
     };
     let status = report

@@ -82,12 +82,12 @@ pub fn submit_command(args: SubmitArgs) -> anyhow::Result<i32> {
             out!("{}", json!({"run_id": run_id, "status": "queued"}));
         } else {
             out!("{run_id}");
-            eprintln!("queued run {run_id} on {}", args.nats);
+            eprintln!("queued run {run_id} on {}", nats.url);
         }
         return Ok(0);
     }
     if !args.json {
-        eprintln!("queued run {run_id} on {}; waiting for a worker", args.nats);
+        eprintln!("queued run {run_id} on {}; waiting for a worker", nats.url);
     }
     follow_and_report(&runtime, &nats, &run_id, None, doc, args.db, args.json)
 }

@@ -24,9 +24,11 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
     /// Seconds a run may go without a sign of life before another worker takes it over
-    /// (resuming after the nodes that finished).
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
-    pub ack_wait: u64,
+    /// (resuming after the nodes that finished). One setting for the whole fleet: given,
+    /// it is set for every worker; not given, this worker takes the fleet's (30 for a new
+    /// queue).
+    #[arg(long, value_name = "SECS")]
+    pub ack_wait: Option<u64>,
     /// Deliveries of one request before it is moved aside as failed.
     #[arg(long, default_value_t = 5)]
     pub max_deliver: i64,
@@ -42,7 +44,7 @@ pub struct WorkerArgs {
 }
 
 pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
-    if args.concurrency == 0 || args.ack_wait == 0 || args.max_deliver < 1 {
+    if args.concurrency == 0 || args.ack_wait == Some(0) || args.max_deliver < 1 {
         eprintln!("--concurrency, --ack-wait and --max-deliver must be at least 1");
         return Ok(EXIT_INVALID);
     }
@@ -56,7 +58,7 @@ pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
         name,
         workspace,
         concurrency: args.concurrency,
-        ack_wait: Duration::from_secs(args.ack_wait),
+        ack_wait: args.ack_wait.map(Duration::from_secs),
         max_deliver: args.max_deliver,
         trust: args.trust,
         credentials: crate::runner::Credentials::Default,
