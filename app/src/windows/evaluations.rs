@@ -203,10 +203,26 @@ impl EvaluationsPanel {
         let to_json = |map: &agentloom_core::ValueMap| {
             serde_json::Value::Object(map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
         };
+        // Each output's value as the check: an object is written as the value it must
+        // equal (a bare object names checks); a run with no outputs checks it completes.
+        let mut expect: serde_json::Map<String, serde_json::Value> = detail
+            .outputs
+            .iter()
+            .map(|(name, value)| {
+                let value = match value.to_json() {
+                    object @ serde_json::Value::Object(_) => serde_json::json!({"equals": object}),
+                    plain => plain,
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        if expect.is_empty() {
+            expect.insert("run".to_owned(), serde_json::json!("completes"));
+        }
         let case = serde_json::json!({
             "name": format!("case {}", count + 1),
             "inputs": to_json(&detail.inputs),
-            "expect": to_json(&detail.outputs),
+            "expect": expect,
         });
         let mut text = existing;
         if !text.is_empty() && !text.ends_with('\n') {
