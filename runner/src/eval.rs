@@ -325,14 +325,21 @@ pub fn run_evaluation_with(
                         tracing::warn!(%err, "the case's run is not linked to the evaluation");
                     }
                     let count = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    let mut shown = if plan.repeat > 1 {
+                        format!("{} (run {})", case.name, repeat + 1)
+                    } else {
+                        case.name.clone()
+                    };
+                    if cancel.is_cancelled()
+                        && !run.passed
+                        && run.status == RunStatus::Cancelled.as_str()
+                    {
+                        shown.push_str(" (cut short by the stop)");
+                    }
                     progress(EvalProgress {
                         done: count,
                         total: total_runs,
-                        case: if plan.repeat > 1 {
-                            format!("{} (run {})", case.name, repeat + 1)
-                        } else {
-                            case.name.clone()
-                        },
+                        case: shown,
                         passed: run.passed,
                     });
                     Some((index, repeat, run, judge_usage))

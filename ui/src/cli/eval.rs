@@ -159,15 +159,23 @@ fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
     );
     for case in summary["cases"].as_array().into_iter().flatten() {
         if case["not_started"] == true {
+            let cut_short = case["runs"].as_array().is_some_and(|runs| !runs.is_empty());
             out!(
-                "· {:<28} {:>7} {:>10} {:>9}  not started",
+                "· {:<28} {:>7} {:>10} {:>9}  {}",
+                // Escaped first: the padding counts what is shown.
                 Escaped(&agentloom_core::clip_chars(
                     case["name"].as_str().unwrap_or_default(),
                     28
-                )),
+                ))
+                .to_string(),
                 "-",
                 "-",
-                "-"
+                "-",
+                if cut_short {
+                    "cut short by the stop"
+                } else {
+                    "not started"
+                }
             );
             continue;
         }
@@ -195,7 +203,8 @@ fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
             Escaped(&agentloom_core::clip_chars(
                 case["name"].as_str().unwrap_or_default(),
                 28
-            )),
+            ))
+            .to_string(),
             format!("{ok}/{}", checks.len()),
             format!("${:.4}", case["cost_usd"].as_f64().unwrap_or_default()),
             format!("{} ms", case["duration_ms"].as_u64().unwrap_or_default()),
@@ -205,9 +214,13 @@ fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
     let interval = &summary["pass_rate_interval"];
     if let Some(stop) = crate::runner::eval::stopped(summary) {
         out!(
-            "\nstopped after {}/{} runs; {} cases not started (counted neither passed nor failed)",
+            "\nstopped after {}/{} runs{}; {} cases not started, counted neither passed nor failed",
             stop.runs,
             stop.planned,
+            match summary["cut_short"].as_u64() {
+                Some(n) if n > 0 => format!(" ({n} more cut short by the stop, not counted)"),
+                _ => String::new(),
+            },
             stop.not_started
         );
     }
