@@ -225,7 +225,7 @@ pub fn run_evaluation_with(
                     && !options.allow_partial_baseline
                 {
                     return Err(invalid(format!(
-                        "--baseline {}: that evaluation was stopped after {}/{} runs ({} cases not started), so its cases not run would read as changes; pass --allow-partial-baseline to compare with it anyway",
+                        "--baseline {}: that evaluation was stopped after {}/{} runs ({} cases not started), so its cases not run would read as changes; `agentloom eval --allow-partial-baseline` compares with it anyway",
                         escape_control(&row.id),
                         stop.runs,
                         stop.planned,
@@ -363,6 +363,15 @@ pub fn run_evaluation_with(
     summary["repeat"] = json!(plan.repeat);
     summary["concurrency"] = json!(plan.concurrency.max(1));
     summary["runs_planned"] = json!(total_runs);
+    // Stopped once every run was made: nothing is missing, it is a finished evaluation.
+    if summary["runs"].as_u64() == u64::try_from(total_runs).ok()
+        && summary["cut_short"].as_u64() == Some(0)
+        && let Some(object) = summary.as_object_mut()
+    {
+        for key in ["stopped", "not_started", "cut_short"] {
+            object.remove(key);
+        }
+    }
     row.duration_ms = summary["duration_ms"].as_u64();
     row.passed = summary["passed"].as_u64().unwrap_or_default();
     row.failed = summary["failed"].as_u64().unwrap_or_default();

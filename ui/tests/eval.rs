@@ -1050,3 +1050,56 @@ fn a_stopped_evaluation_is_listed_as_stopped_and_is_no_baseline_unless_allowed()
     assert!(!line.contains("stopped"), "{line}");
     assert!(line.contains("  8 passed   0 failed"), "{line}");
 }
+
+#[test]
+fn a_stopped_evaluation_recorded_before_not_started_was_kept_is_listed_as_stopped_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    let cases = example("hello.cases.jsonl");
+    let summary = json_of(&eval(
+        &[s(&hello), "--cases", s(&cases), "--json"],
+        &db,
+        dir.path(),
+        None,
+    ));
+    let eval_id = summary["eval_id"].as_str().unwrap();
+    // As an earlier version kept a stopped evaluation: its cases with no run counted as
+    // failed, nothing said how many were not started.
+    let mut old = summary.clone();
+    old["stopped"] = json!(true);
+    old["cases"][1]["runs"] = json!([]);
+    old["cases"][1]["passed"] = json!(false);
+    old["cases"][2]["runs"] = json!([]);
+    old["cases"][2]["passed"] = json!(false);
+    old["runs"] = json!(1);
+    old["passed"] = json!(1);
+    old["failed"] = json!(2);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE evaluations SET passed = 1, failed = 2, summary_json = ?1 WHERE id = ?2",
+        rusqlite::params![old.to_string(), eval_id],
+    )
+    .unwrap();
+    drop(conn);
+    let listed = agentloom(&["evals"], &db, dir.path(), None);
+    let table = String::from_utf8_lossy(&listed.stdout);
+    let line = table.lines().find(|l| l.starts_with(eval_id)).unwrap();
+    assert!(line.contains("stopped after 1/3"), "{line}");
+    assert!(
+        line.contains("  1 passed   0 failed   2 not started"),
+        "{line}"
+    );
+    let output = eval(
+        &[s(&hello), "--cases", s(&cases), "--baseline", eval_id],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("stopped after 1/3 runs (2 cases not started)"),
+        "{}",
+        stderr(&output)
+    );
+}
