@@ -184,7 +184,8 @@ pub fn run_evaluation_with(
 ) -> Result<serde_json::Value, EvalFailure> {
     let invalid = EvalFailure::Invalid;
     let failed = |e: &dyn std::fmt::Display| EvalFailure::Failed(e.to_string());
-    let text = std::fs::read_to_string(&plan.cases_file).map_err(|err| {
+    // Read as bytes: the parser names the line of anything that is not UTF-8.
+    let text = std::fs::read(&plan.cases_file).map_err(|err| {
         invalid(format!(
             "{}: cannot read the cases file: {err}",
             plan.cases_file.display()
