@@ -15,8 +15,8 @@
 
 mod auth;
 pub mod follow;
-pub mod owner;
 pub mod local_log;
+pub mod owner;
 pub mod worker;
 
 use std::path::Path;
@@ -233,8 +233,12 @@ impl Nats {
     pub async fn submit(&self, request: &RunRequest) -> Result<(), RemoteError> {
         let payload = serde_json::to_vec(request).map_err(|e| self.error("the request", e))?;
         let run_id = &request.run_id;
-        self.publish_once(run_subject(run_id, "request"), format!("{run_id}.request"), payload)
-            .await?;
+        self.publish_once(
+            run_subject(run_id, "request"),
+            format!("{run_id}.request"),
+            payload,
+        )
+        .await?;
         let item = serde_json::to_vec(&WorkItem {
             run_id: run_id.clone(),
             resume: None,
