@@ -1063,3 +1063,46 @@ fn a_duplicate_queue_entry_does_not_run_the_run_twice() {
         "both entries are gone from the queue"
     );
 }
+
+/// systemd, Docker and Kubernetes stop a worker with SIGTERM: it takes no new run, lets the
+/// run under way finish, then exits 0; nothing is handed out again.
+#[test]
+fn a_worker_drains_on_sigterm() {
+    let nats = NatsServer::start();
+    let server = agentloom_tests::PostCounter::start();
+    let mut worker = Worker::start(&nats, "draining", &["--trust", "--drain-timeout", "20"]);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = post_wait_post(dir.path(), &server.url(), 2500);
+    let output = submit(&nats, &graph, &["--trust"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run_id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    wait_for("the first POST", Duration::from_secs(30), || {
+        server.posts() == 1
+    });
+    let killed = Command::new("kill")
+        .args(["-TERM", &worker.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = worker.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the worker did not end after its run:\n{}",
+            worker.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "{}", worker.log());
+    assert!(worker.log().contains("draining"), "{}", worker.log());
+    assert_eq!(worker.runs()[&run_id], "completed", "{}", worker.log());
+    assert_eq!(server.posts(), 2);
+    // Acknowledged: another worker started now finds nothing to run again.
+    let next = Worker::start(&nats, "next", &["--trust"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(next.runs().is_empty(), "{:?}", next.runs());
+    assert_eq!(server.posts(), 2);
+}

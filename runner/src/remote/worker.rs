@@ -72,12 +72,22 @@ enum Outcome {
     Release,
 }
 
-/// Pulls and runs requests until `stop` is cancelled; runs still going then are stopped
-/// and their requests handed back to the queue, to be resumed by another worker.
+/// How a worker stops: `taking` ends pulling new requests (a drain: runs under way go on
+/// to their end); `running` stops the runs still going, whose requests are handed back to
+/// the queue, to be resumed by another worker.
+#[derive(Clone, Default)]
+pub struct Stop {
+    pub taking: CancellationToken,
+    pub running: CancellationToken,
+}
+
+/// Pulls and runs requests until `stop.taking` is cancelled, then waits for the runs under
+/// way: to their end, or, once `stop.running` is cancelled, until they handed their requests
+/// back.
 pub async fn serve(
     config: WorkerConfig,
     store: Arc<RunStore>,
-    stop: CancellationToken,
+    stop: Stop,
 ) -> Result<(), RemoteError> {
     let nats = Nats::connect(&config.url, &config.name).await?;
     let stream = nats
@@ -145,7 +155,7 @@ pub async fn serve(
         nats: nats.clone(),
         store,
         config: config.clone(),
-        stop: stop.clone(),
+        stop: stop.running.clone(),
     });
     // A request whose every delivery ended with its worker gone is no longer handed out;
     // the server says so, and one of the workers ends its run and moves it aside.
@@ -169,7 +179,7 @@ pub async fn serve(
     loop {
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot,
-            () = stop.cancelled() => break,
+            () = stop.taking.cancelled() => break,
         };
         let Ok(slot) = slot else { break };
         let batch = consumer
@@ -188,7 +198,7 @@ pub async fn serve(
         };
         let next = tokio::select! {
             next = batch.next() => next,
-            () = stop.cancelled() => break,
+            () = stop.taking.cancelled() => break,
         };
         match next {
             Some(Ok(message)) => {
@@ -205,7 +215,7 @@ pub async fn serve(
             None => {}
         }
     }
-    // Runs still going were cancelled with `stop`: wait until they handed their work back.
+    // Runs under way finish, or hand their work back once `stop.running` is cancelled.
     let all = u32::try_from(config.concurrency).unwrap_or(u32::MAX);
     let _ = slots.acquire_many(all).await;
     Ok(())

@@ -41,6 +41,11 @@ pub struct WorkerArgs {
     /// only people you trust can publish to.
     #[arg(long)]
     pub trust: bool,
+    /// Seconds a worker told to stop (SIGTERM, as systemd, Docker and Kubernetes stop)
+    /// lets its runs under way finish before it hands the rest back to the queue; it takes
+    /// no new run meanwhile. Ctrl-C hands them back at once.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub drain_timeout: u64,
 }
 
 pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
@@ -63,8 +68,8 @@ pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
         trust: args.trust,
         credentials: crate::runner::Credentials::Default,
     };
-    let stop = tokio_util::sync::CancellationToken::new();
-    interrupt::watch(stop.clone());
+    let stop = crate::remote::worker::Stop::default();
+    interrupt::watch_drain(stop.clone(), Duration::from_secs(args.drain_timeout));
     let runtime = async_runtime()?;
     let served = runtime.block_on(serve(config, store, stop));
     runtime.shutdown_timeout(Duration::from_millis(500));
