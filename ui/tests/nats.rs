@@ -1106,3 +1106,126 @@ fn a_worker_drains_on_sigterm() {
     assert!(next.runs().is_empty(), "{:?}", next.runs());
     assert_eq!(server.posts(), 2);
 }
+
+/// Runs on a worker keep their files apart (each in `runs/<RUN_ID>`), a graph calls only the
+/// files carried in its request (never one on the worker's disk), and a run id that is not
+/// a plain id is moved aside before it names a folder or a subject.
+#[test]
+fn a_workers_runs_keep_their_files_apart_and_call_only_what_they_carry() {
+    let nats = NatsServer::start();
+    let worker = Worker::start(&nats, "isolating", &["--trust"]);
+    let home = worker.dir.path().join("home");
+    let dir = tempfile::tempdir().unwrap();
+    let writer = write_graph(
+        dir.path(),
+        "write.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "write",
+            "nodes": [
+                {"id": "secret", "block": "data.constant", "config": {"type": "text", "value": "run one's"}},
+                {"id": "write", "block": "file.write", "config": {"path": "note.txt"}},
+                {"id": "out", "block": "graph.output", "config": {"name": "path"}}
+            ],
+            "edges": [
+                {"from": ["secret", "value"], "to": ["write", "content"]},
+                {"from": ["write", "path"], "to": ["out", "value"]}
+            ]
+        }),
+    );
+    let reader = write_graph(
+        dir.path(),
+        "read.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "read",
+            "nodes": [
+                {"id": "read", "block": "file.read", "config": {"path": "note.txt"}},
+                {"id": "out", "block": "graph.output", "config": {"name": "content"}}
+            ],
+            "edges": [{"from": ["read", "content"], "to": ["out", "value"]}]
+        }),
+    );
+    let db = dir.path().join("submitter.sqlite3");
+    let written = submit_and_wait(&nats, &writer, &db, 0);
+    let run_id = written["run_id"].as_str().unwrap();
+    let note = home.join("runs").join(run_id).join("note.txt");
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "run one's");
+    assert!(!home.join("note.txt").exists());
+    let read = submit_and_wait(&nats, &reader, &db, 1);
+    assert!(
+        read["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("note.txt"),
+        "another run's file is not there: {read}"
+    );
+
+    // A graph file on the worker's own disk, named by a request that does not carry it.
+    let on_worker = home.join("local.json");
+    std::fs::write(
+        &on_worker,
+        serde_json::to_string(&json!({
+            "format": "agentloom.graph", "version": 1, "name": "local",
+            "nodes": [], "edges": []
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let calling = json!({
+        "format": "agentloom.graph", "version": 1, "name": "calls the worker's file",
+        "nodes": [{"id": "call", "block": "graph.call", "config": {"path": on_worker.display().to_string()}}],
+        "edges": []
+    });
+    let request = |run_id: &str| {
+        json!({
+            "run_id": run_id, "graph": calling, "graph_file": "calls.json",
+            "files": [], "inputs": {}, "trusted": true
+        })
+    };
+    publish_request(&nats, "reaches-out", &request("reaches-out"));
+    wait_for("the run to end", Duration::from_secs(30), || {
+        worker
+            .runs()
+            .get("reaches-out")
+            .is_some_and(|status| status != "running")
+    });
+    let conn = rusqlite::Connection::open(worker.db()).unwrap();
+    let error: String = conn
+        .query_row(
+            "SELECT error FROM runs WHERE id = 'reaches-out'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(
+        error.contains("not there when this graph was read"),
+        "{error}"
+    );
+
+    // A queue entry whose run id would climb out of the workspace (no subject can even hold
+    // its request).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let queue = agentloom::remote::Nats::connect(&nats.url, "a stranger")
+            .await
+            .unwrap();
+        queue
+            .queue(&agentloom::remote::WorkItem {
+                run_id: "../escape".to_owned(),
+                resume: None,
+            })
+            .await
+            .unwrap();
+    });
+    wait_for(
+        "the entry to be moved aside",
+        Duration::from_secs(30),
+        || queue_state(&nats).0 == 0,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!worker.runs().contains_key("../escape"));
+    assert!(!worker.dir.path().join("escape").exists());
+    assert!(!worker.log().contains("panicked"), "{}", worker.log());
+}

@@ -29,7 +29,11 @@ pub struct WorkerConfig {
     pub url: String,
     /// The worker's name, on every event it publishes (and so in the submitter's run log).
     pub name: String,
+    /// Where runs keep their files: each in `runs/<RUN_ID>` beneath it (made when a block
+    /// first writes), so no run reads another's files, unless `shared_workspace`.
     pub workspace: PathBuf,
+    /// Every run works in `workspace` itself (for a queue only people you trust publish to).
+    pub shared_workspace: bool,
     pub concurrency: usize,
     /// How long a request may go without a sign of life before the server hands it to
     /// another worker: one setting of the queue's consumer, for the whole fleet. `Some`
@@ -42,6 +46,15 @@ pub struct WorkerConfig {
     pub trust: bool,
     /// This machine's credentials (its keychain, its environment), for trusted requests.
     pub credentials: Credentials,
+}
+
+/// Whether `run_id` is safe as a subject token and a folder name.
+fn is_plain_run_id(run_id: &str) -> bool {
+    !run_id.is_empty()
+        && run_id.len() <= 64
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// The ack wait of a queue made by a worker that asked for none.
@@ -265,6 +278,15 @@ impl Worker {
         }
     }
 
+    /// Where run `run_id` keeps its files.
+    fn run_workspace(&self, run_id: &str) -> Workspace {
+        if self.config.shared_workspace {
+            Workspace::Shared(self.config.workspace.clone())
+        } else {
+            Workspace::MadeOnUse(self.config.workspace.join("runs").join(run_id))
+        }
+    }
+
     async fn run_item(&self, payload: &[u8], delivered: i64) -> Outcome {
         let item: WorkItem = match serde_json::from_slice(payload) {
             Ok(item) => item,
@@ -274,6 +296,16 @@ impl Worker {
                 return Outcome::Done;
             }
         };
+        // A run id names subjects and a folder: anything but a plain id is refused before
+        // it is used in either.
+        if !is_plain_run_id(&item.run_id) {
+            let reason = format!(
+                "`{}` is not a run id (letters, digits, - and _ only, at most 64)",
+                agentloom_core::escape_control(&item.run_id)
+            );
+            self.move_aside("unreadable", payload, &reason).await;
+            return Outcome::Done;
+        }
         let run_id = item.run_id.clone();
         let request = match self.request(&run_id).await {
             Ok(request) => request,
@@ -363,7 +395,9 @@ impl Worker {
         };
         let run_id = serde_json::from_slice::<WorkItem>(&payload)
             .map(|item| item.run_id)
-            .unwrap_or_else(|_| "unreadable".to_owned());
+            .ok()
+            .filter(|run_id| is_plain_run_id(run_id))
+            .unwrap_or_else(|| "unreadable".to_owned());
         let reason = format!(
             "given up after {deliveries} deliveries: each time, the worker running it stopped before the run ended"
         );
@@ -473,10 +507,7 @@ impl Worker {
             sinks: vec![publisher.sink.clone()],
             // Nobody to ask here: an approval pauses the run (decided by `approve --nats`).
             ask: None,
-            ..Launch::new(
-                request.inputs.clone(),
-                Workspace::Shared(self.config.workspace.clone()),
-            )
+            ..Launch::new(request.inputs.clone(), self.run_workspace(&run_id))
         };
         let launched = prepared.launch(launch).await;
         if let Some(err) = &launched.log_error {

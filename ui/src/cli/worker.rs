@@ -13,10 +13,14 @@ pub struct WorkerArgs {
     /// NATS_CREDS names a credentials file, NATS_CA a CA certificate).
     #[arg(long, value_name = "URL", env = "AGENTLOOM_NATS")]
     pub nats: String,
-    /// The directory file blocks of every run may read and write (default: the current
-    /// directory).
+    /// The directory under which each run gets a folder of its own, `runs/<RUN_ID>`, made
+    /// when a block first writes (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
+    /// Every run reads and writes the workspace itself, seeing the files of the others:
+    /// only for a queue that only people you trust can publish to.
+    #[arg(long)]
+    pub shared_workspace: bool,
     /// The run log this worker records its runs in (default: the per-user data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -62,6 +66,7 @@ pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
         url: args.nats,
         name,
         workspace,
+        shared_workspace: args.shared_workspace,
         concurrency: args.concurrency,
         ack_wait: args.ack_wait.map(Duration::from_secs),
         max_deliver: args.max_deliver,
