@@ -513,9 +513,13 @@ fn a_safe_mode_request_waits_for_approve_nats_which_counts_once() {
     // In safe mode its POST waits for a person (trusted on both sides: its own
     // allow_private_network counts; untrusted, reaching the local server would be one more
     // question).
+    let approver = nkeys::KeyPair::new_user();
+    let seed = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(seed.path(), approver.seed().unwrap()).unwrap();
+    let key = approver.public_key();
     let _workers = [
-        Worker::start(&nats, "first", &["--trust"]),
-        Worker::start(&nats, "second", &["--trust"]),
+        Worker::start(&nats, "first", &["--trust", "--approver-key", &key]),
+        Worker::start(&nats, "second", &["--trust", "--approver-key", &key]),
     ];
     let dir = tempfile::tempdir().unwrap();
     let graph = write_graph(
@@ -546,8 +550,10 @@ fn a_safe_mode_request_waits_for_approve_nats_which_counts_once() {
                 "--nats",
                 &nats.url,
                 "--json",
-                "--db",
+                "--sign-with",
             ])
+            .arg(seed.path())
+            .arg("--db")
             .arg(db)
             .output()
             .unwrap()
@@ -564,7 +570,9 @@ fn a_safe_mode_request_waits_for_approve_nats_which_counts_once() {
     // The same wait decided again, from another machine's log: taken, nothing sent again.
     let elsewhere = dir.path().join("elsewhere.sqlite3");
     let output = bin()
-        .args(["approve", run_id, "--nats", &nats.url, "--db"])
+        .args(["approve", run_id, "--nats", &nats.url, "--sign-with"])
+        .arg(seed.path())
+        .arg("--db")
         .arg(&elsewhere)
         .output()
         .unwrap();
@@ -584,7 +592,9 @@ fn a_safe_mode_request_waits_for_approve_nats_which_counts_once() {
         .iter()
         .map(|name| {
             bin()
-                .args(["approve", run_id, "--nats", &nats.url, "--db"])
+                .args(["approve", run_id, "--nats", &nats.url, "--sign-with"])
+                .arg(seed.path())
+                .arg("--db")
                 .arg(dir.path().join(name))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -1228,4 +1238,96 @@ fn a_workers_runs_keep_their_files_apart_and_call_only_what_they_carry() {
     assert!(!worker.runs().contains_key("../escape"));
     assert!(!worker.dir.path().join("escape").exists());
     assert!(!worker.log().contains("panicked"), "{}", worker.log());
+}
+
+/// NATS carries no sender identity: a publisher may not approve a side effect by itself. A
+/// worker without approver keys, an unsigned decision and one signed by a stranger's key
+/// are refused (the run stays waiting, the POST is not sent, the approver is told why); the
+/// approver's signature resumes it.
+#[test]
+fn only_a_decision_signed_by_an_approver_resumes_a_side_effect() {
+    let nats = NatsServer::start();
+    let server = agentloom_tests::PostCounter::start();
+    let approver = nkeys::KeyPair::new_user();
+    let stranger = nkeys::KeyPair::new_user();
+    let dir = tempfile::tempdir().unwrap();
+    let seed_of = |pair: &nkeys::KeyPair, name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pair.seed().unwrap()).unwrap();
+        path
+    };
+    let approver_seed = seed_of(&approver, "approver.nk");
+    let stranger_seed = seed_of(&stranger, "stranger.nk");
+    let graph = write_graph(
+        dir.path(),
+        "post.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "post",
+            "settings": {"safe_mode": true},
+            "nodes": [{"id": "post", "block": "http.request", "config": {
+                "method": "POST", "url": server.url(), "allow_private_network": true}}],
+            "edges": []
+        }),
+    );
+    let db = dir.path().join("submitter.sqlite3");
+    let approve = |run_id: &str, seed: Option<&Path>| {
+        let mut cmd = bin();
+        cmd.args(["approve", run_id, "--nats", &nats.url, "--json", "--db"])
+            .arg(&db);
+        if let Some(seed) = seed {
+            cmd.arg("--sign-with").arg(seed);
+        }
+        cmd.output().unwrap()
+    };
+
+    // A worker with no approver keys takes no decision from the queue.
+    let mut keyless = Worker::start(&nats, "keyless", &["--trust"]);
+    let report = submit_and_wait(&nats, &graph, &db, 3);
+    let run_id = report["run_id"].as_str().unwrap().to_owned();
+    let output = approve(&run_id, Some(&approver_seed));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let refused: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--approver-key"),
+        "{refused}"
+    );
+    assert_eq!(server.posts(), 0);
+    keyless.kill();
+
+    // With approver keys: unsigned, and signed by a stranger, refused; the approver's own
+    // signature resumes the run and the POST goes once.
+    let _worker = Worker::start(
+        &nats,
+        "guarded",
+        &["--trust", "--approver-key", &approver.public_key()],
+    );
+    let report = submit_and_wait(&nats, &graph, &db, 3);
+    let run_id = report["run_id"].as_str().unwrap().to_owned();
+    for (seed, why) in [
+        (None, "not signed"),
+        (
+            Some(stranger_seed.as_path()),
+            "not one of this worker's approver keys",
+        ),
+    ] {
+        let output = approve(&run_id, seed);
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        let refused: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(
+            refused["error"].as_str().unwrap_or_default().contains(why),
+            "{why:?} in {refused}"
+        );
+        assert_eq!(server.posts(), 0);
+    }
+    let output = approve(&run_id, Some(&approver_seed));
+    let said = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert_eq!(server.posts(), 1);
+    assert!(
+        !said.contains(&approver.seed().unwrap()),
+        "the seed was printed"
+    );
 }

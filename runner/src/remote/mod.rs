@@ -17,6 +17,7 @@ mod auth;
 pub mod follow;
 pub mod local_log;
 pub mod owner;
+pub mod signed;
 pub mod worker;
 
 use std::path::Path;
@@ -65,6 +66,10 @@ pub struct Resume {
     pub node: String,
     pub request: ApprovalRequest,
     pub decision: ApprovalDecision,
+    /// The decider's signature (`approve --sign-with`): a worker with approver keys takes
+    /// no decision without one of theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<signed::Signed>,
 }
 
 /// Everything a worker needs to run a graph: no path on the submitter's disk is read there.

@@ -34,6 +34,9 @@ pub struct WorkerConfig {
     pub workspace: PathBuf,
     /// Every run works in `workspace` itself (for a queue only people you trust publish to).
     pub shared_workspace: bool,
+    /// The NKey public keys whose signed decisions resume a waiting run; none: no decision
+    /// from the queue is taken.
+    pub approver_keys: Vec<String>,
     pub concurrency: usize,
     /// How long a request may go without a sign of life before the server hands it to
     /// another worker: one setting of the queue's consumer, for the whole fleet. `Some`
@@ -296,6 +299,44 @@ impl Worker {
                 return Outcome::Done;
             }
         };
+        // Anyone who may publish to the queue could decide: only a decision signed by one of
+        // this worker's approvers resumes a run. The run stays waiting, and says why.
+        if let Some(resume) = item
+            .resume
+            .as_ref()
+            .filter(|_| is_plain_run_id(&item.run_id))
+        {
+            let checked = super::signed::verify(
+                &self.config.approver_keys,
+                resume.signed.as_ref(),
+                &item.run_id,
+                &resume.node,
+                &resume.decision,
+            );
+            if let Err(reason) = checked {
+                tracing::warn!(run_id = %item.run_id, reason, "a decision is refused");
+                // The wait is open again: a signed decision may still come.
+                if let Ok(Some(approvals)) = self.nats.last_record(&item.run_id, "approvals").await
+                {
+                    self.publish_record(&item.run_id, "approvals", approvals.payload.to_vec())
+                        .await;
+                }
+                self.publish_report(&RunReport {
+                    run_id: item.run_id.clone(),
+                    status: RunStatus::Waiting,
+                    outputs: ValueMap::new(),
+                    nodes: Vec::new(),
+                    usage: Usage::default(),
+                    duration_ms: 0,
+                    error: Some(format!(
+                        "the decision on `{}` is refused: {reason}",
+                        resume.node
+                    )),
+                })
+                .await;
+                return Outcome::Done;
+            }
+        }
         // A run id names subjects and a folder: anything but a plain id is refused before
         // it is used in either.
         if !is_plain_run_id(&item.run_id) {

@@ -24,6 +24,10 @@ pub struct ResumeArgs {
     /// Decide for a run queued on this NATS server (`agentloom submit`): a worker resumes it.
     #[arg(long, value_name = "URL", conflicts_with = "workspace")]
     pub nats: Option<String>,
+    /// Sign the decision with the NKey seed in this file (with --nats): workers take only
+    /// decisions signed by their approvers (`agentloom worker --approver-key`).
+    #[arg(long, value_name = "SEED_FILE", requires = "nats")]
+    pub sign_with: Option<PathBuf>,
 }
 
 /// "approved `node` (action)", as the commands that decide say it.

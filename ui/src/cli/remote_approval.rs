@@ -67,6 +67,20 @@ pub(super) fn decide_remote(
                 return Ok(EXIT_INVALID);
             }
         };
+    // Signed before anything is published: a seed that cannot sign decides nothing.
+    let signed = match &args.sign_with {
+        Some(file) => match std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|seed| crate::remote::signed::sign(&seed, &run_id, &approval.node, &decision))
+        {
+            Ok(signed) => Some(signed),
+            Err(err) => {
+                eprintln!("--sign-with {}: {err}", file.display());
+                return Ok(EXIT_INVALID);
+            }
+        },
+        None => None,
+    };
     let record = json!({
         "node": approval.node,
         "approved": decision.is_approved(),
@@ -106,6 +120,7 @@ pub(super) fn decide_remote(
             node: approval.node.clone(),
             request: approval.request.clone(),
             decision: decision.clone(),
+            signed,
         }),
     }));
     if let Err(err) = queued {

@@ -21,6 +21,11 @@ pub struct WorkerArgs {
     /// only for a queue that only people you trust can publish to.
     #[arg(long)]
     pub shared_workspace: bool,
+    /// The NKey public key (`U…`) of a person whose decisions (`agentloom approve --nats
+    /// --sign-with`) may resume a waiting run (repeatable). Without one, no decision from
+    /// the queue is taken: anyone who may publish there could approve a side effect.
+    #[arg(long = "approver-key", value_name = "PUBLIC_KEY")]
+    pub approver_keys: Vec<String>,
     /// The run log this worker records its runs in (default: the per-user data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -67,6 +72,7 @@ pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
         name,
         workspace,
         shared_workspace: args.shared_workspace,
+        approver_keys: args.approver_keys,
         concurrency: args.concurrency,
         ack_wait: args.ack_wait.map(Duration::from_secs),
         max_deliver: args.max_deliver,
