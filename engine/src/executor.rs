@@ -1762,6 +1762,10 @@ impl Scheduler {
                 NodeReport {
                     id: node.id.clone(),
                     status: match state.status {
+                        // A paused run's node waits for its decision, as `show` says too.
+                        NodeStatus::AwaitingApproval if status == RunStatus::Waiting => {
+                            NodeStatus::AwaitingApproval
+                        }
                         NodeStatus::Queued | NodeStatus::Running | NodeStatus::AwaitingApproval => {
                             NodeStatus::Pending
                         }

@@ -199,6 +199,13 @@ fn run_until_waiting(home: &Path, file: &Path, db: &Path, workspace: &Path) -> V
     );
     let report = stdout_json(&paused);
     assert_eq!(report["status"], "waiting", "{report}");
+    // The node that asks reads as `show` reads it: waiting for its decision.
+    let save = report["nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|node| node["id"] == "save"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(save["status"], "awaiting_approval", "{report}");
     report
 }
 
