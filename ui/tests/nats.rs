@@ -1331,3 +1331,43 @@ fn only_a_decision_signed_by_an_approver_resumes_a_side_effect() {
         "the seed was printed"
     );
 }
+
+/// `submit --wait` whose NATS server dies under it says so within its bound (here 2 s,
+/// `AGENTLOOM_NATS_LOST_SECS`) instead of waiting with no word.
+#[test]
+fn submit_wait_gives_up_on_a_lost_server_with_a_message() {
+    let mut nats = NatsServer::start();
+    let _worker = Worker::start(&nats, "steady", &["--trust"]);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 30_000);
+    let mut submitter = submit(&nats, &graph, &["--trust", "--wait"])
+        .arg("--db")
+        .arg(dir.path().join("submitter.sqlite3"))
+        .env("AGENTLOOM_NATS_LOST_SECS", "2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = nats.child.kill();
+    let _ = nats.child.wait();
+    let killed_at = Instant::now();
+    let status = loop {
+        if let Some(status) = submitter.try_wait().unwrap() {
+            break status;
+        }
+        if killed_at.elapsed() > Duration::from_secs(20) {
+            let _ = submitter.kill();
+            panic!("submit --wait still waits 20 s after its server died");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let output = submitter.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("unreachable for 2 s"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(killed_at.elapsed() < Duration::from_secs(10));
+}

@@ -19,7 +19,37 @@ pub async fn follow(
     let mut messages = ordered(nats, run_id, run_subject(run_id, "*"), after).await?;
     let events = run_subject(run_id, "events");
     let report = run_subject(run_id, "report");
-    while let Some(message) = messages.next().await {
+    let give_up = lost_server_limit();
+    let mut lost_since: Option<std::time::Instant> = None;
+    let mut check = tokio::time::interval(std::time::Duration::from_millis(250));
+    loop {
+        // The client reconnects on its own, forever: a follower that lost its server for
+        // longer than the limit says so instead of waiting with no word.
+        let next = tokio::select! {
+            next = messages.next() => next,
+            _ = check.tick() => {
+                let connected = matches!(
+                    nats.js.client().connection_state(),
+                    async_nats::connection::State::Connected
+                );
+                match (connected, lost_since) {
+                    (true, _) => lost_since = None,
+                    (false, None) => lost_since = Some(std::time::Instant::now()),
+                    (false, Some(since)) if since.elapsed() >= give_up => {
+                        return Err(nats.error(
+                            format!("following run {run_id}"),
+                            format!(
+                                "the server has been unreachable for {} s (stopped following; the run may go on on its worker, and its result is kept on the server)",
+                                give_up.as_secs()
+                            ),
+                        ));
+                    }
+                    (false, Some(_)) => {}
+                }
+                continue;
+            }
+        };
+        let Some(message) = next else { break };
         let message = message.map_err(|e| nats.error(format!("following run {run_id}"), e))?;
         if message.subject.as_str() == events {
             let worker = message
@@ -41,6 +71,16 @@ pub async fn follow(
         format!("following run {run_id}"),
         "the server ended the subscription",
     ))
+}
+
+/// How long a follower waits for a server it lost: `AGENTLOOM_NATS_LOST_SECS`, else 15 s.
+fn lost_server_limit() -> std::time::Duration {
+    let secs = std::env::var("AGENTLOOM_NATS_LOST_SECS")
+        .ok()
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .filter(|secs| *secs > 0)
+        .unwrap_or(15);
+    std::time::Duration::from_secs(secs)
 }
 
 /// Every event of run `run_id` published so far, in order (a worker taking the run over
