@@ -1371,3 +1371,49 @@ fn submit_wait_gives_up_on_a_lost_server_with_a_message() {
     );
     assert!(killed_at.elapsed() < Duration::from_secs(10));
 }
+
+/// `agentloom show RUN --nats` reads a submitted run's result at any time: none yet while it
+/// runs, the `run --json` object once it ended; an unknown id or a wildcard is refused.
+#[test]
+fn show_nats_reads_a_submitted_runs_result_later() {
+    let nats = NatsServer::start();
+    let _worker = Worker::start(&nats, "one", &["--trust"]);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 1500);
+    let output = submit(&nats, &graph, &["--trust", "--input", "text=later"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run_id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let show = |id: &str| {
+        bin()
+            .args(["show", id, "--json", "--nats", &nats.url])
+            .output()
+            .unwrap()
+    };
+    let early = show(&run_id);
+    assert_eq!(early.status.code(), Some(3), "{}", stderr(&early));
+    assert!(
+        stderr(&early).contains("no result yet"),
+        "{}",
+        stderr(&early)
+    );
+    let mut done = None;
+    wait_for("the result", Duration::from_secs(30), || {
+        let output = show(&run_id);
+        let finished = output.status.code() == Some(0);
+        done = Some(output);
+        finished
+    });
+    let report: Value = serde_json::from_slice(&done.unwrap().stdout).unwrap();
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["outputs"]["echo"], "later", "{report}");
+    assert_eq!(show("no-such-run").status.code(), Some(2));
+    let wildcard = show(">");
+    assert_eq!(wildcard.status.code(), Some(2));
+    assert!(
+        stderr(&wildcard).contains("not a run id"),
+        "{}",
+        stderr(&wildcard)
+    );
+}

@@ -43,6 +43,15 @@ const KEEP_RUNS: Duration = Duration::from_secs(14 * 24 * 3600);
 /// How long a connection attempt and each JetStream request may take.
 const NATS_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Whether `run_id` is safe as a subject token and a folder name.
+pub fn is_plain_run_id(run_id: &str) -> bool {
+    !run_id.is_empty()
+        && run_id.len() <= 64
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// The subject of one of a run's records.
 pub fn run_subject(run_id: &str, record: &str) -> String {
     format!("agentloom.run.{run_id}.{record}")

@@ -16,6 +16,7 @@ use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::follow::events_so_far;
+use super::is_plain_run_id;
 use super::owner::Claim;
 use super::{
     ERROR_HEADER, Nats, QUEUE_STREAM, RemoteError, RunRequest, WORKER_HEADER, WORKERS_CONSUMER,
@@ -49,15 +50,6 @@ pub struct WorkerConfig {
     pub trust: bool,
     /// This machine's credentials (its keychain, its environment), for trusted requests.
     pub credentials: Credentials,
-}
-
-/// Whether `run_id` is safe as a subject token and a folder name.
-fn is_plain_run_id(run_id: &str) -> bool {
-    !run_id.is_empty()
-        && run_id.len() <= 64
-        && run_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// The ack wait of a queue made by a worker that asked for none.

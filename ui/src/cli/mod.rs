@@ -148,8 +148,12 @@ pub enum CliCommand {
         run_id: String,
         #[arg(long)]
         json: bool,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "nats")]
         db: Option<PathBuf>,
+        /// Read the result of a run submitted to this NATS server (`agentloom submit`), at
+        /// any time: the object `run --json` prints, and its exit code.
+        #[arg(long, value_name = "URL")]
+        nats: Option<String>,
     },
     /// Print the JSON Schema of the graph file format.
     Schema,
@@ -261,7 +265,15 @@ pub fn run_command(command: CliCommand) -> anyhow::Result<i32> {
         CliCommand::Runs {
             json, db, limit, ..
         } => runs_command(db, json, limit),
-        CliCommand::Show { run_id, json, db } => show_command(db, &run_id, json),
+        CliCommand::Show {
+            run_id,
+            json,
+            nats: Some(url),
+            ..
+        } => show_remote(&url, &run_id, json),
+        CliCommand::Show {
+            run_id, json, db, ..
+        } => show_command(db, &run_id, json),
         CliCommand::Credentials(cmd) => credentials::credentials_command(cmd),
         CliCommand::Approve(args) => approval::approve_command(args),
         CliCommand::Reject(args) => approval::reject_command(args),
@@ -421,6 +433,55 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
         );
     }
     Ok(0)
+}
+
+/// `agentloom show RUN_ID --nats URL`: a submitted run's result as its worker published it.
+fn show_remote(url: &str, run_id: &str, json: bool) -> anyhow::Result<i32> {
+    // The id names subjects on the server: a wildcard would read another run's records.
+    if !crate::remote::is_plain_run_id(run_id) {
+        eprintln!(
+            "`{}` is not a run id (letters, digits, - and _)",
+            Escaped(run_id)
+        );
+        return Ok(EXIT_INVALID);
+    }
+    let runtime = async_runtime()?;
+    let looked = runtime.block_on(async {
+        let nats = crate::remote::Nats::connect(url, "agentloom show").await?;
+        let report = nats.last_record(run_id, "report").await?;
+        let request = match report {
+            Some(_) => None,
+            None => nats.last_record(run_id, "request").await?,
+        };
+        Ok::<_, crate::remote::RemoteError>((nats.url.clone(), report, request))
+    });
+    let (shown_url, report, request) = match looked {
+        Ok(found) => found,
+        Err(err) => {
+            eprintln!("{err}");
+            return Ok(EXIT_FAILED);
+        }
+    };
+    match (report, request) {
+        (Some(report), _) => match serde_json::from_slice(&report.payload) {
+            Ok(report) => print_report(&report, json),
+            Err(err) => {
+                eprintln!("run {run_id}: its result on {shown_url} is not readable: {err}");
+                Ok(EXIT_FAILED)
+            }
+        },
+        (None, Some(_)) => {
+            eprintln!("run {run_id} has no result yet on {shown_url}: it is queued or running");
+            Ok(EXIT_WAITING)
+        }
+        (None, None) => {
+            eprintln!(
+                "no run `{}` on {shown_url} (its records are kept 14 days)",
+                Escaped(run_id)
+            );
+            Ok(EXIT_INVALID)
+        }
+    }
 }
 
 fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result<i32> {
