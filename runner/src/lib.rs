@@ -96,7 +96,7 @@ pub fn check_inputs(graph: &ValidGraph, inputs: &ValueMap) -> Result<(), String>
 /// Who decides on approvals: with a run log, every request is stored first, and the run
 /// pauses when nobody can `ask` (resumed by `agentloom approve` or the app's history);
 /// without one, only `ask` can.
-pub fn approver(
+pub(crate) fn approver(
     store: Option<&Arc<RunStore>>,
     ask: Option<Arc<dyn Approver>>,
 ) -> Option<Arc<dyn Approver>> {
@@ -108,7 +108,7 @@ pub fn approver(
 
 /// Credentials: `AGENTLOOM_SECRET_<NAME>` first, then the OS keychain (asked only when a
 /// block needs a secret, so graphs without credentials never touch the keychain).
-pub fn default_secrets() -> Arc<dyn SecretSource> {
+pub(crate) fn default_secrets() -> Arc<dyn SecretSource> {
     match agentloom_engine::CredentialStore::open_default() {
         Ok(store) => Arc::new(agentloom_engine::KeychainSecrets::new(Arc::new(store))),
         Err(_) => Arc::new(agentloom_engine::EnvSecrets),

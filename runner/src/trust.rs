@@ -97,13 +97,6 @@ fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// A graph file read once: its document and the SHA-256 of the bytes it was parsed from,
-/// so that what trust is checked against is what runs.
-pub struct GraphFile {
-    pub doc: GraphDoc,
-    pub sha256: String,
-}
-
 /// The files `doc` (the content of `file`) calls directly, resolved against `file`.
 fn called_paths(doc: &GraphDoc, file: &Path) -> Vec<PathBuf> {
     doc.nodes
@@ -270,14 +263,6 @@ pub(crate) fn calls_tree(path: &Path, doc: &GraphDoc) -> Result<FileTree, TrustE
 /// The fingerprint of the graph file at `path` as it is now.
 pub fn fingerprint(path: &Path) -> Result<Fingerprint, TrustError> {
     Ok(read_tree(path)?.root)
-}
-
-/// The fingerprint of the graph file at `path` that was just read as `file` (its hash and
-/// document, so it is not read and parsed again); the files it calls are read now.
-pub fn fingerprint_of_read(path: &Path, file: &GraphFile) -> Result<Fingerprint, TrustError> {
-    let mut root = calls_tree(path, &file.doc)?.root;
-    root.sha256.clone_from(&file.sha256);
-    Ok(root)
 }
 
 /// Whether every file of `fingerprint` is a shipped example, unchanged.
@@ -730,20 +715,6 @@ pub fn is_trusted(path: &Path) -> bool {
         Err(err) => {
             tracing::warn!("{err}");
             is_trusted_in(None, path)
-        }
-    }
-}
-
-/// [`is_trusted`] for the graph file at `path` just read as `file`.
-pub fn is_trusted_read(path: &Path, file: &GraphFile) -> bool {
-    let Ok(fingerprint) = fingerprint_of_read(path, file) else {
-        return false;
-    };
-    match TrustStore::open_default() {
-        Ok(store) => store.is_trusted(&fingerprint),
-        Err(err) => {
-            tracing::warn!("{err}");
-            is_shipped_example(&fingerprint)
         }
     }
 }
