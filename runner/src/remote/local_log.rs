@@ -1,5 +1,5 @@
-//! A remote run recorded in this machine's run log as its events arrive, with the name of
-//! the worker that ran it (`submit --wait`, `approve --nats`, `serve --nats`).
+//! A remote run recorded in this machine's run log as its events arrive, with the names of
+//! the workers that ran it (`submit --wait`, `approve --nats`, `serve --nats`).
 
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +11,9 @@ pub struct LocalRecord {
     store: Option<Arc<RunStore>>,
     doc: agentloom_core::GraphDoc,
     recorder: Mutex<Option<RunRecorder>>,
+    /// Every worker that ran a part of the run, in order (one that took it over after
+    /// another stopped comes after it).
+    workers: Mutex<Vec<String>>,
 }
 
 impl LocalRecord {
@@ -19,6 +22,7 @@ impl LocalRecord {
             store,
             doc,
             recorder: Mutex::new(None),
+            workers: Mutex::new(Vec::new()),
         }
     }
 
@@ -37,9 +41,19 @@ impl LocalRecord {
             match store.recorder_with(&self.doc, LogPolicy::default()) {
                 Ok(started) => {
                     started.emit(event);
+                    let workers = {
+                        let mut workers = self
+                            .workers
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        if !workers.iter().any(|known| known == worker) {
+                            workers.push(worker.to_owned());
+                        }
+                        workers.join(", ")
+                    };
                     let named = started
                         .flush()
-                        .and_then(|()| store.record_worker(run_id, worker));
+                        .and_then(|()| store.record_worker(run_id, &workers));
                     if let Err(err) = named {
                         eprintln!("warning: the run's worker is not recorded: {err}");
                     }
