@@ -1422,3 +1422,83 @@ fn show_nats_reads_a_submitted_runs_result_later() {
         stderr(&wildcard)
     );
 }
+
+/// `agentloom queue` shows what waits and what was moved aside, with why; `--retry` runs a
+/// dead request again as a new run and takes it off the dead list.
+#[test]
+fn queue_lists_waiting_and_dead_requests_and_retries_one() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = |extra: &[&str]| {
+        bin()
+            .args(["queue", "--nats", &nats.url])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let state = |output: &Output| -> Value { serde_json::from_slice(&output.stdout).unwrap() };
+
+    // Nobody takes work yet: a submitted run waits in the queue.
+    let waiting = delay_graph(dir.path(), 10);
+    let output = submit(&nats, &waiting, &["--trust"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let listed = queue(&["--json"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    assert_eq!(state(&listed)["queued"], 1, "{}", state(&listed));
+
+    let _worker = Worker::start(&nats, "only", &["--trust"]);
+    let broken = write_graph(
+        dir.path(),
+        "broken.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "broken",
+            "nodes": [{"id": "mystery", "block": "no.such.block"}],
+            "edges": []
+        }),
+    );
+    let report = submit_and_wait(&nats, &broken, &dir.path().join("s.sqlite3"), 1);
+    let dead_id = report["run_id"].as_str().unwrap().to_owned();
+    let mut shown = Value::Null;
+    wait_for("the queue to empty", Duration::from_secs(30), || {
+        shown = state(&queue(&["--json"]));
+        shown["queued"] == 0 && shown["dead"].as_array().is_some_and(|d| !d.is_empty())
+    });
+    let dead = &shown["dead"][0];
+    assert_eq!(dead["run_id"], dead_id.as_str(), "{shown}");
+    assert!(
+        dead["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no.such.block"),
+        "{shown}"
+    );
+    assert_eq!(dead["worker"], "only");
+    let text = queue(&[]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains(&format!("dead {dead_id}")),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+
+    // Retried: a new run of the same request, which fails the same way and takes the old
+    // one's place among the dead.
+    let retried = queue(&["--retry", &dead_id]);
+    assert_eq!(retried.status.code(), Some(0), "{}", stderr(&retried));
+    let new_id = String::from_utf8_lossy(&retried.stdout).trim().to_owned();
+    assert_ne!(new_id, dead_id);
+    wait_for(
+        "the retried run to be moved aside",
+        Duration::from_secs(30),
+        || {
+            shown = state(&queue(&["--json"]));
+            let ids: Vec<&str> = shown["dead"]
+                .as_array()
+                .map(|d| d.iter().filter_map(|e| e["run_id"].as_str()).collect())
+                .unwrap_or_default();
+            ids == [new_id.as_str()]
+        },
+    );
+    let unknown = queue(&["--retry", "no-such-run"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr(&unknown).contains("not among the dead requests"));
+}

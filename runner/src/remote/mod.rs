@@ -17,6 +17,7 @@ mod auth;
 pub mod follow;
 pub mod local_log;
 pub mod owner;
+pub mod queue;
 pub mod signed;
 pub mod worker;
 

@@ -20,6 +20,7 @@ pub mod eval;
 mod interrupt;
 mod mcp;
 mod progress;
+mod queue;
 mod remote_approval;
 mod serve;
 mod submit;
@@ -177,6 +178,8 @@ pub enum CliCommand {
     Worker(worker::WorkerArgs),
     /// Queue a run of a graph for the workers of a NATS JetStream server.
     Submit(submit::SubmitArgs),
+    /// The NATS queue: runs waiting and being run, requests moved aside; retry one.
+    Queue(queue::QueueArgs),
     /// Run a graph against test cases and check its outputs (exit 1 under --min-pass-rate).
     Eval(eval::EvalArgs),
     /// List evaluations from the run log.
@@ -283,6 +286,7 @@ pub fn run_command(command: CliCommand) -> anyhow::Result<i32> {
         CliCommand::Trust(args) => trust::trust_command(args),
         CliCommand::Worker(args) => worker::worker_command(args),
         CliCommand::Submit(args) => submit::submit_command(args),
+        CliCommand::Queue(args) => queue::queue_command(args),
         CliCommand::Schema => {
             out!(
                 "{}",
