@@ -1502,3 +1502,49 @@ fn queue_lists_waiting_and_dead_requests_and_retries_one() {
     assert_eq!(unknown.status.code(), Some(2));
     assert!(stderr(&unknown).contains("not among the dead requests"));
 }
+
+/// `agentloom workers` lists who is up and what each runs now.
+#[test]
+fn workers_lists_who_is_up_and_what_each_runs() {
+    let nats = NatsServer::start();
+    let _workers = [
+        Worker::start(&nats, "alpha", &["--trust", "--concurrency", "2"]),
+        Worker::start(&nats, "beta", &["--trust"]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = delay_graph(dir.path(), 4000);
+    let output = submit(&nats, &graph, &["--trust"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run_id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let mut listed = Value::Null;
+    wait_for("a worker to list the run", Duration::from_secs(20), || {
+        let output = bin()
+            .args(["workers", "--json", "--wait-ms", "500", "--nats", &nats.url])
+            .output()
+            .unwrap();
+        listed = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        listed.as_array().is_some_and(|all| {
+            all.iter()
+                .any(|w| w["runs"][0]["run_id"] == run_id.as_str())
+        })
+    });
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["name"].as_str())
+        .collect();
+    assert_eq!(names, ["alpha", "beta"], "{listed}");
+    let alpha = &listed[0];
+    assert_eq!(alpha["concurrency"], 2);
+    assert_eq!(alpha["draining"], false);
+    let text = bin()
+        .args(["workers", "--wait-ms", "500", "--nats", &nats.url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("alpha  up") && text.contains("beta  up"),
+        "{text}"
+    );
+}

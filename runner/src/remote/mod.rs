@@ -19,6 +19,7 @@ pub mod local_log;
 pub mod owner;
 pub mod queue;
 pub mod signed;
+pub mod status;
 pub mod worker;
 
 use std::path::Path;

@@ -164,7 +164,48 @@ pub async fn serve(
         store,
         config: config.clone(),
         stop: stop.running.clone(),
+        running: std::sync::Mutex::new(std::collections::BTreeMap::new()),
     });
+    // Who is up and what it runs, for `agentloom workers`.
+    let mut asked = nats
+        .js
+        .client()
+        .subscribe(super::status::STATUS_SUBJECT)
+        .await
+        .map_err(|e| nats.error("listening for status requests", e))?;
+    {
+        let worker = worker.clone();
+        let taking = stop.taking.clone();
+        let since_ms = chrono::Utc::now().timestamp_millis();
+        tokio::spawn(async move {
+            while let Some(request) = asked.next().await {
+                let Some(reply) = request.reply else { continue };
+                let runs = worker
+                    .running
+                    .lock()
+                    .map(|runs| {
+                        runs.iter()
+                            .map(|(run_id, since_ms)| super::status::RunningRun {
+                                run_id: run_id.clone(),
+                                since_ms: *since_ms,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let status = super::status::WorkerStatus {
+                    name: worker.config.name.clone(),
+                    since_ms,
+                    concurrency: worker.config.concurrency,
+                    draining: taking.is_cancelled(),
+                    runs,
+                };
+                let payload = serde_json::to_vec(&status).unwrap_or_default();
+                if let Err(err) = worker.nats.js.client().publish(reply, payload.into()).await {
+                    tracing::warn!(%err, "cannot answer a status request");
+                }
+            }
+        });
+    }
     // A request whose every delivery ended with its worker gone is no longer handed out;
     // the server says so, and one of the workers ends its run and moves it aside.
     let mut given_up = nats
@@ -234,6 +275,8 @@ struct Worker {
     store: Arc<RunStore>,
     config: WorkerConfig,
     stop: CancellationToken,
+    /// The runs it has now, with when each started here (for `agentloom workers`).
+    running: std::sync::Mutex<std::collections::BTreeMap<String, i64>>,
 }
 
 impl Worker {
@@ -523,6 +566,9 @@ impl Worker {
     ) -> Outcome {
         let run_id = request.run_id.clone();
         let resumed = seed.is_some();
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(run_id.clone(), chrono::Utc::now().timestamp_millis());
+        }
         let publisher = EventPublisher::start(self.nats.clone(), &run_id, &self.config.name);
         let cancel = self.stop.child_token();
         let launch = Launch {
@@ -547,6 +593,9 @@ impl Worker {
             tracing::warn!(%err, run_id, "the run log here may be incomplete");
         }
         let report = launched.report;
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&run_id);
+        }
         publisher.finish().await;
         if report.status == RunStatus::Cancelled && self.stop.is_cancelled() {
             // This worker stops, not the run: another worker resumes it.

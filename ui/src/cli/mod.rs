@@ -27,6 +27,7 @@ mod submit;
 mod terminal_approver;
 mod trust;
 mod worker;
+mod workers;
 
 /// Writing to stdout failed. When the reader went away (a closed pipe), the process ends
 /// quietly, as other Unix tools do.
@@ -180,6 +181,8 @@ pub enum CliCommand {
     Submit(submit::SubmitArgs),
     /// The NATS queue: runs waiting and being run, requests moved aside; retry one.
     Queue(queue::QueueArgs),
+    /// The NATS workers that are up, and what each runs now.
+    Workers(workers::WorkersArgs),
     /// Run a graph against test cases and check its outputs (exit 1 under --min-pass-rate).
     Eval(eval::EvalArgs),
     /// List evaluations from the run log.
@@ -287,6 +290,7 @@ pub fn run_command(command: CliCommand) -> anyhow::Result<i32> {
         CliCommand::Worker(args) => worker::worker_command(args),
         CliCommand::Submit(args) => submit::submit_command(args),
         CliCommand::Queue(args) => queue::queue_command(args),
+        CliCommand::Workers(args) => workers::workers_command(args),
         CliCommand::Schema => {
             out!(
                 "{}",
