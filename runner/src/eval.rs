@@ -933,3 +933,14 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
+
+/// One check of a summary's run as a person reads it: `OUTPUT CHECK: DETAIL` (the table's
+/// first failure, each failure in a JUnit report).
+pub fn check_line(check: &serde_json::Value) -> String {
+    format!(
+        "{} {}: {}",
+        check["output"].as_str().unwrap_or_default(),
+        check["check"].as_str().unwrap_or_default(),
+        check["detail"].as_str().unwrap_or_default()
+    )
+}

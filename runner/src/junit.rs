@@ -71,14 +71,7 @@ pub fn to_junit(summary: &Value) -> String {
                 .into_iter()
                 .flatten()
                 .filter(|c| c["passed"] == false)
-                .map(|c| {
-                    format!(
-                        "{} {}: {}",
-                        c["output"].as_str().unwrap_or_default(),
-                        c["check"].as_str().unwrap_or_default(),
-                        c["detail"].as_str().unwrap_or_default()
-                    )
-                })
+                .map(crate::eval::check_line)
                 .collect();
             let status = run["status"].as_str().unwrap_or_default();
             let (element, kind) = if status == "completed" {

@@ -87,25 +87,12 @@ pub fn secrets_for(trust: &Trust, credentials: &Credentials) -> Arc<dyn SecretSo
     }
 }
 
-/// The document as it runs with `trust`: an untrusted graph always runs in safe mode, and
-/// its nodes' own `allow_private_network` counts for nothing.
+/// The document as it runs with `trust`: an untrusted graph always runs in safe mode. (Its
+/// nodes' own `allow_private_network` counts for nothing through the executor's
+/// private-network policy, the one place that decides reach.)
 pub fn runnable_doc(mut doc: GraphDoc, trust: &Trust) -> GraphDoc {
-    if trust.is_trusted() {
-        return doc;
-    }
-    doc.settings.safe_mode = true;
-    for node in &mut doc.nodes {
-        let keys: Vec<String> = node
-            .config
-            .iter()
-            .filter(|(key, value)| {
-                key.ends_with("allow_private_network") && value.as_bool() == Some(true)
-            })
-            .map(|(key, _)| key.to_owned())
-            .collect();
-        for key in keys {
-            node.config.insert(key, serde_json::Value::Bool(false));
-        }
+    if !trust.is_trusted() {
+        doc.settings.safe_mode = true;
     }
     doc
 }

@@ -829,6 +829,20 @@ fn publish_request(nats: &NatsServer, run_id: &str, request: &Value) {
             )
             .await
             .unwrap();
+    });
+    queue_item(nats, run_id, "a stranger");
+}
+
+/// Puts a work item for `run_id` on the queue as `who` (no message id), as any publisher may.
+fn queue_item(nats: &NatsServer, run_id: &str, who: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let queue = agentloom::remote::Nats::connect(&nats.url, who)
+            .await
+            .unwrap();
         queue
             .queue(&agentloom::remote::WorkItem {
                 run_id: run_id.to_owned(),
@@ -1043,22 +1057,7 @@ fn a_duplicate_queue_entry_does_not_run_the_run_twice() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let run_id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     // The same entry once more, as a retrying client publishes it (no message id).
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let queue = agentloom::remote::Nats::connect(&nats.url, "a retrying client")
-            .await
-            .unwrap();
-        queue
-            .queue(&agentloom::remote::WorkItem {
-                run_id: run_id.clone(),
-                resume: None,
-            })
-            .await
-            .unwrap();
-    });
+    queue_item(&nats, &run_id, "a retrying client");
     wait_for("the run to complete", Duration::from_secs(30), || {
         workers
             .iter()
@@ -1218,22 +1217,7 @@ fn a_workers_runs_keep_their_files_apart_and_call_only_what_they_carry() {
 
     // A queue entry whose run id would climb out of the workspace (no subject can even hold
     // its request).
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let queue = agentloom::remote::Nats::connect(&nats.url, "a stranger")
-            .await
-            .unwrap();
-        queue
-            .queue(&agentloom::remote::WorkItem {
-                run_id: "../escape".to_owned(),
-                resume: None,
-            })
-            .await
-            .unwrap();
-    });
+    queue_item(&nats, "../escape", "a stranger");
     wait_for(
         "the entry to be moved aside",
         Duration::from_secs(30),

@@ -188,14 +188,7 @@ fn print_table(summary: &serde_json::Value) -> anyhow::Result<()> {
         let failure = checks
             .iter()
             .find(|c| c["passed"] == false)
-            .map(|c| {
-                format!(
-                    "{} {}: {}",
-                    c["output"].as_str().unwrap_or_default(),
-                    c["check"].as_str().unwrap_or_default(),
-                    c["detail"].as_str().unwrap_or_default()
-                )
-            })
+            .map(|c| crate::runner::eval::check_line(c))
             .unwrap_or_default();
         out!(
             "{} {:<28} {:>7} {:>10} {:>9}  {}",
