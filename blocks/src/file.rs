@@ -271,6 +271,16 @@ impl NodeImpl for FileWriteNode {
         &self.ports
     }
 
+    /// `write notes/today.md` (or `append to …`), the path relative to the workspace.
+    fn describe(&self, inputs: &ValueMap) -> Option<String> {
+        let path = match &self.path {
+            Some(path) => path.clone(),
+            None => inputs.get("path")?.to_text(),
+        };
+        let operation = if self.append { "append to" } else { "write" };
+        Some(format!("{operation} {path}"))
+    }
+
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let relative = take_path(self.path.as_ref(), &mut inputs)?;
         let content = inputs.take_value("content")?;

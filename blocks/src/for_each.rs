@@ -5,7 +5,7 @@ use std::sync::Arc;
 use agentloom_core::{
     ApprovalDecision, ApprovalRequest, Block, BlockError, BlockMeta, Config, ConfigCtx,
     ConfigError, ConfigField, ConfigReader, GraphDoc, InputsExt as _, NodeImpl, PortSpec, Ports,
-    RunCtx, Value, ValueMap, ValueType, async_trait, coerce,
+    RunCtx, Value, ValueMap, ValueType, approval_action, async_trait, coerce, resolved_details,
 };
 use futures::StreamExt as _;
 
@@ -66,6 +66,9 @@ enum Inner {
         /// The inner node changes the outside world: safe mode asks before each item.
         side_effects: bool,
         config: Config,
+        /// What an approval prompt shows of the inner node before its inputs: its
+        /// block's config defaults with its config over them.
+        configured: ValueMap,
         item_port: String,
         item_type: ValueType,
         output_port: String,
@@ -223,6 +226,9 @@ fn inner_block(
         Inner::Block {
             kind: kind.to_owned(),
             side_effects: node.side_effects().unwrap_or(block.meta().side_effects),
+            configured: resolved_details(block.meta(), &config, &ValueMap::new())
+                .into_object()
+                .unwrap_or_default(),
             config,
             item_port: item_port.name.clone(),
             item_type: item_port.ty.clone(),
@@ -291,6 +297,7 @@ enum Runner {
         /// Safe mode asks before each item.
         side_effects: bool,
         title: String,
+        configured: ValueMap,
         item_port: String,
         item_type: ValueType,
         output_port: String,
@@ -312,6 +319,7 @@ impl Runner {
                 node,
                 side_effects,
                 title,
+                configured,
                 item_port,
                 item_type,
                 output_port,
@@ -323,10 +331,15 @@ impl Runner {
                 })?;
                 inputs.insert(item_port.clone(), item);
                 if *side_effects && ctx.safe_mode() {
+                    // The prompt says what the inner block will do with this item, as
+                    // its own approval would: `http.request (item 0): POST http://…`.
+                    let mut details = configured.clone();
+                    details.extend(inputs.iter().map(|(k, v)| (k.clone(), v.clone())));
                     let request = ApprovalRequest::new(
-                        format!("{title} (item {index})"),
+                        approval_action(&format!("{title} (item {index})"), node.as_ref(), &inputs),
                         Value::object(inputs.clone()),
-                    );
+                    )
+                    .with_details(Value::object(details));
                     match ctx
                         .request_approval(request)
                         .await
@@ -388,6 +401,7 @@ impl NodeImpl for ForEachNode {
                 kind,
                 side_effects,
                 config,
+                configured,
                 item_port,
                 item_type,
                 output_port,
@@ -396,6 +410,7 @@ impl NodeImpl for ForEachNode {
                 node: ctx.instantiate(kind, config)?,
                 side_effects: *side_effects,
                 title: kind.clone(),
+                configured: configured.clone(),
                 item_port: item_port.clone(),
                 item_type: item_type.clone(),
                 output_port: output_port.clone(),

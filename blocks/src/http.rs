@@ -368,14 +368,18 @@ struct Response {
 }
 
 impl HttpNode {
+    /// Sends the request. In safe mode a local address refused (by the graph's settings, or
+    /// because the run may not reach the private network) is put to a person, for the
+    /// request and for each redirect to a host and port not approved yet (`approved`).
     async fn send(
         &self,
         ctx: &dyn RunCtx,
-        reach: net::Reach,
+        approved: &mut net::ApprovedReach,
         url: Url,
         body: Option<Value>,
         secret: Option<&Secret>,
     ) -> Result<Response, BlockError> {
+        let reach = self.reach;
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
         let mut request = net::client_for(ctx, reach)?
             .request(self.method.clone(), url)
@@ -411,8 +415,10 @@ impl HttpNode {
         }
         tracing::debug!(method = %self.method, "sending HTTP request");
         // Holds the host's request slot until the body is read.
-        let mut sent =
-            net::send_within(ctx, reach, request, |e| self.request_error(&shown, e)).await?;
+        let mut sent = net::send_asking(ctx, reach, approved, request, |e| {
+            self.request_error(&shown, e)
+        })
+        .await?;
         let response = &mut sent.response;
         let cap = self.max_response_bytes;
         let too_big = || {
@@ -481,49 +487,6 @@ impl HttpNode {
 /// The key of a refused local address in a refusal's data.
 const LOCAL_ADDRESS: &str = "local_address";
 
-impl HttpNode {
-    /// Sends the request; in safe mode, a local address refused (by the graph's settings,
-    /// or because the run may not reach the private network) is put to a person, and the
-    /// request is sent again if they approve.
-    async fn send_or_ask(
-        &self,
-        ctx: &dyn RunCtx,
-        url: Url,
-        body: Option<Value>,
-        secret: Option<&Secret>,
-    ) -> Result<Response, BlockError> {
-        let err = match self
-            .send(ctx, self.reach, url.clone(), body.clone(), secret)
-            .await
-        {
-            Err(err) if self.reach.within(ctx) == net::Reach::Public && ctx.safe_mode() => err,
-            done => return done,
-        };
-        let Some(address) = err
-            .data
-            .as_ref()
-            .and_then(Value::as_object)
-            .and_then(|data| data.get(LOCAL_ADDRESS))
-            .map(Value::to_text)
-        else {
-            return Err(err);
-        };
-        let request = agentloom_core::ApprovalRequest::new(
-            "reach a local address",
-            Value::object(BTreeMap::from([
-                ("url".to_owned(), Value::text(without_query(url.as_str()))),
-                ("address".to_owned(), Value::text(address)),
-            ])),
-        );
-        if ctx.request_approval(request).await?.is_approved() {
-            self.send(ctx, net::Reach::Approved, url, body, secret)
-                .await
-        } else {
-            Err(err)
-        }
-    }
-}
-
 fn headers_value(headers: &HeaderMap) -> Value {
     let mut map: BTreeMap<String, Value> = BTreeMap::new();
     for name in headers.keys() {
@@ -547,6 +510,16 @@ impl NodeImpl for HttpNode {
         Some(!matches!(self.method, Method::GET | Method::HEAD))
     }
 
+    /// `POST http://host/path`: the method and the URL without its query (which may carry
+    /// a credential).
+    fn describe(&self, inputs: &ValueMap) -> Option<String> {
+        let url = match &self.url {
+            Some(url) => without_query(url.as_str()),
+            None => without_query(inputs.get("url")?.to_text().trim()),
+        };
+        Some(format!("{} {url}", self.method))
+    }
+
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let secret = match &self.credential {
             Some(credential) => Some(ctx.secret(&credential.name)?),
@@ -559,9 +532,10 @@ impl NodeImpl for HttpNode {
         };
         let body = inputs.take_optional("body");
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
+        let mut approved = net::ApprovedReach::resumed(ctx);
         let response = tokio::select! {
             () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-            response = self.send_or_ask(ctx, url, body, secret.as_ref()) => response?,
+            response = self.send(ctx, &mut approved, url, body, secret.as_ref()) => response?,
         };
         let status = response.status;
         let headers = headers_value(&response.headers);
@@ -806,7 +780,10 @@ mod tests {
         );
         let asked = rejected.approval_requests();
         assert_eq!(asked.len(), 1);
-        assert_eq!(asked[0].action, "reach a local address");
+        assert_eq!(
+            asked[0].action,
+            format!("reach a loopback address: GET {base}/json")
+        );
         assert_eq!(
             asked[0].arguments.as_object().unwrap()["url"],
             Value::from(format!("{base}/json"))
@@ -906,7 +883,12 @@ mod tests {
         assert!(err.message.contains("not trusted"), "{}", err.message);
         let asked = rejected.approval_requests();
         assert_eq!(asked.len(), 1);
-        assert_eq!(asked[0].action, "reach a local address");
+        assert!(
+            asked[0]
+                .action
+                .starts_with("reach a loopback address: GET http://127.0.0.1:"),
+            "{asked:?}"
+        );
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
         let approved = TestCtx::new()
             .with_private_network(false)
@@ -918,6 +900,209 @@ mod tests {
             .unwrap();
         assert_eq!(out.get("body"), Some(&Value::from("admin page")));
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// A loopback server on `ip` that counts every request, whatever its path.
+    async fn landing(ip: &str) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = Router::new().fallback(any(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { "landed" }
+        }));
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (port, hits)
+    }
+
+    /// A server on 127.0.0.1 answering every request with a 307 to `target` (which keeps
+    /// the method and body); returns its URL.
+    async fn redirecting_to(target: String) -> String {
+        let app = Router::new().fallback(any(move || {
+            let target = target.clone();
+            async move {
+                (
+                    AxumStatus::TEMPORARY_REDIRECT,
+                    [(axum::http::header::LOCATION, target)],
+                )
+            }
+        }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://127.0.0.1:{port}/start")
+    }
+
+    fn approve() -> ApprovalDecision {
+        ApprovalDecision::Approved {
+            arguments: Value::Null,
+        }
+    }
+
+    /// Where an approval to reach 127.0.0.1:PORT does not reach: each a redirect target
+    /// (another loopback address, IPv6 loopback, another port, an IPv4-mapped address)
+    /// with the host it is named by, and its counter.
+    async fn elsewhere() -> Vec<(String, String, Arc<std::sync::atomic::AtomicUsize>)> {
+        let (v6, v6_hits) = landing("::1").await;
+        let (other, other_hits) = landing("127.0.0.2").await;
+        let (port, port_hits) = landing("127.0.0.1").await;
+        vec![
+            (
+                format!("http://[::1]:{v6}/x"),
+                format!("[::1]:{v6}"),
+                v6_hits,
+            ),
+            (
+                format!("http://127.0.0.2:{other}/x"),
+                format!("127.0.0.2:{other}"),
+                other_hits,
+            ),
+            (
+                format!("http://127.0.0.1:{port}/x"),
+                format!("127.0.0.1:{port}"),
+                port_hits.clone(),
+            ),
+            (
+                format!("http://[::ffff:127.0.0.1]:{port}/x"),
+                format!("[::ffff:7f00:1]:{port}"),
+                port_hits,
+            ),
+        ]
+    }
+
+    #[tokio::test]
+    async fn an_approval_to_reach_a_local_address_covers_its_host_and_port_only() {
+        let hits =
+            |h: &Arc<std::sync::atomic::AtomicUsize>| h.load(std::sync::atomic::Ordering::SeqCst);
+        for (target, host, landed) in elsewhere().await {
+            let start = redirecting_to(target.clone()).await;
+            let config = json!({"url": start, "method": "POST"});
+            let body = ValueMap::from([("body".to_owned(), Value::from("a"))]);
+
+            // The person approves the URL they were shown, and is asked again for the
+            // redirect, naming where it goes; saying no there sends nothing to it.
+            let ctx = TestCtx::new().with_safe_mode(vec![
+                approve(),
+                ApprovalDecision::Rejected {
+                    message: "not there".to_owned(),
+                },
+            ]);
+            let err = run_block_with(&ctx, "http.request", config.clone(), body.clone())
+                .await
+                .unwrap_err();
+            let asked = ctx.approval_requests();
+            assert_eq!(asked.len(), 2, "{target}: {asked:?}");
+            assert!(asked[0].action.contains(&start), "{:?}", asked[0]);
+            assert!(
+                asked[1].action.contains(&format!("POST http://{host}/x"))
+                    && asked[1]
+                        .action
+                        .contains(&format!("redirected from {start}")),
+                "{target}: {:?}",
+                asked[1]
+            );
+            assert!(
+                err.message.contains(&format!("to {host} was not followed")),
+                "{target}: {}",
+                err.message
+            );
+            assert_eq!(hits(&landed), 0, "{target}");
+
+            // Nobody there to ask (a run with no one at the terminal): refused, naming the
+            // redirect's target and how to allow it.
+            let ctx = TestCtx::new().with_safe_mode(vec![approve()]);
+            let err = run_block_with(&ctx, "http.request", config.clone(), body.clone())
+                .await
+                .unwrap_err();
+            assert_eq!(err.class, ErrorClass::Permanent, "{}", err.message);
+            assert!(
+                err.message.contains(&format!(
+                    "the redirect from {} to {host} was not followed",
+                    start
+                        .trim_start_matches("http://")
+                        .trim_end_matches("/start")
+                )) && err.message.contains("allow_private_network: true"),
+                "{target}: {}",
+                err.message
+            );
+            assert_eq!(hits(&landed), 0, "{target}");
+
+            // Approved too: it goes there, once.
+            let ctx = TestCtx::new().with_safe_mode(vec![approve(), approve()]);
+            let out = run_block_with(&ctx, "http.request", config, body)
+                .await
+                .unwrap();
+            assert_eq!(out.get("body"), Some(&Value::from("landed")), "{target}");
+            assert_eq!(ctx.approval_requests().len(), 2);
+            assert_eq!(hits(&landed), 1, "{target}");
+            landed.store(0, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redirect_within_the_approved_host_and_port_is_not_asked_again() {
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = Router::new()
+            .route(
+                "/hop",
+                any(|| async {
+                    (
+                        AxumStatus::TEMPORARY_REDIRECT,
+                        [(axum::http::header::LOCATION, "/x")],
+                    )
+                }),
+            )
+            .fallback(any(move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { "landed" }
+            }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let ctx = TestCtx::new().with_safe_mode(vec![approve()]);
+        let out = run_block_with(
+            &ctx,
+            "http.request",
+            json!({"url": format!("http://127.0.0.1:{port}/hop")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.get("body"), Some(&Value::from("landed")));
+        assert_eq!(ctx.approval_requests().len(), 1);
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_request_keeps_what_was_approved_before_the_pause() {
+        let (port, landed) = landing("::1").await;
+        let start = redirecting_to(format!("http://[::1]:{port}/x")).await;
+        let config = json!({"url": start});
+        // The start approved, then nobody to answer for the redirect (a paused run).
+        let ctx = TestCtx::new().with_safe_mode(vec![approve()]);
+        run_block_with(&ctx, "http.request", config.clone(), ValueMap::new())
+            .await
+            .unwrap_err();
+        let asked = ctx.approval_requests();
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        let checkpoint = asked[1].checkpoint.clone().unwrap();
+        // Resumed with the decision on the redirect: only the redirect is asked about.
+        let ctx = TestCtx::new()
+            .with_safe_mode(vec![approve()])
+            .with_resume_checkpoint(checkpoint);
+        let out = run_block_with(&ctx, "http.request", config, ValueMap::new())
+            .await
+            .unwrap();
+        assert_eq!(out.get("body"), Some(&Value::from("landed")));
+        let asked = ctx.approval_requests();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(
+            asked[0].action.contains(&format!("[::1]:{port}")),
+            "{asked:?}"
+        );
+        assert_eq!(landed.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

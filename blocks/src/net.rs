@@ -25,8 +25,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agentloom_core::{
-    BlockError, CallRecording, OutboundCall, RecordedResponse, Replayed, RequestSlot, RunCtx,
-    Secret, SecretError, error_chain, host_of,
+    ApprovalDecision, ApprovalRequest, BlockError, CallRecording, ErrorClass, OutboundCall,
+    RecordedResponse, Replayed, RequestSlot, RunCtx, Secret, SecretError, Value, error_chain,
+    host_of,
 };
 use reqwest::header::{
     AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HeaderMap, LOCATION,
@@ -79,8 +80,6 @@ pub(crate) enum Reach {
     /// Any address, the machine's own and the local network's included, when the run
     /// allows the private network ([`RunCtx::private_network_allowed`]); else `Public`.
     Any,
-    /// Any address, whatever the run allows: a person approved this very request.
-    Approved,
 }
 
 impl Reach {
@@ -90,15 +89,6 @@ impl Reach {
             Reach::Any
         } else {
             Reach::Public
-        }
-    }
-
-    /// What `self` comes to in the run of `ctx`: `Any` is `Public` in a run that may not
-    /// reach the private network.
-    pub(crate) fn within(self, ctx: &dyn RunCtx) -> Reach {
-        match self {
-            Reach::Any if !ctx.private_network_allowed() => Reach::Public,
-            reach => reach,
         }
     }
 }
@@ -117,7 +107,7 @@ impl Connect {
     fn of(ctx: &dyn RunCtx, reach: Reach) -> Connect {
         let run_allows = ctx.private_network_allowed();
         match (reach, run_allows) {
-            (Reach::Approved, _) | (Reach::Any, true) => Connect::Open,
+            (Reach::Any, true) => Connect::Open,
             (Reach::Public, true) => Connect::PublicOnly(Why::GraphSetting),
             (Reach::Any, false) => Connect::PublicOnly(Why::Untrusted),
             (Reach::Public, false) => Connect::PublicOnly(Why::UntrustedAndGraphSetting),
@@ -146,7 +136,7 @@ impl Connect {
 
 /// The shared client for a request to a URL the graph chose, allowed `reach` by the graph,
 /// in the run of `ctx`: the open one, or the same set-up that refuses to connect to a local
-/// address ([`Reach::within`] the run). Send the request with [`send_within`] and
+/// address (when the run may not reach the private network). Send the request with [`send_within`] and
 /// the same `reach`: it picks the client again.
 pub(crate) fn client_for(
     ctx: &dyn RunCtx,
@@ -167,7 +157,7 @@ pub(crate) enum Why {
 }
 
 /// Why a connection was refused: its peer is a local address.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct LocalAddressRefused {
     pub address: std::net::IpAddr,
     pub kind: &'static str,
@@ -322,12 +312,13 @@ pub(crate) async fn execute(
     request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Response, BlockError> {
-    execute_on(ctx, Connect::Open, request, failed).await
+    execute_on(ctx, Connect::Open, None, request, failed).await
 }
 
 async fn execute_on(
     ctx: &dyn RunCtx,
     connect: Connect,
+    approved: Option<&mut ApprovedReach>,
     request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Response, BlockError> {
@@ -349,7 +340,7 @@ async fn execute_on(
         Replayed::Live => {}
     }
     let recording = ctx.record_call(&call);
-    let response = send_following_redirects(ctx, connect, request, failed).await?;
+    let response = send_following_redirects(ctx, connect, approved, request, failed).await?;
     Ok(match recording {
         Some(recording) => recorded_as_read(response, recording),
         None => response,
@@ -468,16 +459,19 @@ impl Drop for RecordingBody {
     }
 }
 
-/// Sends `request` and follows its redirects (see [`execute`]).
+/// Sends `request` and follows its redirects (see [`execute`]). With `approved`, a hop
+/// refused for its local address is put to a person in safe mode (see [`send_asking`]);
+/// a hop to a host and port they approved connects to wherever that is.
 async fn send_following_redirects(
     ctx: &dyn RunCtx,
     connect: Connect,
+    mut approved: Option<&mut ApprovedReach>,
     mut request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Response, BlockError> {
-    let client = connect.client()?;
     let mut from: Option<Url> = None;
-    for _ in 0..=MAX_REDIRECTS {
+    let mut hops = 0;
+    while hops <= MAX_REDIRECTS {
         if let Err(refused) = check_egress(ctx, &request) {
             return Err(match &from {
                 Some(from) => BlockError::permanent(format!(
@@ -493,18 +487,201 @@ async fn send_following_redirects(
         // handed back as the answer.
         let again = request.try_clone();
         let url = request.url().clone();
-        let response = client.execute(request).await.map_err(&failed)?;
+        let hop = match approved.as_deref() {
+            Some(approved) if approved.covers(&url) => Connect::Open,
+            _ => connect,
+        };
+        // Kept to send once more should a person let it reach a local address.
+        let retry = approved.as_ref().and_then(|_| request.try_clone());
+        let response = match hop.client()?.execute(request).await {
+            Ok(response) => response,
+            Err(err) => {
+                let Some(refused) = local_address_refused(&err).copied() else {
+                    return Err(failed(err));
+                };
+                match (approved.as_deref_mut(), retry) {
+                    (Some(approved), Some(retry)) if ctx.safe_mode() => {
+                        ask_to_reach(ctx, approved, &retry, refused, from.as_ref()).await?;
+                        // The same hop again, now to an approved host and port.
+                        request = retry;
+                        continue;
+                    }
+                    _ => {
+                        return Err(match &from {
+                            Some(from) => redirect_refused(from, &url, refused, None),
+                            None => failed(err),
+                        });
+                    }
+                }
+            }
+        };
         let Some(next) = again.and_then(|again| redirected(ctx, again, &response)) else {
             return Ok(response);
         };
         tracing::debug!(from = %host_of(&url), to = %host_of(next.url()), status = %response.status(), "following a redirect");
         from = Some(url);
         request = next;
+        hops += 1;
     }
     Err(BlockError::permanent(format!(
         "more than {MAX_REDIRECTS} redirects from {}; check the URL",
         from.as_ref().map_or_else(String::new, host_of)
     )))
+}
+
+/// The local addresses a person let one request reach, each as the host and port of the
+/// URL they were shown: a redirect to any other host or port (another loopback address,
+/// `[::1]`, `localhost` for `127.0.0.1`, another port) is asked about again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ApprovedReach(Vec<(String, u16)>);
+
+/// The key of [`ApprovedReach`] in an approval's checkpoint.
+const APPROVED_REACH: &str = "approved_local_hosts";
+
+impl ApprovedReach {
+    fn target(url: &Url) -> Option<(String, u16)> {
+        Some((
+            url.host_str()?.to_ascii_lowercase(),
+            url.port_or_known_default()?,
+        ))
+    }
+
+    /// Whether a person approved reaching `url`'s host and port.
+    pub(crate) fn covers(&self, url: &Url) -> bool {
+        Self::target(url).is_some_and(|target| self.0.contains(&target))
+    }
+
+    fn add(&mut self, url: &Url) {
+        if let Some(target) = Self::target(url)
+            && !self.0.contains(&target)
+        {
+            self.0.push(target);
+        }
+    }
+
+    /// What was approved before a run paused, from the checkpoint of the approval the
+    /// node waited on ([`RunCtx::resume_checkpoint`]); nothing when there is none.
+    pub(crate) fn resumed(ctx: &dyn RunCtx) -> Self {
+        let checkpoint = ctx.resume_checkpoint();
+        let hosts = checkpoint
+            .as_ref()
+            .and_then(Value::as_object)
+            .and_then(|fields| fields.get(APPROVED_REACH))
+            .and_then(Value::as_list)
+            .unwrap_or_default();
+        Self(
+            hosts
+                .iter()
+                .filter_map(|host| {
+                    let (name, port) = host.as_str()?.rsplit_once(':')?;
+                    Some((name.to_owned(), port.parse().ok()?))
+                })
+                .collect(),
+        )
+    }
+
+    fn checkpoint(&self) -> Value {
+        Value::object(std::collections::BTreeMap::from([(
+            APPROVED_REACH.to_owned(),
+            Value::list(self.shown().into_iter().map(Value::text).collect()),
+        )]))
+    }
+
+    fn shown(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(host, port)| format!("{host}:{port}"))
+            .collect()
+    }
+}
+
+/// A URL as a prompt or a message shows it: no user info, query or fragment.
+fn shown_url(url: &Url) -> String {
+    let mut shown = url.clone();
+    shown.set_query(None);
+    shown.set_fragment(None);
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.to_string()
+}
+
+/// Why a redirect from `from` to `to` was not followed: `to`'s address is local.
+fn redirect_refused(
+    from: &Url,
+    to: &Url,
+    refused: LocalAddressRefused,
+    approved: Option<&ApprovedReach>,
+) -> BlockError {
+    let covered = match approved {
+        Some(approved) if !approved.0.is_empty() => format!(
+            " (what was approved covers {} only)",
+            approved.shown().join(", ")
+        ),
+        _ => String::new(),
+    };
+    BlockError::permanent(format!(
+        "the redirect from {} to {} was not followed: {refused}{covered}",
+        host_of(from),
+        host_of(to)
+    ))
+}
+
+/// Asks the person whether `request` may reach the local address it was refused (on a
+/// redirect from `from`, if any); when they approve, its host and port join `approved`.
+/// Fails when they do not, or nobody can answer, naming where it would have gone.
+async fn ask_to_reach(
+    ctx: &dyn RunCtx,
+    approved: &mut ApprovedReach,
+    request: &Request,
+    refused: LocalAddressRefused,
+    from: Option<&Url>,
+) -> Result<(), BlockError> {
+    let url = request.url();
+    let method = request.method();
+    let mut action = format!(
+        "reach {} address: {method} {}",
+        refused.kind,
+        shown_url(url)
+    );
+    let mut arguments = std::collections::BTreeMap::from([
+        ("method".to_owned(), Value::text(method.as_str())),
+        ("url".to_owned(), Value::text(shown_url(url))),
+        (
+            "address".to_owned(),
+            Value::text(refused.address.to_string()),
+        ),
+    ]);
+    if let Some(from) = from {
+        action.push_str(&format!(" (redirected from {})", shown_url(from)));
+        arguments.insert("redirected_from".to_owned(), Value::text(shown_url(from)));
+    }
+    let question = ApprovalRequest::new(action, Value::object(arguments))
+        .with_checkpoint(approved.checkpoint());
+    let refusal = |why: &str| {
+        let mut err = match from {
+            Some(from) => redirect_refused(from, url, refused, Some(approved)),
+            None => BlockError::permanent(format!(
+                "{method} {} was refused: {refused}",
+                shown_url(url)
+            )),
+        };
+        if !why.is_empty() {
+            err.message = format!("{}; {why}", err.message);
+        }
+        err
+    };
+    match ctx.request_approval(question).await {
+        Ok(ApprovalDecision::Approved { .. }) => {
+            approved.add(url);
+            Ok(())
+        }
+        Ok(ApprovalDecision::Rejected { message }) => {
+            Err(refusal(&format!("not approved: {message}")))
+        }
+        // Stopped, or paused until someone decides: the run says so itself.
+        Err(err) if err.class == ErrorClass::Cancelled => Err(err),
+        Err(err) => Err(refusal(&err.message)),
+    }
 }
 
 /// Fails when `request` carries a secret of the run to a host it is not bound to.
@@ -616,7 +793,7 @@ pub(crate) async fn send(
     request: reqwest::RequestBuilder,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
-    send_on(ctx, Connect::Open, request, failed).await
+    send_on(ctx, Connect::Open, None, request, failed).await
 }
 
 /// [`send`] for a URL the graph chose, on the client for `reach` in this run (see
@@ -627,12 +804,35 @@ pub(crate) async fn send_within(
     request: reqwest::RequestBuilder,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
-    send_on(ctx, Connect::of(ctx, reach), request, failed).await
+    send_on(ctx, Connect::of(ctx, reach), None, request, failed).await
+}
+
+/// [`send_within`] for a request a person may let through: in safe mode, a local address
+/// refused, for the request or for any redirect it follows, is put to the person naming
+/// the method and URL (and where it was redirected from). Each approval covers that URL's
+/// host and port only, so a redirect elsewhere is asked about again. `approved` starts
+/// with what was approved before (see [`ApprovedReach::resumed`]) and gains each approval.
+pub(crate) async fn send_asking(
+    ctx: &dyn RunCtx,
+    reach: Reach,
+    approved: &mut ApprovedReach,
+    request: reqwest::RequestBuilder,
+    failed: impl Fn(reqwest::Error) -> BlockError,
+) -> Result<Sent, BlockError> {
+    send_on(
+        ctx,
+        Connect::of(ctx, reach),
+        Some(approved),
+        request,
+        failed,
+    )
+    .await
 }
 
 async fn send_on(
     ctx: &dyn RunCtx,
     connect: Connect,
+    approved: Option<&mut ApprovedReach>,
     request: reqwest::RequestBuilder,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
@@ -640,7 +840,7 @@ async fn send_on(
     let slot = request_slot(ctx, request.url().as_str()).await?;
     let response = tokio::select! {
         () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-        response = execute_on(ctx, connect, request, failed) => response?,
+        response = execute_on(ctx, connect, approved, request, failed) => response?,
     };
     Ok(Sent {
         response,

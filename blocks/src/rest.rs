@@ -79,6 +79,14 @@ impl Api {
         })
     }
 
+    /// `METHOD URL` of a request to `path`, for an approval prompt ([`NodeImpl::describe`]).
+    ///
+    /// [`NodeImpl::describe`]: agentloom_core::NodeImpl::describe
+    pub fn describe(&self, method: &Method, path: &str) -> Option<String> {
+        let url = self.url(path).ok()?;
+        Some(format!("{method} {url}"))
+    }
+
     /// `base_url` + `path` (no leading slash).
     pub fn url(&self, path: &str) -> Result<Url, BlockError> {
         self.base

@@ -282,6 +282,15 @@ pub trait NodeImpl: Send + Sync {
         None
     }
 
+    /// What running with `inputs` will do, in a few words for the person asked to approve
+    /// it (`POST https://api.example.com/items`, `write notes/today.md`); `None` when the
+    /// block's title says it all. Every approval prompt shows it (the terminal, the app,
+    /// `agentloom show`, remote approvals), for a node and for each item a for-each runs.
+    fn describe(&self, inputs: &ValueMap) -> Option<String> {
+        let _ = inputs;
+        None
+    }
+
     /// Runs once. Inputs have been checked against the ports; outputs not produced are
     /// treated as not taken (their downstream is skipped).
     async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError>;
@@ -727,6 +736,16 @@ impl InputsExt for ValueMap {
 /// Builds an output map from `(port, value)` pairs.
 pub fn outputs<const N: usize>(pairs: [(&str, Value); N]) -> ValueMap {
     pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+/// What an approval prompt calls a node's action: `title` (the block's, or what a for-each
+/// item is called), then what the node will do with `inputs` when it says
+/// ([`NodeImpl::describe`]): `HTTP request: POST http://127.0.0.1:8080/items`.
+pub fn approval_action(title: &str, node: &dyn NodeImpl, inputs: &ValueMap) -> String {
+    match node.describe(inputs) {
+        Some(what) => format!("{title}: {what}"),
+        None => title.to_owned(),
+    }
 }
 
 /// What a node will do, for an approval prompt: the defaults of its block's config fields,

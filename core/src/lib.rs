@@ -30,8 +30,8 @@ pub use approval::{ApprovalDecision, ApprovalRequest};
 pub use block::{
     Block, BlockCatalog, BlockError, BlockMeta, CalledGraphs, ConfigCtx, CpuJob, ERROR_PORT,
     ErrorClass, GraphInterface, InputsExt, NodeImpl, PortSpec, Ports, REDACTED, RequestSlot,
-    RunCtx, RunInput, Secret, SecretError, SecretSource, TOOL_PORT, Usage, env_secret, error_chain,
-    outputs, resolved_details, run_cpu_bound, secret_env_var,
+    RunCtx, RunInput, Secret, SecretError, SecretSource, TOOL_PORT, Usage, approval_action,
+    env_secret, error_chain, outputs, resolved_details, run_cpu_bound, secret_env_var,
 };
 pub use bypass::bypass_outputs;
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use agentloom_core::{
     ApprovalDecision, ApprovalRequest, BlockCatalog, BlockError, Compat, Config, CpuJob,
     ErrorClass, GraphDoc, GraphInterface, NodeImpl, RequestSlot, RunCtx, Secret, SecretError,
-    SecretSource, TOOL_PORT, Usage, ValidGraph, ValidNode, Value, ValueMap, coerce,
-    resolved_details, tool_descriptor, validate,
+    SecretSource, TOOL_PORT, Usage, ValidGraph, ValidNode, Value, ValueMap, approval_action,
+    coerce, resolved_details, tool_descriptor, validate,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -1481,12 +1481,15 @@ impl Scheduler {
                 if let Some(err) = conversion_error.take() {
                     break Err(err);
                 }
+                // A node resumed from a checkpoint was approved before it asked what it
+                // waits on: the decision is for that question.
                 if attempt == 1
                     && shared.safe_mode
                     && node.node.side_effects().unwrap_or(node.meta.side_effects)
+                    && !shared.checkpoints.contains_key(&node.id)
                 {
                     let mut request = ApprovalRequest::new(
-                        node.meta.title.clone(),
+                        approval_action(&node.meta.title, node.node.as_ref(), &inputs),
                         Value::object(inputs.clone()),
                     );
                     // The person sees where it goes: a configured URL, path or recipient.

@@ -70,6 +70,18 @@ struct CaseRun {
     duration_ms: u64,
     usage: Usage,
     checks: Vec<CheckResult>,
+    /// Replaying: how many calls the run (and its judges) made for real; its usage was
+    /// only recorded when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live_calls: Option<usize>,
+}
+
+impl CaseRun {
+    /// Whether the run's usage was recorded earlier, not spent now: a replay that made no
+    /// call for real.
+    fn only_recorded(&self) -> bool {
+        self.live_calls == Some(0)
+    }
 }
 
 /// What to evaluate and how (the CLI's arguments, or the app's panel).
@@ -193,13 +205,13 @@ pub fn run_evaluation_with(
     })?;
     let cases = eval::parse_cases(&plan.cases_file, &text).map_err(|e| invalid(e.to_string()))?;
     let graph_file = std::fs::canonicalize(&plan.graph).unwrap_or_else(|_| plan.graph.clone());
-    let recordings =
-        match &plan.replay {
-            Some(id) => Some(Recordings::read(&store, id).map_err(|message| {
-                invalid(format!("--replay {}: {message}", escape_control(id)))
-            })?),
-            None => None,
-        };
+    let recordings = match &plan.replay {
+        Some(id) => Some(
+            Recordings::read(&store, id)
+                .map_err(|message| invalid(format!("--replay {}: {message}", shown_id(id))))?,
+        ),
+        None => None,
+    };
     // A replay lists the MCP tools it recorded: no server is started to list them.
     let catalog_replay = recordings
         .as_ref()
@@ -216,33 +228,45 @@ pub fn run_evaluation_with(
     }
     check_cases_fit(&plan.cases_file, &cases, &runner).map_err(|e| invalid(e.to_string()))?;
     let baseline = match &plan.baseline {
-        Some(id) => match store.evaluation(id).map_err(|e| failed(&e))? {
-            Some(agentloom_engine::EvaluationDetail {
+        Some(id) => {
+            let found = find_evaluation(&store, id)
+                .map_err(|reason| invalid(format!("--baseline {}: {reason}", shown_id(id))))?;
+            let Some(agentloom_engine::EvaluationDetail {
                 row,
                 summary: Some(summary),
                 ..
-            }) => {
-                if let Some(stop) = stopped(&summary)
-                    && !options.allow_partial_baseline
-                {
-                    return Err(invalid(format!(
-                        "--baseline {}: that evaluation was stopped after {}/{} runs ({} cases not started), so its cases not run would read as changes; `agentloom eval --allow-partial-baseline` compares with it anyway",
-                        escape_control(&row.id),
-                        stop.runs,
-                        stop.planned,
-                        stop.not_started
-                    )));
-                }
-                Some((row, summary))
-            }
-            _ => {
+            }) = found
+            else {
                 return Err(invalid(format!(
                     "--baseline {}: no finished evaluation with that id in {}; `agentloom evals` lists them",
                     escape_control(id),
                     store.path().display()
                 )));
+            };
+            let this_file = graph_file.display().to_string();
+            if row.graph_file != this_file || row.graph_name != runner.name() {
+                return Err(invalid(format!(
+                    "--baseline {}: that evaluation is of graph `{}` ({}), not of `{}` ({}); a baseline is an earlier evaluation of the same graph file",
+                    escape_control(&row.id),
+                    escape_control(&row.graph_name),
+                    escape_control(&row.graph_file),
+                    escape_control(&runner.name()),
+                    escape_control(&this_file)
+                )));
             }
-        },
+            if let Some(stop) = stopped(&summary)
+                && !options.allow_partial_baseline
+            {
+                return Err(invalid(format!(
+                    "--baseline {}: that evaluation was stopped after {}/{} runs ({} cases not started), so its cases not run would read as changes; `agentloom eval --allow-partial-baseline` compares with it anyway",
+                    escape_control(&row.id),
+                    stop.runs,
+                    stop.planned,
+                    stop.not_started
+                )));
+            }
+            Some((row, summary))
+        }
         None => None,
     };
     // Before the evaluation is recorded: a server that cannot be reached leaves no trace.
@@ -296,6 +320,7 @@ pub fn run_evaluation_with(
                     .map(|r| r.of(&case.name, repeat, plan.replay_miss));
                 let replay = recorded.as_ref().map(|r| r.run.clone());
                 let judge_calls = recorded.map(|r| r.judge);
+                let replaying = recordings.is_some();
                 let (runner, judge, store, cancel, done) =
                     (&runner, &judge, &store, &cancel, &done);
                 let eval_id = &eval_id;
@@ -312,9 +337,12 @@ pub fn run_evaluation_with(
                             replay,
                         )
                         .await;
-                    let (run, judge_usage) =
+                    let (mut run, judge_usage) =
                         check_run(case, repeat, &finished, runner, judge, judge_calls.as_ref())
                             .await;
+                    if replaying {
+                        run.live_calls = Some(live_calls(store, &run.run_id));
+                    }
                     let linked = EvaluationRun {
                         case_name: case.name.clone(),
                         repeat,
@@ -363,6 +391,24 @@ pub fn run_evaluation_with(
     );
     summary["repeat"] = json!(plan.repeat);
     summary["concurrency"] = json!(plan.concurrency.max(1));
+    if let Some(from) = &plan.replay {
+        let live: usize = summary["cases"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|case| case["runs"].as_array().into_iter().flatten())
+            .filter_map(|run| run["live_calls"].as_u64())
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .fold(0, usize::saturating_add);
+        summary["replay"] = json!({
+            "from": from,
+            "miss": match plan.replay_miss {
+                ReplayMissArg::Fail => "fail",
+                ReplayMissArg::Live => "live",
+            },
+            "live_calls": live,
+        });
+    }
     summary["runs_planned"] = json!(total_runs);
     // Stopped once every run was made: nothing is missing, it is a finished evaluation.
     if summary["runs"].as_u64() == u64::try_from(total_runs).ok()
@@ -391,6 +437,201 @@ pub fn run_evaluation_with(
         .finish_evaluation(&row, &summary)
         .map_err(|e| failed(&e))?;
     Ok(summary)
+}
+
+/// How many candidates an ambiguous id names.
+const CANDIDATES_SHOWN: usize = 6;
+
+/// Evaluation `id` (or the one evaluation whose id starts with it) in the run log; `None`
+/// when there is none. An empty id, or a prefix of several ids, is refused (the reason
+/// names them).
+pub fn find_evaluation(
+    store: &RunStore,
+    id: &str,
+) -> Result<Option<agentloom_engine::EvaluationDetail>, String> {
+    if id.trim().is_empty() {
+        return Err("an empty id names no evaluation; `agentloom evals` lists them".to_owned());
+    }
+    let rows = store
+        .list_evaluations(None, usize::MAX)
+        .map_err(|e| e.to_string())?;
+    let mut matching: Vec<&str> = rows
+        .iter()
+        .map(|row| row.id.as_str())
+        .filter(|candidate| candidate.starts_with(id))
+        .collect();
+    if matching.len() > 1 && !matching.contains(&id) {
+        matching.sort_unstable();
+        let more = matching.len().saturating_sub(CANDIDATES_SHOWN);
+        let mut named = matching
+            .iter()
+            .take(CANDIDATES_SHOWN)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if more > 0 {
+            named.push_str(&format!(" and {more} more"));
+        }
+        return Err(format!(
+            "several evaluations start with that id ({named}); give more of it"
+        ));
+    }
+    let Some(&found) = matching.iter().find(|c| **c == id).or(matching.first()) else {
+        return Ok(None);
+    };
+    store.evaluation(found).map_err(|e| e.to_string())
+}
+
+/// A case made from a recorded run (`agentloom eval add-case`, the app's "Add to cases").
+#[derive(Clone, Debug)]
+pub struct CaseFromRun<'a> {
+    /// The run, by id or unambiguous prefix.
+    pub run: &'a str,
+    /// The JSON Lines cases file: made when missing, appended to otherwise.
+    pub to: &'a Path,
+    /// Expect the run's outputs as they are now (an equality check on each); otherwise the
+    /// case checks that the run completes.
+    pub expect_current: bool,
+    /// The case's name (by default `run` and the start of the run's id).
+    pub name: Option<&'a str>,
+}
+
+/// A case written by [`add_case_from_run`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddedCase {
+    pub name: String,
+    /// Its line in the file, counted from 1.
+    pub line: usize,
+    /// The file did not exist before.
+    pub created: bool,
+}
+
+/// Writes a case from run `request.run`'s inputs (as the run log holds them), with its
+/// current outputs as what to expect when asked; refuses a name the file already has, a
+/// cases file that cannot be read, and a run that did not complete as an expectation.
+pub fn add_case_from_run(store: &RunStore, request: &CaseFromRun<'_>) -> Result<AddedCase, String> {
+    let path = request.to;
+    if request.run.trim().is_empty() {
+        return Err("an empty run id names no run; `agentloom runs` lists them".to_owned());
+    }
+    if path
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("csv"))
+    {
+        return Err(format!(
+            "{}: cases are added as JSON Lines; give a .jsonl file",
+            path.display()
+        ));
+    }
+    let detail = store
+        .get_run(request.run)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "no run `{}` in {}; `agentloom runs` lists them",
+                escape_control(request.run),
+                store.path().display()
+            )
+        })?;
+    let run = &detail.run;
+    let mut expect = serde_json::Map::new();
+    if request.expect_current {
+        if run.status != RunStatus::Completed {
+            return Err(format!(
+                "run {} {}: the outputs of a run that did not complete are no expectation (leave out --expect-current to check that it completes)",
+                run.id,
+                run.status.as_str()
+            ));
+        }
+        for (output, value) in &detail.outputs {
+            // A bare object names checks: an object to equal is written {"equals": …}.
+            let check = match value.to_json() {
+                object @ serde_json::Value::Object(_) => json!({ "equals": object }),
+                plain => plain,
+            };
+            expect.insert(output.clone(), check);
+        }
+    }
+    if expect.is_empty() {
+        expect.insert("run".to_owned(), json!("completes"));
+    }
+    let name = match request.name {
+        Some(name) if name.trim().is_empty() => {
+            return Err("--name: a case needs a name that is not empty".to_owned());
+        }
+        Some(name) => name.to_owned(),
+        None => format!("run {}", run.id.get(..12).unwrap_or(&run.id)),
+    };
+    let existing = match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => {
+            return Err(format!(
+                "{}: cannot read the cases file: {err}",
+                path.display()
+            ));
+        }
+    };
+    let text_of = |bytes: &[u8]| -> String {
+        String::from_utf8_lossy(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)).into_owned()
+    };
+    let mut lines = 0;
+    if let Some(bytes) = &existing
+        && !text_of(bytes).trim().is_empty()
+    {
+        let cases = eval::parse_cases(path, bytes)
+            .map_err(|e| format!("{e} (fix the cases file before adding to it)"))?;
+        if let Some(same) = cases.iter().find(|case| case.name == name) {
+            return Err(format!(
+                "{}:{}: there is a case named {:?} already; give another with --name",
+                path.display(),
+                same.line,
+                escape_control(&name)
+            ));
+        }
+        lines = text_of(bytes).lines().count();
+    }
+    let inputs: serde_json::Map<String, serde_json::Value> = detail
+        .inputs
+        .iter()
+        .map(|(name, value)| (name.clone(), value.to_json()))
+        .collect();
+    // In the order a person reads a case: name, inputs, expect.
+    let case = format!(
+        "{{\"name\":{},\"inputs\":{},\"expect\":{}}}",
+        json!(name),
+        serde_json::Value::Object(inputs),
+        serde_json::Value::Object(expect)
+    );
+    let mut line = String::new();
+    if existing
+        .as_ref()
+        .is_some_and(|bytes| !bytes.is_empty() && !bytes.ends_with(b"\n"))
+    {
+        line.push('\n');
+    }
+    line.push_str(&case);
+    line.push('\n');
+    let write = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()));
+    write.map_err(|err| format!("{}: cannot write the cases file: {err}", path.display()))?;
+    Ok(AddedCase {
+        name,
+        line: lines + 1,
+        created: existing.is_none(),
+    })
+}
+
+/// An id as a message shows it: escaped, and `''` when empty.
+fn shown_id(id: &str) -> String {
+    if id.is_empty() {
+        "''".to_owned()
+    } else {
+        escape_control(id).into_owned()
+    }
 }
 
 /// Fails when a case names an input the graph does not have, gives a value it refuses,
@@ -461,7 +702,7 @@ impl JudgeReplays {
 impl Recordings {
     /// The recordings of evaluation `id` (or else of run `id`, an unambiguous prefix).
     fn read(store: &RunStore, id: &str) -> Result<Recordings, String> {
-        if let Some(evaluation) = store.evaluation(id).map_err(|e| e.to_string())? {
+        if let Some(evaluation) = find_evaluation(store, id)? {
             let mut runs = HashMap::new();
             for run in evaluation.runs {
                 let calls = store
@@ -596,6 +837,7 @@ async fn check_run(
             duration_ms: report.duration_ms,
             usage: report.usage,
             checks,
+            live_calls: None,
         },
         judge_usage,
     )
@@ -614,7 +856,8 @@ fn summarize(
     stopped: bool,
 ) -> serde_json::Value {
     results.sort_by_key(|(case, repeat, ..)| (*case, *repeat));
-    let mut usage = Usage::default();
+    // Spent now, and (replaying) answered from a recording with nothing spent.
+    let (mut usage, mut recorded) = (Usage::default(), Usage::default());
     let mut durations = Vec::new();
     let (mut runs_passed, mut runs_total) = (0usize, 0usize);
     let mut shown = Vec::new();
@@ -625,9 +868,16 @@ fn summarize(
             .filter(|(i, ..)| *i == index)
             .map(|(_, _, run, _)| run)
             .collect();
+        let (mut case_cost, mut case_recorded_cost) = (0.0, 0.0);
         for (_, _, run, judged) in results.iter().filter(|(i, ..)| *i == index) {
-            usage += run.usage;
-            usage += *judged;
+            let (total, cost) = if run.only_recorded() {
+                (&mut recorded, &mut case_recorded_cost)
+            } else {
+                (&mut usage, &mut case_cost)
+            };
+            *total += run.usage;
+            *total += *judged;
+            *cost += run.usage.cost_usd;
             durations.push(run.duration_ms);
         }
         // A run the stop cancelled says nothing of the case: it is shown, not counted.
@@ -646,7 +896,6 @@ fn summarize(
         } else {
             failed += 1;
         }
-        let case_cost: f64 = runs.iter().map(|r| r.usage.cost_usd).sum();
         let case_ms: u64 = runs.iter().map(|r| r.duration_ms).sum();
         let shown_runs: Vec<serde_json::Value> = runs
             .iter()
@@ -667,6 +916,9 @@ fn summarize(
         });
         if !started {
             shown_case["not_started"] = json!(true);
+        }
+        if runs.iter().any(|r| r.live_calls.is_some()) {
+            shown_case["recorded_cost_usd"] = json!(case_recorded_cost);
         }
         shown.push(shown_case);
     }
@@ -697,7 +949,29 @@ fn summarize(
         summary["not_started"] = json!(not_started);
         summary["cut_short"] = json!(cut_short);
     }
+    if results
+        .iter()
+        .any(|(_, _, run, _)| run.live_calls.is_some())
+    {
+        summary["recorded_usage"] = json!(recorded);
+    }
     summary
+}
+
+/// The calls run `run_id` (and its judges) made for real, as its recording in the run log
+/// holds them: a replayed answer is not recorded again, an MCP server's tool list is.
+fn live_calls(store: &RunStore, run_id: &str) -> usize {
+    match store.recorded_calls(run_id) {
+        Ok(calls) => calls
+            .iter()
+            .filter(|call| !call.node.starts_with("$.mcp_servers."))
+            .count(),
+        Err(err) => {
+            tracing::warn!(%err, "the replayed run's calls cannot be read");
+            // Unknown: its usage counts as spent.
+            usize::MAX
+        }
+    }
 }
 
 /// What changed since `base`: cases that now fail and now pass, and the deltas.

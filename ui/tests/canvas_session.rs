@@ -441,7 +441,7 @@ fn safe_mode_asks_before_writing_a_file_approve_writes_deny_does_not() {
         !h.state().run.approvals.is_empty()
     });
     h.get_by_label("waiting for approval");
-    h.get_by_label_contains("`write` (Write file) waits for approval");
+    h.get_by_label_contains("`write` (Write file: write out/note.txt) waits for approval");
     assert!(!target.exists(), "nothing written before approval");
     press(&mut h, "Approve");
     wait_until(&mut h, "the run", |h| !h.state().run.is_running());

@@ -79,7 +79,7 @@ fn the_approval_panel_edits_arguments_and_approves() {
     wait_until(&mut h, "the approval", |h| {
         !h.state().run.approvals.is_empty()
     });
-    h.get_by_label_contains("`write` (Write file) waits for approval");
+    h.get_by_label_contains("`write` (Write file: write note.txt) waits for approval");
     let shown = h
         .get_by_role_and_label(Role::MultilineTextInput, "Arguments")
         .value()
@@ -125,7 +125,7 @@ fn a_waiting_run_resumes_from_the_history_after_a_restart() {
     h.get_by_label_contains("waiting · just now").click();
     h.run_steps(3);
     assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
-    h.get_by_label_contains("`write` (Write file) waits for approval");
+    h.get_by_label_contains("`write` (Write file: write note.txt) waits for approval");
     type_arguments(&mut h, r#"{"content": "approved after a restart"}"#);
     let resumed_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -200,7 +200,12 @@ fn a_broken_cases_file_exits_2_naming_the_line_and_the_field() {
 fn csv_cases_compare_expect_columns_and_a_baseline_names_the_newly_failing_case() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
-    let hello = example("hello.agentloom.json");
+    // A baseline is of the same file: the graph is changed where it is.
+    let hello = write(
+        dir.path(),
+        "hello.agentloom.json",
+        &std::fs::read_to_string(example("hello.agentloom.json")).unwrap(),
+    );
     let cases = write(
         dir.path(),
         "cases.csv",
@@ -561,9 +566,12 @@ fn counting_launcher(dir: &Path, launcher: &Path) -> PathBuf {
         ),
     )
     .unwrap();
-    let mut permissions = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&script, permissions).unwrap();
+    #[cfg(unix)]
+    {
+        let mut permissions = std::fs::metadata(&script).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&script, permissions).unwrap();
+    }
     script
 }
 
@@ -1101,5 +1109,344 @@ fn a_stopped_evaluation_recorded_before_not_started_was_kept_is_listed_as_stoppe
         stderr(&output).contains("stopped after 1/3 runs (2 cases not started)"),
         "{}",
         stderr(&output)
+    );
+}
+
+#[test]
+fn a_baseline_of_another_graph_an_empty_id_and_an_ambiguous_id_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let text = std::fs::read_to_string(example("hello.agentloom.json")).unwrap();
+    let hello = write(dir.path(), "hello.agentloom.json", &text);
+    let mut other: Value = serde_json::from_str(&text).unwrap();
+    other["name"] = json!("other");
+    let other = write(
+        dir.path(),
+        "other.agentloom.json",
+        &serde_json::to_string_pretty(&other).unwrap(),
+    );
+    let cases = example("hello.cases.jsonl");
+    let evaluate = |graph: &Path, more: &[&str]| {
+        let mut args = vec![s(graph), "--cases", s(&cases), "--trust", "--json"];
+        args.extend_from_slice(more);
+        eval(&args, &db, dir.path(), None)
+    };
+    let first = json_of(&evaluate(&hello, &[]));
+    let first_id = first["eval_id"].as_str().unwrap().to_owned();
+
+    // Another graph's evaluation: exit 2, both graphs named, nothing evaluated.
+    let output = evaluate(&other, &["--baseline", &first_id]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    for named in [
+        "`Hello`",
+        "hello.agentloom.json",
+        "`other`",
+        "other.agentloom.json",
+        first_id.as_str(),
+    ] {
+        assert!(message.contains(named), "`{named}` not in: {message}");
+    }
+    assert!(output.stdout.is_empty());
+
+    // The same file, changed: its baseline is the evaluation of before.
+    let changed = text.replace("Hello, {{ name }}!", "Hi, {{ name }}!");
+    std::fs::write(&hello, changed).unwrap();
+    let output = evaluate(&hello, &["--baseline", &first_id]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let second = json_of(&output);
+    assert_eq!(second["baseline"]["eval_id"], first_id.as_str());
+    assert!(
+        second["baseline"]["pass_rate_delta"].as_f64().unwrap() < 0.0,
+        "{second}"
+    );
+    let second_id = second["eval_id"].as_str().unwrap();
+
+    // An empty id names no evaluation (it once matched the only one).
+    let output = evaluate(&hello, &["--baseline", ""]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--baseline '': an empty id names no evaluation"),
+        "{}",
+        stderr(&output)
+    );
+    let output = evaluate(&hello, &["--replay", ""]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("an empty id"),
+        "{}",
+        stderr(&output)
+    );
+
+    // A prefix of both ids (UUIDv7s made a moment apart share their start) names both.
+    let shared: String = first_id
+        .chars()
+        .zip(second_id.chars())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    assert!(!shared.is_empty(), "{first_id} {second_id}");
+    let output = evaluate(&hello, &["--baseline", &shared]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("several evaluations"), "{message}");
+    assert!(
+        message.contains(first_id.as_str()) && message.contains(second_id),
+        "{message}"
+    );
+    let listed = json_of(&agentloom(&["evals", "--json"], &db, dir.path(), None));
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        2,
+        "no evaluation was added"
+    );
+}
+
+/// An `llm.chat` graph against fakellm at $1 an input token, $2 an output token.
+fn priced_chat_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
+    let graph = chat_graph(dir, fake, false);
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&graph).unwrap()).unwrap();
+    doc["nodes"][1]["config"]["price_in"] = json!(1_000_000.0);
+    doc["nodes"][1]["config"]["price_out"] = json!(2_000_000.0);
+    write(
+        dir,
+        "greeter.json",
+        &serde_json::to_string_pretty(&doc).unwrap(),
+    )
+}
+
+#[test]
+fn a_replay_says_so_with_its_cost_recorded_not_spent_and_its_repeats() {
+    let Some(fake) = FakeLlm::start_with_rules(RULES) else {
+        return;
+    };
+    let port = fake.port();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let graph = priced_chat_graph(dir.path(), &fake);
+    let cases = write(
+        dir.path(),
+        "cases.jsonl",
+        &format!(
+            "{}\n",
+            json!({"name": "ada", "inputs": {"who": "Ada"}, "expect": {"reply": {"contains": "Ada"}}})
+        ),
+    );
+    let evaluate = |more: &[&str]| {
+        let mut args = vec![s(&graph), "--cases", s(&cases), "--trust", "--repeat", "2"];
+        args.extend_from_slice(more);
+        eval(&args, &db, dir.path(), Some(port))
+    };
+    let output = evaluate(&["--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let live = json_of(&output);
+    let spent = live["usage"]["cost_usd"].as_f64().unwrap();
+    assert!(spent > 0.0, "{live}");
+    assert!(live.get("replay").is_none(), "{live}");
+    let live_id = live["eval_id"].as_str().unwrap().to_owned();
+    drop(fake);
+
+    // Nothing goes out: what the runs cost is what was recorded, nothing is spent.
+    let output = evaluate(&["--json", "--replay", &live_id]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let replayed = json_of(&output);
+    assert_eq!(
+        replayed["replay"],
+        json!({"from": live_id, "miss": "fail", "live_calls": 0})
+    );
+    assert_eq!(replayed["repeat"], 2);
+    assert_eq!(replayed["usage"]["cost_usd"], 0.0, "{replayed}");
+    assert_eq!(replayed["usage"]["input_tokens"], 0, "{replayed}");
+    let recorded = replayed["recorded_usage"]["cost_usd"].as_f64().unwrap();
+    assert!((recorded - spent).abs() < 1e-9, "{recorded} != {spent}");
+    assert_eq!(replayed["cases"][0]["cost_usd"], 0.0);
+    assert!((replayed["cases"][0]["recorded_cost_usd"].as_f64().unwrap() - spent).abs() < 1e-9);
+    let replayed_id = replayed["eval_id"].as_str().unwrap().to_owned();
+
+    // The table says it too.
+    let output = evaluate(&["--replay", &live_id]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        table.contains(&format!("recorded ${spent:.4}, spent $0.0000")),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!(
+            "replay of {live_id} (calls not recorded fail; no call made for real), repeat 2"
+        )),
+        "{table}"
+    );
+    assert!(
+        table.lines().next().unwrap().contains("recorded"),
+        "{table}"
+    );
+
+    // And the list: the replays marked with what they recorded; every evaluation's repeats.
+    let output = agentloom(&["evals"], &db, dir.path(), None);
+    let listing = String::from_utf8_lossy(&output.stdout);
+    let line_of = |id: &str| {
+        listing
+            .lines()
+            .find(|line| line.starts_with(id))
+            .unwrap_or_else(|| panic!("{id} not in {listing}"))
+            .to_owned()
+    };
+    let line = line_of(&replayed_id);
+    assert!(line.contains(&format!("replay of {live_id}")), "{line}");
+    assert!(
+        line.contains(&format!("recorded ${spent:.4}, spent $0.0000")),
+        "{line}"
+    );
+    assert!(line.contains("×2"), "{line}");
+    let line = line_of(&live_id);
+    assert!(!line.contains("replay"), "{line}");
+    assert!(
+        line.contains(&format!("${spent:.4}")) && line.contains("×2"),
+        "{line}"
+    );
+    let listed = json_of(&agentloom(&["evals", "--json"], &db, dir.path(), None));
+    let row = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["id"] == replayed_id.as_str())
+        .unwrap();
+    assert_eq!(row["replay"]["from"], live_id.as_str());
+    assert_eq!(row["cost_usd"], 0.0);
+    assert_eq!(row["repeat"], 2);
+    assert!((row["recorded_cost_usd"].as_f64().unwrap() - spent).abs() < 1e-9);
+}
+
+#[test]
+fn add_case_writes_a_past_runs_inputs_and_outputs_as_a_case_that_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = write(
+        dir.path(),
+        "hello.agentloom.json",
+        &std::fs::read_to_string(example("hello.agentloom.json")).unwrap(),
+    );
+    let run_with = |name: &str| {
+        let input = format!("name={name}");
+        let output = agentloom(
+            &["run", s(&hello), "--input", &input, "--json"],
+            &db,
+            dir.path(),
+            None,
+        );
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        json_of(&output)["run_id"].as_str().unwrap().to_owned()
+    };
+    let (zoe, ada) = (run_with("Zoë"), run_with("Ada"));
+    let cases = dir.path().join("from-runs.jsonl");
+    let add = |more: &[&str]| {
+        let mut args = vec!["eval", "add-case"];
+        args.extend_from_slice(more);
+        agentloom(&args, &db, dir.path(), None)
+    };
+
+    // A missing file is made; the run's inputs and its outputs as what to expect.
+    let output = add(&[&zoe, "--to", s(&cases), "--expect-current"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&cases).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["inputs"], json!({"name": "Zoë"}));
+    assert_eq!(first["expect"], json!({"greeting": "Hello, Zoë!"}));
+    assert_eq!(first["name"], format!("run {}", &zoe[..12]));
+
+    // Appended by a prefix of its id under a name; the same name again is refused.
+    let output = add(&[
+        &ada[..20],
+        "--to",
+        s(&cases),
+        "--expect-current",
+        "--name",
+        "Ada",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("(line 2)"), "{}", stderr(&output));
+    let output = add(&[&zoe, "--to", s(&cases), "--name", "Ada"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("from-runs.jsonl:2: there is a case named \"Ada\" already"),
+        "{}",
+        stderr(&output)
+    );
+    // Without --expect-current the case checks that the run completes.
+    let output = add(&[&zoe, "--to", s(&cases), "--name", "completes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&cases).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let third: Value = serde_json::from_str(text.lines().nth(2).unwrap()).unwrap();
+    assert_eq!(third["expect"], json!({"run": "completes"}));
+
+    // The round trip: the cases written pass on the same graph.
+    let output = eval(
+        &[s(&hello), "--cases", s(&cases), "--json"],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = json_of(&output);
+    assert_eq!(
+        (result["passed"].as_u64(), result["failed"].as_u64()),
+        (Some(3), Some(0))
+    );
+    // And they fail on a changed one: the expectations are real.
+    let changed = std::fs::read_to_string(&hello)
+        .unwrap()
+        .replace("Hello, {{ name }}!", "Hi, {{ name }}!");
+    std::fs::write(&hello, changed).unwrap();
+    let output = eval(
+        &[s(&hello), "--cases", s(&cases), "--json"],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(json_of(&output)["failed"], 2);
+
+    // A file a Windows editor saved (BOM, CRLF, no last newline) is appended to cleanly.
+    let windows = write(
+        dir.path(),
+        "windows.jsonl",
+        "\u{feff}{\"name\": \"a\", \"inputs\": {\"name\": \"A\"}, \"expect\": {\"run\": \"completes\"}}\r\n\r\n{\"name\": \"b\", \"inputs\": {}, \"expect\": {\"run\": \"completes\"}}",
+    );
+    let output = add(&[&ada, "--to", s(&windows), "--expect-current"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("(line 4)"), "{}", stderr(&output));
+    let output = eval(&[s(&hello), "--cases", s(&windows)], &db, dir.path(), None);
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("run "),
+        "the added case is read: {}",
+        stderr(&output)
+    );
+
+    // Refused: an unknown run, an empty id, a CSV file, a broken cases file.
+    for (args, said) in [
+        (vec!["nosuchrun", "--to", s(&cases)], "no run `nosuchrun`"),
+        (vec!["", "--to", s(&cases)], "an empty run id"),
+        (
+            vec![ada.as_str(), "--to", "cases.csv"],
+            "give a .jsonl file",
+        ),
+    ] {
+        let output = add(&args);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(said), "{}", stderr(&output));
+    }
+    let broken = write(dir.path(), "broken.jsonl", "{\"name\": \"x\"\n");
+    let output = add(&[&ada, "--to", s(&broken)]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("broken.jsonl:1:"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&broken).unwrap(),
+        "{\"name\": \"x\"\n"
     );
 }

@@ -88,7 +88,7 @@ fn quitting_while_an_approval_waits_leaves_the_run_waiting_for_agentloom_approve
     wait_until(&mut h, "the approval", |h| {
         !h.state().run.approvals.is_empty()
     });
-    h.get_by_label_contains("`write` (Write file) waits for approval");
+    h.get_by_label_contains("`write` (Write file: write note.txt) waits for approval");
 
     // While the app asks, the run log lists the run as waiting…
     let run_id = only_run(&db).id;

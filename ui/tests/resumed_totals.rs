@@ -381,7 +381,7 @@ fn the_app_shows_the_tokens_and_time_of_a_run_approved_while_it_asks() {
     wait_until(&mut h, "the approval", |h| {
         !h.state().run.approvals.is_empty()
     });
-    h.get_by_label_contains("`save` (Write file) waits for approval");
+    h.get_by_label_contains("`save` (Write file: write story.txt) waits for approval");
     let usage = h.state().run.node("story").unwrap().usage;
     let run_id = h.state().run.run_id.clone().unwrap();
     let waited = h.state().run.node("wait").unwrap().duration_ms.unwrap();
@@ -416,7 +416,7 @@ fn approve_from_the_history(
     h.get_by_label_contains("waiting · just now").click();
     h.run_steps(3);
     assert_eq!(h.state().run.run_id.as_deref(), Some(run_id));
-    h.get_by_label_contains("`save` (Write file) waits for approval");
+    h.get_by_label_contains("`save` (Write file: write story.txt) waits for approval");
     let (resumed_at, resumed_ms) = approve_and_finish(&mut h);
     let duration = assert_app_shows(&mut h, run_id, usage, before_ms);
     assert!(

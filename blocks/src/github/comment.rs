@@ -53,6 +53,14 @@ impl NodeImpl for Node {
         &self.ports
     }
 
+    fn describe(&self, inputs: &ValueMap) -> Option<String> {
+        let number = inputs.get("number")?.to_text();
+        self.api.describe(
+            &Method::POST,
+            &format!("repos/{}/issues/{number}/comments", self.repo),
+        )
+    }
+
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let number = super::number_input(&mut inputs, "number")?;
         let text = inputs.take_text("body")?;

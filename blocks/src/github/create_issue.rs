@@ -54,6 +54,11 @@ impl NodeImpl for Node {
         &self.ports
     }
 
+    fn describe(&self, _inputs: &ValueMap) -> Option<String> {
+        self.api
+            .describe(&Method::POST, &format!("repos/{}/issues", self.repo))
+    }
+
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let title = inputs.take_text("title")?;
         if title.trim().is_empty() {

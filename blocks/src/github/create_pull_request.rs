@@ -58,6 +58,11 @@ impl NodeImpl for Node {
         &self.ports
     }
 
+    fn describe(&self, _inputs: &ValueMap) -> Option<String> {
+        self.api
+            .describe(&Method::POST, &format!("repos/{}/pulls", self.repo))
+    }
+
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let mut body = serde_json::json!({
             "title": inputs.take_text("title")?,

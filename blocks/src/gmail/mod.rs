@@ -60,6 +60,16 @@ fn api(config: &Config) -> Result<Api, ConfigError> {
     )
 }
 
+/// `send to ADDRESS: POST URL` for an approval prompt: `verb`, the `to` input (when it
+/// has arrived) and the request to `path`.
+fn describe_message(api: &Api, verb: &str, path: &str, inputs: &ValueMap) -> Option<String> {
+    let request = api.describe(&reqwest::Method::POST, path)?;
+    Some(match inputs.get("to") {
+        Some(to) => format!("{verb} to {}: {request}", to.to_text()),
+        None => request,
+    })
+}
+
 /// Builds an RFC 5322 message from the `to`, `subject`, `body` (and optional `cc`) inputs,
 /// base64url-encoded as the API's `raw` field.
 fn raw_message(inputs: &mut ValueMap) -> Result<String, BlockError> {

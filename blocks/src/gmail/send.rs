@@ -46,6 +46,11 @@ impl NodeImpl for Node {
         &self.ports
     }
 
+    /// To whom, and where the request goes.
+    fn describe(&self, inputs: &ValueMap) -> Option<String> {
+        super::describe_message(&self.api, "send", "gmail/v1/users/me/messages/send", inputs)
+    }
+
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let raw = super::raw_message(&mut inputs)?;
         let url = self.api.url("gmail/v1/users/me/messages/send")?;

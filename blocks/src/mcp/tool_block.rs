@@ -196,6 +196,15 @@ impl NodeImpl for McpToolNode {
         &self.ports
     }
 
+    /// Which tool of which server: its arguments are shown beside.
+    fn describe(&self, _inputs: &ValueMap) -> Option<String> {
+        Some(format!(
+            "call tool `{}` of MCP server `{}`",
+            self.tool,
+            self.connection.name()
+        ))
+    }
+
     async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
         let arguments: serde_json::Map<String, serde_json::Value> = inputs
             .into_iter()
