@@ -1450,3 +1450,49 @@ fn add_case_writes_a_past_runs_inputs_and_outputs_as_a_case_that_passes() {
         "{\"name\": \"x\"\n"
     );
 }
+
+#[test]
+fn the_table_lines_up_names_of_any_width_as_a_terminal_shows_them() {
+    use unicode_width::UnicodeWidthStr as _;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    // Wide characters (two columns each), an accent made of two characters, a tab.
+    let names = ["ada", "日本語の挨拶", "Zoe\u{301} 👋", "tab\there"];
+    let cases: String = names
+        .iter()
+        .map(|name| {
+            format!(
+                "{}\n",
+                json!({"name": name, "inputs": {"name": "Ada"}, "expect": {"greeting": "Hello, Ada!"}})
+            )
+        })
+        .collect();
+    let cases = write(dir.path(), "cases.jsonl", &cases);
+    let output = eval(&[s(&hello), "--cases", s(&cases)], &db, dir.path(), None);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    let lines: Vec<&str> = table.lines().take(1 + names.len()).collect();
+    // Where each column ends on screen: after "checks"/"1/1", "cost"/"$0.0000", "time"/"N ms".
+    let end_of = |line: &str, cell: &str| -> usize {
+        let at = line
+            .find(cell)
+            .unwrap_or_else(|| panic!("no `{cell}` in `{line}`"));
+        line[..at + cell.len()].width()
+    };
+    let header = lines[0];
+    let expected = [end_of(header, "checks"), end_of(header, "cost")];
+    for line in &lines[1..] {
+        assert_eq!(
+            [end_of(line, "1/1"), end_of(line, "$0.0000")],
+            expected,
+            "columns do not line up:\n{table}"
+        );
+        let time_end = line.find(" ms").unwrap() + 3;
+        assert_eq!(
+            line[..time_end].width(),
+            end_of(header, "time"),
+            "\n{table}"
+        );
+    }
+}
