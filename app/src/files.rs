@@ -7,8 +7,8 @@ use agentloom_core::GraphDoc;
 
 pub use agentloom_runner::data_dir;
 
-/// The autosave file inside the data directory.
-const AUTOSAVE_FILE: &str = "autosave.agentloom.json";
+/// How an autosave file's name ends inside the data directory.
+const AUTOSAVE_SUFFIX: &str = ".agentloom.json";
 /// Remembers which graph was open last.
 const LAST_FILE: &str = "last-graph.txt";
 
@@ -67,9 +67,33 @@ pub fn save_graph(doc: &GraphDoc, path: &Path) -> Result<(), FileError> {
 }
 
 /// Where unsaved work and the last-graph note are kept.
-#[derive(Clone, Debug)]
+///
+/// Each window autosaves into a file of its own (`autosave-<id>.agentloom.json`) and holds
+/// an OS lock on its `.lock` file beside it while it lives: a crashed window's lock is gone
+/// with its process, which is how the next start tells its unsaved work from a window that
+/// is still open.
+#[derive(Debug)]
 pub struct DataFiles {
     pub dir: PathBuf,
+    /// This window's autosave file, once claimed (first autosave or a recovery).
+    slot: std::sync::Mutex<Option<AutosaveSlot>>,
+}
+
+/// One window's autosave file and the lock that says the window is alive.
+#[derive(Debug)]
+struct AutosaveSlot {
+    file: PathBuf,
+    lock_path: PathBuf,
+    /// Held (locked) while this window lives; the OS releases it if the process dies.
+    _lock: std::fs::File,
+}
+
+impl Drop for AutosaveSlot {
+    fn drop(&mut self) {
+        // The lock is released as the file closes; the autosave, if any, stays to be
+        // recovered. (On Windows a file still open cannot be removed: best effort.)
+        let _ = std::fs::remove_file(&self.lock_path);
+    }
 }
 
 /// What the autosave holds: the document and the file it belongs to.
@@ -79,40 +103,139 @@ struct Autosave {
     graph: serde_json::Value,
 }
 
+/// The name of a window's autosave: this process, and a count for its windows.
+fn new_slot_name() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static WINDOWS: AtomicU32 = AtomicU32::new(0);
+    let n = WINDOWS.fetch_add(1, Ordering::Relaxed);
+    format!("autosave-{}-{n}", std::process::id())
+}
+
+/// The lock file of an autosave file (`autosave-1-0.agentloom.json` → `autosave-1-0.lock`).
+fn lock_path_of(autosave: &Path) -> Option<PathBuf> {
+    let name = autosave.file_name()?.to_str()?;
+    let stem = name.strip_suffix(AUTOSAVE_SUFFIX)?;
+    Some(autosave.with_file_name(format!("{stem}.lock")))
+}
+
+/// Locks `lock_path` for this window; `None` while another live window holds it.
+fn try_lock(lock_path: &Path) -> Option<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path)
+        .ok()?;
+    file.try_lock().ok()?;
+    Some(file)
+}
+
 impl DataFiles {
     pub fn new(dir: PathBuf) -> Self {
-        DataFiles { dir }
+        DataFiles {
+            dir,
+            slot: std::sync::Mutex::new(None),
+        }
     }
 
-    /// Saves unsaved work.
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<AutosaveSlot>> {
+        self.slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// This window's autosave file, claimed on first use.
+    fn own_autosave(&self) -> Option<PathBuf> {
+        let mut slot = self.slot();
+        if slot.is_none() {
+            let name = new_slot_name();
+            let lock_path = self.dir.join(format!("{name}.lock"));
+            let lock = try_lock(&lock_path)?;
+            *slot = Some(AutosaveSlot {
+                file: self.dir.join(format!("{name}{AUTOSAVE_SUFFIX}")),
+                lock_path,
+                _lock: lock,
+            });
+        }
+        slot.as_ref().map(|s| s.file.clone())
+    }
+
+    /// Saves unsaved work into this window's autosave.
     pub fn autosave(&self, doc: &GraphDoc, path: Option<&Path>) -> Result<(), FileError> {
         let autosave = Autosave {
             path: path.map(Path::to_owned),
             graph: serde_json::from_str(&doc.to_json_string()).unwrap_or_default(),
         };
-        let file = self.dir.join(AUTOSAVE_FILE);
-        let write_error = |source| FileError::Write {
-            path: file.clone(),
+        let write_error = |file: &Path, source| FileError::Write {
+            path: file.to_owned(),
             source,
         };
-        std::fs::create_dir_all(&self.dir).map_err(write_error)?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| write_error(&self.dir, e))?;
+        let Some(file) = self.own_autosave() else {
+            return Err(write_error(
+                &self.dir,
+                std::io::Error::other("cannot lock an autosave file of this window"),
+            ));
+        };
         let text = serde_json::to_string_pretty(&autosave).unwrap_or_default();
         let tmp = file.with_extension("json.tmp");
-        std::fs::write(&tmp, text).map_err(write_error)?;
-        std::fs::rename(&tmp, &file).map_err(write_error)
+        std::fs::write(&tmp, text).map_err(|e| write_error(&file, e))?;
+        std::fs::rename(&tmp, &file).map_err(|e| write_error(&file, e))
     }
 
-    /// Unsaved work left by a session that did not end cleanly.
+    /// Unsaved work left by a window that did not end cleanly (the newest, if several);
+    /// this window takes its autosave over, so no other window recovers it too.
     pub fn recover(&self) -> Option<(GraphDoc, Option<PathBuf>)> {
-        let text = std::fs::read_to_string(self.dir.join(AUTOSAVE_FILE)).ok()?;
-        let autosave: Autosave = serde_json::from_str(&text).ok()?;
-        let doc = GraphDoc::from_json_value(autosave.graph).ok()?;
-        Some((doc, autosave.path))
+        let mut left: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&self.dir)
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("autosave") && n.ends_with(AUTOSAVE_SUFFIX))
+            })
+            .map(|path| {
+                let modified = std::fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+                (modified, path)
+            })
+            .collect();
+        left.sort();
+        while let Some((_, file)) = left.pop() {
+            let Some(lock_path) = lock_path_of(&file) else {
+                continue;
+            };
+            // Locked: its window is still open.
+            let Some(lock) = try_lock(&lock_path) else {
+                continue;
+            };
+            let read = std::fs::read_to_string(&file)
+                .ok()
+                .and_then(|text| serde_json::from_str::<Autosave>(&text).ok())
+                .and_then(|a| Some((GraphDoc::from_json_value(a.graph).ok()?, a.path)));
+            let Some(recovered) = read else {
+                drop(lock);
+                let _ = std::fs::remove_file(&lock_path);
+                continue;
+            };
+            *self.slot() = Some(AutosaveSlot {
+                file,
+                lock_path,
+                _lock: lock,
+            });
+            return Some(recovered);
+        }
+        None
     }
 
-    /// Forgets the autosave (after a save, or a deliberate discard).
+    /// Forgets this window's autosave (after a save, a deliberate discard, or an undo back
+    /// to what the file holds).
     pub fn clear_autosave(&self) {
-        let _ = std::fs::remove_file(self.dir.join(AUTOSAVE_FILE));
+        if let Some(slot) = self.slot().as_ref() {
+            let _ = std::fs::remove_file(&slot.file);
+        }
     }
 
     pub fn remember_last(&self, path: &Path) {

@@ -304,6 +304,10 @@ impl App {
             (example(), None, false)
         };
         let mut app = App::new(&doc, doc_path, paths);
+        // The data files that recovered an autosave hold it now: this window's from here on.
+        if data.is_some() {
+            app.data = data;
+        }
         if recovered {
             app.document.forget_saved();
             app.notice = Some("Recovered unsaved changes from the last session.".to_owned());

@@ -61,6 +61,12 @@ impl App {
         if self.document.dirty && self.data.is_some() {
             self.autosave_due
                 .get_or_insert_with(|| Instant::now() + self.autosave_delay);
+        } else if !self.document.dirty {
+            // Back to what the file holds (an undo): nothing left to recover.
+            self.autosave_due = None;
+            if let Some(data) = &self.data {
+                data.clear_autosave();
+            }
         }
     }
 

@@ -28,7 +28,10 @@ fn autosave_files(data: &Path) -> Vec<PathBuf> {
         .map(|d| {
             d.filter_map(Result::ok)
                 .map(|e| e.path())
-                .filter(|p| p.to_string_lossy().contains("autosave"))
+                .filter(|p| {
+                    let name = p.to_string_lossy();
+                    name.contains("autosave") && name.ends_with(".agentloom.json")
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -86,6 +89,79 @@ fn unsaved_work_is_autosaved_and_recovered_after_a_crash_and_a_save_reopens_next
     assert_eq!(h.state().document.to_doc(), edited);
     assert!(!h.state().document.dirty);
     assert!(h.query_by_label_contains("Recovered").is_none());
+}
+
+#[test]
+fn undoing_back_to_the_saved_graph_drops_the_autosave_so_a_crash_recovers_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let data = paths.data_dir.clone().unwrap();
+    let file = dir.path().join("kept.agentloom.json");
+    agentloom::app::save_graph(&example(), &file).unwrap();
+
+    let mut h = harness_for(App::startup(Some(file.clone()), &paths).with_autosave_delay(AUTOSAVE));
+    press(&mut h, "Delay");
+    wait_until(&mut h, "the autosave", |_| {
+        !autosave_files(&data).is_empty()
+    });
+    // Undo to what the file holds: the "•" goes, and so does the autosave.
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert!(!h.state().document.dirty);
+    std::thread::sleep(AUTOSAVE * 2);
+    h.run_steps(3);
+    assert!(
+        autosave_files(&data).is_empty(),
+        "the undone change is still autosaved: {:?}",
+        autosave_files(&data)
+    );
+    // The app dies; the next start has nothing to recover.
+    drop(h);
+    let h = harness_for(App::startup(None, &paths).with_autosave_delay(AUTOSAVE));
+    assert!(h.query_by_label_contains("Recovered").is_none());
+    assert!(h.state().document.to_doc().node("delay").is_none());
+    assert!(!h.state().document.dirty);
+}
+
+#[test]
+fn two_windows_autosave_apart_and_each_crashed_window_is_recovered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let data = paths.data_dir.clone().unwrap();
+
+    // Two windows, each with its own edit.
+    let mut first = harness_for(App::new(&example(), None, &paths).with_autosave_delay(AUTOSAVE));
+    let mut second =
+        harness_for(App::new(&graph(NAMED), None, &paths).with_autosave_delay(AUTOSAVE));
+    press(&mut first, "Delay");
+    press(&mut second, "Delay");
+    let first_edit = first.state().document.to_doc();
+    let second_edit = second.state().document.to_doc();
+    wait_until(&mut first, "the first autosave", |_| {
+        !autosave_files(&data).is_empty()
+    });
+    wait_until(&mut second, "the second autosave", |_| {
+        autosave_files(&data).len() == 2
+    });
+    // Both die without saving.
+    drop(first);
+    drop(second);
+
+    // Each start recovers one of them, the newest first; one left open holds its own.
+    let one = harness_for(App::startup(None, &paths).with_autosave_delay(AUTOSAVE));
+    let other = harness_for(App::startup(None, &paths).with_autosave_delay(AUTOSAVE));
+    let mut recovered = vec![
+        one.state().document.to_doc(),
+        other.state().document.to_doc(),
+    ];
+    recovered.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut edits = vec![first_edit, second_edit];
+    edits.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(recovered, edits, "each window's work came back once");
+    let third = harness_for(App::startup(None, &paths).with_autosave_delay(AUTOSAVE));
+    assert!(
+        third.query_by_label_contains("Recovered").is_none(),
+        "the open windows' autosaves are theirs"
+    );
 }
 
 fn request_close(h: &mut AppHarness) {
