@@ -108,7 +108,14 @@ pub fn run_form_ui(ui: &mut Ui, form: &mut RunForm, commands: &mut Vec<Command>)
 
 /// The head of the run panel, kept in view above its scrolling part: Stop, the run's
 /// state, id, time and usage, and Copy for its outputs.
-pub fn run_summary_header_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Command>) {
+/// `waiting`: a run of the graph (the newest) that waits for a person's decision, announced
+/// while no run is shown, with a button to open it.
+pub fn run_summary_header_ui(
+    ui: &mut Ui,
+    run: &RunView,
+    waiting: Option<&agentloom_engine::RunRow>,
+    commands: &mut Vec<Command>,
+) {
     ui.horizontal_wrapped(|ui| {
         if run.is_running() {
             ui.spinner();
@@ -117,6 +124,18 @@ pub fn run_summary_header_ui(ui: &mut Ui, run: &RunView, commands: &mut Vec<Comm
             }
         }
         match run.status {
+            None if waiting.is_some() => {
+                ui.label(
+                    RichText::new("A run of this graph waits for your approval")
+                        .color(theme::WARN)
+                        .strong(),
+                );
+                if let Some(waiting) = waiting
+                    && ui.button("Open the waiting run").clicked()
+                {
+                    commands.push(Command::OpenRun(waiting.id.clone()));
+                }
+            }
             None => {
                 ui.label(
                     RichText::new("No run yet. Press Run (Ctrl+Enter).").color(theme::TEXT_WEAK),

@@ -13,6 +13,7 @@ pub mod run_timeline;
 pub mod subgraph;
 pub mod trust_banner;
 
+use agentloom_engine::RunStatus;
 use egui::RichText;
 
 use crate::{App, Command, mcp_servers, run_panel, theme};
@@ -31,7 +32,10 @@ impl App {
                 );
             }
             // The head stays in view; the outputs, whole, scroll under it.
-            run_panel::run_summary_header_ui(&mut cols[0], &self.run, &mut self.commands);
+            let waiting = (self.history.iter()).find(|run| {
+                run.status == RunStatus::Waiting && run.graph_name == self.document.name
+            });
+            run_panel::run_summary_header_ui(&mut cols[0], &self.run, waiting, &mut self.commands);
             cols[0].separator();
             egui::ScrollArea::vertical()
                 .id_salt("run_summary")
