@@ -21,6 +21,10 @@ pub struct ApprovalPrompt {
     pub problem: Option<String>,
     /// The live run's answer channel; `None` for a request stored with a waiting run.
     reply: Option<oneshot::Sender<ApprovalDecision>>,
+    /// Its window has been put beside its node (once; then it stays until dragged).
+    placed: bool,
+    /// Tells this request's window from earlier ones for the same node.
+    window_serial: u128,
 }
 
 impl ApprovalPrompt {
@@ -38,6 +42,10 @@ impl ApprovalPrompt {
             message: String::new(),
             problem: None,
             reply,
+            placed: false,
+            window_serial: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_nanos()),
         }
     }
 
@@ -94,9 +102,12 @@ const WINDOW_WIDTH: f32 = 360.0;
 const GAP: f32 = 24.0;
 
 /// Each pending approval in a window of its own beside its node (`node_rects`: where each
-/// one's node is on screen, `canvas`: the canvas), with its editor and buttons. A window opens where it
-/// covers neither the node nor the badges the node gains while it waits, and stays there
-/// (the node's changes do not move it) until the person drags it elsewhere.
+/// one's node is on screen, `canvas`: the canvas), with its editor and buttons. Each new
+/// request's window opens where it covers neither the node, wherever the canvas shows it
+/// now, nor the badges the node gains while it waits, inside the canvas; then it stays
+/// there (the node's changes do not move it) until the person drags it elsewhere. (A
+/// window's place is remembered by egui, across restarts too: a later request for the same
+/// node would open where the first one was left.)
 pub fn approvals_ui(
     ctx: &egui::Context,
     approvals: &mut [ApprovalPrompt],
@@ -105,15 +116,24 @@ pub fn approvals_ui(
     commands: &mut Vec<Command>,
 ) {
     for (prompt, node_rect) in approvals.iter_mut().zip(node_rects) {
+        // Each request's window is new to egui, which would otherwise open it where an
+        // earlier one for the node was left (its memory outlives the run, and the app).
         let mut window = egui::Window::new("Approval needed")
-            .id(egui::Id::new(("approval", prompt.node.as_str())))
+            .id(egui::Id::new((
+                "approval",
+                prompt.node.as_str(),
+                prompt.window_serial,
+            )))
             .collapsible(false)
             .resizable(true)
             .movable(true)
             .default_width(WINDOW_WIDTH)
             .constrain_to(ctx.content_rect());
-        if let Some(rect) = node_rect {
-            window = window.default_pos(beside(*rect, canvas));
+        if !prompt.placed
+            && let Some(rect) = node_rect
+        {
+            window = window.current_pos(beside(*rect, canvas, ctx.content_rect()));
+            prompt.placed = true;
         }
         window.show(ctx, |ui| {
             ui.push_id(("approval", prompt.node.clone()), |ui| {
@@ -123,22 +143,45 @@ pub fn approvals_ui(
     }
 }
 
-/// Where a window beside the node at `node` opens: to its right, else its left, else
-/// below it (room left for the badges it gains), inside `canvas` where there is room.
-fn beside(node: egui::Rect, canvas: egui::Rect) -> egui::Pos2 {
-    let right = node.right() + GAP;
-    if right + WINDOW_WIDTH <= canvas.right() {
-        return egui::pos2(right, node.top());
+/// About how tall an approval window opens (its question, three rows of arguments and
+/// its buttons).
+const WINDOW_HEIGHT: f32 = 180.0;
+/// Room for the badge lines a node gains while it waits.
+const BADGES: f32 = 3.0 * 18.0;
+
+/// Where a window beside the node at `node` opens: to its right, else its left, else below
+/// it (room left for the badges it gains), else above, always inside `canvas` (a node
+/// panned out of view gets its window at the nearest edge); where the canvas is too small
+/// for any of these to clear the node, over the panels beside it, inside `screen`.
+fn beside(node: egui::Rect, canvas: egui::Rect, screen: egui::Rect) -> egui::Pos2 {
+    let size = egui::vec2(WINDOW_WIDTH, WINDOW_HEIGHT);
+    let waiting_node = node
+        .expand2(egui::vec2(0.0, BADGES * 0.5))
+        .translate(egui::vec2(0.0, BADGES * 0.5));
+    let wanted = [
+        egui::pos2(node.right() + GAP, node.top()),
+        egui::pos2(node.left() - GAP - WINDOW_WIDTH, node.top()),
+        egui::pos2(node.left(), waiting_node.bottom() + GAP),
+        egui::pos2(node.left(), node.top() - GAP - WINDOW_HEIGHT),
+    ];
+    let inside = |pos: egui::Pos2, area: egui::Rect| {
+        let max = (area.max - size).max(area.min);
+        pos.clamp(area.min, max)
+    };
+    let covered = |pos: egui::Pos2| {
+        egui::Rect::from_min_size(pos, size)
+            .intersect(waiting_node)
+            .area()
+            .max(0.0)
+    };
+    let in_canvas = wanted.map(|pos| inside(pos, canvas));
+    if let Some(clear) = in_canvas.iter().find(|pos| covered(**pos) == 0.0) {
+        return *clear;
     }
-    let left = node.left() - GAP - WINDOW_WIDTH;
-    if left >= canvas.left() {
-        return egui::pos2(left, node.top());
-    }
-    // Below: the node grows by a few badge lines while it waits.
-    egui::pos2(
-        node.left().max(canvas.left()),
-        node.bottom() + GAP + 3.0 * 18.0,
-    )
+    let on_screen = wanted.map(|pos| inside(pos, screen));
+    (in_canvas.into_iter().chain(on_screen))
+        .min_by(|a, b| covered(*a).total_cmp(&covered(*b)))
+        .unwrap_or(canvas.min)
 }
 
 fn prompt_ui(ui: &mut Ui, prompt: &mut ApprovalPrompt, commands: &mut Vec<Command>) {
