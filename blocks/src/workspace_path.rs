@@ -161,6 +161,7 @@ fn check_syntax(workspace: &Path, relative: &str) -> Result<(PathBuf, Vec<String
             workspace,
         ));
     }
+    crate::confined::refuse_broad_workspace(workspace).map_err(BlockError::permanent)?;
     let root = std::fs::canonicalize(workspace).map_err(|e| {
         BlockError::permanent(format!(
             "the workspace directory {} cannot be used: {}",

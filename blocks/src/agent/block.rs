@@ -9,6 +9,7 @@ use agentloom_core::{
     GraphDoc, InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, ValueMap, ValueType, async_trait,
 };
 
+use super::bounded_output::{DEFAULT_KEEP_BYTES, OutputLimits};
 use super::run_loop::{Agent, AgentState, Limits};
 use super::sandbox::Sandbox;
 use super::schema::{Builtin, Toolbox, wired_tools};
@@ -101,6 +102,11 @@ impl AgentBlock {
                 ConfigField::integer("http_max_bytes", "http_get: max body (bytes)", Some(1), None)
                     .default_value(serde_json::json!(DEFAULT_HTTP_MAX_BYTES))
                     .help("http_get reads at most this much of a response body (10 MiB by default) and says when it cut the rest."),
+            )
+            .field(
+                ConfigField::integer("run_code_output_bytes", "run_code: output kept (bytes)", Some(1), None)
+                    .default_value(serde_json::json!(DEFAULT_KEEP_BYTES))
+                    .help("run_code keeps at most this much of the program's stdout, and as much of its stderr (1 MiB by default), and counts the rest; a program that writes more than 64 MiB (or twice this) is stopped."),
             );
         let meta = search_fields(meta, "search_");
         let mut meta = tuning_fields(meta, false);
@@ -165,6 +171,11 @@ impl Block for AgentBlock {
                 .u64_or("http_max_bytes", DEFAULT_HTTP_MAX_BYTES)?
                 .max(1),
         };
+        let run_code_output = OutputLimits::keeping(
+            reader
+                .u64_or("run_code_output_bytes", DEFAULT_KEEP_BYTES)?
+                .max(1),
+        );
         let mut inputs = vec![
             PortSpec::new("goal", ValueType::Text).describe("What the agent should achieve."),
             PortSpec::new("context", ValueType::Any)
@@ -202,6 +213,7 @@ impl Block for AgentBlock {
             limits,
             http_get,
             run_code_unsandboxed: reader.bool_or(UNSANDBOXED_FIELD, false)?,
+            run_code_output,
             ports,
         }))
     }
@@ -215,6 +227,7 @@ struct AgentNode {
     limits: Limits,
     http_get: HttpGetSettings,
     run_code_unsandboxed: bool,
+    run_code_output: OutputLimits,
     ports: Ports,
 }
 
@@ -259,6 +272,7 @@ impl NodeImpl for AgentNode {
             search: self.search.as_ref(),
             http_get: self.http_get,
             sandbox,
+            run_code_output: self.run_code_output,
         };
         agent.run(state).await
     }

@@ -10,6 +10,7 @@ use agentloom_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::bounded_output::OutputLimits;
 use super::sandbox::Sandbox;
 use super::schema::{Builtin, ToolKind, Toolbox};
 use super::step::Step;
@@ -105,6 +106,7 @@ pub(crate) struct Agent<'a> {
     pub search: Option<&'a SearchSettings>,
     pub http_get: HttpGetSettings,
     pub sandbox: Sandbox<'a>,
+    pub run_code_output: OutputLimits,
 }
 
 /// How a step ended.
@@ -393,6 +395,7 @@ impl Agent<'_> {
                     search: self.search,
                     http_get: self.http_get,
                     sandbox: self.sandbox,
+                    run_code_output: self.run_code_output,
                 };
                 match run_builtin(*builtin, arguments, &env).await {
                     Ok(done) => {

@@ -3,6 +3,7 @@
 //! | file        | what                                                        |
 //! |-------------|-------------------------------------------------------------|
 //! | `block.rs`  | config, ports, the node                                     |
+//! | `bounded_output.rs` | run_code's output read within bounds (every OS)     |
 //! | `loop.rs`   | the decide → check → act loop, limits, checkpoints          |
 //! | `tools.rs`  | the built-in tools (files, Python, HTTP GET, web search)    |
 //! | `sandbox.rs`| where run_code's program runs: bubblewrap or Landlock       |
@@ -10,6 +11,7 @@
 //! | `step.rs`   | one step of the transcript, as streamed and shown            |
 
 mod block;
+mod bounded_output;
 #[path = "loop.rs"]
 mod run_loop;
 mod sandbox;

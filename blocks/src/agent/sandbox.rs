@@ -1,4 +1,5 @@
-//! Where run_code's Python program runs: isolated from the rest of the machine, or not at all.
+//! Where run_code's Python program runs on Linux: isolated from the rest of the machine, or
+//! not at all.
 //!
 //! - Bubblewrap, when it works here: its own user, PID, network, IPC and mount namespaces.
 //!   Only system folders are visible (read-only), the workspace and a fresh `/tmp` are
@@ -9,10 +10,16 @@
 //!   domain, and no new processes (so none can outlive the call).
 //!
 //! Both get the same seccomp filter (no `socket()` of any family, no ptrace, no kernel
-//! keyring, no io_uring, no mounts or namespaces…), no capabilities, `no_new_privs` and
-//! resource limits (CPU time, memory, file size, processes, open files). Where neither can be
-//! enforced, run_code refuses and says what to install; running unsandboxed is an explicit
-//! setting of the agent (`run_code_unsandboxed`).
+//! keyring, no io_uring, no mounts or namespaces…), no capabilities, `no_new_privs`, no
+//! descriptor of agentloom's but stdin, stdout and stderr (all others are closed as the child
+//! executes), and per-process resource limits (CPU time, memory, file size, open files).
+//! Memory, processes and CPU time are also counted across the whole tree the program starts
+//! (`tree_limits.rs`: the run's own cgroup where one can be made, else a watcher that kills
+//! the tree), since per-process limits add up and `RLIMIT_NPROC` does not hold for root.
+//! Output is read within bounds (`bounded_output.rs`) and a program that writes on past the
+//! limit is stopped. A workspace that is `/`, the home folder or a folder holding it is
+//! refused. Where no sandbox can be enforced, run_code refuses and says what to install;
+//! running unsandboxed is an explicit setting of the agent (`run_code_unsandboxed`).
 
 #![allow(
     unsafe_code,
@@ -24,7 +31,7 @@ use std::ffi::OsString;
 use std::io::Write as _;
 use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -36,10 +43,14 @@ use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch, sock_filter,
 };
-use tokio::io::AsyncWriteExt as _;
 use tokio::sync::OnceCell;
 
-use crate::workspace_path;
+use super::bounded_output::{OutputLimits, ProgramOutput, run_to_end};
+use crate::{confined, workspace_path};
+
+#[path = "tree_limits.rs"]
+mod tree_limits;
+use tree_limits::{ProcessesHeldBy, TreeGuard, TreeLimits, close_inherited_fds, join_cgroups};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const MEMORY_BYTES: u64 = 512 * 1024 * 1024;
@@ -136,13 +147,14 @@ async fn probe(isolation: &Isolation) -> Result<(), String> {
         "print('ready')",
         workspace.path(),
         Sandbox::Isolated(isolation),
+        OutputLimits::default(),
     )
     .await?;
-    if output.status.success() && output.stdout.starts_with(b"ready") {
+    if output.status.success() && output.stdout.kept.starts_with(b"ready") {
         Ok(())
     } else {
         // The last line says what went wrong (bwrap's message, or Python's exception).
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = String::from_utf8_lossy(&output.stderr.kept);
         Err(stderr
             .trim()
             .lines()
@@ -249,13 +261,25 @@ sys.argv = ['program.py']
 exec(compile(source, 'program.py', 'exec'), {'__name__': '__main__'})
 "#;
 
-/// Runs `code` with python3 in `workspace` under `sandbox`; the output once it ended, or why
-/// it could not run.
+/// Runs `code` with python3 in `workspace` under `sandbox`, keeping no more of its output
+/// than `output` says; how it ended, or why it could not run.
 pub(crate) async fn run_python(
     code: &str,
     workspace: &Path,
     sandbox: Sandbox<'_>,
-) -> Result<Output, String> {
+    output: OutputLimits,
+) -> Result<ProgramOutput, String> {
+    run_python_with(code, workspace, sandbox, output, true).await
+}
+
+/// [`run_python`], with the run's cgroup (where one can be made) or the watcher alone.
+async fn run_python_with(
+    code: &str,
+    workspace: &Path,
+    sandbox: Sandbox<'_>,
+    output_limits: OutputLimits,
+    use_cgroups: bool,
+) -> Result<ProgramOutput, String> {
     let isolation = match sandbox {
         Sandbox::Isolated(Isolation::Unavailable(why)) => {
             return Err(format!(
@@ -265,6 +289,7 @@ pub(crate) async fn run_python(
         Sandbox::Isolated(isolation) => Some(isolation),
         Sandbox::Unsandboxed => None,
     };
+    confined::refuse_broad_workspace(workspace)?;
     let python = match isolation {
         Some(_) => system_python().ok_or(
             "python3 is not installed system-wide (/usr/bin/python3): sandboxed code sees only system folders; install it (`apt install python3`)",
@@ -293,6 +318,24 @@ pub(crate) async fn run_python(
         },
         OPEN_FILES.to_string(),
     ];
+    // RLIMIT_NPROC holds in bubblewrap's user namespace unless that user is root.
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let processes_held_by = match isolation {
+        Some(Isolation::Landlock) => ProcessesHeldBy::NoNewProcesses,
+        Some(Isolation::Bubblewrap(_)) if !root => ProcessesHeldBy::UserNamespace,
+        _ => ProcessesHeldBy::Watcher,
+    };
+    let tree = TreeGuard::prepare(
+        TreeLimits {
+            memory_bytes: MEMORY_BYTES,
+            processes: PROCESSES,
+            cpu_seconds: CPU_SECONDS,
+        },
+        use_cgroups,
+        processes_held_by,
+    );
+    let cgroups = tree.join_fds();
     // Kept open until the child has started: the seccomp program bubblewrap reads, the
     // Landlock ruleset the child enters.
     let keep: Option<OwnedFd>;
@@ -305,9 +348,14 @@ pub(crate) async fn run_python(
             command
                 .args(bwrap_args(&workspace, tmp.path(), raw))
                 .arg(python);
-            // SAFETY: fcntl only, which is async-signal-safe.
+            // SAFETY: write and fcntl only, which are async-signal-safe, on descriptors
+            // opened before the fork; nothing allocates.
             unsafe {
-                command.pre_exec(move || inherit_fd(raw));
+                command.pre_exec(move || {
+                    join_cgroups(&cgroups)?;
+                    // bubblewrap gets the seccomp program and nothing else of agentloom's.
+                    close_inherited_fds(Some(raw))
+                });
             }
             keep = Some(fd);
             tmpdir = OsString::from("/tmp");
@@ -322,13 +370,16 @@ pub(crate) async fn run_python(
             ];
             let raw = ruleset.as_raw_fd();
             let mut command = tokio::process::Command::new(python);
-            // SAFETY: only async-signal-safe system calls (prctl, capset, landlock, seccomp)
-            // on memory prepared before the fork; nothing allocates.
+            // SAFETY: only async-signal-safe system calls (write, prctl, capset, landlock,
+            // close_range, fcntl, seccomp) on memory prepared before the fork; nothing
+            // allocates.
             unsafe {
                 command.pre_exec(move || {
+                    join_cgroups(&cgroups)?;
                     drop_capabilities()?;
                     set_no_new_privs()?;
                     landlock_restrict_self(raw)?;
+                    close_inherited_fds(None)?;
                     filters.iter().try_for_each(|f| install_seccomp(f))
                 });
             }
@@ -339,7 +390,15 @@ pub(crate) async fn run_python(
         Some(Isolation::Unavailable(_)) | None => {
             keep = None;
             tmpdir = tmp.path().as_os_str().to_owned();
-            tokio::process::Command::new(python)
+            let mut command = tokio::process::Command::new(python);
+            // SAFETY: write, close_range and fcntl only, which are async-signal-safe.
+            unsafe {
+                command.pre_exec(move || {
+                    join_cgroups(&cgroups)?;
+                    close_inherited_fds(None)
+                });
+            }
+            command
         }
     };
     command
@@ -358,6 +417,7 @@ pub(crate) async fn run_python(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    let described = format!("{}, {}", tree.describe(), output_limits.describe());
     let spawned = command.spawn();
     drop(keep);
     let mut child = spawned.map_err(|e| match isolation {
@@ -367,17 +427,25 @@ pub(crate) async fn run_python(
         }
         _ => format!("python3 could not be started: {e}"),
     })?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A program that exits before reading it all closes the pipe: not a failure.
-        let _ = stdin.write_all(code.as_bytes()).await;
+    let Some(pid) = child.id() else {
+        return Err("the program ended before it could be watched".to_owned());
+    };
+    let watch = tree.watch(pid);
+    let ran = run_to_end(
+        &mut child,
+        code,
+        output_limits,
+        TIMEOUT,
+        || watch.kill_tree(pid),
+        described,
+    )
+    .await;
+    let watcher_stopped = watch.end();
+    let mut output = ran?;
+    if output.stopped.is_none() {
+        output.stopped = watcher_stopped;
     }
-    match tokio::time::timeout(TIMEOUT, child.wait_with_output()).await {
-        Ok(output) => output.map_err(|e| format!("python3 failed: {e}")),
-        Err(_) => Err(format!(
-            "the program ran longer than {} s and was stopped",
-            TIMEOUT.as_secs()
-        )),
-    }
+    Ok(output)
 }
 
 /// bubblewrap's arguments before the program: fresh namespaces, system folders read-only,
@@ -434,16 +502,6 @@ fn pipe_with(bytes: &[u8]) -> Result<OwnedFd, String> {
         .map_err(|e| format!("the sandbox could not be prepared: {e}"))?;
     drop(writer);
     Ok(OwnedFd::from(reader))
-}
-
-/// Lets `fd` survive exec (std opens everything close-on-exec).
-fn inherit_fd(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: fcntl on a descriptor of this process.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// No capability survives exec, even when agentloom runs as root.
@@ -856,14 +914,19 @@ print(json.dumps(result))
         let host = host();
         let workspace = tempfile::tempdir().unwrap();
         let code = format!("import sys\nsys.argv[1:] = {:?}\n{PROBES}", host.args);
-        let output = run_python(&code, workspace.path(), Sandbox::Isolated(isolation))
-            .await
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
+        let output = run_python(
+            &code,
+            workspace.path(),
+            Sandbox::Isolated(isolation),
+            OutputLimits::default(),
+        )
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout.kept);
         assert!(
             output.status.success(),
             "{stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
+            String::from_utf8_lossy(&output.stderr.kept)
         );
         let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
         eprintln!("{result:#}");
@@ -934,11 +997,447 @@ print(json.dumps(result))
             "open('ran.txt', 'w')",
             workspace.path(),
             Sandbox::Isolated(&none),
+            OutputLimits::default(),
         )
         .await
         .unwrap_err();
         assert!(err.contains("apt install bubblewrap"), "{err}");
         assert!(err.contains("run_code_unsandboxed"), "{err}");
         assert!(!workspace.path().join("ran.txt").exists());
+    }
+
+    /// Set for a test run alone in a fresh process by [`run_alone`].
+    const ALONE_ENV: &str = "AGENTLOOM_TEST_ALONE";
+
+    /// Runs test `name` (its path in this crate) alone in a fresh process of this test
+    /// binary, with `env` set: for a figure of the whole process (its memory) or a setting
+    /// of the whole process (HOME) that tests running in parallel must not share.
+    fn run_alone(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                name,
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ALONE_ENV, "1")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{name} failed alone:\n{said}");
+        assert!(said.contains("1 passed"), "{name} did not run:\n{said}");
+        said
+    }
+
+    /// The bubblewrap sandbox, or the Landlock one where bubblewrap is missing and the
+    /// tests may skip it.
+    async fn bubblewrap_or_landlock() -> Isolation {
+        let isolation = match bwrap_for_tests() {
+            Some(bwrap) => Isolation::Bubblewrap(bwrap),
+            None => Isolation::Landlock,
+        };
+        probe(&isolation).await.unwrap();
+        isolation
+    }
+
+    /// Six processes of 300 MB each, started at once and held: more than the sandbox's
+    /// memory counted over the whole tree.
+    const SIX_BY_300_MB: &str = r#"
+import os, sys, time
+children = []
+for i in range(6):
+    pid = os.fork()
+    if pid == 0:
+        block = b'\x01' * (300 << 20)
+        print(f'held {i}', flush=True)
+        time.sleep(5)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+print('all children ended', flush=True)
+"#;
+
+    async fn six_by_300_mb_under(isolation: &Isolation, use_cgroups: bool) {
+        let workspace = tempfile::tempdir().unwrap();
+        let output = run_python_with(
+            SIX_BY_300_MB,
+            workspace.path(),
+            Sandbox::Isolated(isolation),
+            OutputLimits::default(),
+            use_cgroups,
+        )
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout.kept);
+        let held = stdout.matches("held").count();
+        let shown = format!(
+            "cgroups {use_cgroups}: {stdout}\n{}\nstopped: {:?}\nlimits: {}",
+            String::from_utf8_lossy(&output.stderr.kept),
+            output.stopped,
+            output.limits
+        );
+        eprintln!("{shown}");
+        // 512 MiB hold one block of 300 MB; a watcher's tick may let a second finish.
+        assert!(
+            held <= 2,
+            "{held} blocks of 300 MB were held at once: {shown}"
+        );
+        assert!(!stdout.contains("all children ended"), "{shown}");
+        assert!(
+            output
+                .stopped
+                .as_deref()
+                .is_some_and(|why| why.contains("512 MiB of memory")),
+            "{shown}"
+        );
+        assert!(
+            output.limits.contains("memory 512 MiB (whole tree"),
+            "{shown}"
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn six_processes_of_300_mb_are_stopped_at_the_memory_limit() {
+        let Some(bwrap) = bwrap_for_tests() else {
+            return;
+        };
+        let isolation = Isolation::Bubblewrap(bwrap);
+        probe(&isolation).await.unwrap();
+        // With the run's own cgroup where one can be made here, and with the watcher alone.
+        six_by_300_mb_under(&isolation, true).await;
+        six_by_300_mb_under(&isolation, false).await;
+    }
+
+    /// Starts up to 1,000 processes that wait, then says how many it started.
+    const FORK_LOOP: &str = r#"
+import os, time
+started = 0
+try:
+    for i in range(1000):
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        started += 1
+except OSError as e:
+    print(f'refused: {e}', flush=True)
+print(f'started {started}', flush=True)
+"#;
+
+    #[tokio::test]
+    async fn a_fork_loop_stops_at_the_process_limit_even_as_root() {
+        let Some(bwrap) = bwrap_for_tests() else {
+            return;
+        };
+        let isolation = Isolation::Bubblewrap(bwrap);
+        probe(&isolation).await.unwrap();
+        for use_cgroups in [true, false] {
+            let workspace = tempfile::tempdir().unwrap();
+            let output = run_python_with(
+                FORK_LOOP,
+                workspace.path(),
+                Sandbox::Isolated(&isolation),
+                OutputLimits::default(),
+                use_cgroups,
+            )
+            .await
+            .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout.kept);
+            let shown = format!(
+                "cgroups {use_cgroups}: {stdout}\nstopped: {:?}\nlimits: {}",
+                output.stopped, output.limits
+            );
+            eprintln!("{shown}");
+            let started: Option<u64> = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("started "))
+                .and_then(|n| n.trim().parse().ok());
+            match started {
+                // Refused by the kernel at the limit (the sandbox's own processes count).
+                Some(started) => assert!(started < PROCESSES, "{shown}"),
+                // Or the whole tree stopped by the watcher once past it.
+                None => assert!(
+                    output
+                        .stopped
+                        .as_deref()
+                        .is_some_and(|why| why.contains("more than 128 processes")),
+                    "{shown}"
+                ),
+            }
+            assert!(
+                output.limits.contains("processes 128 (whole tree"),
+                "{shown}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn two_gib_of_output_leave_agentloom_under_100_mb() {
+        let said = run_alone("agent::sandbox::tests::two_gib_of_output_alone", &[]);
+        let figure = |key: &str| -> u64 {
+            said.lines()
+                .find_map(|l| l.split(key).nth(1))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in:\n{said}"))
+        };
+        let (before, peak) = (figure("rss before kB: "), figure("peak kB: "));
+        eprintln!("resident before {before} kB, at most {peak} kB");
+        assert!(peak < 100 * 1024, "agentloom held {peak} kB:\n{said}");
+        assert!(peak - before < 100 * 1024, "{said}");
+    }
+
+    fn status_kib(key: &str) -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    #[ignore = "run alone by two_gib_of_output_leave_agentloom_under_100_mb"]
+    async fn two_gib_of_output_alone() {
+        if std::env::var_os(ALONE_ENV).is_none() {
+            return;
+        }
+        let isolation = bubblewrap_or_landlock().await;
+        let workspace = tempfile::tempdir().unwrap();
+        println!("rss before kB: {}", status_kib("VmRSS:"));
+        let output = run_python(
+            "import sys\nchunk = b'x' * (1 << 20)\nfor _ in range(2048):\n    sys.stdout.buffer.write(chunk)\nsys.stdout.flush()\nprint('all written', file=sys.stderr)",
+            workspace.path(),
+            Sandbox::Isolated(&isolation),
+            OutputLimits::default(),
+        )
+        .await
+        .unwrap();
+        println!("peak kB: {}", status_kib("VmHWM:"));
+        assert_eq!(output.stdout.kept.len(), 1024 * 1024);
+        assert!(
+            output.stdout.total > 64 * 1024 * 1024,
+            "{}",
+            output.stdout.total
+        );
+        assert!(!String::from_utf8_lossy(&output.stderr.kept).contains("all written"));
+        assert_eq!(
+            output.stopped.as_deref(),
+            Some("it wrote more than 64 MiB of output")
+        );
+    }
+
+    #[tokio::test]
+    async fn cut_output_is_counted_in_the_observation() {
+        use super::super::tools::{ToolEnv, run_builtin};
+        let isolation = bubblewrap_or_landlock().await;
+        let workspace = tempfile::tempdir().unwrap();
+        let ctx = crate::testing::TestCtx::new().with_workspace(workspace.path());
+        let env = tool_env(&ctx, Sandbox::Isolated(&isolation));
+        let env = ToolEnv {
+            run_code_output: OutputLimits::keeping(1000),
+            ..env
+        };
+        let done = run_builtin(
+            super::super::schema::Builtin::RunCode,
+            &serde_json::json!({"code": "print('y' * 2999)\nimport sys\nprint('oops', file=sys.stderr)"}),
+            &env,
+        )
+        .await
+        .unwrap();
+        let observation = done.observation;
+        assert!(observation.starts_with("exit code: 0\n"), "{observation}");
+        assert!(
+            observation.contains("[… 2,000 bytes more cut]"),
+            "{observation}"
+        );
+        assert!(observation.contains("stderr:\noops\n"), "{observation}");
+        assert!(
+            observation.contains("limits: memory 512 MiB (whole tree")
+                && observation.contains("output 1,000 bytes kept"),
+            "{observation}"
+        );
+    }
+
+    fn tool_env<'a>(
+        ctx: &'a crate::testing::TestCtx,
+        sandbox: Sandbox<'a>,
+    ) -> super::super::tools::ToolEnv<'a> {
+        super::super::tools::ToolEnv {
+            ctx,
+            search: None,
+            http_get: super::super::tools::HttpGetSettings {
+                reach: crate::net::Reach::Public,
+                max_bytes: super::super::tools::DEFAULT_HTTP_MAX_BYTES,
+            },
+            sandbox,
+            run_code_output: OutputLimits::default(),
+        }
+    }
+
+    /// Runs run_code and each file tool in `workspace`; their refusals (or results).
+    async fn every_tool_in(workspace: &Path, isolation: &Isolation) -> Vec<Result<String, String>> {
+        use super::super::schema::Builtin;
+        use super::super::tools::run_builtin;
+        let ctx = crate::testing::TestCtx::new().with_workspace(workspace);
+        let env = tool_env(&ctx, Sandbox::Isolated(isolation));
+        let mut results = Vec::new();
+        for (tool, arguments) in [
+            (
+                Builtin::RunCode,
+                serde_json::json!({"code": "import os\nprint(os.listdir('.'))"}),
+            ),
+            (
+                Builtin::ReadFile,
+                serde_json::json!({"path": "etc/hostname"}),
+            ),
+            (Builtin::ListFiles, serde_json::json!({})),
+            (Builtin::ListFiles, serde_json::json!({"path": "etc"})),
+            (
+                Builtin::WriteFile,
+                serde_json::json!({"path": "agentloom-refusal-probe.txt", "content": "x"}),
+            ),
+        ] {
+            // Never written outside a test's own folders: `/` is only read.
+            if tool == Builtin::WriteFile && workspace.parent().is_none() {
+                continue;
+            }
+            results.push(
+                run_builtin(tool, &arguments, &env)
+                    .await
+                    .map(|done| done.observation),
+            );
+        }
+        results
+    }
+
+    fn assert_refused(results: &[Result<String, String>], what: &str) {
+        assert!(!results.is_empty());
+        for result in results {
+            let err = result
+                .as_ref()
+                .err()
+                .unwrap_or_else(|| panic!("not refused: {result:?}"));
+            assert!(err.contains(what), "{err}");
+            assert!(err.contains("--workspace DIR"), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_file_system_root_is_refused_as_a_workspace() {
+        let isolation = bubblewrap_or_landlock().await;
+        let results = every_tool_in(Path::new("/"), &isolation).await;
+        assert_refused(&results, "is the root of the file system");
+    }
+
+    #[tokio::test]
+    async fn the_home_folder_and_its_parents_are_refused_as_a_workspace() {
+        let home = tempfile::tempdir().unwrap();
+        let home_dir = home.path().join("someone");
+        std::fs::create_dir(&home_dir).unwrap();
+        run_alone(
+            "agent::sandbox::tests::the_home_folder_refused_alone",
+            &[("HOME", home_dir.as_os_str())],
+        );
+        assert!(!home_dir.join("agentloom-refusal-probe.txt").exists());
+        assert!(!home.path().join("agentloom-refusal-probe.txt").exists());
+        assert!(
+            home_dir
+                .join("project/agentloom-refusal-probe.txt")
+                .is_file()
+        );
+    }
+
+    #[tokio::test]
+    #[ignore = "run alone, with HOME set, by the_home_folder_and_its_parents_are_refused_as_a_workspace"]
+    async fn the_home_folder_refused_alone() {
+        let Some(home) = std::env::var_os(ALONE_ENV).and(std::env::var_os("HOME")) else {
+            return;
+        };
+        let home = PathBuf::from(home);
+        let isolation = bubblewrap_or_landlock().await;
+        assert_refused(
+            &every_tool_in(&home, &isolation).await,
+            "is the home folder",
+        );
+        assert_refused(
+            &every_tool_in(home.parent().unwrap(), &isolation).await,
+            "is a folder holding the home folder",
+        );
+        // A folder inside the home folder is a workspace like any other.
+        let project = home.join("project");
+        std::fs::create_dir(&project).unwrap();
+        for result in every_tool_in(&project, &isolation).await {
+            // Ran (etc/hostname is simply not there).
+            let said = result.unwrap_or_else(|err| err);
+            assert!(!said.contains("--workspace DIR"), "{said}");
+        }
+    }
+
+    /// Opens `path` without close-on-exec, as a descriptor agentloom inherited would be.
+    fn open_inheritable(path: &Path, flags: libc::c_int) -> OwnedFd {
+        use std::os::fd::FromRawFd as _;
+        use std::os::unix::ffi::OsStrExt as _;
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: open of a NUL-terminated path; the descriptor is owned from here.
+        let fd = unsafe { libc::open(c_path.as_ptr(), flags) };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: a descriptor just opened and owned by nobody else.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
+    #[tokio::test]
+    async fn descriptors_agentloom_inherited_are_closed_inside_the_sandbox() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("hidden.txt"), "host secret").unwrap();
+        let file = open_inheritable(&outside.path().join("hidden.txt"), libc::O_RDONLY);
+        let dir = open_inheritable(outside.path(), libc::O_RDONLY | libc::O_DIRECTORY);
+        let code = format!(
+            r#"
+import os
+def attempt(name, action):
+    try:
+        print(f'{{name}}: OPEN {{action()!r}}')
+    except OSError as e:
+        print(f'{{name}}: blocked ({{e}})')
+attempt('file', lambda: os.read({file}, 100))
+attempt('openat', lambda: os.read(os.open('hidden.txt', os.O_RDONLY, dir_fd={dir}), 100))
+attempt('listed', lambda: os.listdir({dir}))
+"#,
+            file = file.as_raw_fd(),
+            dir = dir.as_raw_fd()
+        );
+        let mut isolations = vec![Isolation::Landlock];
+        if let Some(bwrap) = bwrap_for_tests() {
+            isolations.push(Isolation::Bubblewrap(bwrap));
+        }
+        for isolation in isolations {
+            probe(&isolation).await.unwrap();
+            let workspace = tempfile::tempdir().unwrap();
+            let output = run_python(
+                &code,
+                workspace.path(),
+                Sandbox::Isolated(&isolation),
+                OutputLimits::default(),
+            )
+            .await
+            .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout.kept);
+            eprintln!("{isolation:?}:\n{stdout}");
+            for probe in ["file", "openat", "listed"] {
+                assert!(
+                    stdout.contains(&format!("{probe}: blocked ([Errno 9] Bad file descriptor")),
+                    "{probe} under {isolation:?}:\n{stdout}{}",
+                    String::from_utf8_lossy(&output.stderr.kept)
+                );
+            }
+        }
+        drop((file, dir));
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use agentloom_core::{BlockError, RunCtx, clip_chars};
 
+use super::bounded_output::{Captured, OutputLimits};
 use super::sandbox::{Sandbox, run_python};
 use super::schema::Builtin;
 use crate::confined::{self, EntryKind, OverCap};
@@ -27,6 +28,8 @@ pub(crate) struct ToolEnv<'a> {
     pub http_get: HttpGetSettings,
     /// Where run_code's program runs.
     pub sandbox: Sandbox<'a>,
+    /// How much of run_code's output is kept.
+    pub run_code_output: OutputLimits,
 }
 
 /// http_get reads at most this much of a body unless the agent's `http_max_bytes` says.
@@ -82,7 +85,7 @@ pub(crate) async fn run_builtin(
             })
         }
         Builtin::ListFiles => list_files(workspace, &text("path")).await,
-        Builtin::RunCode => run_code(&text("code"), workspace, env.sandbox)
+        Builtin::RunCode => run_code(&text("code"), workspace, env.sandbox, env.run_code_output)
             .await
             .map(Done::said),
         Builtin::HttpGet => http_get(env.ctx, env.http_get, &text("url"))
@@ -151,17 +154,35 @@ async fn list_files(workspace: &Path, relative: &str) -> Result<Done, String> {
     Ok(Done::said(listing))
 }
 
-async fn run_code(code: &str, workspace: &Path, sandbox: Sandbox<'_>) -> Result<String, String> {
-    let output = run_python(code, workspace, sandbox).await?;
+async fn run_code(
+    code: &str,
+    workspace: &Path,
+    sandbox: Sandbox<'_>,
+    output_limits: OutputLimits,
+) -> Result<String, String> {
+    let output = run_python(code, workspace, sandbox, output_limits).await?;
     let code = output
         .status
         .code()
         .map_or_else(|| "killed by a signal".to_owned(), |c| c.to_string());
-    let stdout = clip_chars(&String::from_utf8_lossy(&output.stdout), MAX_TEXT_CHARS / 2);
-    let stderr = clip_chars(&String::from_utf8_lossy(&output.stderr), MAX_TEXT_CHARS / 2);
-    Ok(format!(
-        "exit code: {code}\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    ))
+    let shown = |stream: &Captured| {
+        let mut text = clip_chars(&String::from_utf8_lossy(&stream.kept), MAX_TEXT_CHARS / 2);
+        if let Some(note) = stream.cut_note() {
+            text.push_str(&format!("\n[{note}]"));
+        }
+        text
+    };
+    let mut observation = format!("exit code: {code}\n");
+    if let Some(why) = &output.stopped {
+        observation.push_str(&format!("stopped by the sandbox: {why}\n"));
+    }
+    observation.push_str(&format!(
+        "stdout:\n{}\nstderr:\n{}\nlimits: {}",
+        shown(&output.stdout),
+        shown(&output.stderr),
+        output.limits
+    ));
+    Ok(observation)
 }
 
 async fn http_get(
@@ -240,6 +261,7 @@ mod tests {
                 max_bytes: DEFAULT_HTTP_MAX_BYTES,
             },
             sandbox: sandbox.unwrap_or(Sandbox::Unsandboxed),
+            run_code_output: OutputLimits::default(),
         }
     }
 
