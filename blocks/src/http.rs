@@ -521,14 +521,14 @@ impl NodeImpl for HttpNode {
     }
 
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
-        let secret = match &self.credential {
-            Some(credential) => Some(ctx.secret(&credential.name)?),
-            None => None,
-        };
         let url = match &self.url {
             Some(url) => url.clone(),
             None => parse_url(inputs.take_text("url")?.trim())
                 .map_err(|message| BlockError::input("url", message))?,
+        };
+        let secret = match &self.credential {
+            Some(credential) => Some(net::credential_for(ctx, &credential.name, &url)?),
+            None => None,
         };
         let body = inputs.take_optional("body");
         let shown = format!("{} {}", self.method, without_query(url.as_str()));

@@ -883,19 +883,47 @@ pub(crate) fn retry_wait(asked: Option<Duration>, backoff: Duration, retries: u3
     asked.unwrap_or_else(|| backoff.saturating_mul(1 << retries.min(10)))
 }
 
+/// Credential `name`, which a block is configured to send with a request to `url`: the
+/// run's secret, or a failure naming the credential, the host and how to allow it when the
+/// credential may not be sent there. Every block that sends a configured credential gets it
+/// here (or checks it with [`credential_refused`]), so none sends the request without it.
+pub(crate) fn credential_for(
+    ctx: &dyn RunCtx,
+    name: &str,
+    url: &Url,
+) -> Result<Secret, BlockError> {
+    let secret = ctx.secret(name)?;
+    match credential_refused(name, &secret, url) {
+        Some(refused) => Err(BlockError::permanent(refused)),
+        None => Ok(secret),
+    }
+}
+
+/// Why `secret`, of credential `name`, may not be sent to `url`: it is bound to other
+/// hosts (see [`agentloom_core::refused_message`]). `None` when it may.
+pub(crate) fn credential_refused(name: &str, secret: &Secret, url: &Url) -> Option<String> {
+    (!secret.hosts().allows(url))
+        .then(|| agentloom_core::refused_message(name, url, secret.hosts()))
+}
+
 /// The secret to send again after `service` refused `refused`, the secret of credential
 /// `name`, with HTTP 401 (`unauthorized`, the error that answer gave): the refreshed OAuth
 /// token ([`RunCtx::refresh_secret`]). `unauthorized` stands when the credential cannot be
-/// refreshed (an API key, an environment variable); a refresh that failed says so.
+/// refreshed (an API key, an environment variable); a refresh that failed says so, and so
+/// does a refreshed token that may not be sent to `url` ([`credential_refused`]).
 pub(crate) fn refreshed_secret(
     ctx: &dyn RunCtx,
     service: &str,
     name: &str,
+    url: &Url,
     refused: &Secret,
     unauthorized: BlockError,
 ) -> Result<Secret, BlockError> {
     match ctx.refresh_secret(name, refused) {
         Ok(Some(fresh)) if !fresh.expose().is_empty() => {
+            if let Some(refused) = credential_refused(name, &fresh, url) {
+                return Err(BlockError::permanent(refused));
+            }
             tracing::info!(
                 service,
                 credential = name,
@@ -924,6 +952,87 @@ mod tests {
 
     use super::*;
     use reqwest::header::HeaderValue;
+
+    /// A server on 127.0.0.1 counting every request; returns its port and the count.
+    async fn counting_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = axum::Router::new().fallback(axum::routing::any(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { "{}" }
+        }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (port, hits)
+    }
+
+    #[tokio::test]
+    async fn a_credential_a_block_may_not_send_to_its_host_fails_the_node_before_sending() {
+        use crate::testing::{TestCtx, run_block_with};
+        use agentloom_core::{Value, ValueMap};
+        use serde_json::json;
+        let (port, hits) = counting_server().await;
+        let base = format!("http://127.0.0.1:{port}");
+        // Bound to 127.0.0.1 on the scheme's default port: not this server's port.
+        let ctx = TestCtx::new().with_bound_secret("k", "sk-bound-elsewhere", &["127.0.0.1"]);
+        let query = ValueMap::from([("query".to_owned(), Value::from("rust"))]);
+        for (kind, config, inputs) in [
+            (
+                "llm.chat",
+                json!({"provider": "openai", "base_url": format!("{base}/v1"), "model": "m",
+                       "prompt": "hi", "credential": "k", "max_retries": 0}),
+                ValueMap::new(),
+            ),
+            (
+                "llm.chat",
+                json!({"provider": "anthropic", "base_url": base, "model": "m",
+                       "prompt": "hi", "credential": "k", "max_retries": 0}),
+                ValueMap::new(),
+            ),
+            (
+                "http.request",
+                json!({"url": format!("{base}/x"), "credential": "k",
+                       "allow_private_network": true}),
+                ValueMap::new(),
+            ),
+            (
+                "github.get_issue",
+                json!({"repo": "o/r", "base_url": base, "credential": "k"}),
+                ValueMap::from([("number".to_owned(), Value::Integer(1))]),
+            ),
+            (
+                "web.search",
+                json!({"provider": "brave", "url": base, "credential": "k"}),
+                query.clone(),
+            ),
+        ] {
+            let err = run_block_with(&ctx, kind, config, inputs)
+                .await
+                .unwrap_err();
+            assert!(
+                err.message.contains(&format!(
+                    "credential `k` may not be sent to 127.0.0.1:{port} (it is bound to 127.0.0.1); if that host is meant to get it, allow it with `agentloom credentials hosts k --add 127.0.0.1:{port}`"
+                )),
+                "{kind}: {}",
+                err.message
+            );
+            assert!(!err.message.contains("sk-bound-elsewhere"), "{kind}");
+            assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0, "{kind}");
+        }
+        // Bound to this very port: sent.
+        let ctx =
+            TestCtx::new().with_bound_secret("k", "sk-bound-here", &[&format!("127.0.0.1:{port}")]);
+        run_block_with(
+            &ctx,
+            "http.request",
+            json!({"url": format!("{base}/x"), "credential": "k", "allow_private_network": true}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn every_block_gets_the_same_client() {

@@ -104,7 +104,7 @@ impl Api {
         url: Url,
         body: Option<&serde_json::Value>,
     ) -> Result<Reply, BlockError> {
-        let token = ctx.secret(&self.credential)?;
+        let token = net::credential_for(ctx, &self.credential, &url)?;
         let refused = match self
             .send_with(ctx, &token, method.clone(), url.clone(), body)
             .await?
@@ -112,7 +112,8 @@ impl Api {
             Sent::Reply(reply) => return Ok(reply),
             Sent::Unauthorized(refused) => refused,
         };
-        let fresh = net::refreshed_secret(ctx, self.service, &self.credential, &token, refused)?;
+        let fresh =
+            net::refreshed_secret(ctx, self.service, &self.credential, &url, &token, refused)?;
         match self.send_with(ctx, &fresh, method, url, body).await? {
             Sent::Reply(reply) => Ok(reply),
             Sent::Unauthorized(again) => Err(BlockError {

@@ -24,6 +24,9 @@ pub struct TestCtx {
     workspace: PathBuf,
     graph_inputs: ValueMap,
     secrets: Mutex<BTreeMap<String, String>>,
+    /// The hosts of credentials bound to some only ([`TestCtx::with_bound_secret`]);
+    /// the others may go anywhere.
+    secret_hosts: BTreeMap<String, BoundHosts>,
     /// Secrets not set fail as on a machine with no keychain, not as missing.
     no_keychain: bool,
     /// What [`RunCtx::refresh_secret`] gives per credential: a new value, or an error text.
@@ -63,6 +66,7 @@ impl TestCtx {
             workspace: std::env::temp_dir(),
             graph_inputs: ValueMap::new(),
             secrets: Mutex::new(BTreeMap::new()),
+            secret_hosts: BTreeMap::new(),
             no_keychain: false,
             refresh_plans: BTreeMap::new(),
             refreshes: Mutex::new(Vec::new()),
@@ -76,6 +80,15 @@ impl TestCtx {
             private_network: true,
             catalog: Registry::builtin(),
         }
+    }
+
+    /// Credential `name` bound to `hosts` only (`host` or `host:port`), as one stored with
+    /// `agentloom credentials add --host`.
+    #[must_use]
+    pub fn with_bound_secret(mut self, name: &str, value: &str, hosts: &[&str]) -> Self {
+        let bound = BoundHosts::parse(hosts).unwrap_or_default();
+        self.secret_hosts.insert(name.to_owned(), bound);
+        self.with_secret(name, value)
     }
 
     /// Secrets not set fail with "the keychain could not be reached", as on a headless
@@ -249,7 +262,10 @@ impl RunCtx for TestCtx {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
-            .map(|s| any_host(s))
+            .map(|s| match self.secret_hosts.get(name) {
+                Some(hosts) => Secret::new(s.as_str()).bound_to(hosts.clone()),
+                None => any_host(s),
+            })
             .ok_or_else(|| {
                 if self.no_keychain {
                     SecretError::Unavailable {

@@ -136,11 +136,16 @@ pub(crate) async fn search(
     // the run may reach the private network (not for a file that is not trusted).
     let reach = net::Reach::Any;
     let client = net::client_for(ctx, reach)?;
+    let base = &settings.base_url;
     let key = match &settings.credential {
-        Some(name) => Some(ctx.secret(name)?),
+        Some(name) => {
+            let url = reqwest::Url::parse(base).map_err(|e| {
+                BlockError::permanent(format!("`{base}` is not a valid search URL: {e}"))
+            })?;
+            Some(net::credential_for(ctx, name, &url)?)
+        }
         None => None,
     };
-    let base = &settings.base_url;
     let request = match settings.provider.as_str() {
         "brave" => client
             .get(format!("{base}/res/v1/web/search"))

@@ -96,8 +96,24 @@ impl Endpoint {
         format!("{} at {}", self.wire.title(), shown_url(&self.base_url))
     }
 
+    /// The key to send ([`Endpoint::key_from`] the run), checked against the host it goes
+    /// to: a key that may not be sent there fails the call, naming the credential, the host
+    /// and how to allow it, rather than going out without it.
     fn api_key(&self, ctx: &dyn RunCtx) -> Result<Option<Secret>, BlockError> {
-        self.key_from(|name| ctx.secret(name))
+        let key = self.key_from(|name| ctx.secret(name))?;
+        if let (Some(key), Some(name)) = (&key, &self.credential)
+            && let Some(refused) = net::credential_refused(name, key, &self.parsed_url()?)
+        {
+            return Err(BlockError::permanent(refused));
+        }
+        Ok(key)
+    }
+
+    /// The URL calls go to, parsed (it was checked when the endpoint was made).
+    fn parsed_url(&self) -> Result<reqwest::Url, BlockError> {
+        reqwest::Url::parse(&self.url()).map_err(|e| {
+            BlockError::permanent(format!("`{}` is not a valid URL: {e}", self.shown()))
+        })
     }
 
     /// The key to send, looked up with `secret`: none when the config names no credential
@@ -219,6 +235,7 @@ pub(crate) async fn complete(
                     ctx,
                     &endpoint.shown(),
                     name,
+                    &endpoint.parsed_url()?,
                     refused,
                     failure.error,
                 )?);

@@ -230,8 +230,7 @@ fn redact_json(value: &mut serde_json::Value, token: &str) {
 /// bound to other hosts. A stdio server gets it in its environment, sent nowhere.
 fn token_refused(credential: &str, token: &Secret, url: Option<&str>) -> Option<String> {
     let url = reqwest::Url::parse(url?).ok()?;
-    (!token.hosts().allows(&url))
-        .then(|| agentloom_core::refused_message(credential, &url, token.hosts()))
+    crate::net::credential_refused(credential, token, &url)
 }
 
 fn server_problem(name: &str, message: &str) -> Problem {
