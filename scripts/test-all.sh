@@ -52,6 +52,21 @@ install_peers() {
     log "installing the MCP test peers (npm server-everything, inspector)"
     (cd tests/peers/mcp && npm install --no-audit --no-fund --loglevel=error)
   fi
+  # The JUnit schema `eval --junit` is checked against: Jenkins' junit-10.xsd (MIT), as
+  # pytest's source package ships it, and the xmlschema validator.
+  if ! python3 -c "import xmlschema" >/dev/null 2>&1; then
+    log "installing the JUnit schema validator (xmlschema)"
+    python3 -m pip install --quiet --disable-pip-version-check xmlschema
+  fi
+  if [ ! -f target/junit-schema/junit-10.xsd ]; then
+    log "getting the JUnit schema (junit-10.xsd from pytest 8.3.4's source package)"
+    mkdir -p target/junit-schema
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+      pytest==8.3.4 -d target/junit-schema
+    tar -xzf target/junit-schema/pytest-8.3.4.tar.gz -O pytest-8.3.4/testing/example_scripts/junit-10.xsd \
+      > target/junit-schema/junit-10.xsd.part
+    mv target/junit-schema/junit-10.xsd.part target/junit-schema/junit-10.xsd
+  fi
   # AutoGPT's benchmark client in a virtualenv of its own (its dependencies pin old versions).
   if [ ! -x target/agbenchmark-venv/bin/agbenchmark ]; then
     log "installing agbenchmark 0.0.10 in target/agbenchmark-venv"

@@ -101,13 +101,13 @@ pub fn to_junit(summary: &Value) -> String {
         }
     }
     let seconds = seconds(summary["duration_ms"].as_u64().unwrap_or(0));
-    let counts = format!(
-        "tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{seconds}\""
-    );
+    let counts =
+        format!("tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{seconds}\"");
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    // The schema (Jenkins' junit-10.xsd) has `skipped` on a suite, not on the suites.
     let _ = writeln!(
         xml,
-        "<testsuites name=\"agentloom eval\" {counts}>\n  <testsuite name=\"{}\" {counts}>",
+        "<testsuites name=\"agentloom eval\" {counts}>\n  <testsuite name=\"{}\" {counts} skipped=\"{skipped}\">",
         escape(graph, true)
     );
     xml.push_str("    <properties>\n");

@@ -972,7 +972,15 @@ fn a_stopped_evaluation_is_listed_as_stopped_and_is_no_baseline_unless_allowed()
     assert_eq!(never, not_started, "{summary}");
     let eval_id = summary["eval_id"].as_str().unwrap();
 
-    // The JUnit report skips what did not run.
+    // The JUnit report skips what did not run, and is valid under the JUnit schema.
+    if let Some(schema) = junit_schema() {
+        validate_against(&schema, &report).unwrap_or_else(|reasons| {
+            panic!(
+                "not valid JUnit XML: {reasons}\n{}",
+                std::fs::read_to_string(&report).unwrap()
+            )
+        });
+    }
     let junit = junit_of(&report);
     let suite = only_suite(&junit);
     assert_eq!(count(suite, "tests"), 8, "{suite}");
@@ -1495,4 +1503,114 @@ fn the_table_lines_up_names_of_any_width_as_a_terminal_shows_them() {
             "\n{table}"
         );
     }
+}
+
+/// The JUnit schema (Jenkins' junit-10.xsd, as pytest's source ships it), where
+/// `scripts/test-all.sh` puts it, or `AGENTLOOM_JUNIT_XSD`; `None` (the test skipped) only
+/// with `AGENTLOOM_SKIP_PEERS=1`.
+fn junit_schema() -> Option<PathBuf> {
+    let path = std::env::var_os("AGENTLOOM_JUNIT_XSD").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/junit-schema/junit-10.xsd"),
+        PathBuf::from,
+    );
+    let validator = Command::new("python3")
+        .args(["-c", "import xmlschema"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if path.is_file() && validator {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1"),
+        "no JUnit schema at {} or no python3 xmlschema: scripts/test-all.sh installs both \
+         (or set AGENTLOOM_SKIP_PEERS=1 to skip the tests that need them)",
+        path.display()
+    );
+    None
+}
+
+/// Whether the XML at `report` is valid under the XSD at `schema`; the validator's reasons.
+fn validate_against(schema: &Path, report: &Path) -> Result<(), String> {
+    const VALIDATE: &str = r#"
+import sys, xmlschema
+schema = xmlschema.XMLSchema(sys.argv[1])
+errors = [str(e) for e in schema.iter_errors(sys.argv[2])]
+print("\n".join(errors))
+sys.exit(1 if errors else 0)
+"#;
+    let output = Command::new("python3")
+        .args(["-c", VALIDATE])
+        .arg(schema)
+        .arg(report)
+        .output()
+        .unwrap();
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            stderr(&output)
+        ))
+    }
+}
+
+#[test]
+fn junit_validates_against_the_junit_schema_and_a_failure_shows_its_checks_detail() {
+    let Some(schema) = junit_schema() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let hello = example("hello.agentloom.json");
+    let cases = write(
+        dir.path(),
+        "cases.jsonl",
+        &[
+            hello_case_line("ada", "Ada", json!("Hello, Ada!")),
+            hello_case_line("bob <&> \"quoted\"", "Bob", json!({"contains": "Goodbye"})),
+        ]
+        .concat(),
+    );
+    let report = dir.path().join("report.xml");
+    let output = eval(
+        &[
+            s(&hello),
+            "--cases",
+            s(&cases),
+            "--repeat",
+            "2",
+            "--json",
+            "--junit",
+            s(&report),
+        ],
+        &db,
+        dir.path(),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let detail = json_of(&output)["cases"][1]["runs"][0]["checks"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    if let Err(reasons) = validate_against(&schema, &report) {
+        panic!(
+            "not valid JUnit XML: {reasons}\n{}",
+            std::fs::read_to_string(&report).unwrap()
+        );
+    }
+    let suite = only_suite(&junit_of(&report)).clone();
+    let failed = testcase(&suite, "bob <&> \"quoted\" #2");
+    let message = failed["failure"]["attrib"]["message"].as_str().unwrap();
+    assert_eq!(message, format!("greeting contains: {detail}"), "{failed}");
+    assert!(detail.contains("Goodbye"), "{detail}");
+    assert!(testcase(&suite, "ada #1").get("failure").is_none());
+}
+
+/// One hello case as a JSON line: `who` greeted, `expect` of the greeting.
+fn hello_case_line(name: &str, who: &str, expect: Value) -> String {
+    format!(
+        "{}\n",
+        json!({"name": name, "inputs": {"name": who}, "expect": {"greeting": expect}})
+    )
 }
