@@ -33,7 +33,8 @@ pub struct AgentArgs {
     /// The stored credential with the API key.
     #[arg(long)]
     pub credential: Option<String>,
-    /// The folder the agent's file and code tools work in (default: the current one).
+    /// The folder the agent's file and code tools work in (default: a fresh folder under the
+    /// data directory, printed at the start; never `/` or the home folder).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
     #[arg(long, default_value_t = 20)]
@@ -108,8 +109,31 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
-    let Some(workspace) = super::workspace_dir(args.workspace.clone())? else {
-        return Ok(EXIT_INVALID);
+    let workspace = match &args.workspace {
+        Some(given) => {
+            let Some(workspace) = super::workspace_dir(Some(given.clone()))? else {
+                return Ok(EXIT_INVALID);
+            };
+            // Said now rather than by every tool call the model makes.
+            if let Err(refused) = agentloom_blocks::confined::refuse_broad_workspace(&workspace) {
+                eprintln!("--workspace {}: {refused}", workspace.display());
+                return Ok(EXIT_INVALID);
+            }
+            workspace
+        }
+        None => match fresh_workspace() {
+            Ok(workspace) => {
+                eprintln!(
+                    "workspace: {} (--workspace DIR chooses another)",
+                    workspace.display()
+                );
+                workspace
+            }
+            Err(err) => {
+                eprintln!("{err:#}; choose a folder with --workspace DIR");
+                return Ok(EXIT_INVALID);
+            }
+        },
     };
     let steps = Arc::new(StepPrinter {
         print: !args.json,
@@ -136,7 +160,7 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         log,
         sinks: vec![steps.clone()],
         ask,
-        ..Launch::new(ValueMap::new(), Workspace::Folder(workspace))
+        ..Launch::new(ValueMap::new(), Workspace::Folder(workspace.clone()))
     };
     super::interrupt::watch(cancel.clone());
     let launched = runtime.block_on(prepared.launch(launch));
@@ -149,6 +173,7 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
     if args.json {
         let object = json!({
             "run_id": report.run_id,
+            "workspace": workspace,
             "status": report.status.as_str(),
             "answer": answer,
             "error": report.error,
@@ -188,6 +213,34 @@ pub fn agent_command(args: AgentArgs) -> anyhow::Result<i32> {
         }
         _ => EXIT_FAILED,
     })
+}
+
+/// A new folder of its own for an agent run started without `--workspace`:
+/// `agent-workspaces/DATE-TIME-N` under the data directory, readable by its user only.
+fn fresh_workspace() -> anyhow::Result<PathBuf> {
+    use anyhow::Context as _;
+    let parent = runner::data_dir()
+        .context("there is no data directory for a fresh workspace (no home folder)")?
+        .join("agent-workspaces");
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .create(&parent)
+        .with_context(|| format!("cannot make {}", parent.display()))?;
+    for n in 1..1000 {
+        let folder = parent.join(format!("{stamp}-{n}"));
+        match builder.create(&folder) {
+            Ok(()) => return Ok(folder),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot make {}", folder.display()));
+            }
+        }
+    }
+    anyhow::bail!("cannot make a fresh folder in {}", parent.display())
 }
 
 /// Prints each agent step as it arrives (the agent streams one JSON line per step on its
