@@ -152,6 +152,11 @@ pub enum Command {
     /// Run the graph again with a past run's inputs, its outbound calls answered from that
     /// run's recording (History → Replay).
     ReplayRun(String),
+    /// Ask for a cases file (prefilled with the last one) to add a past run to as a case
+    /// (History → Add to cases).
+    AddRunToCases(String),
+    /// Add the run asked about by [`Command::AddRunToCases`] to this cases file.
+    AddCaseTo(std::path::PathBuf),
     /// Show the Evaluations panel (View → Evaluations).
     OpenEvaluations,
     /// Show the credentials manager.

@@ -367,6 +367,8 @@ impl App {
             Command::RefreshHistory => self.refresh_history(),
             Command::OpenRun(id) => self.open_run(&id),
             Command::ReplayRun(id) => self.replay_run(&id, ctx),
+            Command::AddRunToCases(id) => self.ask_cases_file_for(id),
+            Command::AddCaseTo(path) => self.add_asked_case_to(&path),
             Command::OpenEvaluations => self.evaluations.open = true,
             Command::OpenCredentials => self.credentials.show_window(),
             Command::OpenMcpServers => self.mcp_window.open = true,
@@ -528,7 +530,7 @@ impl App {
                 PathPurpose::Open | PathPurpose::Import => {
                     format!("{}{}", here.display(), std::path::MAIN_SEPARATOR)
                 }
-                PathPurpose::SaveAs | PathPurpose::Export => self
+                PathPurpose::SaveAs | PathPurpose::Export | PathPurpose::AddToCases => self
                     .document
                     .path
                     .clone()
@@ -541,7 +543,7 @@ impl App {
         }
         let picked = match purpose {
             PathPurpose::Open | PathPurpose::Import => files::pick_open(purpose.title()),
-            PathPurpose::SaveAs | PathPurpose::Export => {
+            PathPurpose::SaveAs | PathPurpose::Export | PathPurpose::AddToCases => {
                 files::pick_save(purpose.title(), &file_name)
             }
         };

@@ -252,6 +252,15 @@ fn a_replay_chosen_in_the_panel_answers_from_an_evaluation_or_a_run_with_no_requ
         1,
         "answered from the recording"
     );
+    // The panel says it was a replay, with what was recorded and spent.
+    assert_eq!(
+        h.state().evaluations.status,
+        format!("Replay of {live_id}: 1 passed, 0 failed")
+    );
+    h.get_by_label(&format!(
+        "Replay of {live_id} · recorded $0.0000, spent $0.0000 · 0 calls made for real · repeat 1"
+    ));
+    h.get_by_label("Cost (recorded)");
 
     // From one run of the history: every case answered by it.
     choose(&mut h, "Replay", &format!("run {} · completed", run_id));
@@ -304,4 +313,106 @@ fn progress_shows_the_runs_done_and_stop_ends_the_evaluation_early() {
     let result = h.state().evaluations.result.clone().unwrap();
     assert_eq!(result["stopped"], true);
     assert!(result["runs"].as_u64().unwrap() < 8, "{result}");
+    // The cases never started are shown as such, not as failed.
+    h.run_steps(2);
+    h.get_by_label("· c8");
+    assert!(h.query_by_label("❌ c8").is_none());
+    let not_started = result["not_started"].as_u64().unwrap();
+    assert!(not_started > 0, "{result}");
+    assert_eq!(
+        h.query_all_by_label("not started").count()
+            + h.query_all_by_label("cut short by the stop").count(),
+        usize::try_from(not_started).unwrap()
+    );
+    h.get_by_label_contains(&format!(
+        "Stopped after {}/8 runs: {not_started} cases not started",
+        result["runs"]
+    ));
+}
+
+#[test]
+fn the_chart_has_a_legend_and_the_last_cases_file_is_named_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = hello_case("ada", "Ada", "Hello, Ada!") + &hello_case("bob", "Bob", "Bye, Bob!");
+    let mut h = panel_on(&dir, &example(), &cases);
+    evaluate(&mut h);
+    evaluate(&mut h);
+    h.get_by_label("Pass rate and cost over 2 evaluations");
+    // The legend names both lines, outside the charts (drawn in their colours).
+    h.get_by_label("pass rate (%)");
+    h.get_by_label("cost (USD)");
+    let cases_file = h.state().evaluations.cases_path.clone();
+
+    // Opened again, the panel names the cases file of the graph's last evaluation.
+    let graph = dir.path().join("graph.agentloom.json");
+    let mut h = harness_for(App::new(&example(), Some(graph), &paths(&dir)));
+    press(&mut h, Role::Button, "View");
+    press(&mut h, Role::Button, "Evaluations");
+    h.run_steps(2);
+    assert_eq!(
+        std::fs::canonicalize(&h.state().evaluations.cases_path).unwrap(),
+        std::fs::canonicalize(&cases_file).unwrap()
+    );
+    h.get_by_label("Pass rate and cost over 2 evaluations");
+}
+
+#[test]
+fn add_to_cases_in_the_history_writes_the_run_as_a_case_that_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = panel_on(&dir, &example(), &hello_case("ada", "Ada", "Hello, Ada!"));
+    let cases_file = h.state().evaluations.cases_path.clone();
+    let first = evaluate(&mut h);
+    assert_eq!(first["passed"], 1);
+    h.state_mut().send(Command::RefreshHistory);
+    h.run_steps(3);
+    let run_id = h.state().history()[0].id.clone();
+
+    // History → right click → Add to cases: the path asked, prefilled with the last file.
+    h.query_all_by_label_contains("completed · ")
+        .next()
+        .unwrap()
+        .click_secondary();
+    h.run_steps(3);
+    press(&mut h, Role::Button, "Add to cases");
+    h.get_by_label("The JSON Lines cases file to add the run to (made when missing):");
+    assert_eq!(
+        h.get_by_role_and_label(Role::TextInput, "Path")
+            .value()
+            .as_deref(),
+        Some(cases_file.as_str())
+    );
+    press(&mut h, Role::Button, "Add");
+    let text = std::fs::read_to_string(&cases_file).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    let added: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(added["name"], format!("run {}", &run_id[..12]));
+    assert_eq!(added["inputs"]["name"], "Ada");
+    assert_eq!(added["expect"]["greeting"], "Hello, Ada!");
+    assert!(
+        h.state()
+            .evaluations
+            .status
+            .starts_with("added case \"run "),
+        "{}",
+        h.state().evaluations.status
+    );
+
+    // The round trip: the case passes on the same graph; the same run again is refused.
+    let second = evaluate(&mut h);
+    assert_eq!(
+        (second["passed"].as_u64(), second["failed"].as_u64()),
+        (Some(2), Some(0))
+    );
+    h.state_mut().send(Command::AddRunToCases(run_id));
+    h.run_steps(3);
+    press(&mut h, Role::Button, "Add");
+    assert!(
+        h.state()
+            .evaluations
+            .status
+            .contains("there is a case named"),
+        "{}",
+        h.state().evaluations.status
+    );
+    assert_eq!(std::fs::read_to_string(&cases_file).unwrap(), text);
 }

@@ -100,6 +100,16 @@ pub fn history_ui(
                         commands.push(Command::ReplayRun(run.id.clone()));
                         ui.close();
                     }
+                    if ui
+                        .button("Add to cases")
+                        .on_hover_text(
+                            "Write a case from this run's inputs, its outputs as what to expect",
+                        )
+                        .clicked()
+                    {
+                        commands.push(Command::AddRunToCases(run.id.clone()));
+                        ui.close();
+                    }
                 });
             }
         });

@@ -68,6 +68,8 @@ pub struct EvaluationsPanel {
     pub result: Option<serde_json::Value>,
     history: Vec<EvaluationRow>,
     history_of: Option<PathBuf>,
+    /// The run History → Add to cases asks a cases file for.
+    case_run: Option<String>,
 }
 
 impl EvaluationsPanel {
@@ -147,15 +149,21 @@ impl EvaluationsPanel {
                 Ok(Msg::Done(done)) => {
                     match done {
                         Ok(summary) => {
-                            let counts = format!(
+                            let mut counts = format!(
                                 "{} passed, {} failed",
                                 summary["passed"], summary["failed"]
                             );
+                            if let Some(from) = summary["replay"]["from"].as_str() {
+                                counts = format!(
+                                    "Replay of {}: {counts}",
+                                    agentloom_core::escape_control(from)
+                                );
+                            }
                             self.status = if summary["stopped"] == true {
                                 let total = self.progress.as_ref().map_or(0, |p| p.total);
                                 format!(
-                                    "Stopped after {} of {total} runs: {counts}",
-                                    summary["runs"]
+                                    "Stopped after {} of {total} runs: {counts}, {} not started",
+                                    summary["runs"], summary["not_started"]
                                 )
                             } else {
                                 counts
@@ -182,58 +190,30 @@ impl EvaluationsPanel {
     /// Appends the shown run (its inputs, and its outputs as what to expect) to the cases
     /// file as a new JSON Lines case.
     pub fn add_case_from_run(&mut self, store: &RunStore, run_id: &str) {
-        let path = PathBuf::from(self.cases_path.trim());
         if self.cases_path.trim().is_empty() {
             self.status = "Choose or name a cases file first.".to_owned();
             return;
         }
-        let detail = match store.get_run(run_id) {
-            Ok(Some(detail)) => detail,
-            Ok(None) => {
-                self.status = format!("run {run_id} is not in the run log");
-                return;
-            }
-            Err(e) => {
-                self.status = e.to_string();
-                return;
-            }
-        };
-        let existing = std::fs::read_to_string(&path).unwrap_or_default();
-        let count = existing.lines().filter(|l| !l.trim().is_empty()).count();
-        let to_json = |map: &agentloom_core::ValueMap| {
-            serde_json::Value::Object(map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
-        };
-        // Each output's value as the check: an object is written as the value it must
-        // equal (a bare object names checks); a run with no outputs checks it completes.
-        let mut expect: serde_json::Map<String, serde_json::Value> = detail
-            .outputs
-            .iter()
-            .map(|(name, value)| {
-                let value = match value.to_json() {
-                    object @ serde_json::Value::Object(_) => serde_json::json!({"equals": object}),
-                    plain => plain,
-                };
-                (name.clone(), value)
-            })
-            .collect();
-        if expect.is_empty() {
-            expect.insert("run".to_owned(), serde_json::json!("completes"));
+        let path = PathBuf::from(self.cases_path.trim());
+        self.status = add_case_to(store, run_id, &path);
+    }
+
+    /// The cases file last used: the one the panel names, else the one of the newest
+    /// evaluation in the run log (of the graph shown when it has one).
+    pub fn last_cases_file(&self, store: Option<&RunStore>) -> Option<String> {
+        let named = self.cases_path.trim();
+        if !named.is_empty() {
+            return Some(named.to_owned());
         }
-        let case = serde_json::json!({
-            "name": format!("case {}", count + 1),
-            "inputs": to_json(&detail.inputs),
-            "expect": expect,
-        });
-        let mut text = existing;
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
+        if let Some(row) = self.history.last() {
+            return Some(row.cases_file.clone());
         }
-        text.push_str(&case.to_string());
-        text.push('\n');
-        self.status = match std::fs::write(&path, text) {
-            Ok(()) => format!("added case {} to {}", count + 1, path.display()),
-            Err(e) => format!("cannot write {}: {e}", path.display()),
-        };
+        store?
+            .list_evaluations(None, 1)
+            .ok()?
+            .into_iter()
+            .next()
+            .map(|row| row.cases_file)
     }
 
     /// Draws the panel when it is open; returns what the app should do.
@@ -258,6 +238,12 @@ impl EvaluationsPanel {
                 .unwrap_or_default();
             self.history.reverse();
             self.history_of = Some(graph.to_owned());
+            // The cases file of the graph's last evaluation, unless one is named already.
+            if self.cases_path.trim().is_empty()
+                && let Some(last) = self.history.last()
+            {
+                self.cases_path.clone_from(&last.cases_file);
+            }
         }
         let mut action = None;
         let mut open = self.open;
@@ -517,24 +503,52 @@ fn baseline_ui(ui: &mut egui::Ui, baseline: &serde_json::Value) {
     ui.label(format!("Newly passing: {}", names("now_passing")));
 }
 
-/// The table of a finished evaluation: a row a case, ✔/❌ a check; a case's name opens
-/// its (first) run.
+/// The table of a finished evaluation: a row a case, ✔/❌ a check, a case a stopped
+/// evaluation never ran marked as such; a case's name opens its (first) run. A replay
+/// shows what its runs recorded, not what was spent.
 fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<EvaluationAction> {
     let mut action = None;
+    let replay = result.get("replay");
+    let cost_key = if replay.is_some() {
+        "recorded_cost_usd"
+    } else {
+        "cost_usd"
+    };
     egui::Grid::new("evaluation results")
         .striped(true)
         .show(ui, |ui| {
             ui.strong("Case");
             ui.strong("Checks");
-            ui.strong("Cost");
+            ui.strong(if replay.is_some() {
+                "Cost (recorded)"
+            } else {
+                "Cost"
+            });
             ui.strong("Time");
             ui.end_row();
             for case in result["cases"].as_array().into_iter().flatten() {
-                let name = case["name"].as_str().unwrap_or_default();
-                let mark = if case["passed"] == true { "✔" } else { "❌" };
+                let name =
+                    agentloom_core::escape_control(case["name"].as_str().unwrap_or_default());
                 let first_run = case["runs"][0]["run_id"].as_str().unwrap_or_default();
+                if case["not_started"] == true {
+                    ui.label(format!("· {name}"));
+                    let cut_short = case["runs"].as_array().is_some_and(|runs| !runs.is_empty());
+                    ui.label(
+                        egui::RichText::new(if cut_short {
+                            "cut short by the stop"
+                        } else {
+                            "not started"
+                        })
+                        .color(crate::theme::TEXT_WEAK),
+                    );
+                    ui.label("-");
+                    ui.label("-");
+                    ui.end_row();
+                    continue;
+                }
+                let mark = if case["passed"] == true { "✔" } else { "❌" };
                 if ui
-                    .link(format!("{mark} {}", agentloom_core::escape_control(name)))
+                    .link(format!("{mark} {name}"))
                     .on_hover_text("Open this case's run on the canvas")
                     .clicked()
                     && !first_run.is_empty()
@@ -561,7 +575,7 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
                 });
                 ui.label(format!(
                     "${:.4}",
-                    case["cost_usd"].as_f64().unwrap_or_default()
+                    case[cost_key].as_f64().unwrap_or_default()
                 ));
                 ui.label(format!(
                     "{} ms",
@@ -571,7 +585,8 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
             }
         });
     let bound = |i: usize| result["pass_rate_interval"][i].as_f64().unwrap_or_default() * 100.0;
-    let interval = if result["repeat"].as_u64().unwrap_or(1) > 1 {
+    let repeat = result["repeat"].as_u64().unwrap_or(1);
+    let interval = if repeat > 1 {
         format!(" (95% interval {:.0}–{:.0}%)", bound(0), bound(1))
     } else {
         String::new()
@@ -582,6 +597,22 @@ fn results_table(ui: &mut egui::Ui, result: &serde_json::Value) -> Option<Evalua
         result["runs"].as_u64().unwrap_or_default(),
         result["duration_ms"].as_u64().unwrap_or_default()
     ));
+    if let Some(stop) = agentloom_runner::eval::stopped(result) {
+        ui.label(format!(
+            "Stopped after {}/{} runs: {} cases not started, counted neither passed nor failed",
+            stop.runs, stop.planned, stop.not_started
+        ));
+    }
+    if let Some(replay) = replay {
+        let cost = |usage: &serde_json::Value| usage["cost_usd"].as_f64().unwrap_or_default();
+        ui.label(format!(
+            "Replay of {} · recorded ${:.4}, spent ${:.4} · {} calls made for real · repeat {repeat}",
+            agentloom_core::escape_control(replay["from"].as_str().unwrap_or_default()),
+            cost(&result["recorded_usage"]),
+            cost(&result["usage"]),
+            replay["live_calls"].as_u64().unwrap_or_default()
+        ));
+    }
     action
 }
 
@@ -632,45 +663,183 @@ fn checks_of_runs(case: &serde_json::Value) -> Vec<CaseCheck> {
     checks
 }
 
-/// Pass rate (%) and cost (USD) of the graph's evaluations, oldest first.
+/// The colour of the pass-rate line and of its legend entry.
+const PASS_RATE_COLOR: egui::Color32 = crate::theme::OK;
+/// The colour of the cost line and of its legend entry.
+const COST_COLOR: egui::Color32 = crate::theme::ACCENT;
+
+/// Pass rate (%) and cost (USD) of the graph's evaluations, oldest first: two charts, each
+/// on an axis of its own, over the same whole-number evaluation index, under a legend
+/// drawn in the lines' colours.
 fn history_chart(ui: &mut egui::Ui, history: &[EvaluationRow]) {
-    use egui_plot::{Legend, Line, Plot, Points};
+    use egui_plot::{Line, Plot, Points};
+    ui.label(format!(
+        "Pass rate and cost over {} evaluations",
+        history.len()
+    ));
+    ui.horizontal(|ui| {
+        legend_entry(ui, PASS_RATE_COLOR, "pass rate (%)");
+        legend_entry(ui, COST_COLOR, "cost (USD)");
+    });
     #[allow(clippy::cast_precision_loss, reason = "an index on a chart")]
     let series = |value: &dyn Fn(&EvaluationRow) -> f64| -> Vec<[f64; 2]> {
         history
             .iter()
             .enumerate()
-            .map(|(i, row)| [i as f64, value(row)])
+            .map(|(i, row)| [(i + 1) as f64, value(row)])
             .collect()
     };
     let pass = series(&|row| row.pass_rate.unwrap_or_default() * 100.0);
     let cost = series(&|row| row.cost_usd);
-    ui.label(format!(
-        "Pass rate and cost over {} evaluations",
-        history.len()
-    ));
+    let highest_cost = history.iter().map(|row| row.cost_usd).fold(0.0, f64::max);
     #[allow(clippy::cast_precision_loss, reason = "an index on a chart")]
-    let last = history.len().saturating_sub(1).max(1) as f64;
-    Plot::new("evaluation history")
-        .height(140.0)
-        .legend(Legend::default())
-        .allow_scroll(false)
-        // From the first evaluation to the last, 0 to 100 %: one evaluation is a point
-        // on a chart of its own size, not a dot in an empty field.
-        .include_x(0.0)
-        .include_x(last)
-        .include_y(0.0)
+    let last = history.len().max(2) as f64;
+    let link = ui.id().with("evaluation history index");
+    // From the first evaluation to the last: one evaluation is a point on a chart of its
+    // own size, not a dot in an empty field.
+    let chart = |id: &str, axis: &str| {
+        Plot::new(id)
+            .height(110.0)
+            .allow_scroll(false)
+            .allow_zoom(false)
+            .allow_drag(false)
+            .link_axis(link, [true, false])
+            .include_x(1.0)
+            .include_x(last)
+            .include_y(0.0)
+            .x_grid_spacer(whole_number_marks)
+            .x_axis_formatter(|mark, _| whole_number_label(mark.value))
+            .x_axis_label("evaluation")
+            .y_axis_label(axis.to_owned())
+    };
+    // The legend above names the lines; each axis says its unit.
+    chart("evaluation pass rate", "pass rate")
         .include_y(100.0)
+        .y_axis_formatter(|mark, _| format!("{:.0}%", mark.value))
         .show(ui, |plot| {
             // Markers too: a single evaluation has no line to draw.
-            plot.line(Line::new("pass rate (%)", pass.clone()));
-            plot.points(Points::new("pass rate (%)", pass).radius(3.0));
-            plot.line(Line::new("cost (USD)", cost.clone()));
-            plot.points(Points::new("cost (USD)", cost).radius(3.0));
+            plot.line(Line::new("pass rate (%)", pass.clone()).color(PASS_RATE_COLOR));
+            plot.points(
+                Points::new("pass rate (%)", pass)
+                    .color(PASS_RATE_COLOR)
+                    .radius(3.0),
+            );
+        });
+    chart("evaluation cost", "USD")
+        // A chart of nothing spent still has an axis to read.
+        .include_y(if highest_cost > 0.0 {
+            highest_cost * 1.1
+        } else {
+            0.01
+        })
+        .y_axis_formatter(|mark, _| format!("${:.4}", mark.value))
+        .show(ui, |plot| {
+            plot.line(Line::new("cost (USD)", cost.clone()).color(COST_COLOR));
+            plot.points(
+                Points::new("cost (USD)", cost)
+                    .color(COST_COLOR)
+                    .radius(3.0),
+            );
         });
 }
 
+/// A legend entry: a short bar in the line's colour, then its name in that colour.
+fn legend_entry(ui: &mut egui::Ui, color: egui::Color32, name: &str) {
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(16.0, 10.0), egui::Sense::hover());
+    ui.painter().rect_filled(
+        egui::Rect::from_center_size(rect.center(), egui::vec2(16.0, 3.0)),
+        1.0,
+        color,
+    );
+    ui.label(egui::RichText::new(name).color(color));
+}
+
+/// Grid marks on whole evaluation numbers only, far enough apart to be read: every 1, 2,
+/// 5, 10, 20, 50… evaluations.
+fn whole_number_marks(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+    let wanted = (input.base_step_size * 8.0).max(1.0);
+    let mut step = 1.0_f64;
+    for factor in [2.0, 2.5, 2.0].iter().cycle() {
+        if step >= wanted {
+            break;
+        }
+        step *= factor;
+    }
+    let (low, high) = input.bounds;
+    let mut marks = Vec::new();
+    let mut value = (low / step).ceil().max(1.0) * step;
+    while value <= high {
+        marks.push(egui_plot::GridMark {
+            value,
+            step_size: step,
+        });
+        value += step;
+    }
+    marks
+}
+
+/// The label of a mark on the evaluation axis: a whole number from 1, nothing elsewhere.
+fn whole_number_label(value: f64) -> String {
+    if value >= 1.0 && value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        String::new()
+    }
+}
+
+/// Adds run `run_id` as a case to the cases file `path` (its inputs, its outputs as what
+/// to expect), as `agentloom eval add-case --expect-current` does; what happened, for a
+/// person.
+fn add_case_to(store: &RunStore, run_id: &str, path: &Path) -> String {
+    let request = agentloom_runner::eval::CaseFromRun {
+        run: run_id,
+        to: path,
+        expect_current: true,
+        name: None,
+    };
+    match agentloom_runner::eval::add_case_from_run(store, &request) {
+        Ok(added) => format!(
+            "added case \"{}\" to {} (line {})",
+            agentloom_core::escape_control(&added.name),
+            path.display(),
+            added.line
+        ),
+        Err(message) => agentloom_core::escape_control(&message).into_owned(),
+    }
+}
+
 impl crate::App {
+    /// Asks for the cases file to add run `run_id` to, prefilled with the last one used.
+    pub(crate) fn ask_cases_file_for(&mut self, run_id: String) {
+        let suggested = self
+            .evaluations
+            .last_cases_file(self.store.as_deref())
+            .unwrap_or_else(|| {
+                self.graph_folder()
+                    .join("cases.jsonl")
+                    .display()
+                    .to_string()
+            });
+        self.evaluations.case_run = Some(run_id);
+        self.path_prompt = Some(super::path_prompt::PathPrompt::new(
+            super::path_prompt::PathPurpose::AddToCases,
+            suggested,
+        ));
+    }
+
+    /// Adds the run asked about to the cases file `path`; the panel then names that file.
+    pub(crate) fn add_asked_case_to(&mut self, path: &Path) {
+        let (Some(run_id), Some(store)) = (self.evaluations.case_run.take(), &self.store) else {
+            return;
+        };
+        let said = add_case_to(store, &run_id, path);
+        if said.starts_with("added case") {
+            self.evaluations.cases_path = path.display().to_string();
+        }
+        self.evaluations.status.clone_from(&said);
+        self.commands.push(crate::Command::Notify(said));
+    }
+
     /// The Evaluations panel, when open; a case clicked opens its run on the canvas.
     pub(crate) fn evaluations_ui(&mut self, ctx: &egui::Context) {
         let env = EvaluationEnv {
@@ -689,5 +858,35 @@ impl crate::App {
         if was_running && !self.evaluations.is_running() {
             self.commands.push(crate::Command::RefreshHistory);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{whole_number_label, whole_number_marks};
+
+    #[test]
+    fn the_evaluation_axis_is_marked_on_whole_numbers_only() {
+        for (bounds, base) in [((0.8, 2.2), 0.01), ((0.5, 7.5), 0.05), ((1.0, 180.0), 0.9)] {
+            let marks = whole_number_marks(egui_plot::GridInput {
+                bounds,
+                base_step_size: base,
+            });
+            assert!(!marks.is_empty(), "{bounds:?}");
+            for mark in &marks {
+                assert_eq!(mark.value.fract(), 0.0, "{mark:?}");
+                assert!(mark.value >= 1.0 && mark.value <= bounds.1, "{mark:?}");
+                assert!(mark.step_size >= 1.0);
+            }
+        }
+        // Many evaluations on a narrow chart: fewer, rounder marks.
+        let crowded = whole_number_marks(egui_plot::GridInput {
+            bounds: (1.0, 180.0),
+            base_step_size: 0.9,
+        });
+        assert!(crowded.len() <= 30, "{}", crowded.len());
+        assert_eq!(whole_number_label(3.0), "3");
+        assert_eq!(whole_number_label(2.5), "");
+        assert_eq!(whole_number_label(0.0), "");
     }
 }

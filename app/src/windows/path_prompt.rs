@@ -16,6 +16,8 @@ pub enum PathPurpose {
     Import,
     SaveAs,
     Export,
+    /// The cases file a past run is added to (History → Add to cases).
+    AddToCases,
 }
 
 impl PathPurpose {
@@ -25,6 +27,7 @@ impl PathPurpose {
             Self::Import => "Import graph",
             Self::SaveAs => "Save graph",
             Self::Export => "Export graph",
+            Self::AddToCases => "Add to cases",
         }
     }
 
@@ -34,6 +37,7 @@ impl PathPurpose {
             Self::Import => "Import",
             Self::SaveAs => "Save",
             Self::Export => "Export",
+            Self::AddToCases => "Add",
         }
     }
 
@@ -43,6 +47,7 @@ impl PathPurpose {
             Self::Import => Command::Import(path),
             Self::SaveAs => Command::SaveAs(path),
             Self::Export => Command::Export(path),
+            Self::AddToCases => Command::AddCaseTo(path),
         }
     }
 }
@@ -105,13 +110,16 @@ pub fn path_prompt_ui(
         .open(&mut open)
         .show(ctx, |ui| {
             ui.set_max_width(420.0);
-            ui.label(
-                RichText::new(
+            let why = match state.purpose {
+                PathPurpose::AddToCases => {
+                    "The JSON Lines cases file to add the run to (made when missing):"
+                }
+                _ => {
                     "No file dialog is available on this desktop (it needs the xdg desktop \
-                     portal or zenity). Type the file's path:",
-                )
-                .color(theme::TEXT_WEAK),
-            );
+                     portal or zenity). Type the file's path:"
+                }
+            };
+            ui.label(RichText::new(why).color(theme::TEXT_WEAK));
             let label = ui.label("Path");
             let field = ui
                 .add(egui::TextEdit::singleline(&mut state.text).desired_width(400.0))
