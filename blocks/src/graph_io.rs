@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use agentloom_core::{
-    Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
-    GraphInterface, InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, RunInput, Value, ValueMap,
-    ValueType, async_trait, coerce, coerce_given,
+    Block, BlockError, BlockMeta, BoundHosts, Config, ConfigCtx, ConfigError, ConfigField,
+    ConfigReader, GraphInterface, InputsExt as _, NodeImpl, PortSpec, Ports, RunCtx, RunInput,
+    SECRET_INPUT_TYPE, Value, ValueMap, ValueType, async_trait, coerce, coerce_given,
 };
 
 /// The blocks this file provides.
@@ -36,9 +36,12 @@ impl GraphInput {
                 ConfigField::value_type("type", "Type")
                     .default_value(serde_json::json!("text"))
                     .help(
-                        "The type of the value; text given on the command line is parsed into it.",
+                        "The type of the value; text given on the command line is parsed into it. `secret`: text kept out of the run log and sent only to the input's hosts.",
                     ),
             )
+            .field(ConfigField::text("hosts", "Secret's hosts").help(
+                "For a `secret` input: the hosts (`host` or `host:port`, comma-separated) it may be sent to; none when empty.",
+            ))
             .field(ConfigField::json("default", "Default").help(
                 "Used when the run does not give this input; leave empty to make it required.",
             ))
@@ -62,7 +65,13 @@ impl Block for GraphInput {
     ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
         let reader = ConfigReader(config);
         let name = reader.required_str("name")?.trim().to_owned();
-        let ty = reader.value_type_or("type", ValueType::Text)?;
+        let secret = reader.str("type")? == Some(SECRET_INPUT_TYPE);
+        let ty = if secret {
+            ValueType::Text
+        } else {
+            reader.value_type_or("type", ValueType::Text)?
+        };
+        let secret = secret.then(|| secret_hosts(&reader)).transpose()?;
         let description = reader.str_or("description", "")?.trim().to_owned();
         let default = match reader.get("default") {
             None => None,
@@ -80,10 +89,28 @@ impl Block for GraphInput {
                 ty,
                 default,
                 description,
+                secret,
             },
             ports,
         }))
     }
+}
+
+/// The `hosts` a secret input may be sent to: a comma-separated text or a list of texts.
+fn secret_hosts(reader: &ConfigReader<'_>) -> Result<BoundHosts, ConfigError> {
+    let hosts = match reader.get("hosts") {
+        None | Some(serde_json::Value::Null) => Ok(BoundHosts::none()),
+        Some(serde_json::Value::String(list)) => BoundHosts::parse_list(list),
+        Some(serde_json::Value::Array(items)) => {
+            let hosts: Option<Vec<&str>> = items.iter().map(serde_json::Value::as_str).collect();
+            hosts.map_or_else(
+                || Err("expected host names as text".to_owned()),
+                |hosts| BoundHosts::parse(&hosts),
+            )
+        }
+        Some(other) => Err(format!("expected a list of hosts, got {other}")),
+    };
+    hosts.map_err(|message| ConfigError::new("hosts", message))
 }
 
 struct GraphInputNode {
@@ -291,6 +318,7 @@ mod tests {
                 ty: ValueType::Integer,
                 default: Some(Value::Integer(2)),
                 description: String::new(),
+                secret: None,
             }))
         );
         assert_eq!(node.ports().outputs[0].ty, ValueType::Integer);

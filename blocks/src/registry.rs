@@ -273,6 +273,7 @@ mod tests {
                 ty: ValueType::Text,
                 default: None,
                 description: "Whom to greet.".to_owned(),
+                secret: None,
             }]
         );
         assert_eq!(graph.interface_outputs(), vec!["greeting".to_owned()]);

@@ -263,6 +263,9 @@ pub struct RunInput {
     pub default: Option<Value>,
     /// What to give, for the person starting the run; may be empty.
     pub description: String,
+    /// Declared `"type": "secret"`: the value (text) is a secret of the run, redacted
+    /// wherever the run writes and sent only to these hosts (none when empty).
+    pub secret: Option<crate::BoundHosts>,
 }
 
 /// A configured node, ready to run any number of times.

@@ -51,8 +51,8 @@ pub use replay::{
 };
 pub use tool::{tool_descriptor, tool_name, type_schema};
 pub use types::{
-    CoerceError, Compat, TypeMismatch, UnknownType, ValueType, coerce, coerce_given, compatibility,
-    message,
+    CoerceError, Compat, SECRET_INPUT_TYPE, TypeMismatch, UnknownType, ValueType, coerce,
+    coerce_given, compatibility, message,
 };
 pub use validate::{
     InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode, instantiate_node,

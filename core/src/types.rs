@@ -68,6 +68,10 @@ impl fmt::Display for ValueType {
     }
 }
 
+/// The type a graph input declares to take a secret (a password, a token): its value is
+/// text, handled like a resolved credential.
+pub const SECRET_INPUT_TYPE: &str = "secret";
+
 /// A type name that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(

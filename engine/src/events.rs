@@ -262,6 +262,20 @@ pub struct RecordedCall {
     /// As sent, with the run's secrets redacted.
     pub url: String,
     pub response: agentloom_core::RecordedResponse,
+    /// Set when the body could not be checked for secrets (binary, compressed, or holding
+    /// one in a form redaction cannot replace): the log keeps only its hash and size, and
+    /// `response.body` is empty.
+    pub body_omitted: Option<OmittedBody>,
+}
+
+/// What the run log keeps of a response body it may not keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OmittedBody {
+    /// Why: "binary body", "compressed body", "body carrying a secret".
+    pub reason: String,
+    /// SHA-256 (hex) of the body as received.
+    pub sha256: String,
+    pub bytes: usize,
 }
 
 /// Discards every event.

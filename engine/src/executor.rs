@@ -250,6 +250,7 @@ impl Executor {
         inherited: Inherited,
     ) -> RunReport {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
+        inherited.redactor.remember_secret_inputs(&graph, &inputs);
         let mut seed = seed_with_pins(options.seed.as_deref(), &graph);
         let recorded = seed
             .earlier
@@ -480,6 +481,7 @@ impl RunShared {
                 method: answer.method.clone(),
                 url: answer.url.clone(),
                 response: answer.response.clone(),
+                body_omitted: None,
             };
             self.sink.record_call(&recorded);
         }
@@ -768,13 +770,7 @@ impl RunCtx for NodeCtx {
             for (_, value) in &mut response.headers {
                 redactor.text(value);
             }
-            response.body = match String::from_utf8(std::mem::take(&mut response.body)) {
-                Ok(mut text) => {
-                    redactor.text(&mut text);
-                    text.into_bytes()
-                }
-                Err(binary) => binary.into_bytes(),
-            };
+            let body_omitted = redactor.recorded_body(&response.headers, &mut response.body);
             shared.sink.record_call(&crate::RecordedCall {
                 node,
                 attempt,
@@ -782,6 +778,7 @@ impl RunCtx for NodeCtx {
                 method,
                 url,
                 response,
+                body_omitted,
             });
         }))
     }

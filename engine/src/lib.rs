@@ -17,6 +17,7 @@ mod limits;
 mod redact;
 mod replay;
 mod run_state;
+mod secret_forms;
 mod seed;
 mod store;
 
@@ -26,8 +27,8 @@ pub use credentials::{
 };
 pub use durable::DurableApprover;
 pub use events::{
-    ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, RecordedCall,
-    RunEvent, RunStatus,
+    ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, OmittedBody,
+    RecordedCall, RunEvent, RunStatus,
 };
 pub use executor::{
     Approver, DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,

@@ -11,35 +11,60 @@
 
 use std::sync::{Arc, RwLock};
 
-use agentloom_core::{BoundHosts, Secret, Value, ValueMap};
-use base64::Engine as _;
+use agentloom_core::{BoundHosts, Secret, ValidGraph, Value, ValueMap};
 
 use crate::events::EventKind;
+use crate::secret_forms::{Forms, encoded_forms};
 
 pub use agentloom_core::REDACTED;
-
-/// Shorter secrets are not redacted: replacing every `ab` would garble all output, and a
-/// secret that short protects nothing.
-const MIN_SECRET_LEN: usize = 4;
 
 /// The secrets of one run (shared with its sub-runs).
 #[derive(Default)]
 pub(crate) struct Redactor {
-    needles: RwLock<Vec<String>>,
+    needles: RwLock<Needles>,
     /// Each resolved secret with its credential and hosts, for [`Redactor::check_egress`].
     bound: RwLock<Vec<Bound>>,
 }
 
+/// Every form of every secret remembered, and the same compiled to be found at once.
+#[derive(Default)]
+struct Needles {
+    forms: Vec<String>,
+    shortest: usize,
+    compiled: Forms,
+}
+
+impl Needles {
+    const fn new() -> Self {
+        Self {
+            forms: Vec::new(),
+            shortest: usize::MAX,
+            compiled: Forms::EMPTY,
+        }
+    }
+}
+
+/// What a secret the run resolved is, for the message refusing it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SecretKind {
+    /// A credential from the keychain, the environment or a sign-in.
+    Credential,
+    /// A graph input declared `"type": "secret"`.
+    Input,
+}
+
 /// A secret a run resolved: where it may go, and the forms it travels in.
 struct Bound {
-    credential: String,
+    name: String,
+    kind: SecretKind,
     hosts: BoundHosts,
-    forms: Vec<String>,
+    plain: String,
+    forms: Forms,
 }
 
 /// Every secret any run in this process resolved.
 static RESOLVED_IN_PROCESS: Redactor = Redactor {
-    needles: RwLock::new(Vec::new()),
+    needles: RwLock::new(Needles::new()),
     bound: RwLock::new(Vec::new()),
 };
 
@@ -52,80 +77,117 @@ pub fn redact_resolved_secrets(text: &mut String) {
 /// Adds `secret` (and its encodings) to the process-wide list, for a secret handled outside
 /// any run: the tokens of a sign-in, a key typed into the credentials window.
 pub(crate) fn remember_process_wide(secret: &str) {
-    RESOLVED_IN_PROCESS.add(&forms(&Secret::new(secret.to_owned())));
+    RESOLVED_IN_PROCESS.add(secret, &encoded_forms(secret));
 }
 
 impl Redactor {
     /// Remembers `secret` of credential `credential` and its encodings, here and for the
     /// whole process, with the hosts it may be sent to.
     pub(crate) fn remember(&self, credential: &str, secret: &Secret) {
-        let forms = forms(secret);
-        self.add(&forms);
-        RESOLVED_IN_PROCESS.add(&forms);
+        self.remember_as(credential, SecretKind::Credential, secret);
+    }
+
+    /// [`Redactor::remember`] for a secret of `kind`, named `name`.
+    pub(crate) fn remember_as(&self, name: &str, kind: SecretKind, secret: &Secret) {
+        let plain = secret.expose();
+        let forms = encoded_forms(plain);
         if forms.is_empty() {
             return;
         }
+        self.add(plain, &forms);
+        RESOLVED_IN_PROCESS.add(plain, &forms);
         if let Ok(mut bound) = self.bound.write() {
-            let known = bound.iter().any(|b| {
-                b.credential == credential && b.forms == forms && b.hosts == *secret.hosts()
-            });
+            let known = bound
+                .iter()
+                .any(|b| b.name == name && b.plain == plain && b.hosts == *secret.hosts());
             if !known {
                 bound.push(Bound {
-                    credential: credential.to_owned(),
+                    name: name.to_owned(),
+                    kind,
                     hosts: secret.hosts().clone(),
-                    forms,
+                    plain: plain.to_owned(),
+                    forms: Forms::new(&forms, plain.len()),
                 });
             }
         }
     }
 
+    /// Remembers the values of the graph's inputs declared `"type": "secret"` (given, or
+    /// their default) before anything of the run is emitted, bound to their `hosts`.
+    pub(crate) fn remember_secret_inputs(&self, graph: &ValidGraph, inputs: &ValueMap) {
+        for input in graph.interface_inputs() {
+            let Some(hosts) = input.secret else {
+                continue;
+            };
+            let Some(value) = inputs.get(&input.name).or(input.default.as_ref()) else {
+                continue;
+            };
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_text(), str::to_owned);
+            self.remember_as(
+                &input.name,
+                SecretKind::Input,
+                &Secret::new(text).bound_to(hosts),
+            );
+        }
+    }
+
     /// Refuses a request to `url` whose URL or `parts` (header values, body) carry a
-    /// secret in any of its forms that is bound to other hosts: the message names the
+    /// secret that is not bound to `url`'s host, in any of the forms of
+    /// [`crate::secret_forms`] (encoded, escaped, upper-cased): the message names the
     /// credential and the host, never the value. A value stored under several credentials
     /// may go where any of them may.
     pub(crate) fn check_egress(&self, url: &url::Url, parts: &[&[u8]]) -> Result<(), String> {
         let Ok(bound) = self.bound.read() else {
             return Err("the run's secrets could not be read; the request was not sent".to_owned());
         };
-        let carried = |b: &Bound| {
-            b.forms.iter().any(|form| {
-                url.as_str().contains(form.as_str())
-                    || parts.iter().any(|part| contains(part, form.as_bytes()))
-            })
-        };
-        for refused in bound.iter().filter(|b| !b.hosts.allows(url)) {
-            let allowed_elsewhere = bound
-                .iter()
-                .any(|b| b.forms[0] == refused.forms[0] && b.hosts.allows(url));
-            if !allowed_elsewhere && carried(refused) {
-                return Err(agentloom_core::refused_message(
-                    &refused.credential,
-                    url,
-                    &refused.hosts,
-                ));
+        let refused = bound.iter().filter(|refused| {
+            !refused.hosts.allows(url)
+                && !bound
+                    .iter()
+                    .any(|b| b.plain == refused.plain && b.hosts.allows(url))
+        });
+        for refused in refused {
+            let carried = std::iter::once(url.as_str().as_bytes())
+                .chain(parts.iter().copied())
+                .any(|part| refused.forms.find_decoded(part));
+            if carried {
+                return Err(match refused.kind {
+                    SecretKind::Credential => {
+                        agentloom_core::refused_message(&refused.name, url, &refused.hosts)
+                    }
+                    SecretKind::Input => input_refused_message(&refused.name, url, &refused.hosts),
+                });
             }
         }
         Ok(())
     }
 
-    fn add(&self, forms: &[String]) {
+    fn add(&self, plain: &str, forms: &[String]) {
         if forms.is_empty() {
             return;
         }
         let Ok(mut needles) = self.needles.write() else {
             return;
         };
+        let before = needles.forms.len();
         for form in forms {
-            if !needles.contains(form) {
-                needles.push(form.clone());
+            if !needles.forms.contains(form) {
+                needles.forms.push(form.clone());
             }
         }
-        // Longest first, so a secret containing another is replaced whole.
-        needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        if needles.forms.len() != before {
+            needles.shortest = needles.shortest.min(plain.len());
+            needles.compiled = Forms::new(&needles.forms, needles.shortest);
+        }
     }
 
     fn is_empty(&self) -> bool {
-        self.needles.read().map(|n| n.is_empty()).unwrap_or(true)
+        self.needles
+            .read()
+            .map(|n| n.compiled.is_empty())
+            .unwrap_or(true)
     }
 
     /// `text` with every remembered secret replaced.
@@ -133,11 +195,75 @@ impl Redactor {
         let Ok(needles) = self.needles.read() else {
             return;
         };
-        for needle in needles.iter() {
-            if text.contains(needle.as_str()) {
-                *text = text.replace(needle.as_str(), REDACTED);
-            }
+        if let Some(clean) = needles.compiled.replaced(text, REDACTED) {
+            *text = clean;
         }
+    }
+
+    /// `bytes` with every remembered secret replaced.
+    pub(crate) fn bytes(&self, bytes: &mut Vec<u8>) {
+        let Ok(needles) = self.needles.read() else {
+            return;
+        };
+        if let Some(clean) = needles.compiled.replaced_bytes(bytes, REDACTED.as_bytes()) {
+            *bytes = clean;
+        }
+    }
+
+    /// Whether `data` still carries a remembered secret in a form redaction does not
+    /// replace (escaped in a mixed way, inside Base64 of something else): such data is
+    /// kept only as its hash and size.
+    pub(crate) fn still_carries(&self, data: &[u8]) -> bool {
+        self.needles
+            .read()
+            .map(|needles| needles.compiled.find_decoded(data))
+            .unwrap_or(true)
+    }
+
+    /// Redacts the body of a recorded response in place, text or bytes. A body that cannot
+    /// be checked is emptied and described instead: compressed (a `Content-Encoding` the
+    /// client did not undo, or compressed data), binary (a NUL byte: UTF-16 text or data a
+    /// secret could hide in), or still carrying a secret after redaction. Other bytes that
+    /// are not UTF-8 (Latin-1 text) are redacted as bytes.
+    pub(crate) fn recorded_body(
+        &self,
+        headers: &[(String, String)],
+        body: &mut Vec<u8>,
+    ) -> Option<crate::events::OmittedBody> {
+        let encoded = headers.iter().any(|(name, value)| {
+            name.eq_ignore_ascii_case("content-encoding")
+                && !value.trim().eq_ignore_ascii_case("identity")
+        });
+        let reason = if encoded {
+            Some("compressed body")
+        } else if body.contains(&0) {
+            // Valid UTF-8 too when it is UTF-16 text: the secret would be spread out.
+            Some("binary body")
+        } else {
+            match std::str::from_utf8(body) {
+                Ok(text) => {
+                    let mut text = text.to_owned();
+                    self.text(&mut text);
+                    *body = text.into_bytes();
+                    None
+                }
+                Err(_) if looks_compressed(body) => Some("compressed body"),
+                Err(_) => {
+                    self.bytes(body);
+                    None
+                }
+            }
+        };
+        let reason =
+            reason.or_else(|| self.still_carries(body).then_some("body carrying a secret"));
+        let reason = reason?;
+        let omitted = crate::events::OmittedBody {
+            reason: reason.to_owned(),
+            sha256: crate::replay::sha256_hex(body),
+            bytes: body.len(),
+        };
+        body.clear();
+        Some(omitted)
     }
 
     pub(crate) fn option(&self, text: &mut Option<String>) {
@@ -152,21 +278,18 @@ impl Redactor {
         let Ok(needles) = self.needles.read() else {
             return;
         };
-        if !carries_any(value, &needles) {
+        if !carries_any(value, &needles.compiled) {
             return;
         }
         drop(needles);
         match value {
             Value::Text(text) => self.text(Arc::make_mut(text)),
+            Value::Bytes(bytes) => self.bytes(Arc::make_mut(bytes)),
             Value::List(items) => Arc::make_mut(items)
                 .iter_mut()
                 .for_each(|item| self.value(item)),
             Value::Object(map) => self.map(Arc::make_mut(map)),
-            Value::Null
-            | Value::Bool(_)
-            | Value::Integer(_)
-            | Value::Number(_)
-            | Value::Bytes(_) => {}
+            Value::Null | Value::Bool(_) | Value::Integer(_) | Value::Number(_) => {}
         }
     }
 
@@ -209,55 +332,54 @@ impl Redactor {
     }
 }
 
-/// Whether a text in `value` (or a key of an object in it) contains one of `needles`.
-fn carries_any(value: &Value, needles: &[String]) -> bool {
-    let in_text = |text: &str| needles.iter().any(|needle| text.contains(needle.as_str()));
+/// Why a secret run input may not go to `url`, and how to let it.
+fn input_refused_message(name: &str, url: &url::Url, bound: &BoundHosts) -> String {
+    let host = agentloom_core::host_of(url);
+    let allowed = if bound.is_empty() {
+        "no host".to_owned()
+    } else {
+        bound.to_string()
+    };
+    format!(
+        "the secret run input `{name}` may not be sent to {host} (it may go to {allowed}); if that host is meant to get it, add it to the `hosts` of the graph input `{name}`"
+    )
+}
+
+/// Whether `data` starts like a compressed stream or archive (gzip, zlib, zip, zstd, xz,
+/// bzip2, 7z).
+fn looks_compressed(data: &[u8]) -> bool {
+    const MAGIC: &[&[u8]] = &[
+        b"\x1f\x8b",
+        b"\x78\x01",
+        b"\x78\x5e",
+        b"\x78\x9c",
+        b"\x78\xda",
+        b"PK\x03\x04",
+        b"\x28\xb5\x2f\xfd",
+        b"\xfd7zXZ\x00",
+        b"BZh",
+        b"7z\xbc\xaf\x27\x1c",
+    ];
+    MAGIC.iter().any(|magic| data.starts_with(magic))
+}
+
+/// Whether a text or bytes in `value` (or a key of an object in it) holds one of `forms`.
+fn carries_any(value: &Value, forms: &Forms) -> bool {
     match value {
-        Value::Text(text) => in_text(text),
-        Value::List(items) => items.iter().any(|item| carries_any(item, needles)),
+        Value::Text(text) => forms.is_in(text.as_bytes()),
+        Value::Bytes(bytes) => forms.is_in(bytes),
+        Value::List(items) => items.iter().any(|item| carries_any(item, forms)),
         Value::Object(map) => map
             .iter()
-            .any(|(key, item)| in_text(key) || carries_any(item, needles)),
-        Value::Null | Value::Bool(_) | Value::Integer(_) | Value::Number(_) | Value::Bytes(_) => {
-            false
-        }
+            .any(|(key, item)| forms.is_in(key.as_bytes()) || carries_any(item, forms)),
+        Value::Null | Value::Bool(_) | Value::Integer(_) | Value::Number(_) => false,
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty()
-        && haystack
-            .windows(needle.len())
-            .any(|window| window == needle)
-}
-
-/// `secret` as it may appear in output: plain, Base64 (basic authentication),
-/// percent-encoded (a query string), the password of `user:password`, and escaped as in a
-/// log line's quoted field.
-fn forms(secret: &Secret) -> Vec<String> {
-    let plain = secret.expose();
-    if plain.len() < MIN_SECRET_LEN {
-        return Vec::new();
-    }
-    let mut forms = vec![
-        plain.to_owned(),
-        base64::engine::general_purpose::STANDARD.encode(plain),
-        url::form_urlencoded::byte_serialize(plain.as_bytes()).collect::<String>(),
-    ];
-    if let Some((_, password)) = plain.split_once(':')
-        && password.len() >= MIN_SECRET_LEN
-    {
-        forms.push(password.to_owned());
-    }
-    let escaped = plain.escape_debug().to_string();
-    if escaped != plain {
-        forms.push(escaped);
-    }
-    forms
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+
     use super::*;
 
     #[test]
@@ -326,6 +448,57 @@ mod tests {
         let open = BoundHosts::parse(&["127.0.0.1:4001"]).unwrap();
         redactor.remember("copy", &Secret::new("gh-t0ken/x").bound_to(open));
         assert!(redactor.check_egress(&in_query, &[]).is_ok());
+    }
+
+    #[test]
+    fn a_secret_input_is_refused_everywhere_but_its_hosts() {
+        let redactor = Redactor::default();
+        let hosts = BoundHosts::parse(&["127.0.0.1:4000"]).unwrap();
+        redactor.remember_as(
+            "password",
+            SecretKind::Input,
+            &Secret::new("hunter2-pw").bound_to(hosts),
+        );
+        let home = url::Url::parse("http://127.0.0.1:4000/").unwrap();
+        let away = url::Url::parse("http://127.0.0.1:4001/").unwrap();
+        assert!(redactor.check_egress(&home, &[b"hunter2-pw"]).is_ok());
+        let err = redactor
+            .check_egress(&away, &[b"{\"p\":\"HUNTER2-PW\"}"])
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "the secret run input `password` may not be sent to 127.0.0.1:4001 (it may go to 127.0.0.1:4000); if that host is meant to get it, add it to the `hosts` of the graph input `password`"
+        );
+    }
+
+    #[test]
+    fn a_recorded_body_is_redacted_or_described() {
+        let redactor = Redactor::default();
+        redactor.remember("svc", &Secret::new("tok-9Zq/x"));
+        let plain: &[(String, String)] = &[];
+        let mut text = b"{\"echo\":\"tok-9Zq/x\"}".to_vec();
+        assert!(redactor.recorded_body(plain, &mut text).is_none());
+        assert_eq!(text, b"{\"echo\":\"[redacted]\"}");
+        let mut latin1 = b"caf\xe9 tok-9Zq/x".to_vec();
+        assert!(redactor.recorded_body(plain, &mut latin1).is_none());
+        assert_eq!(latin1, b"caf\xe9 [redacted]");
+        let mut utf16: Vec<u8> = "tok-9Zq/x"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let received = utf16.clone();
+        let omitted = redactor.recorded_body(plain, &mut utf16).unwrap();
+        assert_eq!(omitted.reason, "binary body");
+        assert_eq!(omitted.bytes, received.len());
+        assert_eq!(omitted.sha256, crate::replay::sha256_hex(&received));
+        assert!(utf16.is_empty());
+        let mut mixed = br#"{"echo":"tok-9Zq\u002Fx"}"#.to_vec();
+        let omitted = redactor.recorded_body(plain, &mut mixed).unwrap();
+        assert_eq!(omitted.reason, "body carrying a secret");
+        let brotli = [("Content-Encoding".to_owned(), "br".to_owned())];
+        let mut compressed = b"anything".to_vec();
+        let omitted = redactor.recorded_body(&brotli, &mut compressed).unwrap();
+        assert_eq!(omitted.reason, "compressed body");
     }
 
     #[test]

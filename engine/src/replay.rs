@@ -41,6 +41,11 @@ pub fn request_hash(call: &OutboundCall<'_>) -> String {
     hex(&hasher.finalize())
 }
 
+/// The SHA-256 (hex) of `data`.
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
+    hex(&Sha256::digest(data))
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut out, b| {
@@ -124,6 +129,7 @@ mod tests {
                 headers: Vec::new(),
                 body: body.as_bytes().to_vec(),
             },
+            body_omitted: None,
         }
     }
 

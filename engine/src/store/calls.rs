@@ -6,7 +6,7 @@ use agentloom_core::{RecordedResponse, Value, ValueMap};
 use rusqlite::params;
 
 use super::{RunStore, StoreError, values};
-use crate::events::RecordedCall;
+use crate::events::{OmittedBody, RecordedCall};
 
 impl RunStore {
     /// The outbound calls run `run_id` recorded, in the order they were made. A response
@@ -37,6 +37,7 @@ impl RunStore {
                             headers: serde_json::from_str(&headers).unwrap_or_default(),
                             body: Vec::new(),
                         },
+                        body_omitted: None,
                     };
                     Ok((call, row.get(7)?))
                 })?
@@ -53,6 +54,8 @@ impl RunStore {
             call.response.body = match map.remove("body") {
                 Some(Value::Text(text)) => Arc::unwrap_or_clone(text).into_bytes(),
                 Some(Value::Bytes(bytes)) => Arc::unwrap_or_clone(bytes),
+                // Kept as its hash and size only: a replay misses it.
+                Some(Value::Object(_)) => continue,
                 _ => Vec::new(),
             };
             calls.push(call);
@@ -79,12 +82,9 @@ impl RunStore {
             )
             .map_err(write_error)?;
         for (seq, call) in (next..).zip(calls) {
-            let body = &call.response.body;
-            let response_json = (body.len() <= max_bytes).then(|| {
-                let body = match String::from_utf8(body.clone()) {
-                    Ok(text) => Value::text(text),
-                    Err(binary) => Value::bytes(binary.into_bytes()),
-                };
+            let body_size = logged_body_size(call);
+            let response_json = (body_size <= max_bytes).then(|| {
+                let body = logged_body(call.response.body.clone(), call.body_omitted.clone());
                 serde_json::to_string(&ValueMap::from([("body".to_owned(), body)]))
                     .unwrap_or_else(|_| "{}".to_owned())
             });
@@ -104,12 +104,38 @@ impl RunStore {
                     serde_json::to_string(&call.response.headers)
                         .unwrap_or_else(|_| "[]".to_owned()),
                     response_json,
-                    i64::try_from(body.len()).unwrap_or(i64::MAX),
+                    i64::try_from(body_size).unwrap_or(i64::MAX),
                 ],
             )
             .map_err(write_error)?;
         }
         tx.commit().map_err(write_error)
+    }
+}
+
+/// The size of a call's response body as received.
+pub(super) fn logged_body_size(call: &RecordedCall) -> usize {
+    call.body_omitted
+        .as_ref()
+        .map_or(call.response.body.len(), |omitted| omitted.bytes)
+}
+
+/// A call's response body as the log keeps it: text, bytes, or (when it could not be
+/// checked for secrets) `{"omitted": why, "sha256": …, "bytes": N}`.
+pub(super) fn logged_body(body: Vec<u8>, omitted: Option<OmittedBody>) -> Value {
+    if let Some(omitted) = omitted {
+        return Value::object(ValueMap::from([
+            ("omitted".to_owned(), Value::text(omitted.reason)),
+            ("sha256".to_owned(), Value::text(omitted.sha256)),
+            (
+                "bytes".to_owned(),
+                Value::Integer(i64::try_from(omitted.bytes).unwrap_or(i64::MAX)),
+            ),
+        ]));
+    }
+    match String::from_utf8(body) {
+        Ok(text) => Value::text(text),
+        Err(binary) => Value::bytes(binary.into_bytes()),
     }
 }
 
@@ -134,6 +160,7 @@ mod tests {
                 headers: vec![("content-type".to_owned(), "text/plain".to_owned())],
                 body,
             },
+            body_omitted: None,
         }
     }
 

@@ -738,12 +738,9 @@ impl Writer {
         let Some(run) = self.run.as_mut() else {
             return;
         };
-        let body_size = call.response.body.len();
+        let body_size = super::calls::logged_body_size(&call);
         let response_json = (body_size <= self.values.max_value_bytes()).then(|| {
-            let body = match String::from_utf8(call.response.body) {
-                Ok(text) => Value::text(text),
-                Err(binary) => Value::bytes(binary.into_bytes()),
-            };
+            let body = super::calls::logged_body(call.response.body, call.body_omitted);
             let map = self
                 .values
                 .shrink(ValueMap::from([("body".to_owned(), body)]));
