@@ -14,6 +14,7 @@ pub mod eval;
 mod events;
 mod executor;
 mod limits;
+pub mod private_files;
 mod redact;
 mod replay;
 mod run_state;

@@ -51,10 +51,10 @@ pub fn write_examples(dir: &std::path::Path, index: usize) -> std::io::Result<st
     for (file, text) in EXAMPLES {
         let path = dir.join(file);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+            agentloom_engine::private_files::create_dir_all(parent)?;
         }
         if std::fs::read_to_string(&path).ok().as_deref() != Some(*text) {
-            std::fs::write(&path, text)?;
+            agentloom_engine::private_files::write(&path, text)?;
         }
     }
     let (file, _) = EXAMPLES

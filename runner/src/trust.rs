@@ -16,6 +16,7 @@ use agentloom_blocks::Registry;
 use agentloom_core::{
     BlockCatalog as _, GraphDoc, Problem, ProblemKind, Secret, SecretError, SecretSource,
 };
+use agentloom_engine::private_files;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
@@ -341,10 +342,11 @@ impl TrustStore {
             path: self.path.clone(),
             source,
         };
+        // The list of trusted files decides what runs with credentials: the user's alone.
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(write_error)?;
+            private_files::create_dir_all(dir).map_err(write_error)?;
         }
-        let lock = std::fs::OpenOptions::new()
+        let lock = private_files::open_options()
             .create(true)
             .truncate(false)
             .write(true)
@@ -358,7 +360,7 @@ impl TrustStore {
             .path
             .with_extension(format!("json.{}.tmp", std::process::id()));
         let text = serde_json::to_vec_pretty(&content).map_err(|e| write_error(e.into()))?;
-        let mut file = std::fs::File::create(&tmp).map_err(write_error)?;
+        let mut file = private_files::create(&tmp).map_err(write_error)?;
         file.write_all(&text)
             .and_then(|()| file.sync_all())
             .map_err(write_error)?;

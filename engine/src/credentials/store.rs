@@ -280,7 +280,8 @@ impl CredentialStore {
         index.version = 1;
         index.credentials.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(dir) = self.index_path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| self.index_error("written", &e))?;
+            crate::private_files::create_dir_all(dir)
+                .map_err(|e| self.index_error("written", &e))?;
         }
         let text = serde_json::to_string_pretty(&index).map_err(|e| CredentialError::Index {
             path: self.index_path.display().to_string(),
@@ -288,7 +289,7 @@ impl CredentialStore {
             detail: e.to_string(),
         })?;
         let tmp = self.index_path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).map_err(|e| self.index_error("written", &e))?;
+        crate::private_files::write(&tmp, text).map_err(|e| self.index_error("written", &e))?;
         std::fs::rename(&tmp, &self.index_path).map_err(|e| self.index_error("written", &e))
     }
 

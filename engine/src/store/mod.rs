@@ -53,6 +53,11 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot create the run log at {} or make it readable by its user alone: {source}; check that the file and its folder are yours, or pass --db <file> to use another one", path.display())]
+    MakePrivate {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot open the run log at {}: {source}; check that the file and its folder are writable, or pass --db <file> to use another one", path.display())]
     Open {
         path: PathBuf,
@@ -167,15 +172,20 @@ impl RunStore {
     }
 
     /// Opens (creating it and its folders if needed) the run log at `path`, brings its
-    /// schema up to date and marks runs whose process died as interrupted.
+    /// schema up to date and marks runs whose process died as interrupted. The log holds
+    /// what runs read and wrote: its folders and files are the user's alone
+    /// ([`crate::private_files`]).
     pub fn open(path: &Path) -> Result<RunStore, StoreError> {
         if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
         {
-            std::fs::create_dir_all(parent).map_err(|source| StoreError::CreateDir {
-                path: parent.to_owned(),
-                source,
+            crate::private_files::create_dir_all(parent).map_err(|source| {
+                StoreError::CreateDir {
+                    path: parent.to_owned(),
+                    source,
+                }
             })?;
+        make_private(path)?;
         }
         busy::retry(StoreError::is_busy, || {
             let mut conn = connect(path)?;
@@ -211,6 +221,13 @@ impl RunStore {
         }
         let target = dest
             .to_str()
+        // An empty file of the user alone, which VACUUM INTO fills: the export holds what
+        // the log holds.
+        crate::private_files::open_options()
+            .write(true)
+            .create_new(true)
+            .open(dest)
+            .map_err(|e| failed(e.to_string()))?;
             .ok_or_else(|| failed("the path is not valid UTF-8".to_owned()))?;
         // A consistent snapshot of the whole log, WAL included, written compactly.
         self.lock()
@@ -465,6 +482,41 @@ impl RunStore {
         // A panic while holding the lock leaves the connection itself usable.
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Creates the run log's file as the user's alone before SQLite opens it (an empty file is
+/// a new database; SQLite gives its `-wal` and `-shm` files the same permissions), and takes
+/// other users' access off a log an earlier version created readable by all.
+fn make_private(path: &Path) -> Result<(), StoreError> {
+    let failed = |source: std::io::Error| StoreError::MakePrivate {
+        path: path.to_owned(),
+        source,
+    };
+    match crate::private_files::open_options()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            for file in [
+                path.to_owned(),
+                sqlite_companion(path, "-wal"),
+                sqlite_companion(path, "-shm"),
+            ] {
+                crate::private_files::restrict_to_owner(&file).map_err(failed)?;
+            }
+            Ok(())
+        }
+        Err(err) => Err(failed(err)),
+    }
+}
+
+/// `path` with `suffix` appended to its file name (`runs.sqlite3-wal`).
+fn sqlite_companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// Opens one connection with the run log's settings.
