@@ -52,6 +52,8 @@ mod registry;
 mod rest;
 mod template;
 mod web_search;
+#[cfg(windows)]
+mod windows_job;
 mod workspace_open;
 mod workspace_path;
 

@@ -23,6 +23,7 @@ mod json_schema;
 mod replay;
 mod tool;
 mod types;
+mod user_dirs;
 mod validate;
 mod value;
 
@@ -54,6 +55,7 @@ pub use types::{
     CoerceError, Compat, SECRET_INPUT_TYPE, TypeMismatch, UnknownType, ValueType, coerce,
     coerce_given, compatibility, message,
 };
+pub use user_dirs::{UserDirs, user_data_dir};
 pub use validate::{
     InputSlot, OutputFanout, Problem, ProblemKind, ValidGraph, ValidNode, instantiate_node,
     validate, validate_shared,

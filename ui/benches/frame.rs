@@ -59,6 +59,7 @@ fn raw_input() -> egui::RawInput {
 
 /// CPU time used by this thread so far. On a busy machine wall time counts the time other
 /// processes had the core; this does not.
+#[cfg(unix)]
 fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -72,6 +73,34 @@ fn thread_cpu_time() -> Duration {
     }
     #[allow(clippy::cast_sign_loss, reason = "a clock reading is never negative")]
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time used by this thread so far (kernel and user time, as on Unix).
+#[cfg(windows)]
+fn thread_cpu_time() -> Duration {
+    use windows_sys::Win32::Foundation::FILETIME;
+    use windows_sys::Win32::System::Threading::{GetCurrentThread, GetThreadTimes};
+    let zero = || FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero(), zero(), zero(), zero());
+    // SAFETY: the pseudo handle of this thread and four writable FILETIMEs.
+    #[allow(unsafe_code, reason = "GetThreadTimes has no safe std equivalent")]
+    let ok = unsafe {
+        GetThreadTimes(
+            GetCurrentThread(),
+            &raw mut created,
+            &raw mut exited,
+            &raw mut kernel,
+            &raw mut user,
+        )
+    };
+    if ok == 0 {
+        return Duration::ZERO;
+    }
+    let hundred_ns = |t: FILETIME| (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime);
+    Duration::from_nanos((hundred_ns(kernel) + hundred_ns(user)) * 100)
 }
 
 /// One frame: (CPU time, wall time).

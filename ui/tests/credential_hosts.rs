@@ -491,6 +491,14 @@ fn stored_credentials_carry_their_hosts_from_the_cli_to_a_run() {
         ok && text.contains(&name) && text.contains(&home_host),
         "{text}"
     );
+    // The list names the system's keychain the secrets are in.
+    assert!(
+        text.contains(&format!(
+            "Secrets are kept in {}",
+            agentloom_engine::credentials::KEYCHAIN_NAME
+        )) && (text.contains("Secret Service") || !cfg!(target_os = "linux")),
+        "{text}"
+    );
     let alias = format!("localhost:{}", home.port);
     let (ok, text) = cli(&["credentials", "hosts", &name, "--add", &alias], "");
     assert!(

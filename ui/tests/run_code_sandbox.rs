@@ -5,6 +5,7 @@
 //! output or the run log, and nothing the program started may survive the run: with
 //! bubblewrap, and with the bwrap lookup pointed at nothing (Landlock + seccomp).
 
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::os::unix::net::UnixListener;

@@ -117,6 +117,7 @@ fn nesting_deeper_than_the_cap_is_a_problem_naming_the_files() {
     assert!(text.contains("chain0.json"), "{text}");
 }
 
+#[cfg(unix)]
 fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(status.success());

@@ -157,13 +157,13 @@ impl PriceTable {
 }
 
 /// Where the user's price file is looked for: `AGENTLOOM_PRICES`, else `prices.json` in
-/// the per-user config directory.
+/// the per-user config directory (`~/.config/agentloom` on Linux; on macOS and Windows the
+/// same folders as the run log's, see [`agentloom_core::UserDirs`]).
 pub fn price_file_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os(PRICES_ENV_VAR).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(path));
     }
-    directories::ProjectDirs::from("", "", "agentloom")
-        .map(|dirs| dirs.config_dir().join("prices.json"))
+    agentloom_core::UserDirs::of_this_user().map(|dirs| dirs.config().join("prices.json"))
 }
 
 #[cfg(test)]

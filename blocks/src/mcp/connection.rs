@@ -30,6 +30,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::http_client::McpHttpClient;
+use super::server_process::{self, ServerProcess};
 
 /// How long a server may take to start and answer the handshake and the tool list.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -219,17 +220,14 @@ impl Session {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::null());
                 // Its own group, so that stopping it stops the helpers it started.
-                #[cfg(unix)]
-                process.process_group(0);
+                server_process::prepare(&mut process);
                 if let Some(token) = token {
                     process.env("MCP_TOKEN", token.expose());
                 }
                 let mut child = process
                     .spawn()
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-                let stopper = ServerProcess {
-                    group: child.id().and_then(|id| i32::try_from(id).ok()),
-                };
+                let stopper = ServerProcess::of(&child);
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     return Err(format!(
                         "cannot start `{command}`: no standard input and output"
@@ -311,25 +309,6 @@ impl Drop for Session {
     fn drop(&mut self) {
         if let Some(process) = &self.process {
             process.stop();
-        }
-    }
-}
-
-/// The process group a stdio server leads.
-struct ServerProcess {
-    group: Option<i32>,
-}
-
-impl ServerProcess {
-    /// Kills every process of the group (the server and any helper it started).
-    fn stop(&self) {
-        #[cfg(unix)]
-        if let Some(group) = self.group {
-            // ESRCH: the group is gone already.
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(group),
-                nix::sys::signal::Signal::SIGKILL,
-            );
         }
     }
 }

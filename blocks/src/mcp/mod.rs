@@ -10,6 +10,7 @@
 
 mod connection;
 mod http_client;
+mod server_process;
 mod tool_block;
 
 use std::sync::{Arc, OnceLock};

@@ -24,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 pub use secrets::{KeychainSecrets, environment_credential, environment_credentials};
-pub use store::{CredentialStore, INDEX_FILE, KEYCHAIN_SERVICE};
+pub use store::{CredentialStore, INDEX_FILE, KEYCHAIN_NAME, KEYCHAIN_SERVICE};
 
 /// What a credential holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

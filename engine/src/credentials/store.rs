@@ -304,14 +304,23 @@ impl CredentialStore {
 
 /// The per-user data directory (where the run log also lives).
 pub fn default_data_dir() -> Result<PathBuf, CredentialError> {
-    directories::ProjectDirs::from("dev", "agentloom", "agentloom")
-        .map(|dirs| dirs.data_dir().to_path_buf())
-        .ok_or_else(|| CredentialError::Index {
-            path: "(data directory)".to_owned(),
-            action: "located",
-            detail: "no home directory is known for this user".to_owned(),
-        })
+    agentloom_core::user_data_dir().ok_or_else(|| CredentialError::Index {
+        path: "(data directory)".to_owned(),
+        action: "located",
+        detail: "no home directory is known for this user".to_owned(),
+    })
 }
+
+/// The operating system's keychain that holds the secrets, as its users know it.
+pub const KEYCHAIN_NAME: &str = if cfg!(target_os = "linux") {
+    "the Secret Service (GNOME Keyring, KWallet or KeePassXC)"
+} else if cfg!(target_os = "macos") {
+    "the macOS login Keychain"
+} else if cfg!(target_os = "windows") {
+    "the Windows Credential Manager"
+} else {
+    "no keychain (none is supported on this system)"
+};
 
 #[cfg(target_os = "linux")]
 fn platform_backend() -> Result<Arc<keyring_core::CredentialStore>, CredentialError> {

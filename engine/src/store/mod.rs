@@ -166,9 +166,8 @@ impl std::fmt::Debug for RunStore {
 impl RunStore {
     /// `<per-user data dir>/runs.sqlite3`, e.g. `~/.local/share/agentloom/runs.sqlite3`.
     pub fn default_path() -> Result<PathBuf, StoreError> {
-        let dirs = directories::ProjectDirs::from("dev", "agentloom", "agentloom")
-            .ok_or(StoreError::NoHomeDir)?;
-        Ok(dirs.data_dir().join(RUN_LOG_FILE))
+        let data = agentloom_core::user_data_dir().ok_or(StoreError::NoHomeDir)?;
+        Ok(data.join(RUN_LOG_FILE))
     }
 
     /// Opens (creating it and its folders if needed) the run log at `path`, brings its

@@ -1058,6 +1058,7 @@ fn events_before_run_started_are_ignored_and_a_rerun_id_starts_clean() {
 }
 
 /// Set in the child process of the kill test: the database it records into.
+#[cfg(target_os = "linux")]
 const CHILD_DB_ENV: &str = "AGENTLOOM_STORE_TEST_CHILD_DB";
 
 #[cfg(target_os = "linux")]

@@ -111,6 +111,13 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
                     );
                 }
             }
+            if !json {
+                out!(
+                    "Secrets are kept in {}; the list is {}.",
+                    credentials::KEYCHAIN_NAME,
+                    store.index_path().display()
+                );
+            }
             if let Err(e) = store.check_available() {
                 eprintln!("warning: {e}");
             }
