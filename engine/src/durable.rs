@@ -79,3 +79,13 @@ impl Approver for DurableApprover {
         Some(decision)
     }
 }
+
+/// Told before a node with side effects sends anything, and waited for: whoever runs the
+/// run records that the side effect started (so that a run taken over after a crash does
+/// not send it again) and may refuse, failing the node with the reason given (the run was
+/// taken over by another worker; the side effect may have happened already).
+#[async_trait::async_trait]
+pub trait SideEffectGate: Send + Sync {
+    /// `node` is the node's id in the run (`call/inner` for a sub-run's node).
+    async fn before_sending(&self, node: &str, attempt: u32) -> Result<(), String>;
+}

@@ -74,6 +74,9 @@ pub struct RunOptions {
     /// Answers the run's outbound calls from an earlier run's recording
     /// (`agentloom run --replay`); its sub-runs replay too.
     pub replay: Option<Arc<crate::Replay>>,
+    /// Asked before every side effect is sent (a remote worker records it started first);
+    /// its sub-runs' side effects too.
+    pub side_effects: Option<Arc<dyn crate::durable::SideEffectGate>>,
 }
 
 /// What happened to one node.
@@ -292,6 +295,7 @@ impl Executor {
             cpu_slots: inherited.cpu_slots,
             replay: inherited.replay,
             path_prefix: inherited.path_prefix,
+            side_effects: options.side_effects.clone(),
         });
         Scheduler::new(graph, shared).run(&seed.outputs).await
     }
@@ -413,6 +417,7 @@ struct RunShared {
     replay: Option<Arc<crate::Replay>>,
     /// This run's nodes' prefix in the top run (`call/` in a sub-run), for the replay.
     path_prefix: String,
+    side_effects: Option<Arc<dyn crate::durable::SideEffectGate>>,
 }
 
 /// Requests in flight at once to one host when the graph does not say.
@@ -835,6 +840,7 @@ impl RunCtx for NodeCtx {
             run_id: Some(format!("{}/{prefix}", self.shared.run_id)),
             cancel: self.cancel.child_token(),
             pause: self.shared.pause.clone(),
+            side_effects: self.shared.side_effects.clone(),
             seed: (!seed.is_empty() || !seed.checkpoints.is_empty() || seed.earlier.is_some())
                 .then(|| Arc::new(seed)),
             ..RunOptions::default()
@@ -1510,6 +1516,14 @@ impl Scheduler {
                         }
                         Err(err) => break Err(err),
                     }
+                }
+                if let Some(gate) = &shared.side_effects
+                    && node.node.side_effects().unwrap_or(node.meta.side_effects)
+                    && let Err(message) = gate
+                        .before_sending(&format!("{}{}", shared.path_prefix, node.id), attempt)
+                        .await
+                {
+                    break Err(BlockError::permanent(message));
                 }
                 let ctx = NodeCtx {
                     shared: Arc::clone(&shared),

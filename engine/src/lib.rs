@@ -26,7 +26,7 @@ pub use credentials::{
     CredentialError, CredentialInfo, CredentialKind, CredentialStore, KeychainSecrets,
     OAuthClientConfig, OAuthTokens, StoredSecret,
 };
-pub use durable::DurableApprover;
+pub use durable::{DurableApprover, SideEffectGate};
 pub use events::{
     ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, OmittedBody,
     RecordedCall, RunEvent, RunStatus,

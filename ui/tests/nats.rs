@@ -31,23 +31,32 @@ struct NatsServer {
 
 impl NatsServer {
     fn start() -> NatsServer {
-        let server = agentloom_tests::find_on_path("nats-server")
-            .unwrap_or_else(|| panic!("nats-server is not installed: apt-get install nats-server"));
         let dir = tempfile::tempdir().unwrap();
         let port = agentloom_tests::free_port();
-        let log = dir.path().join("nats.log");
-        let child = start_listening(
-            Command::new(server)
-                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-                .arg(dir.path().join("store")),
-            port,
-            &log,
-        );
+        let child = Self::spawn(dir.path(), port);
         NatsServer {
             child,
             url: format!("nats://127.0.0.1:{port}"),
             _dir: dir,
         }
+    }
+
+    fn spawn(dir: &Path, port: u16) -> Child {
+        let server = agentloom_tests::find_on_path("nats-server")
+            .unwrap_or_else(|| panic!("nats-server is not installed: apt-get install nats-server"));
+        start_listening(
+            Command::new(server)
+                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+                .arg(dir.join("store")),
+            port,
+            &dir.join("nats.log"),
+        )
+    }
+
+    /// Starts the server again (after it was killed) on its port and store.
+    fn restart(&mut self) {
+        let port = self.url.rsplit(':').next().unwrap().parse().unwrap();
+        self.child = Self::spawn(self._dir.path(), port);
     }
 }
 
@@ -847,6 +856,7 @@ fn queue_item(nats: &NatsServer, run_id: &str, who: &str) {
             .queue(&agentloom::remote::WorkItem {
                 run_id: run_id.to_owned(),
                 resume: None,
+                start_by_ms: None,
             })
             .await
             .unwrap();
@@ -1530,5 +1540,398 @@ fn workers_lists_who_is_up_and_what_each_runs() {
     assert!(
         text.contains("alpha  up") && text.contains("beta  up"),
         "{text}"
+    );
+}
+
+/// An HTTP server on 127.0.0.1 that answers `200 ok` and records every POST: its path, its
+/// body and its `Idempotency-Key`. With `hold_first`, the first POST's answer is never sent
+/// (the connection is held open), as when a worker dies while its request is at the server.
+struct Hook {
+    port: u16,
+    posts: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+impl Hook {
+    fn start(hold_first: bool) -> Hook {
+        use std::io::Write as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let posts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = posts.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let recorded = recorded.clone();
+                std::thread::spawn(move || {
+                    let mut reader = std::io::BufReader::new(stream);
+                    let (head, body) = agentloom_tests::read_http_request(&mut reader);
+                    let Some(path) = head.strip_prefix("POST ") else {
+                        return;
+                    };
+                    let path = path.split(' ').next().unwrap_or_default().to_owned();
+                    let first = {
+                        let mut posts = recorded.lock().unwrap();
+                        posts.push((path, String::from_utf8_lossy(&body).into_owned()));
+                        posts.len() == 1
+                    };
+                    let mut stream = reader.into_inner();
+                    if hold_first && first {
+                        std::thread::sleep(Duration::from_secs(120));
+                        return;
+                    }
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                    );
+                });
+            }
+        });
+        Hook { port, posts }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/{path}", self.port)
+    }
+
+    fn posts(&self) -> Vec<(String, String)> {
+        self.posts.lock().unwrap().clone()
+    }
+
+    /// Every (path, body) POSTed more than once.
+    fn repeated(&self) -> Vec<(String, String)> {
+        let mut seen = BTreeMap::<(String, String), usize>::new();
+        for post in self.posts() {
+            *seen.entry(post).or_default() += 1;
+        }
+        seen.into_iter()
+            .filter(|(_, times)| *times > 1)
+            .map(|(post, _)| post)
+            .collect()
+    }
+}
+
+/// `submit GRAPH --wait --json` under way once the first POST of its run reached `hook`;
+/// which of `workers` runs it.
+fn submit_until_first_post(
+    nats: &NatsServer,
+    graph: &Path,
+    dir: &Path,
+    hook: &Hook,
+    workers: &[Worker],
+) -> (Child, usize) {
+    let submitter = submit(nats, graph, &["--trust", "--wait", "--json"])
+        .arg("--db")
+        .arg(dir.join("submitter.sqlite3"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "the first POST at the server",
+        Duration::from_secs(30),
+        || hook.posts().len() == 1,
+    );
+    let running = workers
+        .iter()
+        .position(|w| !w.runs().is_empty())
+        .expect("a worker has the run");
+    (submitter, running)
+}
+
+fn signal(child: &Child, name: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// A worker frozen (SIGSTOP) past the ack wait loses its run to another worker; thawed
+/// (SIGCONT), its next event is refused by the server and it stops the run at once: it
+/// sends nothing more. Each POST arrives once and the run completes once.
+#[test]
+fn a_paused_worker_whose_run_was_taken_over_sends_nothing_more() {
+    let nats = NatsServer::start();
+    let hook = Hook::start(false);
+    let flags = ["--trust", "--ack-wait", "2"];
+    let workers = [
+        Worker::start(&nats, "paused", &flags),
+        Worker::start(&nats, "other", &flags),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = post_wait_post(dir.path(), &hook.url("hook"), 3500);
+    let (submitter, running) = submit_until_first_post(&nats, &graph, dir.path(), &hook, &workers);
+    signal(&workers[running].child, "STOP");
+    let other = &workers[1 - running];
+    // The other worker takes it over once the ack wait passed, and starts the delay again.
+    wait_for(
+        "the other worker to take the run over",
+        Duration::from_secs(30),
+        || node_status(&other.db(), "slow").as_deref() == Some("running"),
+    );
+    signal(&workers[running].child, "CONT");
+    let output = submitter.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "completed", "{report}");
+    // Time for a thawed worker that was not fenced to send its second POST.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        hook.posts().len(),
+        2,
+        "each POST once:\n{}\n{}",
+        workers[running].log(),
+        other.log()
+    );
+    let run_id = report["run_id"].as_str().unwrap();
+    let completed: Vec<&str> = workers
+        .iter()
+        .filter(|w| w.runs().get(run_id).is_some_and(|s| s == "completed"))
+        .map(|w| w.name.as_str())
+        .collect();
+    assert_eq!(
+        completed.len(),
+        1,
+        "the run completes once: {completed:?}\n{}\n{}",
+        workers[running].log(),
+        other.log()
+    );
+    assert!(
+        workers[running]
+            .log()
+            .contains("another worker took this run over"),
+        "the thawed worker was stopped: {}",
+        workers[running].log()
+    );
+}
+
+/// A worker killed while its POST is at the server (the answer held back): the worker that
+/// takes the run over does not send it again; the node fails with "may have happened".
+#[test]
+fn a_side_effect_in_flight_at_a_crash_is_not_sent_again() {
+    let nats = NatsServer::start();
+    let hook = Hook::start(true);
+    let flags = ["--trust", "--ack-wait", "2"];
+    let mut workers = [
+        Worker::start(&nats, "crashing", &flags),
+        Worker::start(&nats, "other", &flags),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        "post.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "one post",
+            "nodes": [
+                {"id": "post", "block": "http.request", "config": {
+                    "method": "POST", "url": hook.url("hook"), "allow_private_network": true}},
+                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            ],
+            "edges": [{"from": ["post", "status"], "to": ["out", "value"]}]
+        }),
+    );
+    let (submitter, running) = submit_until_first_post(&nats, &graph, dir.path(), &hook, &workers);
+    workers[running].kill();
+    let output = submitter.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "failed", "{report}");
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("may have happened: the worker running it stopped"),
+        "{report}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(hook.posts().len(), 1, "the POST was not sent again");
+}
+
+/// A graph whose two POSTs go to the URL its input `url` names (one per run), with a wait
+/// between them.
+fn post_wait_post_to_input(dir: &Path, ms: u64) -> PathBuf {
+    write_graph(
+        dir,
+        "post-wait-post-to.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "post wait post to",
+            "nodes": [
+                {"id": "url", "block": "graph.input", "config": {"name": "url"}},
+                {"id": "first", "block": "http.request", "config": {
+                    "method": "POST", "allow_private_network": true}},
+                {"id": "slow", "block": "control.delay", "config": {"ms": ms}},
+                {"id": "second", "block": "http.request", "config": {
+                    "method": "POST", "allow_private_network": true}},
+                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            ],
+            "edges": [
+                {"from": ["url", "value"], "to": ["first", "url"]},
+                {"from": ["url", "value"], "to": ["second", "url"]},
+                {"from": ["first", "status"], "to": ["slow", "value"]},
+                {"from": ["slow", "value"], "to": ["second", "body"]},
+                {"from": ["second", "status"], "to": ["out", "value"]}
+            ]
+        }),
+    )
+}
+
+/// nats-server killed (SIGKILL) and started again on its store in the middle of a batch:
+/// every run ends completed or failed with a reason, and no POST reaches the server twice.
+#[test]
+fn a_server_killed_and_restarted_mid_batch_repeats_no_post() {
+    let mut nats = NatsServer::start();
+    let hook = Hook::start(false);
+    let flags = ["--trust", "--ack-wait", "3", "--concurrency", "4"];
+    let _workers = [
+        Worker::start(&nats, "w1", &flags),
+        Worker::start(&nats, "w2", &flags),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let graph = post_wait_post_to_input(dir.path(), 1500);
+    let submitters: Vec<Child> = (0..6)
+        .map(|i| {
+            submit(&nats, &graph, &["--trust", "--wait", "--json"])
+                .args(["--input", &format!("url={}", hook.url(&format!("run{i}")))])
+                .arg("--db")
+                .arg(dir.path().join(format!("submitter{i}.sqlite3")))
+                .env("AGENTLOOM_NATS_LOST_SECS", "30")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    wait_for("some first POSTs", Duration::from_secs(30), || {
+        hook.posts().len() >= 3
+    });
+    let _ = nats.child.kill();
+    let _ = nats.child.wait();
+    // Down long enough for runs to send their second POST and end meanwhile.
+    std::thread::sleep(Duration::from_secs(4));
+    nats.restart();
+    let mut ended = 0;
+    for submitter in submitters {
+        let output = submitter.wait_with_output().unwrap();
+        let Ok(report) = serde_json::from_slice::<Value>(&output.stdout) else {
+            panic!("no report: {}", stderr(&output));
+        };
+        match report["status"].as_str() {
+            Some("completed") => {}
+            Some("failed") => assert!(
+                report["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{report}"
+            ),
+            _ => panic!("{report}"),
+        }
+        ended += 1;
+    }
+    assert_eq!(ended, 6);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        hook.repeated(),
+        Vec::<(String, String)>::new(),
+        "{:?}",
+        hook.posts()
+    );
+}
+
+/// A run queued for `submit --wait` that no worker takes before its deadline: the wait ends
+/// with a message within its bound, and a worker that comes up later does not start it (it
+/// records it failed, "not started"). The same for `eval --nats`.
+#[test]
+fn a_run_nobody_waits_for_any_more_never_starts() {
+    let nats = NatsServer::start();
+    let hook = Hook::start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write_graph(
+        dir.path(),
+        "post.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "one post",
+            "nodes": [
+                {"id": "text", "block": "graph.input", "config": {"name": "text", "default": "hi"}},
+                {"id": "post", "block": "http.request", "config": {
+                    "method": "POST", "url": hook.url("hook"), "allow_private_network": true}},
+                {"id": "out", "block": "graph.output", "config": {"name": "echo"}}
+            ],
+            "edges": [
+                {"from": ["text", "value"], "to": ["post", "body"]},
+                {"from": ["text", "value"], "to": ["out", "value"]}
+            ]
+        }),
+    );
+    let started = Instant::now();
+    let output = submit(&nats, &graph, &["--trust", "--wait", "--start-within", "2"])
+        .arg("--db")
+        .arg(dir.path().join("submitter.sqlite3"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("no worker started the run before its deadline"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let run_id = stderr(&output)
+        .split_whitespace()
+        .skip_while(|word| *word != "run")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+
+    let cases_file = dir.path().join("cases.jsonl");
+    std::fs::write(
+        &cases_file,
+        "{\"name\": \"one\", \"inputs\": {\"text\": \"a\"}, \"expect\": {\"echo\": \"a\"}}\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let output = bin()
+        .arg("eval")
+        .arg(&graph)
+        .arg("--cases")
+        .arg(&cases_file)
+        .args(["--nats", &nats.url, "--json", "--trust"])
+        .arg("--db")
+        .arg(dir.path().join("eval.sqlite3"))
+        .env("AGENTLOOM_NATS_START_SECS", "2")
+        .output()
+        .unwrap();
+    assert_ne!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        summary
+            .to_string()
+            .contains("no worker started the run before its deadline"),
+        "{summary}"
+    );
+
+    // A worker comes up: neither run starts, both are recorded as not started.
+    let worker = Worker::start(&nats, "late", &["--trust"]);
+    wait_for(
+        "both runs recorded not started",
+        Duration::from_secs(20),
+        || worker.runs().len() == 2,
+    );
+    assert!(worker.runs().values().all(|status| status == "failed"));
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(hook.posts().is_empty(), "{:?}", hook.posts());
+    let shown = bin()
+        .args(["show", &run_id, "--json", "--nats", &nats.url])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["status"], "failed", "{shown}");
+    assert!(
+        shown["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not started"),
+        "{shown}"
     );
 }

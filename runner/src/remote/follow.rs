@@ -14,11 +14,31 @@ pub async fn follow(
     nats: &Nats,
     run_id: &str,
     after: Option<u64>,
+    on_event: impl FnMut(RunEvent, &str),
+) -> Result<RunReport, RemoteError> {
+    follow_until(nats, run_id, after, None, on_event).await
+}
+
+/// How long after a run's start deadline its follower still waits for a worker's first word.
+const STARTED_LATE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`follow`], giving up once `start_by_ms` (Unix milliseconds, the deadline the run was
+/// queued with) is past and no worker has taken the run: none ever will.
+pub async fn follow_until(
+    nats: &Nats,
+    run_id: &str,
+    after: Option<u64>,
+    mut start_by_ms: Option<i64>,
     mut on_event: impl FnMut(RunEvent, &str),
 ) -> Result<RunReport, RemoteError> {
     let mut messages = ordered(nats, run_id, run_subject(run_id, "*"), after).await?;
+    // The last record read: after a server restart or a cluster fail-over the reading
+    // starts again from there.
+    let mut seen = after;
+    let mut broken_since: Option<std::time::Instant> = None;
     let events = run_subject(run_id, "events");
     let report = run_subject(run_id, "report");
+    let request = run_subject(run_id, "request");
     let give_up = lost_server_limit();
     let mut lost_since: Option<std::time::Instant> = None;
     let mut check = tokio::time::interval(std::time::Duration::from_millis(250));
@@ -28,6 +48,23 @@ pub async fn follow(
         let next = tokio::select! {
             next = messages.next() => next,
             _ = check.tick() => {
+                let late = i64::try_from(STARTED_LATE.as_millis()).unwrap_or_default();
+                if let Some(start_by) = start_by_ms
+                    && chrono::Utc::now().timestamp_millis() > start_by.saturating_add(late)
+                {
+                    // Taken (and so running, or being recorded as not started): its report
+                    // comes. Else nobody will start it.
+                    match nats.last_record(run_id, "owner").await {
+                        Ok(Some(_)) => start_by_ms = None,
+                        Ok(None) => {
+                            return Err(nats.error(
+                                format!("following run {run_id}"),
+                                "no worker started the run before its deadline, and none will now (is a worker up for this queue?)",
+                            ));
+                        }
+                        Err(_) => {}
+                    }
+                }
                 let connected = matches!(
                     nats.js.client().connection_state(),
                     async_nats::connection::State::Connected
@@ -49,8 +86,33 @@ pub async fn follow(
                 continue;
             }
         };
-        let Some(message) = next else { break };
-        let message = message.map_err(|e| nats.error(format!("following run {run_id}"), e))?;
+        let message = match next {
+            Some(Ok(message)) => message,
+            failed => {
+                let why = match failed {
+                    Some(Err(err)) => err.to_string(),
+                    _ => "the server ended the subscription".to_owned(),
+                };
+                let since = *broken_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= give_up {
+                    return Err(nats.error(format!("following run {run_id}"), why));
+                }
+                tracing::debug!(run_id, why, "reading the run again from where it was");
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                if let Ok(again) = ordered(nats, run_id, run_subject(run_id, "*"), seen).await {
+                    messages = again;
+                }
+                continue;
+            }
+        };
+        broken_since = None;
+        if let Ok(info) = message.info() {
+            seen = Some(info.stream_sequence);
+        }
+        // Anything but the request itself is a worker's word: the run was taken.
+        if message.subject.as_str() != request {
+            start_by_ms = None;
+        }
         if message.subject.as_str() == events {
             let worker = message
                 .headers
@@ -67,10 +129,6 @@ pub async fn follow(
                 .map_err(|e| nats.error(format!("the report of run {run_id}"), e));
         }
     }
-    Err(nats.error(
-        format!("following run {run_id}"),
-        "the server ended the subscription",
-    ))
 }
 
 /// How long a follower waits for a server it lost: `AGENTLOOM_NATS_LOST_SECS`, else 15 s.
@@ -83,31 +141,7 @@ fn lost_server_limit() -> std::time::Duration {
     std::time::Duration::from_secs(secs)
 }
 
-/// Every event of run `run_id` published so far, in order (a worker taking the run over
-/// resumes from them).
-pub async fn events_so_far(nats: &Nats, run_id: &str) -> Result<Vec<RunEvent>, RemoteError> {
-    let Some(last) = nats.last_record(run_id, "events").await? else {
-        return Ok(Vec::new());
-    };
-    let mut messages = ordered(nats, run_id, run_subject(run_id, "events"), None).await?;
-    let mut events = Vec::new();
-    while let Some(message) = messages.next().await {
-        let message = message.map_err(|e| nats.error(format!("reading run {run_id}"), e))?;
-        let sequence = message
-            .info()
-            .map(|info| info.stream_sequence)
-            .map_err(|e| nats.error(format!("reading run {run_id}"), e))?;
-        let event = serde_json::from_slice::<RunEvent>(&message.payload)
-            .map_err(|e| nats.error(format!("an event of run {run_id}"), e))?;
-        events.push(event);
-        if sequence >= last.sequence {
-            break;
-        }
-    }
-    Ok(events)
-}
-
-async fn ordered(
+pub(super) async fn ordered(
     nats: &Nats,
     run_id: &str,
     filter: String,

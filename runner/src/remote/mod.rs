@@ -14,6 +14,7 @@
 //!   error, instead of being delivered again.
 
 mod auth;
+pub mod fence;
 pub mod follow;
 pub mod local_log;
 pub mod owner;
@@ -69,6 +70,29 @@ pub struct WorkItem {
     pub run_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Resume>,
+    /// Unix milliseconds after which no worker starts the run: it was queued for someone
+    /// who follows it for so long at most (`submit --wait`, `serve --nats`, `eval --nats`).
+    /// A worker that finds it later records it failed ("not started") and moves it aside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_by_ms: Option<i64>,
+}
+
+/// How long a run queued for someone who follows it may wait for a worker:
+/// `AGENTLOOM_NATS_START_SECS`, else 5 minutes.
+pub fn start_within() -> Duration {
+    let secs = std::env::var("AGENTLOOM_NATS_START_SECS")
+        .ok()
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .filter(|secs| *secs > 0)
+        .unwrap_or(300);
+    Duration::from_secs(secs)
+}
+
+/// The deadline of a run queued now that must start within `within`, in Unix milliseconds.
+pub fn start_by(within: Duration) -> i64 {
+    chrono::Utc::now()
+        .timestamp_millis()
+        .saturating_add(i64::try_from(within.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A person's decision on what a waiting remote run waits for (`approve --nats`).
@@ -245,8 +269,12 @@ impl Nats {
 
     /// Queues a run: its request first, then the work item a worker pulls. Each carries a
     /// message id made of the run id, so a submission sent again (its acknowledgement
-    /// lost) is stored once.
-    pub async fn submit(&self, request: &RunRequest) -> Result<(), RemoteError> {
+    /// lost) is stored once. With `start_by_ms`, no worker starts it after that time.
+    pub async fn submit(
+        &self,
+        request: &RunRequest,
+        start_by_ms: Option<i64>,
+    ) -> Result<(), RemoteError> {
         let payload = serde_json::to_vec(request).map_err(|e| self.error("the request", e))?;
         let run_id = &request.run_id;
         self.publish_once(
@@ -258,6 +286,7 @@ impl Nats {
         let item = serde_json::to_vec(&WorkItem {
             run_id: run_id.clone(),
             resume: None,
+            start_by_ms,
         })
         .map_err(|e| self.error("the work item", e))?;
         self.publish_once(QUEUE_SUBJECT.to_owned(), format!("{run_id}.queued"), item)
@@ -347,13 +376,15 @@ pub async fn run_queued(
         concurrency: None,
         trusted: prepared.trust().is_trusted(),
     };
-    if let Err(err) = nats.submit(&request).await {
+    // Nobody follows it once this waiting ends: a run no worker started by then never starts.
+    let start_by_ms = start_by(start_within());
+    if let Err(err) = nats.submit(&request, Some(start_by_ms)).await {
         return (failed(format!("cannot queue the run: {err}")), Vec::new());
     }
     let local = local_log::LocalRecord::new(store, doc.as_ref().clone());
     let mut events = Vec::new();
     let followed = tokio::select! {
-        followed = follow::follow(nats, &run_id, None, |event, worker| {
+        followed = follow::follow_until(nats, &run_id, None, Some(start_by_ms), |event, worker| {
             local.record(&event, worker);
             events.push(event);
         }) => followed.map_err(|e| e.to_string()),

@@ -13,8 +13,9 @@ use super::{Nats, RemoteError, run_subject};
 /// How taking a run went.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Claim {
-    /// This worker runs it now.
-    Taken,
+    /// This worker runs it now; `fence` is the sequence of its owner record: the run is
+    /// still this worker's while that record is the last one.
+    Taken { fence: u64 },
     /// Another worker took it first (or took it over meanwhile).
     Elsewhere,
 }
@@ -56,9 +57,20 @@ impl Nats {
             .await
             .map_err(|e| self.error(&what, e))?;
         match ack.await {
-            Ok(_) => Ok(Claim::Taken),
+            Ok(ack) => Ok(Claim::Taken {
+                fence: ack.sequence,
+            }),
             Err(err) if err.kind() == PublishErrorKind::WrongLastSequence => Ok(Claim::Elsewhere),
             Err(err) => Err(self.error(&what, err)),
         }
+    }
+
+    /// Whether run `run_id` is still the worker's whose owner record has sequence `fence`
+    /// (nobody took it over since).
+    pub async fn still_owns(&self, run_id: &str, fence: u64) -> Result<bool, RemoteError> {
+        Ok(self
+            .last_record(run_id, "owner")
+            .await?
+            .is_some_and(|record| record.sequence == fence))
     }
 }

@@ -146,7 +146,9 @@ impl Nats {
         let mut request: RunRequest = serde_json::from_slice(&record.payload)
             .map_err(|e| format!("run {run_id}: the request is not readable: {e}"))?;
         request.run_id = agentloom_engine::new_run_id();
-        self.submit(&request).await.map_err(|e| e.to_string())?;
+        self.submit(&request, None)
+            .await
+            .map_err(|e| e.to_string())?;
         let stream = self
             .js
             .get_stream_no_info(DEAD_STREAM)

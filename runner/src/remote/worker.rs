@@ -15,7 +15,7 @@ use async_nats::jetstream::{AckKind, Message};
 use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
-use super::follow::events_so_far;
+use super::fence::{EventPublisher, Fence, History, RemoteGate, Standing, history};
 use super::is_plain_run_id;
 use super::owner::Claim;
 use super::{
@@ -78,6 +78,8 @@ enum Outcome {
     Done,
     /// This worker stops: hand the request to another worker now.
     Release,
+    /// Another worker took the run over: its request is that worker's now, left alone.
+    Fenced,
 }
 
 /// How a worker stops: `taking` ends pulling new requests (a drain: runs under way go on
@@ -310,6 +312,7 @@ impl Worker {
         let acked = match outcome {
             Outcome::Done => message.double_ack().await,
             Outcome::Release => message.ack_with(AckKind::Nak(None)).await,
+            Outcome::Fenced => return,
         };
         if let Err(err) = acked {
             tracing::warn!(%err, "cannot acknowledge the request; it may run again");
@@ -401,15 +404,34 @@ impl Worker {
                 tracing::warn!(%err, run_id, "cannot tell whether the run finished; it runs");
             }
         }
+        // Queued for someone who no longer waits for it: never started, it does not start.
+        if item.resume.is_none()
+            && let Some(start_by) = item.start_by_ms
+            && chrono::Utc::now().timestamp_millis() > start_by
+            && matches!(self.nats.last_record(&run_id, "owner").await, Ok(None))
+        {
+            if let Ok(Claim::Taken { .. }) = self.nats.claim_new(&run_id, &self.config.name).await {
+                let late = chrono::Utc::now().timestamp_millis() - start_by;
+                let reason = format!(
+                    "not started: no worker took the run before its deadline (passed {} s ago), and whoever queued it no longer waits for it",
+                    late / 1000
+                );
+                let name = request.graph_doc().map(|doc| doc.name).unwrap_or_default();
+                self.fail(&run_id, &name, &request.inputs, &reason).await;
+                self.move_aside(&run_id, payload, &reason).await;
+            }
+            return Outcome::Done;
+        }
         // One worker runs a run: a first delivery takes it only when nobody has (a second
         // queue entry for it is dropped); a redelivery or a decision takes it over.
-        let claim = if item.resume.is_none() && delivered <= 1 {
+        let fresh = item.resume.is_none() && delivered <= 1;
+        let claim = if fresh {
             self.nats.claim_new(&run_id, &self.config.name).await
         } else {
             self.nats.take_over(&run_id, &self.config.name).await
         };
-        match claim {
-            Ok(Claim::Taken) => {}
+        let fence = match claim {
+            Ok(Claim::Taken { fence }) => fence,
             Ok(Claim::Elsewhere) => {
                 tracing::info!(
                     run_id,
@@ -423,7 +445,7 @@ impl Worker {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 return Outcome::Release;
             }
-        }
+        };
         let doc = match request.graph_doc() {
             Ok(doc) => doc,
             Err(message) => {
@@ -443,8 +465,24 @@ impl Worker {
                 return Outcome::Done;
             }
         };
-        let seed = match self.seed(&item, &prepared.graph().doc, delivered).await {
-            Ok(seed) => seed,
+        // What earlier attempts stored: where this one resumes from and what it must not
+        // send again.
+        let history = if fresh {
+            Ok(History::default())
+        } else {
+            history(&self.nats, &run_id)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let seeded = match history {
+            Ok(history) => self
+                .seed(&item, &prepared.graph().doc, &history.events)
+                .await
+                .map(|seed| (seed, history)),
+            Err(reason) => Err(reason),
+        };
+        let (seed, history) = match seeded {
+            Ok(seeded) => seeded,
             // The events cannot be read now: another delivery tries again.
             Err(reason) => {
                 tracing::warn!(run_id, reason, "cannot resume the run now");
@@ -452,7 +490,8 @@ impl Worker {
                 return Outcome::Release;
             }
         };
-        self.execute(&request, &prepared, seed).await
+        self.execute(&request, &prepared, seed, fence, history)
+            .await
     }
 
     /// Ends the run of a request the server no longer hands out (every delivery ended with
@@ -525,17 +564,12 @@ impl Worker {
         &self,
         item: &WorkItem,
         doc: &GraphDoc,
-        delivered: i64,
+        events: &[RunEvent],
     ) -> Result<Option<RunSeed>, String> {
-        if delivered <= 1 && item.resume.is_none() {
-            return Ok(None);
-        }
-        let events = events_so_far(&self.nats, &item.run_id)
-            .await
-            .map_err(|e| e.to_string())?;
         if events.is_empty() && item.resume.is_none() {
             return Ok(None);
         }
+        let events = events.to_vec();
         let store = self.store.clone();
         let doc = doc.clone();
         let item = item.clone();
@@ -563,20 +597,53 @@ impl Worker {
         request: &RunRequest,
         prepared: &Prepared,
         seed: Option<RunSeed>,
+        owner: u64,
+        history: History,
     ) -> Outcome {
         let run_id = request.run_id.clone();
         let resumed = seed.is_some();
         if let Ok(mut running) = self.running.lock() {
             running.insert(run_id.clone(), chrono::Utc::now().timestamp_millis());
         }
-        let publisher = EventPublisher::start(self.nats.clone(), &run_id, &self.config.name);
         let cancel = self.stop.child_token();
+        // Stopped at once, by this worker or by its publisher, when the run is not its own
+        // any more.
+        let lost = CancellationToken::new();
+        let fence = Fence {
+            owner,
+            last_event: history.last_event,
+            run: lost.clone(),
+        };
+        let publisher = Arc::new(EventPublisher::start(
+            self.nats.clone(),
+            &run_id,
+            &self.config.name,
+            Some(&fence),
+        ));
+        let gate = Arc::new(RemoteGate {
+            nats: self.nats.clone(),
+            run_id: run_id.clone(),
+            worker: self.config.name.clone(),
+            owner,
+            publisher: publisher.clone(),
+            run: lost.clone(),
+            in_doubt: std::sync::Mutex::new(history.in_doubt),
+        });
+        let stop_on_loss = {
+            let cancel = cancel.clone();
+            let lost = lost.clone();
+            tokio::spawn(async move {
+                lost.cancelled().await;
+                cancel.cancel();
+            })
+        };
         let launch = Launch {
             options: RunOptions {
                 cancel: cancel.clone(),
                 concurrency: request.concurrency,
                 run_id: Some(run_id.clone()),
                 seed: seed.map(Arc::new),
+                side_effects: Some(gate.clone()),
                 ..RunOptions::default()
             },
             log: Some(Log {
@@ -596,7 +663,26 @@ impl Worker {
         if let Ok(mut running) = self.running.lock() {
             running.remove(&run_id);
         }
-        publisher.finish().await;
+        stop_on_loss.abort();
+        drop(gate);
+        let standing = match Arc::try_unwrap(publisher) {
+            Ok(publisher) => publisher.finish().await,
+            Err(publisher) => publisher.flush().await,
+        };
+        match standing {
+            Standing::Publishing => {}
+            Standing::Fenced => {
+                tracing::warn!(
+                    run_id,
+                    "another worker took this run over: this worker stopped it and leaves it"
+                );
+                return Outcome::Fenced;
+            }
+            Standing::Lost => {
+                tracing::warn!(run_id, "the run's events cannot be stored: handed back");
+                return Outcome::Release;
+            }
+        }
         if report.status == RunStatus::Cancelled && self.stop.is_cancelled() {
             // This worker stops, not the run: another worker resumes it.
             return Outcome::Release;
@@ -643,7 +729,7 @@ impl Worker {
                 },
             },
         ];
-        let publisher = EventPublisher::start(self.nats.clone(), run_id, &self.config.name);
+        let publisher = EventPublisher::start(self.nats.clone(), run_id, &self.config.name, None);
         for event in &events {
             publisher.sink.emit(event);
         }
@@ -751,62 +837,4 @@ pub(crate) fn replay(
         recorder.finish()?;
     }
     Ok(())
-}
-
-/// Publishes a run's events in order, each stored by the server before the next is sent;
-/// streamed chunks stay local (the node's finished event carries its whole output).
-struct EventPublisher {
-    sink: Arc<ChannelSink>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-struct ChannelSink(std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<RunEvent>>>);
-
-impl EventSink for ChannelSink {
-    fn emit(&self, event: &RunEvent) {
-        if matches!(event.kind, EventKind::NodePartial { .. }) {
-            return;
-        }
-        if let Some(tx) = &*self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-        {
-            let _ = tx.send(event.clone());
-        }
-    }
-}
-
-impl EventPublisher {
-    fn start(nats: Nats, run_id: &str, worker: &str) -> EventPublisher {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
-        let subject = run_subject(run_id, "events");
-        let worker = worker.to_owned();
-        let task = tokio::spawn(async move {
-            while let Some(event) = rx.recv().await {
-                let Ok(payload) = serde_json::to_vec(&event) else {
-                    continue;
-                };
-                let mut headers = async_nats::HeaderMap::new();
-                headers.insert(WORKER_HEADER, worker.as_str());
-                if let Err(err) = nats.publish(subject.clone(), Some(headers), payload).await {
-                    tracing::warn!(%err, event = event.kind.name(), "an event is not published");
-                }
-            }
-        });
-        EventPublisher {
-            sink: Arc::new(ChannelSink(std::sync::Mutex::new(Some(tx)))),
-            task,
-        }
-    }
-
-    /// Waits until every event emitted so far is stored by the server.
-    async fn finish(self) {
-        self.sink
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        let _ = self.task.await;
-    }
 }

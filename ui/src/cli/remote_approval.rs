@@ -122,6 +122,7 @@ pub(super) fn decide_remote(
             decision: decision.clone(),
             signed,
         }),
+        start_by_ms: None,
     }));
     if let Err(err) = queued {
         eprintln!("{err}");
@@ -141,7 +142,10 @@ pub(super) fn decide_remote(
         &runtime,
         &nats,
         &run_id,
-        Some(decided_at),
+        super::submit::FollowFrom {
+            after: Some(decided_at),
+            start_by_ms: None,
+        },
         doc,
         args.db,
         args.json,

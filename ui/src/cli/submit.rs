@@ -8,7 +8,7 @@ use agentloom_engine::EventSink;
 use serde_json::json;
 
 use crate::remote::local_log::LocalRecord;
-use crate::remote::{Nats, follow::follow, request_for};
+use crate::remote::{Nats, follow::follow_until, request_for};
 
 use super::{EXIT_FAILED, EXIT_INVALID, async_runtime, parse_inputs, print_report};
 use crate::runner::{GraphSource, open_run_log};
@@ -34,6 +34,12 @@ pub struct SubmitArgs {
     /// How many nodes of the run may do CPU-bound work at once on the worker.
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// With --wait: no worker starts the run once this many seconds passed without one
+    /// taking it (the run is recorded failed, "not started"), and the wait ends with a
+    /// message then. Default: 300 (`AGENTLOOM_NATS_START_SECS`). Without --wait: only when
+    /// given.
+    #[arg(long, value_name = "SECS")]
+    pub start_within: Option<u64>,
     /// Trust the graph file for this run without asking (see `agentloom trust`). A worker
     /// runs the request trusted only when it was started with `--trust` too.
     #[arg(long)]
@@ -64,10 +70,17 @@ pub fn submit_command(args: SubmitArgs) -> anyhow::Result<i32> {
     };
     let run_id = request.run_id.clone();
     let doc = request.graph_doc().unwrap_or_default();
+    // A run someone waits for does not start after they stopped waiting.
+    let start_within = match (args.start_within, args.wait) {
+        (Some(secs), _) => Some(std::time::Duration::from_secs(secs)),
+        (None, true) => Some(crate::remote::start_within()),
+        (None, false) => None,
+    };
+    let start_by_ms = start_within.map(crate::remote::start_by);
     let runtime = async_runtime()?;
     let queued = runtime.block_on(async {
         let nats = Nats::connect(&args.nats, "agentloom submit").await?;
-        nats.submit(&request).await?;
+        nats.submit(&request, start_by_ms).await?;
         Ok::<_, crate::remote::RemoteError>(nats)
     });
     let nats = match queued {
@@ -89,17 +102,36 @@ pub fn submit_command(args: SubmitArgs) -> anyhow::Result<i32> {
     if !args.json {
         eprintln!("queued run {run_id} on {}; waiting for a worker", nats.url);
     }
-    follow_and_report(&runtime, &nats, &run_id, None, doc, args.db, args.json)
+    follow_and_report(
+        &runtime,
+        &nats,
+        &run_id,
+        FollowFrom {
+            after: None,
+            start_by_ms,
+        },
+        doc,
+        args.db,
+        args.json,
+    )
 }
 
-/// Follows remote run `run_id` (from the records after `after`, when given) until a worker
+/// Where following a remote run starts and how long it waits for a worker to take it.
+pub(super) struct FollowFrom {
+    /// Only the records after this stream sequence (a resumed run's).
+    pub after: Option<u64>,
+    /// The run's start deadline: past it with no worker, the wait ends.
+    pub start_by_ms: Option<i64>,
+}
+
+/// Follows remote run `run_id` (from the records `from` says) until a worker
 /// reports its end: progress on stderr, every event recorded in the local run log with the
 /// worker's name, then the report printed and its exit code returned, as `run` does.
 pub(super) fn follow_and_report(
     runtime: &tokio::runtime::Runtime,
     nats: &Nats,
     run_id: &str,
-    after: Option<u64>,
+    from: FollowFrom,
     doc: agentloom_core::GraphDoc,
     db: Option<PathBuf>,
     json: bool,
@@ -116,10 +148,16 @@ pub(super) fn follow_and_report(
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
         !json,
     );
-    let followed = runtime.block_on(follow(nats, run_id, after, |event, worker| {
-        local.record(&event, worker);
-        progress.emit(&event);
-    }));
+    let followed = runtime.block_on(follow_until(
+        nats,
+        run_id,
+        from.after,
+        from.start_by_ms,
+        |event, worker| {
+            local.record(&event, worker);
+            progress.emit(&event);
+        },
+    ));
     progress.finish();
     local.finish();
     match followed {
