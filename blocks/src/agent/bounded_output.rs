@@ -177,6 +177,8 @@ pub(crate) async fn run_to_end(
     };
     let Ok(ran) = tokio::time::timeout(timeout, ran).await else {
         kill();
+        // Reaped before its limits are taken down.
+        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
         return Err(format!(
             "the program ran longer than {} s and was stopped",
             timeout.as_secs()

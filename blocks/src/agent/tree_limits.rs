@@ -66,6 +66,7 @@ impl Cgroup {
             std::process::id(),
             MADE.fetch_add(1, Ordering::Relaxed)
         );
+        remove_stale(parent);
         let dir = parent.join(name);
         std::fs::create_dir(&dir).ok()?;
         // From here on, dropping it removes the folder.
@@ -136,34 +137,78 @@ impl Cgroup {
             .unwrap_or(0)
     }
 
-    fn kill_all(&self) {
-        if self.controller == Controller::V2
-            && std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok()
-        {
-            return;
-        }
+    /// Kills every process of the cgroup, `root` (the child agentloom started) last: its
+    /// children die while it can still reap them, rather than being left to the machine's
+    /// init (a zombie nobody reaps keeps the cgroup from being removed).
+    fn kill_all(&self, root: Option<i32>) {
         for _ in 0..3 {
             let pids = self.pids();
             if pids.is_empty() {
                 return;
             }
-            pids.into_iter().for_each(kill);
+            pids.iter()
+                .filter(|&&pid| Some(pid) != root)
+                .for_each(|&pid| kill(pid));
+            if self.controller == Controller::V2 {
+                // Also any process started since the list was read.
+                let _ = std::fs::write(self.dir.join("cgroup.kill"), "1");
+            }
+            root.into_iter().for_each(kill);
+        }
+    }
+}
+
+/// Removes the empty cgroups of runs whose agentloom process is gone (one killed before it
+/// could remove its own).
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("agentloom-code-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if owner != std::process::id() && !Path::new(&format!("/proc/{owner}")).exists() {
+            // Fails, harmlessly, while a process is still in it.
+            let _ = std::fs::remove_dir(entry.path());
         }
     }
 }
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        // The folder can be removed once its last process is gone, which takes a moment
-        // after the kill.
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+        // The folder can be removed once its last process is gone and reaped, which may take
+        // a moment after the kill: tried here briefly, then from a thread of its own.
+        let dir = self.dir.clone();
+        let removed = || std::fs::remove_dir(&dir).is_ok() || !dir.exists();
+        for _ in 0..10 {
+            if removed() {
                 return;
             }
-            self.kill_all();
+            self.kill_all(None);
             std::thread::sleep(Duration::from_millis(10));
         }
-        tracing::warn!(cgroup = %self.dir.display(), "a run's cgroup could not be removed");
+        let dir = self.dir.clone();
+        let spawned = std::thread::Builder::new()
+            .name("agentloom-cgroup-cleanup".into())
+            .spawn(move || {
+                for _ in 0..600 {
+                    if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                tracing::warn!(cgroup = %dir.display(), "a run's cgroup could not be removed");
+            });
+        if spawned.is_err() {
+            tracing::warn!(cgroup = %self.dir.display(), "a run's cgroup could not be removed");
+        }
     }
 }
 
@@ -352,7 +397,7 @@ fn watch_loop(guard: &TreeGuard, root: u32, stop: &AtomicBool, stopped: &Mutex<O
 
 fn kill_tree(guard: &TreeGuard, root: u32) {
     if let Some(cgroup) = guard.cgroups.first() {
-        cgroup.kill_all();
+        cgroup.kill_all(i32::try_from(root).ok());
         return;
     }
     // Children first found, then the root: under bubblewrap killing the root ends its PID
