@@ -1216,11 +1216,8 @@ fn priced_chat_graph(dir: &Path, fake: &FakeLlm) -> PathBuf {
     let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&graph).unwrap()).unwrap();
     doc["nodes"][1]["config"]["price_in"] = json!(1_000_000.0);
     doc["nodes"][1]["config"]["price_out"] = json!(2_000_000.0);
-    write(
-        dir,
-        "greeter.json",
-        &serde_json::to_string_pretty(&doc).unwrap(),
-    )
+    std::fs::write(&graph, doc.to_string()).unwrap();
+    graph
 }
 
 #[test]
@@ -1232,14 +1229,9 @@ fn a_replay_says_so_with_its_cost_recorded_not_spent_and_its_repeats() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.sqlite3");
     let graph = priced_chat_graph(dir.path(), &fake);
-    let cases = write(
-        dir.path(),
-        "cases.jsonl",
-        &format!(
-            "{}\n",
-            json!({"name": "ada", "inputs": {"who": "Ada"}, "expect": {"reply": {"contains": "Ada"}}})
-        ),
-    );
+    let case =
+        json!({"name": "ada", "inputs": {"who": "Ada"}, "expect": {"reply": {"contains": "Ada"}}});
+    let cases = write(dir.path(), "ada.jsonl", &format!("{case}\n"));
     let evaluate = |more: &[&str]| {
         let mut args = vec![s(&graph), "--cases", s(&cases), "--trust", "--repeat", "2"];
         args.extend_from_slice(more);
