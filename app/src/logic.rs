@@ -17,6 +17,8 @@ const MCP_POLL: Duration = Duration::from_millis(100);
 /// How often the history is listed again while the live run is not listed as it is (its
 /// row not written yet, or not yet waiting while a person is asked).
 const LIVE_HISTORY_POLL: Duration = Duration::from_millis(250);
+/// The same while the run waits for a person: the window rests meanwhile.
+const WAITING_HISTORY_POLL: Duration = Duration::from_secs(1);
 
 impl App {
     /// One step of the non-UI work; call once per frame, drawn or not.
@@ -127,13 +129,18 @@ impl App {
         if listed == Some(state) {
             return;
         }
+        let poll = if state == RunStatus::Waiting {
+            WAITING_HISTORY_POLL
+        } else {
+            LIVE_HISTORY_POLL
+        };
         let due = self
             .history_listed_at
-            .map_or(Instant::now(), |at| at + LIVE_HISTORY_POLL);
+            .map_or(Instant::now(), |at| at + poll);
         let now = Instant::now();
         if now >= due {
             self.refresh_history();
-            ctx.request_repaint_after(LIVE_HISTORY_POLL);
+            ctx.request_repaint_after(poll);
         } else {
             ctx.request_repaint_after(due - now);
         }

@@ -134,6 +134,8 @@ impl std::ops::DerefMut for RunView {
 
 struct LiveRun {
     rx: mpsc::UnboundedReceiver<RunMsg>,
+    /// When this window started (or resumed) it, for the time shown while it goes.
+    started: Instant,
     cancel: CancellationToken,
     pause: CancellationToken,
 }
@@ -141,6 +143,16 @@ struct LiveRun {
 impl RunView {
     pub fn is_running(&self) -> bool {
         self.live.is_some()
+    }
+
+    /// How long the live run has been going in this window.
+    pub fn live_for(&self) -> Option<Duration> {
+        self.live.as_ref().map(|live| live.started.elapsed())
+    }
+
+    /// Whether the live run waits for a person's decision (nothing else moves meanwhile).
+    pub fn is_waiting(&self) -> bool {
+        self.is_running() && !self.approvals.is_empty()
     }
 
     /// Starts `prepared` on `runtime`, its file blocks in `workspace`; events arrive
@@ -211,7 +223,12 @@ impl RunView {
             ));
             repaint.request_repaint();
         });
-        self.live = Some(LiveRun { rx, cancel, pause });
+        self.live = Some(LiveRun {
+            rx,
+            started: Instant::now(),
+            cancel,
+            pause,
+        });
         Ok(())
     }
 

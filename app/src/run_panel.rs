@@ -3,6 +3,7 @@
 //! tokens, cost).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use agentloom_core::{RunInput, Value};
 use agentloom_engine::{NodeProgress, RunStatus};
@@ -66,8 +67,16 @@ pub fn run_form_ui(ui: &mut Ui, form: &mut RunForm, commands: &mut Vec<Command>)
     ui.heading("Run inputs");
     let mut submitted = false;
     for (index, RunFormField { input, text }) in form.fields.iter_mut().enumerate() {
-        let label = ui.label(format!("{} ({})", input.name, input.ty));
+        // A secret input is typed masked, as a password is.
+        let secret = input.secret.is_some();
+        let ty = if secret {
+            agentloom_core::SECRET_INPUT_TYPE.to_owned()
+        } else {
+            input.ty.to_string()
+        };
+        let label = ui.label(format!("{} ({ty})", input.name));
         let mut output = egui::TextEdit::singleline(text)
+            .password(false && secret)
             .desired_width(f32::INFINITY)
             .show(ui);
         let field = output.response.response.clone().labelled_by(label.id);
@@ -117,11 +126,8 @@ pub fn run_summary_header_ui(
     commands: &mut Vec<Command>,
 ) {
     ui.horizontal_wrapped(|ui| {
-        if run.is_running() {
-            ui.spinner();
-            if ui.button("Stop").clicked() {
-                commands.push(Command::StopRun);
-            }
+        if run.is_running() && ui.button("Stop").clicked() {
+            commands.push(Command::StopRun);
         }
         match run.status {
             None if waiting.is_some() => {
@@ -150,11 +156,18 @@ pub fn run_summary_header_ui(
                     }
                     RunStatus::Failed => theme::ERROR,
                 };
-                ui.label(
-                    RichText::new(format!("Run {}", status.as_str()))
-                        .color(color)
-                        .strong(),
-                );
+                let (said, color) = if run.is_waiting() {
+                    ("waiting for approval", theme::WARN)
+                } else {
+                    (status.as_str(), color)
+                };
+                ui.label(RichText::new(format!("Run {said}")).color(color).strong());
+                // A clock in whole seconds, not a spinner: the window repaints once a
+                // second while a run goes (events repaint it too), and rests meanwhile.
+                if let Some(going) = run.live_for() {
+                    ui.label(RichText::new(format!("{} s", going.as_secs())).monospace());
+                    repaint_as_the_second_turns(ui.ctx(), going);
+                }
                 if let Some(id) = &run.run_id {
                     ui.label(
                         RichText::new(short_id(id))
@@ -174,6 +187,16 @@ pub fn run_summary_header_ui(
             copy_values_button(ui, "Copy the run's outputs", &run.outputs);
         }
     });
+}
+
+/// Asks for a frame just after a clock that has run for `elapsed` shows its next whole
+/// second. (egui wakes a little early, by a predicted frame's time; a frame before the
+/// second turns would ask again at once and spin until it does.)
+pub fn repaint_as_the_second_turns(ctx: &egui::Context, elapsed: Duration) {
+    const PAST_THE_TURN: Duration = Duration::from_millis(50);
+    let to_next_second = Duration::from_secs(1)
+        .saturating_sub(Duration::from_nanos(u64::from(elapsed.subsec_nanos())));
+    ctx.request_repaint_after(to_next_second + PAST_THE_TURN);
 }
 
 /// The scrolling part of the run panel: pending approvals, the run's error and its outputs,

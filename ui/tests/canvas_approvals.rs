@@ -4,6 +4,8 @@
 
 mod support;
 
+use std::time::{Duration, Instant};
+
 use agentloom::app::App;
 use agentloom_engine::RunStatus;
 use egui::accesskit::Role;
@@ -123,4 +125,46 @@ fn a_run_left_waiting_is_announced_at_start_with_a_button_that_opens_it() {
         h.query_by_label("A run of this graph waits for your approval")
             .is_none()
     );
+}
+
+/// How long the app asked to wait before its next frame, after the last one.
+fn repaint_delay(h: &AppHarness) -> Duration {
+    h.output().viewport_output[&egui::ViewportId::ROOT].repaint_delay
+}
+
+/// Frames drawn in `span` of real time by an event loop that draws a frame when the app
+/// asks for one (as eframe does): no input, nothing but the app's own requests.
+fn frames_while_left_alone(h: &mut AppHarness, span: Duration) -> usize {
+    let end = Instant::now() + span;
+    let mut frames = 0;
+    while Instant::now() < end {
+        h.step();
+        frames += 1;
+        let wait = repaint_delay(h).min(end.saturating_duration_since(Instant::now()));
+        std::thread::sleep(wait);
+    }
+    frames
+}
+
+#[test]
+fn a_window_whose_run_waits_for_an_approval_repaints_at_most_once_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::new(&graph(WRITE), None, &paths(&dir));
+    // Frames predicted as a real window's (egui asks for repaints that much early).
+    let mut h = egui_kittest::Harness::builder()
+        .with_size(egui::vec2(1280.0, 800.0))
+        .with_step_dt(1.0 / 60.0)
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    h.run_steps(3);
+    run_to_the_approval(&mut h);
+    // The timeline unfolded too: it follows the run while it goes.
+    h.get_by_label("Timeline").click();
+    h.run_steps(60);
+    let frames = frames_while_left_alone(&mut h, Duration::from_secs(4));
+    assert!(
+        frames <= 10,
+        "{frames} frames in 4 s while the run waits for an approval"
+    );
+    assert!(!h.state().run.approvals.is_empty(), "it still waits");
+    reject(&mut h);
 }

@@ -468,7 +468,7 @@ fn the_approval_window_opens_beside_its_node_stays_put_and_can_be_moved() {
             "the window moved by itself"
         );
     }
-    h.get_by_label_contains("waiting for approval");
+    h.get_by_label("waiting for approval");
     // Beside the node: neither the node nor its badges are under it.
     let node = h.state().node_screen_rect("agent").unwrap();
     let question = h.get_by_label_contains("waits for approval").rect();

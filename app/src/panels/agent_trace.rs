@@ -8,7 +8,7 @@
 //! `steps`) output.
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agentloom_blocks::agent::Step;
 use agentloom_engine::NodeProgress;
@@ -88,13 +88,12 @@ pub fn trace_ui(
                     .started
                     .entry((run_key.to_owned(), node.to_owned(), step.step))
                     .or_insert(now);
-                let seconds = step
+                let running_for = step
                     .running_for()
-                    .unwrap_or_else(|| now.duration_since(since))
-                    .as_secs();
-                header.push_str(&format!(" · running {seconds} s"));
-                // The seconds count up while nothing else happens.
-                ui.ctx().request_repaint_after(Duration::from_millis(250));
+                    .unwrap_or_else(|| now.duration_since(since));
+                header.push_str(&format!(" · running {} s", running_for.as_secs()));
+                // The seconds count up while nothing else happens: a frame as each begins.
+                crate::run_panel::repaint_as_the_second_turns(ui.ctx(), running_for);
             } else {
                 header.push_str(" · did not finish");
             }

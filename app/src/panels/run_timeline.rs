@@ -8,6 +8,8 @@ use agentloom_engine::{NodeStatus, RunStore};
 
 /// How often the timeline of a run still going is read again.
 const REFRESH: Duration = Duration::from_millis(500);
+/// How often while the run waits for a person (nothing moves but the running bars).
+const REFRESH_WAITING: Duration = Duration::from_secs(1);
 const LABEL_WIDTH: f32 = 140.0;
 const ROW_HEIGHT: f32 = 18.0;
 
@@ -31,10 +33,10 @@ pub struct RunTimeline {
 
 impl RunTimeline {
     /// The bars of run `run_id` from `store`, read again when the run changed or, while it
-    /// goes on (`running`), every half second.
-    fn refresh(&mut self, store: &RunStore, run_id: &str, running: bool) {
+    /// goes on (`every`: how often), every half second, or second while it waits.
+    fn refresh(&mut self, store: &RunStore, run_id: &str, every: Option<Duration>) {
         let stale = self.run_id.as_deref() != Some(run_id)
-            || (running && self.read_at.is_none_or(|at| at.elapsed() >= REFRESH));
+            || every.is_some_and(|every| self.read_at.is_none_or(|at| at.elapsed() >= every));
         if !stale {
             return;
         }
@@ -57,14 +59,16 @@ impl RunTimeline {
         store: Option<&RunStore>,
         run_id: Option<&str>,
         running: bool,
+        waiting: bool,
     ) {
         let (Some(store), Some(run_id)) = (store, run_id) else {
             ui.weak("Run the graph to see its timeline.");
             return;
         };
-        self.refresh(store, run_id, running);
-        if running {
-            ui.ctx().request_repaint_after(REFRESH);
+        let every = running.then_some(if waiting { REFRESH_WAITING } else { REFRESH });
+        self.refresh(store, run_id, every);
+        if let Some(every) = every {
+            ui.ctx().request_repaint_after(every);
         }
         if self.bars.is_empty() {
             ui.weak("No node has started yet.");
@@ -161,6 +165,7 @@ impl crate::App {
                     self.store.as_deref(),
                     self.run.run_id.as_deref(),
                     self.run.is_running(),
+                    self.run.is_waiting(),
                 );
             });
     }
