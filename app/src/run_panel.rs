@@ -76,7 +76,7 @@ pub fn run_form_ui(ui: &mut Ui, form: &mut RunForm, commands: &mut Vec<Command>)
         };
         let label = ui.label(format!("{} ({ty})", input.name));
         let mut output = egui::TextEdit::singleline(text)
-            .password(false && secret)
+            .password(secret)
             .desired_width(f32::INFINITY)
             .show(ui);
         let field = output.response.response.clone().labelled_by(label.id);
