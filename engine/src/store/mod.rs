@@ -184,8 +184,8 @@ impl RunStore {
                     source,
                 }
             })?;
-        make_private(path)?;
         }
+        make_private(path)?;
         busy::retry(StoreError::is_busy, || {
             let mut conn = connect(path)?;
             migrations::migrate(&mut conn, path)?;
@@ -220,6 +220,7 @@ impl RunStore {
         }
         let target = dest
             .to_str()
+            .ok_or_else(|| failed("the path is not valid UTF-8".to_owned()))?;
         // An empty file of the user alone, which VACUUM INTO fills: the export holds what
         // the log holds.
         crate::private_files::open_options()
@@ -227,7 +228,6 @@ impl RunStore {
             .create_new(true)
             .open(dest)
             .map_err(|e| failed(e.to_string()))?;
-            .ok_or_else(|| failed("the path is not valid UTF-8".to_owned()))?;
         // A consistent snapshot of the whole log, WAL included, written compactly.
         self.lock()
             .execute("VACUUM INTO ?1", [target])
@@ -483,6 +483,7 @@ impl RunStore {
     }
 }
 
+/// Opens one connection with the run log's settings.
 /// Creates the run log's file as the user's alone before SQLite opens it (an empty file is
 /// a new database; SQLite gives its `-wal` and `-shm` files the same permissions), and takes
 /// other users' access off a log an earlier version created readable by all.
@@ -518,7 +519,6 @@ fn sqlite_companion(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Opens one connection with the run log's settings.
 fn connect(path: &Path) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
