@@ -9,6 +9,9 @@
 //! no hop escapes the check: on a hop to another scheme, host or port it drops
 //! `Authorization`, cookies, and every header and query parameter that carries a secret
 //! not bound to the new host, sends no `Referer`, and fails when the body still carries one.
+//! A request to a configured endpoint ([`execute`], [`send`]: a model provider, a service)
+//! is not sent on without the credential it was configured with: such a redirect fails,
+//! naming the credential and the new host, where a URL the graph chose is followed.
 //!
 //! Blocks set timeouts per request: the client only bounds connecting.
 //!
@@ -312,12 +315,33 @@ pub(crate) async fn execute(
     request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Response, BlockError> {
-    execute_on(ctx, Connect::Open, None, request, failed).await
+    execute_on(
+        ctx,
+        Connect::Open,
+        OnRedirect::RefuseWithout,
+        None,
+        request,
+        failed,
+    )
+    .await
+}
+
+/// What a redirect to another origin does with the credentials a request carries (the
+/// redirect drops them: `Authorization`, cookies, every secret not bound to the new host).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OnRedirect {
+    /// Followed without them, as browsers do: a URL the graph chose.
+    DropCredentials,
+    /// Refused, naming the credential and the new host, when a secret of the run would be
+    /// left behind: a configured endpoint (a model provider, a service) would otherwise be
+    /// called without the key it was configured with, and answer 401 with no hint.
+    RefuseWithout,
 }
 
 async fn execute_on(
     ctx: &dyn RunCtx,
     connect: Connect,
+    on_redirect: OnRedirect,
     approved: Option<&mut ApprovedReach>,
     request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
@@ -340,7 +364,8 @@ async fn execute_on(
         Replayed::Live => {}
     }
     let recording = ctx.record_call(&call);
-    let response = send_following_redirects(ctx, connect, approved, request, failed).await?;
+    let response =
+        send_following_redirects(ctx, connect, on_redirect, approved, request, failed).await?;
     Ok(match recording {
         Some(recording) => recorded_as_read(response, recording),
         None => response,
@@ -465,6 +490,7 @@ impl Drop for RecordingBody {
 async fn send_following_redirects(
     ctx: &dyn RunCtx,
     connect: Connect,
+    on_redirect: OnRedirect,
     mut approved: Option<&mut ApprovedReach>,
     mut request: Request,
     failed: impl Fn(reqwest::Error) -> BlockError,
@@ -515,9 +541,24 @@ async fn send_following_redirects(
                 }
             }
         };
+        let carried = match on_redirect {
+            OnRedirect::RefuseWithout => again.as_ref().map(|again| again.headers().clone()),
+            OnRedirect::DropCredentials => None,
+        };
         let Some(next) = again.and_then(|again| redirected(ctx, again, &response)) else {
             return Ok(response);
         };
+        if let Some(headers) = carried {
+            let parts: Vec<&[u8]> = headers.values().map(|v| v.as_bytes()).collect();
+            if let Err(refused) = ctx.check_egress(next.url(), &parts) {
+                return Err(BlockError::permanent(format!(
+                    "the redirect from {} to {} was not followed: {}",
+                    host_of(&url),
+                    host_of(next.url()),
+                    refused.message
+                )));
+            }
+        }
         tracing::debug!(from = %host_of(&url), to = %host_of(next.url()), status = %response.status(), "following a redirect");
         from = Some(url);
         request = next;
@@ -793,7 +834,15 @@ pub(crate) async fn send(
     request: reqwest::RequestBuilder,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
-    send_on(ctx, Connect::Open, None, request, failed).await
+    send_on(
+        ctx,
+        Connect::Open,
+        OnRedirect::RefuseWithout,
+        None,
+        request,
+        failed,
+    )
+    .await
 }
 
 /// [`send`] for a URL the graph chose, on the client for `reach` in this run (see
@@ -804,7 +853,15 @@ pub(crate) async fn send_within(
     request: reqwest::RequestBuilder,
     failed: impl Fn(reqwest::Error) -> BlockError,
 ) -> Result<Sent, BlockError> {
-    send_on(ctx, Connect::of(ctx, reach), None, request, failed).await
+    send_on(
+        ctx,
+        Connect::of(ctx, reach),
+        OnRedirect::DropCredentials,
+        None,
+        request,
+        failed,
+    )
+    .await
 }
 
 /// [`send_within`] for a request a person may let through: in safe mode, a local address
@@ -822,6 +879,7 @@ pub(crate) async fn send_asking(
     send_on(
         ctx,
         Connect::of(ctx, reach),
+        OnRedirect::DropCredentials,
         Some(approved),
         request,
         failed,
@@ -832,6 +890,7 @@ pub(crate) async fn send_asking(
 async fn send_on(
     ctx: &dyn RunCtx,
     connect: Connect,
+    on_redirect: OnRedirect,
     approved: Option<&mut ApprovedReach>,
     request: reqwest::RequestBuilder,
     failed: impl Fn(reqwest::Error) -> BlockError,
@@ -840,7 +899,7 @@ async fn send_on(
     let slot = request_slot(ctx, request.url().as_str()).await?;
     let response = tokio::select! {
         () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-        response = execute_on(ctx, connect, approved, request, failed) => response?,
+        response = execute_on(ctx, connect, on_redirect, approved, request, failed) => response?,
     };
     Ok(Sent {
         response,
