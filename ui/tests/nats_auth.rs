@@ -103,6 +103,11 @@ struct Worker {
 
 impl Worker {
     fn start(url: &str, env: &[(&str, &str)]) -> Worker {
+        Self::start_with(url, env, &[])
+    }
+
+    /// [`Worker::start`] with `extra` arguments.
+    fn start_with(url: &str, env: &[(&str, &str)], extra: &[&str]) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -113,6 +118,7 @@ impl Worker {
             .arg(dir.path().join("runs.sqlite3"))
             .arg("--workspace")
             .arg(&home)
+            .args(extra)
             .env("HOME", &home)
             .env("XDG_DATA_HOME", home.join(".local/share"))
             .envs(env.iter().copied())
@@ -412,4 +418,113 @@ fn tls_with_a_client_certificate() {
     // Without the client certificate the server refuses.
     let output = submit(&nats.url(""), &[("NATS_CA", ca.as_str())]);
     assert!(!output.status.success(), "{}", text(&output));
+}
+
+/// The README's production layout (docs/nats-accounts.conf, included as it is): a worker, a
+/// submitter and an approver, each a user with only its subjects. A run submitted by the
+/// submitter waits for approval; the submitter cannot approve it (the server refuses its
+/// decision); the approver's signed decision resumes it and the POST goes once.
+#[test]
+fn the_production_layout_lets_each_role_do_its_part_only() {
+    let layout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/nats-accounts.conf");
+    let nats = NatsServer::start(|dir| {
+        // The passwords as nats-server would read them from its environment.
+        let passwords = "ADMIN_PASSWORD: admin-pw\nWORKER_PASSWORD: worker-pw\nSUBMITTER_PASSWORD: submitter-pw\nAPPROVER_PASSWORD: approver-pw\n";
+        let accounts = std::fs::read_to_string(&layout).unwrap();
+        std::fs::write(dir.join("accounts.conf"), format!("{passwords}{accounts}")).unwrap();
+        "include \"accounts.conf\"".to_owned()
+    });
+    let hook = agentloom_tests::PostCounter::start();
+    // The admin makes the streams and the queue's consumer once.
+    drop(Worker::start(&nats.url("admin:admin-pw@"), &[]));
+    let _worker = Worker::start_with(
+        &nats.url("worker:worker-pw@"),
+        &[],
+        &["--trust", "--approver-key", NKEY_PUBLIC],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("post.json");
+    let doc = json!({
+        "format": "agentloom.graph", "version": 1, "name": "post",
+        "settings": {"safe_mode": true},
+        "nodes": [{"id": "post", "block": "http.request", "config": {
+            "method": "POST", "url": hook.url(), "allow_private_network": true}}],
+        "edges": []
+    });
+    std::fs::write(&graph, doc.to_string()).unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let submitter = nats.url("submitter:submitter-pw@");
+    let output = bin()
+        .arg("submit")
+        .arg(&graph)
+        .args(["--nats", &submitter, "--wait", "--json", "--trust"])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "waiting", "{report}");
+    let run_id = report["run_id"].as_str().unwrap().to_owned();
+    let seed = dir.path().join("approver.seed");
+    std::fs::write(&seed, NKEY_SEED).unwrap();
+    let approve = |url: &str| {
+        bin()
+            .args(["approve", &run_id, "--nats", url, "--json", "--sign-with"])
+            .arg(&seed)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap()
+    };
+    // Even with the approver's seed, the submitter's user may not publish a decision.
+    let output = approve(&submitter);
+    assert!(!output.status.success(), "{}", text(&output));
+    // The server drops a publish its user may not make: no acknowledgement comes.
+    assert!(
+        text(&output).contains("publishing the decision"),
+        "{}",
+        text(&output)
+    );
+    // Nor resume it with a signed decision queued as a worker takes them: no approver
+    // recorded that decision.
+    forge_decision(&submitter, &run_id, NKEY_SEED);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(hook.posts(), 0);
+    let output = approve(&nats.url("approver:approver-pw@"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(hook.posts(), 1);
+}
+
+/// Queues, as whoever `url` connects as, a decision approving what run `run_id` waits for,
+/// signed with `seed`, without recording it on the run's decision subject.
+fn forge_decision(url: &str, run_id: &str, seed: &str) {
+    use agentloom::remote::{Nats, Resume, WorkItem, signed};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let nats = Nats::connect(url, "forger").await.unwrap();
+        let approvals = nats
+            .last_record(run_id, "approvals")
+            .await
+            .unwrap()
+            .unwrap();
+        let pending: Vec<agentloom_engine::PendingApproval> =
+            serde_json::from_slice(&approvals.payload).unwrap();
+        let waiting = &pending[0];
+        let decision = waiting.request.approve_as_is();
+        let signed = signed::sign(seed, run_id, &waiting.node, &decision).unwrap();
+        let item = WorkItem {
+            run_id: run_id.to_owned(),
+            resume: Some(Resume {
+                node: waiting.node.clone(),
+                request: waiting.request.clone(),
+                decision,
+                signed: Some(signed),
+            }),
+            start_by_ms: None,
+        };
+        nats.queue(&item).await.unwrap();
+    });
 }

@@ -350,7 +350,8 @@ impl Worker {
                 &item.run_id,
                 &resume.node,
                 &resume.decision,
-            );
+            )
+            .and(self.decision_recorded(&item.run_id, resume).await);
             if let Err(reason) = checked {
                 tracing::warn!(run_id = %item.run_id, reason, "a decision is refused");
                 // The wait is open again: a signed decision may still come.
@@ -528,6 +529,30 @@ impl Worker {
         if let Err(err) = queue.delete_message(sequence).await {
             tracing::warn!(%err, run_id, "the request given up stays in the queue");
         }
+    }
+
+    /// Whether the decision in a queue entry is the one recorded on the run's `decision`
+    /// subject since it began to wait: where subject permissions let only approvers
+    /// publish, a queue entry from anyone else resumes nothing.
+    async fn decision_recorded(&self, run_id: &str, resume: &super::Resume) -> Result<(), String> {
+        let recorded = self.nats.last_record(run_id, "decision").await;
+        let waiting_since = self.nats.last_record(run_id, "approvals").await;
+        let (Ok(Some(decision)), Ok(waiting_since)) = (recorded, waiting_since) else {
+            return Err("no decision is recorded for the run".to_owned());
+        };
+        let record: serde_json::Value =
+            serde_json::from_slice(&decision.payload).unwrap_or_default();
+        let since = waiting_since.map_or(0, |approvals| approvals.sequence);
+        if decision.sequence < since
+            || record["node"] != resume.node.as_str()
+            || record["approved"] != resume.decision.is_approved()
+        {
+            return Err(format!(
+                "the decision recorded for the run is not this one on `{}`",
+                resume.node
+            ));
+        }
+        Ok(())
     }
 
     async fn request(&self, run_id: &str) -> Result<RunRequest, String> {
