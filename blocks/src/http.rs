@@ -1054,6 +1054,21 @@ mod tests {
                     )
                 }),
             )
+            .route(
+                "/away",
+                any(|headers: AxumHeaders| async move {
+                    // This server's own port, under the name `localhost`.
+                    let host = headers
+                        .get("host")
+                        .and_then(|h| h.to_str().ok())
+                        .unwrap_or_default()
+                        .replace("127.0.0.1", "localhost");
+                    (
+                        AxumStatus::TEMPORARY_REDIRECT,
+                        [(axum::http::header::LOCATION, format!("http://{host}/x"))],
+                    )
+                }),
+            )
             .fallback(any(move || {
                 counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 async { "landed" }
@@ -1072,6 +1087,31 @@ mod tests {
         .unwrap();
         assert_eq!(out.get("body"), Some(&Value::from("landed")));
         assert_eq!(ctx.approval_requests().len(), 1);
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // The same server and port under another name is another host: asked again.
+        let ctx = TestCtx::new().with_safe_mode(vec![approve()]);
+        let err = run_block_with(
+            &ctx,
+            "http.request",
+            json!({"url": format!("http://127.0.0.1:{port}/away")}),
+            ValueMap::new(),
+        )
+        .await
+        .unwrap_err();
+        let asked = ctx.approval_requests();
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        assert!(
+            asked[1]
+                .action
+                .contains(&format!("GET http://localhost:{port}/x")),
+            "{asked:?}"
+        );
+        assert!(
+            err.message
+                .contains(&format!("to localhost:{port} was not followed")),
+            "{}",
+            err.message
+        );
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
