@@ -115,6 +115,8 @@ pub struct RunView {
     live: Option<LiveRun>,
     /// The recording the next run's outbound calls are answered from (History → Replay).
     pub replay: Option<Arc<agentloom_engine::Replay>>,
+    /// Counts the live run's messages taken, so views read from the run log follow it.
+    pub messages_taken: u64,
 }
 
 /// The view reads as its run state (`run.status`, `run.nodes`, …).
@@ -303,6 +305,7 @@ impl RunView {
                 msgs.push(msg);
             }
         }
+        self.messages_taken += msgs.len() as u64;
         for msg in msgs {
             match msg {
                 RunMsg::Event(event) => self.state.apply(&event.kind),

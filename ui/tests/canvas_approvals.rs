@@ -168,3 +168,33 @@ fn a_window_whose_run_waits_for_an_approval_repaints_at_most_once_a_second() {
     assert!(!h.state().run.approvals.is_empty(), "it still waits");
     reject(&mut h);
 }
+
+#[test]
+fn the_timeline_follows_a_run_through_its_approval_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness_for(App::new(&graph(WRITE), None, &paths(&dir)));
+    h.get_by_label("Timeline").click();
+    h.run_steps(3);
+    run_to_the_approval(&mut h);
+    // Read again while it waits (the run log is written a few milliseconds behind).
+    wait_until(&mut h, "the waiting node on the timeline", |h| {
+        (h.state().timeline_bars().iter()).any(|bar| bar.node == "write" && bar.end_ms.is_none())
+    });
+    press(&mut h, "Approve");
+    wait_until(&mut h, "the run to end", |h| !h.state().run.is_running());
+    h.run_steps(3);
+    assert_eq!(h.state().run.status, Some(RunStatus::Completed));
+    let bars = h.state().timeline_bars();
+    assert_eq!(bars.len(), 3, "{bars:?}");
+    assert!(
+        bars.iter().all(|bar| bar.end_ms.is_some()),
+        "a node of the finished run still runs on its timeline: {bars:?}"
+    );
+    let duration = h.state().run.duration_ms.unwrap();
+    let last_end = bars.iter().filter_map(|bar| bar.end_ms).max().unwrap();
+    assert!(
+        last_end <= duration + 5,
+        "{last_end} ms past the run's {duration} ms"
+    );
+    h.get_by_label(format!("Timeline: {last_end} ms").as_str());
+}

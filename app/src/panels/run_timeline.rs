@@ -29,19 +29,32 @@ pub struct RunTimeline {
     run_id: Option<String>,
     bars: Vec<Bar>,
     read_at: Option<Instant>,
+    /// The live run's messages taken when last read (see [`crate::run::RunView`]).
+    read_after: u64,
 }
 
 impl RunTimeline {
     /// The bars of run `run_id` from `store`, read again when the run changed or, while it
-    /// goes on (`every`: how often), every half second, or second while it waits.
-    fn refresh(&mut self, store: &RunStore, run_id: &str, every: Option<Duration>) {
+    /// goes on (`every`: how often), every half second, or second while it waits; and at
+    /// once as it begins to wait or ends (`messages`: the run's messages taken so far), so
+    /// neither a paused nor a finished run shows the timeline of before.
+    fn refresh(
+        &mut self,
+        store: &RunStore,
+        run_id: &str,
+        every: Option<Duration>,
+        settled: bool,
+        messages: u64,
+    ) {
         let stale = self.run_id.as_deref() != Some(run_id)
-            || every.is_some_and(|every| self.read_at.is_none_or(|at| at.elapsed() >= every));
+            || every.is_some_and(|every| self.read_at.is_none_or(|at| at.elapsed() >= every))
+            || (settled && messages != self.read_after);
         if !stale {
             return;
         }
         self.run_id = Some(run_id.to_owned());
         self.read_at = Some(Instant::now());
+        self.read_after = messages;
         self.bars = match store.get_run(run_id) {
             Ok(Some(detail)) => bars_of(&detail),
             _ => Vec::new(),
@@ -60,13 +73,14 @@ impl RunTimeline {
         run_id: Option<&str>,
         running: bool,
         waiting: bool,
+        messages: u64,
     ) {
         let (Some(store), Some(run_id)) = (store, run_id) else {
             ui.weak("Run the graph to see its timeline.");
             return;
         };
         let every = running.then_some(if waiting { REFRESH_WAITING } else { REFRESH });
-        self.refresh(store, run_id, every);
+        self.refresh(store, run_id, every, waiting || !running, messages);
         if let Some(every) = every {
             ui.ctx().request_repaint_after(every);
         }
@@ -166,6 +180,7 @@ impl crate::App {
                     self.run.run_id.as_deref(),
                     self.run.is_running(),
                     self.run.is_waiting(),
+                    self.run.messages_taken,
                 );
             });
     }
