@@ -4,6 +4,8 @@
 # that makes a double-clicked *.agentloom.json open in the app).
 #
 # Usage: bash scripts/package.sh [--profile NAME | --binary PATH]
+#        bash scripts/package.sh --windows [...]   the Windows installer instead
+#                   (scripts/package-windows.sh: cross-built with mingw-w64, NSIS)
 #   --profile NAME  the cargo profile to build and package (default: dist, optimised with
 #                   symbols stripped; see [profile.dist] in Cargo.toml; `dev` is quick)
 #   --binary PATH   package this agentloom binary as it is, building nothing (CI packages the
@@ -15,6 +17,9 @@
 # Needs: cargo, python3, dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip (binutils), mksquashfs
 # (squashfs-tools).
 set -euo pipefail
+for arg in "$@"; do
+    [ "$arg" = --windows ] && exec bash "$(dirname "$0")/package-windows.sh" "$@"
+done
 caller=$(pwd)
 cd "$(dirname "$0")/.."
 
@@ -25,7 +30,7 @@ while [ $# -gt 0 ]; do
         --profile) profile=${2:?--profile needs a cargo profile name (dist, release, dev)}; shift 2 ;;
         --binary) binary=${2:?--binary needs the path of a built agentloom binary}; shift 2
             [[ "$binary" = /* ]] || binary="$caller/$binary" ;;
-        -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "package.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
