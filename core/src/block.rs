@@ -563,8 +563,9 @@ pub trait RunCtx: Send + Sync {
     }
     /// Before a request to `url` leaves: fails, naming the credential and the host, when
     /// the URL or any of `parts` (header values, the body) carries a secret this run
-    /// resolved (plain, URL-encoded or Base64) that is not bound to `url`'s host. The
-    /// shared HTTP client calls it before every send and every redirect it follows.
+    /// resolved (in any common encoding: escaped, Base64, hex, case changed) that is not
+    /// bound to `url`'s host. The shared HTTP client calls it before every send and every
+    /// redirect it follows.
     fn check_egress(&self, url: &url::Url, parts: &[&[u8]]) -> Result<(), BlockError> {
         let _ = (url, parts);
         Ok(())

@@ -223,8 +223,9 @@ impl Redactor {
     /// Redacts the body of a recorded response in place, text or bytes. A body that cannot
     /// be checked is emptied and described instead: compressed (a `Content-Encoding` the
     /// client did not undo, or compressed data), binary (a NUL byte: UTF-16 text or data a
-    /// secret could hide in), or still carrying a secret after redaction. Other bytes that
-    /// are not UTF-8 (Latin-1 text) are redacted as bytes.
+    /// secret could hide in, or bytes with many control characters), or still carrying a
+    /// secret after redaction. Other bytes that are not UTF-8 (Latin-1 text) are redacted
+    /// as bytes.
     pub(crate) fn recorded_body(
         &self,
         headers: &[(String, String)],
@@ -248,6 +249,7 @@ impl Redactor {
                     None
                 }
                 Err(_) if looks_compressed(body) => Some("compressed body"),
+                Err(_) if !looks_like_text(body) => Some("binary body"),
                 Err(_) => {
                     self.bytes(body);
                     None
@@ -361,6 +363,17 @@ fn looks_compressed(data: &[u8]) -> bool {
         b"7z\xbc\xaf\x27\x1c",
     ];
     MAGIC.iter().any(|magic| data.starts_with(magic))
+}
+
+/// Whether bytes that are not UTF-8 read as text in a single-byte encoding (Latin-1,
+/// Windows-1252): few control characters. Compressed or encrypted data has about one byte
+/// in four among them.
+fn looks_like_text(data: &[u8]) -> bool {
+    let control = data
+        .iter()
+        .filter(|&&b| (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c)) || b == 0x7f)
+        .count();
+    control * 64 <= data.len()
 }
 
 /// Whether a text or bytes in `value` (or a key of an object in it) holds one of `forms`.
@@ -495,6 +508,12 @@ mod tests {
         let mut mixed = br#"{"echo":"tok-9Zq\u002Fx"}"#.to_vec();
         let omitted = redactor.recorded_body(plain, &mut mixed).unwrap();
         assert_eq!(omitted.reason, "body carrying a secret");
+        let mut random: Vec<u8> = (0u32..4096)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) >> 13) as u8).max(1))
+            .collect();
+        random[0] = 0xff;
+        let omitted = redactor.recorded_body(plain, &mut random).unwrap();
+        assert_eq!(omitted.reason, "binary body");
         let brotli = [("Content-Encoding".to_owned(), "br".to_owned())];
         let mut compressed = b"anything".to_vec();
         let omitted = redactor.recorded_body(&brotli, &mut compressed).unwrap();

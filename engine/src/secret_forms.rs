@@ -125,8 +125,10 @@ impl Forms {
         shortest: MIN_SECRET_LEN,
     };
 
-    /// Matches every form in `forms` (of secrets of at least `shortest` bytes).
+    /// Matches every form in `forms` (of secrets of at least `shortest` bytes; a form may
+    /// be shorter, as the password of `user:password` is).
     pub(crate) fn new(forms: &[String], shortest: usize) -> Self {
+        let shortest = forms.iter().map(String::len).fold(shortest, usize::min);
         let matcher = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::LeftmostLongest)
@@ -545,6 +547,30 @@ mod tests {
             let encoded = b64(&format!("{prefix}{TOKEN}:tail"));
             assert!(forms.is_in(encoded.as_bytes()), "{prefix}: {encoded}");
         }
+    }
+
+    /// Not a test: how long a look through a large body takes (`cargo test --release -p
+    /// agentloom-engine secret_forms::tests::timing -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "a measurement"]
+    fn timing() {
+        let forms = forms();
+        let mut body = String::from("{\"messages\":[");
+        while body.len() < 1 << 20 {
+            body.push_str(r#"{"role":"user","content":"Summarise the attached report for the board; keep figures exact (Q3 revenue 12.5%, dGhpcyBpcyBiYXNlNjQ= 0xdeadbeef). \u00e9t\u00e9 &amp; caf&#233;"},"#);
+        }
+        body.push_str("]}");
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let started = std::time::Instant::now();
+            assert!(!forms.find_decoded(body.as_bytes()));
+            times.push(started.elapsed());
+        }
+        times.sort();
+        println!(
+            "1 MiB body, no secret: median {:?} (min {:?}, max {:?})",
+            times[3], times[0], times[6]
+        );
     }
 
     #[test]
