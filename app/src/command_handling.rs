@@ -61,21 +61,34 @@ impl App {
         path: Option<PathBuf>,
         graph_file: Option<&Path>,
     ) {
-        // A run of the graph being replaced is stopped, not left going unseen.
-        self.run.stop();
-        // Another graph: no way back to the callers of this one.
-        self.callers.clear();
-        self.graph_file = graph_file.map(Path::to_path_buf);
         // Untitled but resolving against a file (an example's copy, a recorded run): it has
         // that file's trust only when it is that file's graph.
         let is_the_file = path.is_some()
             || graph_file
                 .and_then(|file| load_graph(file).ok())
                 .is_some_and(|on_disk| on_disk == *doc);
-        self.untrusted = match graph_file {
+        let untrusted = match graph_file {
             Some(file) if !is_the_file => Some(trust_banner::Untrusted::new(doc, file)),
             _ => trust_banner::Untrusted::of(self.trust_store.as_ref(), doc, graph_file),
         };
+        self.open_document_trusting(doc, path, graph_file, untrusted);
+    }
+
+    /// [`App::open_document_resolving`] with its trust already decided (`untrusted`): a
+    /// graph left unsaved for one it calls comes back as trusted as it was.
+    pub(super) fn open_document_trusting(
+        &mut self,
+        doc: &GraphDoc,
+        path: Option<PathBuf>,
+        graph_file: Option<&Path>,
+        untrusted: Option<trust_banner::Untrusted>,
+    ) {
+        // A run of the graph being replaced is stopped, not left going unseen.
+        self.run.stop();
+        // Another graph: no way back to the callers of this one.
+        self.callers.clear();
+        self.graph_file = graph_file.map(Path::to_path_buf);
+        self.untrusted = untrusted;
         self.secrets_follow_trust();
         self.connect_mcp(doc);
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);

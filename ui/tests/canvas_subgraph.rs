@@ -549,3 +549,34 @@ fn the_breadcrumb_bar_leads_back_to_the_caller_as_it_was_left() {
     h.run_steps(3);
     assert!(h.query_by_label("parent.json").is_none());
 }
+
+#[test]
+fn back_through_the_breadcrumb_an_unsaved_example_keeps_its_trust() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness_for(App::new(&support::example(), None, &paths(&dir)));
+    h.state_mut().send(AppCommand::ShowExamples);
+    h.run_steps(3);
+    h.get_by_role_and_label(Role::Button, "Calling a graph")
+        .click();
+    h.run_steps(4);
+    assert!(h.query_by_label("Safe mode (untrusted file)").is_none());
+    // Changed (not saved), down into the graph it calls, and back.
+    h.state_mut().send(AppCommand::AddBlock {
+        kind: "control.delay".into(),
+        pos: Some(Pos2::new(0.0, 400.0)),
+    });
+    h.run_steps(3);
+    double_click_node(&mut h, "greet");
+    if h.query_by_label("Save changes?").is_some() {
+        h.get_by_role_and_label(Role::Button, "Don't save").click();
+        h.run_steps(4);
+    }
+    assert_eq!(h.state().document.name, "Greeting (called graph)");
+    h.get_by_label("Calling a graph").click();
+    h.run_steps(4);
+    assert_eq!(h.state().document.name, "Calling a graph");
+    assert!(
+        h.query_by_label("Safe mode (untrusted file)").is_none(),
+        "the example came back untrusted"
+    );
+}

@@ -26,6 +26,8 @@ pub struct Caller {
     /// The ids of the nodes selected, and of the node in the inspector.
     selected: Vec<String>,
     inspected: Option<String>,
+    /// Its trust as it was left, for a graph never saved (a file's is read again).
+    untrusted: Option<super::trust_banner::Untrusted>,
 }
 
 impl Caller {
@@ -88,6 +90,7 @@ impl App {
             graph_file: self.graph_file.clone(),
             doc: self.document.to_doc(),
             view: self.canvas.transform,
+            untrusted: self.untrusted.clone(),
             selected,
             inspected: self.inspected_id().map(str::to_owned),
         };
@@ -124,7 +127,16 @@ impl App {
             },
             None => caller.doc.clone(),
         };
-        self.open_document_resolving(&doc, caller.path.clone(), caller.graph_file.as_deref());
+        if caller.path.is_some() {
+            self.open_document_resolving(&doc, caller.path.clone(), caller.graph_file.as_deref());
+        } else {
+            self.open_document_trusting(
+                &doc,
+                None,
+                caller.graph_file.as_deref(),
+                caller.untrusted.clone(),
+            );
+        }
         self.callers = callers;
         self.fresh_selection();
         self.pending_fit = false;

@@ -12,6 +12,7 @@ use crate::Command;
 use agentloom_runner::trust::{TrustNeeds, TrustStore};
 
 /// The open graph's file, not trusted.
+#[derive(Clone, Debug)]
 pub struct Untrusted {
     pub file: PathBuf,
     pub needs: TrustNeeds,
