@@ -335,6 +335,41 @@ mod tests {
         assert!(err.contains("unknown type `strnig`"), "{err}");
     }
 
+    #[test]
+    fn a_secret_input_is_text_bound_to_its_hosts() {
+        let input = |config: serde_json::Value| match instantiate("graph.input", config)
+            .unwrap()
+            .interface()
+        {
+            Some(GraphInterface::Input(input)) => input,
+            other => panic!("{other:?}"),
+        };
+        let listed = input(
+            json!({"name": "pw", "type": "secret", "hosts": ["api.example.com", "127.0.0.1:8080"]}),
+        );
+        assert_eq!(listed.ty, ValueType::Text);
+        assert_eq!(
+            listed.secret,
+            Some(BoundHosts::parse(&["api.example.com", "127.0.0.1:8080"]).unwrap())
+        );
+        let written = input(
+            json!({"name": "pw", "type": "secret", "hosts": "api.example.com, 127.0.0.1:8080"}),
+        );
+        assert_eq!(written.secret, listed.secret);
+        let nowhere = input(json!({"name": "pw", "type": "secret"}));
+        assert_eq!(nowhere.secret, Some(BoundHosts::none()));
+        assert_eq!(input(json!({"name": "t"})).secret, None);
+        let err = config_error(
+            "graph.input",
+            json!({"name": "pw", "type": "secret", "hosts": ["https://x/y"]}),
+        )
+        .unwrap();
+        assert!(
+            err.contains("config `hosts`") && err.contains("`https://x/y` is not a host"),
+            "{err}"
+        );
+    }
+
     #[tokio::test]
     async fn output_publishes_the_value() {
         let node = instantiate("graph.output", json!({"name": "answer"})).unwrap();
