@@ -334,10 +334,9 @@ impl Drop for Watch {
     }
 }
 
-const TICK: Duration = Duration::from_millis(40);
+const TICK: Duration = Duration::from_millis(25);
 
 fn watch_loop(guard: &TreeGuard, root: u32, stop: &AtomicBool, stopped: &Mutex<Option<String>>) {
-    let limits = guard.limits;
     let root_started = start_time(root);
     let ticks_per_second = clock_ticks_per_second();
     while !stop.load(Ordering::SeqCst) {
@@ -346,45 +345,11 @@ fn watch_loop(guard: &TreeGuard, root: u32, stop: &AtomicBool, stopped: &Mutex<O
         let root_alive = root_started.is_some() && start_time(root) == root_started;
         let pids = match guard.cgroups.first() {
             Some(cgroup) => cgroup.pids(),
-            None if root_alive => tree_of(root as i32),
+            // Past the process limit it is not read further: that is enough to stop it.
+            None if root_alive => tree_of(root as i32, guard.limits.processes as usize + 1),
             None => Vec::new(),
         };
-        let mut why = None;
-        if guard.cgroups.iter().any(|c| c.oom_kills() > 0) {
-            why = Some(format!(
-                "its processes together used more than {} of memory",
-                size_in_words(limits.memory_bytes)
-            ));
-        }
-        let stats: Vec<Stat> = pids.iter().filter_map(|&pid| stat_of(pid)).collect();
-        if why.is_none() && !guard.memory_in_cgroup() {
-            let used: u64 = pids.iter().map(|&pid| resident_bytes(pid)).sum();
-            if used > limits.memory_bytes {
-                why = Some(format!(
-                    "its processes together used more than {} of memory",
-                    size_in_words(limits.memory_bytes)
-                ));
-            }
-        }
-        if why.is_none() && !guard.processes_in_cgroup() {
-            let tasks: u64 = stats.iter().map(|s| s.threads).sum();
-            if tasks > limits.processes {
-                why = Some(format!(
-                    "it ran more than {} processes and threads at once",
-                    limits.processes
-                ));
-            }
-        }
-        if why.is_none() {
-            let ticks: u64 = stats.iter().map(|s| s.cpu_ticks).sum();
-            if ticks / ticks_per_second > limits.cpu_seconds {
-                why = Some(format!(
-                    "its processes together used more than {} s of CPU time",
-                    limits.cpu_seconds
-                ));
-            }
-        }
-        if let Some(why) = why {
+        if let Some(why) = over_a_limit(guard, &pids, ticks_per_second) {
             kill_tree(guard, root);
             if let Ok(mut stopped) = stopped.lock() {
                 stopped.get_or_insert(why);
@@ -395,6 +360,51 @@ fn watch_loop(guard: &TreeGuard, root: u32, stop: &AtomicBool, stopped: &Mutex<O
     }
 }
 
+/// Which limit the tree of `pids` is past, if any: the cheapest checks first, so that a
+/// tree growing fast is stopped before the costly ones are read.
+fn over_a_limit(guard: &TreeGuard, pids: &[i32], ticks_per_second: u64) -> Option<String> {
+    let limits = guard.limits;
+    let too_many = || {
+        Some(format!(
+            "it ran more than {} processes and threads at once",
+            limits.processes
+        ))
+    };
+    let too_much_memory = || {
+        Some(format!(
+            "its processes together used more than {} of memory",
+            size_in_words(limits.memory_bytes)
+        ))
+    };
+    let watch_processes = !guard.processes_in_cgroup();
+    if watch_processes && pids.len() as u64 > limits.processes {
+        return too_many();
+    }
+    if guard.cgroups.iter().any(|c| c.oom_kills() > 0) {
+        return too_much_memory();
+    }
+    let stats: Vec<Stat> = pids.iter().filter_map(|&pid| stat_of(pid)).collect();
+    if watch_processes && stats.iter().map(|s| s.threads).sum::<u64>() > limits.processes {
+        return too_many();
+    }
+    // Resident pages (RSS) are cheap to read but count shared pages in every process:
+    // the proportional figure (PSS) is read only when they add up to more than the limit.
+    if !guard.memory_in_cgroup()
+        && stats.iter().map(|s| s.resident_bytes).sum::<u64>() > limits.memory_bytes
+        && pids.iter().map(|&pid| proportional_bytes(pid)).sum::<u64>() > limits.memory_bytes
+    {
+        return too_much_memory();
+    }
+    let ticks: u64 = stats.iter().map(|s| s.cpu_ticks).sum();
+    if ticks / ticks_per_second > limits.cpu_seconds {
+        return Some(format!(
+            "its processes together used more than {} s of CPU time",
+            limits.cpu_seconds
+        ));
+    }
+    None
+}
+
 fn kill_tree(guard: &TreeGuard, root: u32) {
     if let Some(cgroup) = guard.cgroups.first() {
         cgroup.kill_all(i32::try_from(root).ok());
@@ -403,7 +413,7 @@ fn kill_tree(guard: &TreeGuard, root: u32) {
     // Children first found, then the root: under bubblewrap killing the root ends its PID
     // namespace too.
     for _ in 0..3 {
-        let pids = tree_of(root as i32);
+        let pids = tree_of(root as i32, usize::MAX);
         if pids.is_empty() {
             return;
         }
@@ -461,12 +471,12 @@ fn make_cgroups(limits: &TreeLimits) -> Vec<Cgroup> {
 }
 
 /// `pid` and its descendants, found through /proc/PID/task/TID/children (or, where the
-/// kernel has no such file, every process's parent).
-fn tree_of(root: i32) -> Vec<i32> {
+/// kernel has no such file, every process's parent); no more once `enough` are found.
+fn tree_of(root: i32, enough: usize) -> Vec<i32> {
     let mut found = vec![root];
     let mut next = 0;
     let mut children_files = true;
-    while next < found.len() && children_files {
+    while next < found.len() && found.len() < enough && children_files {
         let pid = found[next];
         next += 1;
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -479,7 +489,10 @@ fn tree_of(root: i32) -> Vec<i32> {
                         .split_whitespace()
                         .filter_map(|c| c.parse::<i32>().ok()),
                 ),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => children_files = false,
+                // The task may have just ended: the file is missing in its folder only then.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    children_files = task.path().exists();
+                }
                 Err(_) => {}
             }
         }
@@ -515,6 +528,7 @@ struct Stat {
     /// User and system time of the process and of its children it waited for.
     cpu_ticks: u64,
     start: u64,
+    resident_bytes: u64,
 }
 
 /// /proc/PID/stat, read after the command name (which may hold spaces and parentheses).
@@ -529,6 +543,7 @@ fn stat_of(pid: i32) -> Option<Stat> {
         threads: field(20)?,
         cpu_ticks: field(14)? + field(15)? + field(16)? + field(17)?,
         start: field(22)?,
+        resident_bytes: field(24)?.saturating_mul(page_size()),
     })
 }
 
@@ -538,7 +553,7 @@ fn start_time(pid: u32) -> Option<u64> {
 
 /// The memory a process holds, shared pages counted in proportion (PSS), so that processes
 /// forked from one another are not counted many times over; RSS where PSS is not offered.
-fn resident_bytes(pid: i32) -> u64 {
+fn proportional_bytes(pid: i32) -> u64 {
     let kib = |text: &str, key: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(key))
@@ -549,10 +564,13 @@ fn resident_bytes(pid: i32) -> u64 {
     {
         return pss * 1024;
     }
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| kib(&status, "VmRSS:"))
-        .map_or(0, |rss| rss * 1024)
+    stat_of(pid).map_or(0, |s| s.resident_bytes)
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf with an integer argument.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).ok().filter(|s| *s > 0).unwrap_or(4096)
 }
 
 fn clock_ticks_per_second() -> u64 {
