@@ -46,10 +46,36 @@ pub enum TrustError {
 
 /// The sentence every refusal ends with: what is wrong and the fix.
 pub fn not_trusted(path: &Path) -> String {
+    format!("this file is not trusted ({})", trust_command(path))
+}
+
+/// `agentloom trust PATH` as it can be pasted into this system's shell: the path quoted
+/// when it holds a space or a character the shell would read.
+pub fn trust_command(path: &Path) -> String {
     format!(
-        "this file is not trusted (agentloom trust {})",
-        path.display()
+        "agentloom trust {}",
+        shell_quoted(&path.display().to_string())
     )
+}
+
+/// `word` as one word for a POSIX shell.
+#[cfg(not(windows))]
+fn shell_quoted(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=~".contains(c);
+    if !word.is_empty() && word.chars().all(plain) && !word.starts_with('~') {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// `word` as one word for cmd.exe and PowerShell (a path holds no `"`).
+#[cfg(windows)]
+fn shell_quoted(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "\\/._-:".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return word.to_owned();
+    }
+    format!("\"{word}\"")
 }
 
 /// One file a graph calls, by canonical path, with the SHA-256 of its content (`None`: it
@@ -741,8 +767,8 @@ pub fn refusal(path: &Path, needs: &TrustNeeds) -> Vec<String> {
     )];
     lines.extend(needs.lines().iter().map(|line| format!("  - {line}")));
     lines.push(format!(
-        "if you trust it, run `agentloom trust {}` (or pass --trust), then try again",
-        agentloom_core::Escaped(&path.display().to_string())
+        "if you trust it, run `{}` (or pass --trust), then try again",
+        agentloom_core::Escaped(&trust_command(path))
     ));
     lines
 }
@@ -756,9 +782,9 @@ pub fn safe_mode_note(path: &Path, graph: &agentloom_core::ValidGraph) -> Option
         .any(|node| node.meta.side_effects)
         .then(|| {
             format!(
-                "note: {} is not trusted, so it runs in safe mode: its side effects need approval (if you trust it: agentloom trust {})",
+                "note: {} is not trusted, so it runs in safe mode: its side effects need approval (if you trust it: {})",
                 path.display(),
-                path.display()
+                trust_command(path)
             )
         })
 }
@@ -782,9 +808,9 @@ impl SecretSource for UntrustedSecrets {
     fn secret(&self, name: &str) -> Result<Secret, SecretError> {
         let message = match &self.file {
             Some(file) => format!(
-                "graph file {} is not trusted: run `agentloom trust {}`",
+                "graph file {} is not trusted: run `{}`",
                 file.display(),
-                file.display()
+                trust_command(file)
             ),
             None => "this graph is not trusted, so it gets no credential: trust its file where it is run or submitted from".to_owned(),
         };
