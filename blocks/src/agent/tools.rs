@@ -20,6 +20,9 @@ const MAX_TEXT_CHARS: usize = 20_000;
 const MAX_READ_BYTES: u64 = 256 * 1024;
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_LISTED: usize = 500;
+/// The most of run_code's stdout, and of its stderr, shown to the model, in characters: both
+/// with their notes fit in the loop's 8,000 characters of an observation.
+const RUN_CODE_STREAM_CHARS: usize = 3_500;
 
 /// What a built-in tool needs besides its arguments.
 pub(crate) struct ToolEnv<'a> {
@@ -166,21 +169,25 @@ async fn run_code(
         .code()
         .map_or_else(|| "killed by a signal".to_owned(), |c| c.to_string());
     let shown = |stream: &Captured| {
-        let mut text = clip_chars(&String::from_utf8_lossy(&stream.kept), MAX_TEXT_CHARS / 2);
+        let mut text = clip_chars(
+            &String::from_utf8_lossy(&stream.kept),
+            RUN_CODE_STREAM_CHARS,
+        );
         if let Some(note) = stream.cut_note() {
             text.push_str(&format!("\n[{note}]"));
         }
         text
     };
+    // What the sandbox did comes first: the loop clips long observations at their end.
     let mut observation = format!("exit code: {code}\n");
     if let Some(why) = &output.stopped {
         observation.push_str(&format!("stopped by the sandbox: {why}\n"));
     }
     observation.push_str(&format!(
-        "stdout:\n{}\nstderr:\n{}\nlimits: {}",
+        "limits: {}\nstdout:\n{}\nstderr:\n{}",
+        output.limits,
         shown(&output.stdout),
-        shown(&output.stderr),
-        output.limits
+        shown(&output.stderr)
     ));
     Ok(observation)
 }
