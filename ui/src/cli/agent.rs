@@ -223,6 +223,8 @@ fn fresh_workspace() -> anyhow::Result<PathBuf> {
         .context("there is no data directory for a fresh workspace (no home folder)")?
         .join("agent-workspaces");
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
+    // Only Unix sets a mode; elsewhere the folder inherits its parent's permissions.
+    #[cfg_attr(not(unix), allow(unused_mut))]
     let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
