@@ -54,3 +54,27 @@ fn the_trust_command_suggested_for_a_path_with_spaces_pastes_into_a_shell() {
         "pasted: {command}"
     );
 }
+
+#[test]
+fn a_block_with_a_label_of_its_own_still_says_what_block_it_is_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = graph(
+        r#"{"format":"agentloom.graph","version":1,"name":"labelled","nodes":[
+            {"id":"greet","block":"text.template","label":"Greeting","position":[0,0],"config":{"template":"Hi"}}],
+          "edges":[]}"#,
+    );
+    let h = harness_for(App::new(&doc, None, &paths(&dir)));
+    let title = h.get_by_label("Greeting").rect();
+    // On the canvas, not the palette's button of the same name.
+    let kinds: Vec<_> = h
+        .query_all_by_label("Template")
+        .filter(|node| node.accesskit_node().role() != egui::accesskit::Role::Button)
+        .map(|node| node.rect())
+        .collect();
+    assert_eq!(kinds.len(), 1, "the block's type is not shown: {kinds:?}");
+    let kind = kinds[0];
+    assert!(
+        kind.top() >= title.bottom() - 1.0 && kind.left() < title.right(),
+        "the type {kind:?} is not under the label {title:?}"
+    );
+}

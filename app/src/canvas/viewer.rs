@@ -565,10 +565,20 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         let scale = self.state.transform.scaling;
         ui.horizontal(|ui| {
             let title = node_text(ui, RichText::new(canvas.display_name()).strong(), scale);
-            ui.label(title);
-            if detailed && canvas.doc.label.is_none() {
-                let kind = RichText::new(&canvas.title).color(theme::TEXT_WEAK).small();
+            let kind = RichText::new(&canvas.title).color(theme::TEXT_WEAK).small();
+            if !detailed {
+                ui.label(title);
+            } else if canvas.doc.label.is_none() {
+                // Its id, then what it is.
+                ui.label(title);
                 ui.label(node_text(ui, kind, scale));
+            } else {
+                // A label of its own says what it does here; what it is stays under it.
+                ui.vertical(|ui| {
+                    ui.spacing_mut().item_spacing.y = 0.0;
+                    ui.label(title);
+                    ui.label(node_text(ui, kind, scale));
+                });
             }
             if canvas.doc.pinned.is_some() {
                 ui.label(RichText::new("pinned").color(theme::ACCENT).small())
