@@ -3,6 +3,8 @@
 //! before the model is asked anything. The real binary against the `fakellm` peer (set
 //! AGENTLOOM_SKIP_PEERS=1 to skip without it), with HOME pointed at a temporary folder.
 
+// The data directory's place (XDG under HOME) and `/` are Linux's.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::path::Path;
@@ -61,12 +63,9 @@ fn typed_at_home_without_a_workspace_the_agent_works_in_a_fresh_folder_it_names(
         "42"
     );
     assert!(!home.path().join("out").exists());
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&workspace).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
-    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&workspace).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
     // A second run gets a folder of its own.
     let again = agent_at_home(&fake, home.path(), None);
     let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
