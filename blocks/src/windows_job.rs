@@ -108,6 +108,19 @@ impl Job {
 
     /// Bytes the job's processes have written so far (files and pipes).
     pub(crate) fn bytes_written(&self) -> u64 {
+        self.accounting()
+            .map_or(0, |info| info.IoInfo.WriteTransferCount)
+    }
+
+    /// User-mode CPU time of all the job's processes so far, ended ones included.
+    pub(crate) fn cpu_seconds_used(&self) -> u64 {
+        self.accounting().map_or(0, |info| {
+            // In units of 100 ns.
+            u64::try_from(info.BasicInfo.TotalUserTime).unwrap_or(0) / 10_000_000
+        })
+    }
+
+    fn accounting(&self) -> Option<JOBOBJECT_BASIC_AND_IO_ACCOUNTING_INFORMATION> {
         // SAFETY: all-zero is a valid value of this plain structure.
         let mut info: JOBOBJECT_BASIC_AND_IO_ACCOUNTING_INFORMATION = unsafe { std::mem::zeroed() };
         let size = u32::try_from(std::mem::size_of_val(&info)).unwrap_or(u32::MAX);
@@ -121,10 +134,6 @@ impl Job {
                 std::ptr::null_mut(),
             )
         };
-        if ok == 0 {
-            0
-        } else {
-            info.IoInfo.WriteTransferCount
-        }
+        (ok != 0).then_some(info)
     }
 }

@@ -831,6 +831,10 @@ fn run_in_app_container(call: &Call, tmp: &Path) -> Result<ProgramOutput, String
     };
     // Whatever the program started ends with it.
     job.terminate();
+    // The job ends every process once their CPU time is spent: say so, as for the others.
+    if stopped.is_none() && job.cpu_seconds_used() >= CPU_SECONDS {
+        stopped = Some(format!("it used {CPU_SECONDS} s of CPU time"));
+    }
     // A pipe end inherited by an unrelated process started meanwhile would keep a read
     // open: wait a little, then take what there is.
     let collect = |receiver: std::sync::mpsc::Receiver<Captured>| {
