@@ -105,6 +105,15 @@ impl App {
     }
 
     pub(super) fn save_to(&mut self, path: &Path) -> bool {
+        // A new graph saved for the first time is named after its file (its runs' history
+        // is no longer every untitled graph's).
+        if self.document.path.is_none()
+            && self.document.name == UNTITLED
+            && let Some(name) = name_from_file(path)
+        {
+            self.document.name = name;
+            self.document.touch();
+        }
         let doc = self.document.to_doc();
         match save_graph(&doc, path) {
             Ok(()) => {
@@ -145,7 +154,7 @@ impl App {
         match command {
             Command::New => {
                 if self.may_discard(&Command::New) {
-                    self.open_document(&GraphDoc::new("Untitled"), None);
+                    self.open_document(&GraphDoc::new(UNTITLED), None);
                 }
             }
             Command::OpenDialog => self.file_dialog(PathPurpose::Open, ctx),
@@ -583,4 +592,18 @@ impl App {
     pub fn set_native_file_dialogs(&mut self, available: bool) {
         self.native_dialogs = Some(available);
     }
+}
+
+/// The name of a graph made with File → New until it is given one.
+const UNTITLED: &str = "Untitled";
+
+/// A graph's name from its file's: `My flow.agentloom.json` → `My flow`.
+fn name_from_file(path: &Path) -> Option<String> {
+    let file = path.file_name()?.to_str()?;
+    let name = [".agentloom.json", ".json"]
+        .iter()
+        .find_map(|ending| file.strip_suffix(ending))
+        .unwrap_or(file)
+        .trim();
+    (!name.is_empty()).then(|| name.to_owned())
 }

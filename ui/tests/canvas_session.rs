@@ -698,3 +698,25 @@ fn the_history_names_the_worker_of_a_run_recorded_from_a_queue() {
     assert_eq!(h.state().history()[0].worker.as_deref(), Some("worker-7"));
     h.get_by_label_contains("· on worker-7");
 }
+
+#[test]
+fn a_new_graph_saved_for_the_first_time_is_named_after_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness_for(App::new(&example(), None, &paths(&dir)));
+    h.state_mut().send(Command::New);
+    h.run_steps(3);
+    assert_eq!(h.state().document.name, "Untitled");
+    press(&mut h, "Delay");
+    let file = dir.path().join("My flow.agentloom.json");
+    h.state_mut().send(Command::SaveAs(file.clone()));
+    h.run_steps(3);
+    assert_eq!(h.state().document.name, "My flow");
+    assert!(!h.state().document.dirty);
+    let saved = agentloom::app::load_graph(&file).unwrap();
+    assert_eq!(saved.name, "My flow");
+    // Named already: a later Save As keeps its name.
+    let other = dir.path().join("copy.json");
+    h.state_mut().send(Command::SaveAs(other.clone()));
+    h.run_steps(3);
+    assert_eq!(agentloom::app::load_graph(&other).unwrap().name, "My flow");
+}
