@@ -137,3 +137,53 @@ impl Job {
         (ok != 0).then_some(info)
     }
 }
+
+/// Resumes every thread of process `pid`, started with `CREATE_SUSPENDED` so that it could be
+/// put in a job before it ran (a process started by tokio gives no handle to its thread).
+pub(crate) fn resume_process(pid: u32) -> std::io::Result<()> {
+    use windows_sys::Win32::System::Diagnostics::ToolHelp::{
+        CreateToolhelp32Snapshot, TH32CS_SNAPTHREAD, THREADENTRY32, Thread32First, Thread32Next,
+    };
+    use windows_sys::Win32::System::Threading::{OpenThread, ResumeThread, THREAD_SUSPEND_RESUME};
+    // SAFETY: a snapshot of every thread of the system; closed by the OwnedHandle.
+    let raw = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0) };
+    if raw.is_null() || raw as isize == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle that nothing else owns.
+    let snapshot = unsafe { OwnedHandle::from_raw_handle(raw as RawHandle) };
+    let mut entry = THREADENTRY32 {
+        dwSize: u32::try_from(std::mem::size_of::<THREADENTRY32>()).unwrap_or(0),
+        cntUsage: 0,
+        th32ThreadID: 0,
+        th32OwnerProcessID: 0,
+        tpBasePri: 0,
+        tpDeltaPri: 0,
+        dwFlags: 0,
+    };
+    let mut resumed = 0;
+    // SAFETY: `entry` is a THREADENTRY32 with its size set, the snapshot open.
+    let mut more = unsafe { Thread32First(snapshot.as_raw_handle().cast(), &raw mut entry) } != 0;
+    while more {
+        if entry.th32OwnerProcessID == pid {
+            // SAFETY: a thread id from the snapshot; the handle is closed by OwnedHandle.
+            let thread = unsafe { OpenThread(THREAD_SUSPEND_RESUME, 0, entry.th32ThreadID) };
+            if !thread.is_null() {
+                // SAFETY: as above.
+                let thread = unsafe { OwnedHandle::from_raw_handle(thread as RawHandle) };
+                // SAFETY: an open thread handle with THREAD_SUSPEND_RESUME.
+                if unsafe { ResumeThread(thread.as_raw_handle().cast()) } != u32::MAX {
+                    resumed += 1;
+                }
+            }
+        }
+        // SAFETY: as for Thread32First.
+        more = unsafe { Thread32Next(snapshot.as_raw_handle().cast(), &raw mut entry) } != 0;
+    }
+    if resumed == 0 {
+        return Err(std::io::Error::other(
+            "no thread of the process could be resumed",
+        ));
+    }
+    Ok(())
+}

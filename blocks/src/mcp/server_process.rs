@@ -1,13 +1,15 @@
 //! A stdio MCP server's whole process tree, stopped together: the server leads a process
-//! group of its own on Unix, and is put in a kill-on-close Job Object on Windows, so that
-//! stopping it stops the helpers it started too.
+//! group of its own on Unix, and is put in a kill-on-close Job Object on Windows (started
+//! suspended, put in the job, then resumed), so that stopping it stops the helpers it
+//! started too.
 
-/// Starts the server in a group of its own (before it is spawned).
+/// Starts the server in a group of its own on Unix, suspended on Windows (before it is
+/// spawned; [`ServerProcess::of`] then puts it in its job and lets it run).
 pub(super) fn prepare(command: &mut tokio::process::Command) {
     #[cfg(unix)]
     command.process_group(0);
-    #[cfg(not(unix))]
-    let _ = command;
+    #[cfg(windows)]
+    command.creation_flags(windows_sys::Win32::System::Threading::CREATE_SUSPENDED);
 }
 
 /// The process tree a stdio server leads.
@@ -29,9 +31,7 @@ impl ServerProcess {
         }
         #[cfg(windows)]
         {
-            // A helper started in the moment before the assignment is not in the job: the
-            // server is stopped with it all the same, and such a helper is rare (servers
-            // start helpers once they have read their first request).
+            // Still suspended: in the job before it can start any helper.
             let job = child.raw_handle().and_then(|process| {
                 let job = crate::windows_job::Job::new(None)
                     .inspect_err(|e| tracing::warn!(error = %e, "no Job Object for an MCP server"))
@@ -43,6 +43,11 @@ impl ServerProcess {
                     .ok()?;
                 Some(job)
             });
+            if let Some(pid) = child.id()
+                && let Err(e) = crate::windows_job::resume_process(pid)
+            {
+                tracing::warn!(error = %e, "an MCP server could not be resumed");
+            }
             ServerProcess { job }
         }
     }
