@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use agentloom_core::{
     BlockCatalog, ERROR_PORT, EdgeDoc, GraphDoc, GroupDoc, NodeDoc, PortSpec, RunSettings,
-    TOOL_PORT, TypeMismatch, ValueType, compatibility, instantiate_node,
+    TOOL_PORT, ValueType, compatibility, instantiate_node,
 };
 use egui::Pos2;
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
@@ -203,22 +203,8 @@ impl NodeFlag {
     }
 }
 
-/// Why a wire was not made.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ConnectError {
-    #[error("no node `{0}` in this graph")]
-    UnknownNode(String),
-    #[error("node `{node}` has no {side} `{port}`")]
-    UnknownPort {
-        node: String,
-        port: String,
-        side: &'static str,
-    },
-    #[error("a node cannot be wired to itself")]
-    SelfLoop,
-    #[error("{0}")]
-    Types(#[from] TypeMismatch),
-}
+/// Why a wire was not made: the reason core gives every editor of a graph.
+pub use agentloom_core::ConnectError;
 
 /// The graph being edited.
 pub struct Document {
@@ -1007,6 +993,5 @@ pub fn check_wire(
             port: format!("#{}", to.input),
             side: "input",
         })?;
-    compatibility(&out.ty, inp.wire_type())?;
-    Ok(())
+    agentloom_core::check_wire_ports(&src.doc.id, out, &dst.doc.id, inp)
 }

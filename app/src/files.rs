@@ -52,18 +52,10 @@ pub fn load_graph(path: &Path) -> Result<GraphDoc, FileError> {
 /// The document holds credential names only, never secrets, so saving and exporting write
 /// the same shareable JSON.
 pub fn save_graph(doc: &GraphDoc, path: &Path) -> Result<(), FileError> {
-    let write_error = |source| FileError::Write {
+    agentloom_runner::save::write_graph_file(doc, path).map_err(|source| FileError::Write {
         path: path.to_owned(),
         source,
-    };
-    if let Some(parent) = path.parent()
-        && !parent.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(parent).map_err(write_error)?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, doc.to_json_string()).map_err(write_error)?;
-    std::fs::rename(&tmp, path).map_err(write_error)
+    })
 }
 
 /// Where unsaved work and the last-graph note are kept.

@@ -26,6 +26,7 @@ mod types;
 mod user_dirs;
 mod validate;
 mod value;
+mod wire;
 
 pub use approval::{ApprovalDecision, ApprovalRequest};
 pub use block::{
@@ -61,6 +62,7 @@ pub use validate::{
     validate, validate_shared,
 };
 pub use value::{Value, ValueMap, clip_chars, one_line};
+pub use wire::{ConnectError, check_wire_ports};
 
 pub use async_trait::async_trait;
 pub use tokio_util::sync::CancellationToken;

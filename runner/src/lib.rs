@@ -6,6 +6,7 @@
 //! command line: the app (`agentloom-app`) and the binary (`agentloom`) sit above it.
 
 pub mod catalog;
+pub mod edit;
 pub mod eval;
 pub mod examples;
 pub mod headless;
@@ -15,6 +16,7 @@ pub mod paths;
 pub mod record;
 pub mod remote;
 pub mod resume;
+pub mod save;
 pub mod source;
 pub mod trust;
 

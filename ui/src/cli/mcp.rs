@@ -24,8 +24,12 @@ use crate::runner::open_run_log;
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
     /// The graph files to serve, one tool each.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "edit")]
     pub graphs: Vec<PathBuf>,
+    /// Serve the editing of this graph file instead (made when missing): tools to list
+    /// blocks, add, configure, wire and remove nodes, validate, run and explain runs.
+    #[arg(long, value_name = "GRAPH", conflicts_with_all = ["graphs", "trust"])]
+    pub edit: Option<PathBuf>,
     /// The directory file blocks may read and write (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
@@ -38,6 +42,17 @@ pub struct McpArgs {
 }
 
 pub fn mcp_command(args: McpArgs) -> anyhow::Result<i32> {
+    if let Some(graph) = args.edit {
+        if let Err(message) = super::mcp_edit::check_editable(&graph) {
+            eprintln!("{message}");
+            return Ok(EXIT_INVALID);
+        }
+        let store = open_run_log(args.db)?;
+        let Some(workspace) = super::workspace_dir(args.workspace)? else {
+            return Ok(EXIT_INVALID);
+        };
+        return super::mcp_edit::edit_command(graph, workspace, store);
+    }
     let store = open_run_log(args.db)?;
     let mut tools = Vec::new();
     let mut invalid = false;
@@ -70,9 +85,17 @@ pub fn mcp_command(args: McpArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
+    let shutdown = server.shutdown.clone();
+    serve_stdio(server, shutdown)
+}
+
+/// Serves `server` on stdio until the client leaves or Ctrl-C, then cancels `shutdown`.
+pub(super) fn serve_stdio(
+    server: impl ServerHandler,
+    shutdown: CancellationToken,
+) -> anyhow::Result<i32> {
     let runtime = super::async_runtime()?;
     runtime.block_on(async move {
-        let shutdown = server.shutdown.clone();
         let service = server
             .serve(rmcp::transport::stdio())
             .await

@@ -19,6 +19,7 @@ pub mod credentials;
 pub mod eval;
 mod interrupt;
 mod mcp;
+mod mcp_edit;
 mod progress;
 mod queue;
 mod remote_approval;
@@ -45,7 +46,7 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentloom_core::{BlockCatalog, GraphDoc, Value, ValueMap};
+use agentloom_core::{GraphDoc, Value, ValueMap};
 use agentloom_core::{Escaped, escape_control};
 use agentloom_engine::{RunOptions, RunSeed, RunStatus};
 use anyhow::Context as _;
@@ -170,7 +171,8 @@ pub enum CliCommand {
     Reject(approval::RejectArgs),
     /// Serve a graph over HTTP: the Agent Protocol, and optionally a webhook and a schedule.
     Serve(serve::ServeArgs),
-    /// Serve graphs as MCP tools over stdio (one tool per graph file).
+    /// Serve graphs as MCP tools over stdio (one tool per graph file), or with `--edit`
+    /// the tools to build and run one graph file.
     Mcp(mcp::McpArgs),
     /// Trust a graph file as it is now: let it start its MCP servers, use credentials and
     /// call graph files outside its folder. Any change to it (or to a file it calls) undoes it.
@@ -361,28 +363,7 @@ fn blocks_command(json: bool, graph: Option<&Path>) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     }
-    let mut entries = Vec::new();
-    for block in registry.blocks() {
-        let meta = block.meta();
-        // Ports with the default config; blocks whose ports need config say so.
-        let ports = block
-            .instantiate(&agentloom_core::Config::new(), &registry.config_ctx())
-            .map(|node| {
-                let ports = node.ports();
-                json!({"inputs": ports.inputs, "outputs": ports.outputs_with_error()})
-            })
-            .unwrap_or_else(|e| json!({"depends_on_config": e.to_string()}));
-        entries.push(json!({
-            "kind": meta.kind,
-            "title": meta.title,
-            "category": meta.category,
-            "description": meta.description,
-            "side_effects": meta.side_effects,
-            "credential": meta.credential,
-            "ports": ports,
-            "config_schema": meta.config_schema(),
-        }));
-    }
+    let entries = runner::edit::catalog_entries(&registry);
     if json {
         out!("{}", serde_json::to_string_pretty(&entries)?);
     } else {
