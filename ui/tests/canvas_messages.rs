@@ -9,6 +9,7 @@ use egui_kittest::kittest::{NodeT as _, Queryable as _};
 use support::{graph, harness_for, paths};
 
 /// The words a POSIX shell reads `line` as.
+#[cfg(unix)]
 fn shell_words(line: &str) -> Vec<String> {
     let out = std::process::Command::new("sh")
         .arg("-c")
