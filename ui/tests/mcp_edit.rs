@@ -447,3 +447,105 @@ async fn a_tool_edit_leaves_a_trusted_file_untrusted_until_its_user_trusts_it() 
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "three");
     client.cancel().await.unwrap();
 }
+
+/// The model of the graph-builder example, scripted: one editing tool a turn, each turn
+/// only once the previous tool's answer came back.
+const BUILDER_RULES: &str = r#"rules:
+  - name: add_input
+    when: {messages_contain: "TASK-BUILD-TWO", turn: 1}
+    respond:
+      tool_calls: [{name: add_node, arguments: {block: "graph.input", id: "word", config: {type: "text"}}}]
+  - name: add_output
+    when: {messages_contain: "TASK-BUILD-TWO", turn: 2, tool_result_contains: "word"}
+    respond:
+      tool_calls: [{name: add_node, arguments: {block: "graph.output", id: "echo"}}]
+  - name: wire
+    when: {messages_contain: "TASK-BUILD-TWO", turn: 3, tool_result_contains: "missing_input"}
+    respond:
+      tool_calls: [{name: connect, arguments: {from: {node: "word", port: "value"}, to: {node: "echo", port: "value"}}}]
+  - name: check
+    when: {messages_contain: "TASK-BUILD-TWO", turn: 4, tool_result_contains: "replaced_wires"}
+    respond:
+      tool_calls: [{name: validate, arguments: {}}]
+  - name: done
+    when: {messages_contain: "TASK-BUILD-TWO", turn: 5, tool_result_contains: "valid"}
+    respond:
+      tool_calls: [{name: finish, arguments: {answer: "built word -> echo"}}]
+"#;
+
+#[test]
+fn the_graph_builder_example_builds_a_graph_a_scripted_model_asks_for() {
+    let Some(fake) = agentloom_tests::FakeLlm::start_with_rules(BUILDER_RULES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let built = dir.path().join("built.agentloom.json");
+    let text =
+        std::fs::read_to_string(examples().join("online/graph-builder-agent.agentloom.json"))
+            .unwrap();
+    let mut builder: Value = serde_json::from_str(&text).unwrap();
+    // The example as shipped starts `agentloom mcp --edit` on its file; here, this build of
+    // it on a file of the test's, and the scripted model instead of a hosted one.
+    assert_eq!(
+        builder["mcp_servers"]["editor"]["args"],
+        json!(["mcp", "--edit", "web-summary.agentloom.json"])
+    );
+    let args: Vec<String> = server_args(dir.path(), &built)
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    builder["mcp_servers"]["editor"] =
+        json!({"command": env!("CARGO_BIN_EXE_agentloom"), "args": args});
+    for node in builder["nodes"].as_array_mut().unwrap() {
+        if node["id"] == "builder" {
+            let config = node["config"].as_object_mut().unwrap();
+            config.remove("credential");
+            config.insert("base_url".into(), json!(format!("{}/v1", fake.base())));
+            config.insert("model".into(), json!("test-model"));
+        }
+    }
+    let graph = dir.path().join("builder.agentloom.json");
+    std::fs::write(&graph, builder.to_string()).unwrap();
+    trust(dir.path(), &graph);
+
+    let run = |graph: &Path, input: &str| -> Value {
+        let output = Command::new(env!("CARGO_BIN_EXE_agentloom"))
+            .arg("run")
+            .arg(graph)
+            .arg("--json")
+            .arg("--db")
+            .arg(dir.path().join("runs.sqlite3"))
+            .arg("--workspace")
+            .arg(dir.path())
+            .args(["--input", input])
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env_remove("AGENTLOOM_LOG")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let report = run(&graph, "goal=TASK-BUILD-TWO: echo a word");
+    assert_eq!(
+        report["outputs"]["answer"], "built word -> echo",
+        "{report}"
+    );
+
+    // The graph the agent built, tool by tool, runs.
+    let doc = GraphDoc::from_json_str(&std::fs::read_to_string(&built).unwrap()).unwrap();
+    let ids: Vec<&str> = doc.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["echo", "word"]);
+    assert_eq!(
+        doc.edges,
+        [agentloom_core::EdgeDoc::new(
+            "word", "value", "echo", "value"
+        )]
+    );
+    let report = run(&built, "word=hello");
+    assert_eq!(report["outputs"], json!({"echo": "hello"}), "{report}");
+}
