@@ -98,12 +98,17 @@ impl Worker {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Worker {
+        Self::start_on(&nats.url, name, extra, env)
+    }
+
+    /// [`Worker::start_with_env`] on the server(s) at `url`.
+    fn start_on(url: &str, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         let child = bin()
             .arg("worker")
-            .args(["--nats", &nats.url, "--name", name])
+            .args(["--nats", url, "--name", name])
             .arg("--db")
             .arg(dir.path().join("runs.sqlite3"))
             .arg("--workspace")
@@ -1137,7 +1142,7 @@ fn a_worker_drains_on_sigterm() {
 #[test]
 fn a_workers_runs_keep_their_files_apart_and_call_only_what_they_carry() {
     let nats = NatsServer::start();
-    let worker = Worker::start(&nats, "isolating", &["--trust"]);
+    let worker = Worker::start(&nats, "isolating", &["--trust", "--keep-workspaces", "all"]);
     let home = worker.dir.path().join("home");
     let dir = tempfile::tempdir().unwrap();
     let writer = write_graph(
@@ -1933,5 +1938,286 @@ fn a_run_nobody_waits_for_any_more_never_starts() {
             .unwrap_or_default()
             .contains("not started"),
         "{shown}"
+    );
+}
+
+/// A graph that writes `note.txt` in its run's folder, then POSTs its path to `url`.
+fn write_then_post(dir: &Path, url: &str) -> PathBuf {
+    write_graph(
+        dir,
+        "write-then-post.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "write then post",
+            "nodes": [
+                {"id": "text", "block": "data.constant", "config": {"type": "text", "value": "kept?"}},
+                {"id": "write", "block": "file.write", "config": {"path": "note.txt"}},
+                {"id": "post", "block": "http.request", "config": {
+                    "method": "POST", "url": url, "allow_private_network": true}},
+                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            ],
+            "edges": [
+                {"from": ["text", "value"], "to": ["write", "content"]},
+                {"from": ["write", "path"], "to": ["post", "body"]},
+                {"from": ["post", "status"], "to": ["out", "value"]}
+            ]
+        }),
+    )
+}
+
+/// A worker removes a completed run's folder and keeps a failed one's to look into (the
+/// default); `--keep-workspaces none` removes both, `all` keeps both.
+#[test]
+fn run_folders_are_removed_or_kept_by_policy() {
+    let nats = NatsServer::start();
+    let hook = Hook::start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let completes = write_then_post(dir.path(), &hook.url("hook"));
+    let fails_dir = dir.path().join("fails");
+    std::fs::create_dir_all(&fails_dir).unwrap();
+    // Nothing listens on port 1: the POST fails, and so the run.
+    let fails = write_then_post(&fails_dir, "http://127.0.0.1:1/hook");
+    let db = dir.path().join("submitter.sqlite3");
+    for (policy, completed_kept, failed_kept) in [
+        (None, false, true),
+        (Some("none"), false, false),
+        (Some("all"), true, true),
+    ] {
+        let mut flags = vec!["--trust"];
+        if let Some(policy) = policy {
+            flags.extend(["--keep-workspaces", policy]);
+        }
+        let mut worker = Worker::start(&nats, "tidy", &flags);
+        let folder = |report: &Value| {
+            let run_id = report["run_id"].as_str().unwrap();
+            worker.dir.path().join("home/runs").join(run_id)
+        };
+        let completed = submit_and_wait(&nats, &completes, &db, 0);
+        let failed = submit_and_wait(&nats, &fails, &db, 1);
+        assert_eq!(failed["status"], "failed", "{failed}");
+        assert_eq!(
+            folder(&completed).join("note.txt").exists(),
+            completed_kept,
+            "{policy:?}: the completed run's folder"
+        );
+        assert_eq!(
+            folder(&failed).join("note.txt").exists(),
+            failed_kept,
+            "{policy:?}: the failed run's folder"
+        );
+        worker.kill();
+    }
+}
+
+/// Three `nats-server -js` routed to each other, each with its own store; stopped when dropped.
+struct Cluster {
+    servers: Vec<Option<Child>>,
+    names: Vec<String>,
+    ports: Vec<u16>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let server = agentloom_tests::find_on_path("nats-server")
+            .unwrap_or_else(|| panic!("nats-server is not installed: apt-get install nats-server"));
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<u16> = (0..3).map(|_| agentloom_tests::free_port()).collect();
+        let routes: Vec<u16> = (0..3).map(|_| agentloom_tests::free_port()).collect();
+        let route_list = routes
+            .iter()
+            .map(|port| format!("nats://127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let names: Vec<String> = (1..=3).map(|i| format!("nats-{i}")).collect();
+        let servers = (0..3)
+            .map(|i| {
+                let log = dir.path().join(format!("{}.log", names[i]));
+                let mut child = Command::new(&server)
+                    .args(["-js", "-a", "127.0.0.1", "-p", &ports[i].to_string()])
+                    .args(["-n", &names[i], "--cluster_name", "agentloom"])
+                    .args(["--cluster", &format!("nats://127.0.0.1:{}", routes[i])])
+                    .args(["--routes", &route_list, "-sd"])
+                    .arg(dir.path().join(&names[i]))
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(&log).unwrap())
+                    .spawn()
+                    .unwrap();
+                agentloom_tests::wait_until_listening(&mut child, ports[i], &log, "nats-server");
+                Some(child)
+            })
+            .collect();
+        Cluster {
+            servers,
+            names,
+            ports,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        self.ports
+            .iter()
+            .map(|port| format!("nats://127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Creates the streams replicated on the three servers (once the cluster has a leader),
+    /// as an operator does before the first worker starts; the name of the runs stream's
+    /// leader.
+    fn create_replicated_streams(&self) -> String {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let url = format!("nats://127.0.0.1:{}", self.ports[0]);
+        runtime.block_on(async {
+            let client = async_nats::connect(url.as_str()).await.unwrap();
+            let js = async_nats::jetstream::new(client);
+            let streams = [
+                ("AGENTLOOM_QUEUE", "agentloom.queue", true),
+                ("AGENTLOOM_RUNS", "agentloom.run.>", false),
+                ("AGENTLOOM_DEAD", "agentloom.dead.>", false),
+            ];
+            for (name, subject, work_queue) in streams {
+                let config = async_nats::jetstream::stream::Config {
+                    name: name.to_owned(),
+                    subjects: vec![subject.to_owned()],
+                    num_replicas: 3,
+                    retention: if work_queue {
+                        async_nats::jetstream::stream::RetentionPolicy::WorkQueue
+                    } else {
+                        async_nats::jetstream::stream::RetentionPolicy::Limits
+                    },
+                    ..Default::default()
+                };
+                let started = Instant::now();
+                loop {
+                    match js.get_or_create_stream(config.clone()).await {
+                        Ok(_) => break,
+                        Err(err) if started.elapsed() < Duration::from_secs(30) => {
+                            let _ = err;
+                            tokio::time::sleep(Duration::from_millis(250)).await;
+                        }
+                        Err(err) => panic!("stream {name}: {err}"),
+                    }
+                }
+            }
+            let mut runs = js.get_stream("AGENTLOOM_RUNS").await.unwrap();
+            let info = runs.info().await.unwrap();
+            info.cluster.as_ref().unwrap().leader.clone().unwrap()
+        })
+    }
+
+    fn kill(&mut self, name: &str) {
+        let index = self.names.iter().position(|n| n == name).unwrap();
+        if let Some(mut child) = self.servers[index].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in self.servers.iter_mut().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn losing_the_stream_leader_of_a_three_node_cluster_ends_every_run_once() {
+    const RUNS: usize = 12;
+    /// How long each `submit --wait` may take at the most, fail-over included.
+    const BOUND: Duration = Duration::from_secs(45);
+    let mut cluster = Cluster::start();
+    let leader = cluster.create_replicated_streams();
+    let url = cluster.url();
+    let flags = ["--trust", "--ack-wait", "4", "--concurrency", "8"];
+    let workers = [
+        Worker::start_on(&url, "w1", &flags, &[]),
+        Worker::start_on(&url, "w2", &flags, &[]),
+    ];
+    let hook = Hook::start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = post_wait_post_to_input(dir.path(), 2000);
+    let started = Instant::now();
+    let mut submitters: Vec<Child> = (0..RUNS)
+        .map(|i| {
+            bin()
+                .arg("submit")
+                .arg(&graph)
+                .args(["--nats", &url, "--trust", "--wait", "--json"])
+                .args(["--start-within", "30"])
+                .args(["--input", &format!("url={}", hook.url(&format!("run{i}")))])
+                .arg("--db")
+                .arg(dir.path().join(format!("submitter{i}.sqlite3")))
+                .env("AGENTLOOM_NATS_LOST_SECS", "20")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    while hook.posts().len() < RUNS / 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "no POSTs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cluster.kill(&leader);
+    let killed = Instant::now();
+    let mut reports = Vec::new();
+    let mut late = false;
+    for submitter in &mut submitters {
+        while submitter.try_wait().unwrap().is_none() {
+            if killed.elapsed() > BOUND {
+                late = true;
+                let _ = submitter.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    if late {
+        let said: Vec<String> = submitters
+            .into_iter()
+            .map(|s| {
+                let output = s.wait_with_output().unwrap();
+                format!(
+                    "{}\n{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })
+            .collect();
+        let tail = |log: String| log.lines().rev().take(30).collect::<Vec<_>>().join("\n");
+        panic!(
+            "a submit --wait still waited {BOUND:?} after the leader was lost:\n{}\nruns: {:?} {:?}\n--- w1\n{}\n--- w2\n{}",
+            said.join("\n---\n"),
+            workers[0].runs(),
+            workers[1].runs(),
+            tail(workers[0].log()),
+            tail(workers[1].log())
+        );
+    }
+    for submitter in submitters {
+        let output = submitter.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let report: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("no report: {stderr}"));
+        match report["status"].as_str() {
+            Some("completed") => {}
+            Some("failed") => assert!(
+                report["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{report}"
+            ),
+            _ => panic!("{report}\n{stderr}"),
+        }
+        reports.push(report);
+    }
+    assert_eq!(reports.len(), RUNS);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        hook.repeated(),
+        Vec::<(String, String)>::new(),
+        "POSTed twice"
     );
 }

@@ -19,6 +19,9 @@ pub async fn follow(
     follow_until(nats, run_id, after, None, on_event).await
 }
 
+/// How long a follower's reading may stay quiet before it checks whether the run ended.
+const QUIET: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How long after a run's start deadline its follower still waits for a worker's first word.
 const STARTED_LATE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -31,7 +34,16 @@ pub async fn follow_until(
     mut start_by_ms: Option<i64>,
     mut on_event: impl FnMut(RunEvent, &str),
 ) -> Result<RunReport, RemoteError> {
-    let mut messages = ordered(nats, run_id, run_subject(run_id, "*"), after).await?;
+    let give_up = lost_server_limit();
+    // A cluster electing a new leader answers nothing for a moment: try again, within bound.
+    let first_try = std::time::Instant::now();
+    let mut messages = loop {
+        match ordered(nats, run_id, run_subject(run_id, "*"), after).await {
+            Ok(messages) => break messages,
+            Err(err) if first_try.elapsed() >= give_up => return Err(err),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+        }
+    };
     // The last record read: after a server restart or a cluster fail-over the reading
     // starts again from there.
     let mut seen = after;
@@ -39,15 +51,37 @@ pub async fn follow_until(
     let events = run_subject(run_id, "events");
     let report = run_subject(run_id, "report");
     let request = run_subject(run_id, "request");
-    let give_up = lost_server_limit();
     let mut lost_since: Option<std::time::Instant> = None;
     let mut check = tokio::time::interval(std::time::Duration::from_millis(250));
+    // When the last record came: a reading that went quiet (its consumer lost with a
+    // cluster's leader) is checked against what the server holds.
+    let mut quiet_since = std::time::Instant::now();
+    let mut read_again = false;
     loop {
         // The client reconnects on its own, forever: a follower that lost its server for
         // longer than the limit says so instead of waiting with no word.
         let next = tokio::select! {
             next = messages.next() => next,
             _ = check.tick() => {
+                if quiet_since.elapsed() >= QUIET {
+                    quiet_since = std::time::Instant::now();
+                    if let Ok(Some(stored)) = nats.last_record(run_id, "report").await
+                        && seen.is_none_or(|seen| stored.sequence > seen)
+                    {
+                        // The run ended and its report never came through this reading:
+                        // read again from the last record, then take the report itself.
+                        if read_again {
+                            return serde_json::from_slice(&stored.payload)
+                                .map_err(|e| nats.error(format!("the report of run {run_id}"), e));
+                        }
+                        read_again = true;
+                        if let Ok(again) =
+                            ordered(nats, run_id, run_subject(run_id, "*"), seen).await
+                        {
+                            messages = again;
+                        }
+                    }
+                }
                 let late = i64::try_from(STARTED_LATE.as_millis()).unwrap_or_default();
                 if let Some(start_by) = start_by_ms
                     && chrono::Utc::now().timestamp_millis() > start_by.saturating_add(late)
@@ -106,6 +140,7 @@ pub async fn follow_until(
             }
         };
         broken_since = None;
+        quiet_since = std::time::Instant::now();
         if let Ok(info) = message.info() {
             seen = Some(info.stream_sequence);
         }

@@ -35,6 +35,8 @@ pub struct WorkerConfig {
     pub workspace: PathBuf,
     /// Every run works in `workspace` itself (for a queue only people you trust publish to).
     pub shared_workspace: bool,
+    /// Which runs' folders stay once the run ended.
+    pub keep_workspaces: KeepWorkspaces,
     /// The NKey public keys whose signed decisions resume a waiting run; none: no decision
     /// from the queue is taken.
     pub approver_keys: Vec<String>,
@@ -50,6 +52,29 @@ pub struct WorkerConfig {
     pub trust: bool,
     /// This machine's credentials (its keychain, its environment), for trusted requests.
     pub credentials: Credentials,
+}
+
+/// Which runs' folders (`runs/<RUN_ID>`) a worker keeps once the run ended. A run waiting
+/// for a decision or handed back to the queue keeps its folder whatever the choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeepWorkspaces {
+    /// A completed run's folder is removed; a failed or cancelled one's kept to look into.
+    #[default]
+    Failed,
+    /// Every folder is kept.
+    All,
+    /// Every ended run's folder is removed.
+    None,
+}
+
+impl KeepWorkspaces {
+    fn keeps(self, status: RunStatus) -> bool {
+        match status {
+            RunStatus::Waiting | RunStatus::Running => true,
+            RunStatus::Completed => self == KeepWorkspaces::All,
+            _ => self != KeepWorkspaces::None,
+        }
+    }
 }
 
 /// The ack wait of a queue made by a worker that asked for none.
@@ -724,6 +749,14 @@ impl Worker {
             tracing::warn!(%err, run_id, "decided approvals stay in the run log");
         }
         self.publish_report(&report).await;
+        if !self.config.shared_workspace && !self.config.keep_workspaces.keeps(report.status) {
+            let folder = self.config.workspace.join("runs").join(&run_id);
+            if let Err(err) = std::fs::remove_dir_all(&folder)
+                && err.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(%err, folder = %folder.display(), "the run's folder stays");
+            }
+        }
         Outcome::Done
     }
 

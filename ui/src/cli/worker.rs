@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::remote::worker::{WorkerConfig, serve};
+use crate::remote::worker::{KeepWorkspaces, WorkerConfig, serve};
 
 use super::{EXIT_FAILED, EXIT_INVALID, async_runtime, interrupt, workspace_dir};
 
@@ -21,6 +21,11 @@ pub struct WorkerArgs {
     /// only for a queue that only people you trust can publish to.
     #[arg(long)]
     pub shared_workspace: bool,
+    /// Which runs' folders stay once the run ended: `failed` (the default: a completed run's
+    /// folder is removed, a failed or cancelled one's kept to look into), `all`, or `none`.
+    /// A run waiting for a decision or handed back keeps its folder.
+    #[arg(long, value_name = "WHICH", value_enum, default_value_t = KeepWorkspaces::Failed)]
+    pub keep_workspaces: KeepWorkspaces,
     /// The NKey public key (`U…`) of a person whose decisions (`agentloom approve --nats
     /// --sign-with`) may resume a waiting run (repeatable). Without one, no decision from
     /// the queue is taken: anyone who may publish there could approve a side effect.
@@ -72,6 +77,7 @@ pub fn worker_command(args: WorkerArgs) -> anyhow::Result<i32> {
         name,
         workspace,
         shared_workspace: args.shared_workspace,
+        keep_workspaces: args.keep_workspaces,
         approver_keys: args.approver_keys,
         concurrency: args.concurrency,
         ack_wait: args.ack_wait.map(Duration::from_secs),
