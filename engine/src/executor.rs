@@ -1867,26 +1867,29 @@ async fn ask_approval(
     node: &str,
     request: &ApprovalRequest,
 ) -> Result<ApprovalDecision, BlockError> {
+    // Asked and kept redacted: a secret in a node's inputs reaches no person and no log.
+    let shown = shared.redactor.approval_request(request);
+    let restore = |decision| Redactor::restore_decision(decision, request, &shown);
     if let Some(decision) = shared
         .decisions
         .lock()
         .ok()
         .and_then(|mut d| d.remove(node))
     {
-        return Ok(decision);
+        return Ok(restore(decision));
     }
     let Some(approver) = shared.executor.approver.clone() else {
         return Err(BlockError::permanent(format!(
             "safe mode: `{node}` ({}) has side effects and needs approval, but nobody can approve it here; run it from the app, or turn safe mode off",
-            request.action
+            shown.action
         )));
     };
     shared.emit(EventKind::NodeAwaitingApproval {
         node: node.to_owned(),
     });
     tokio::select! {
-        decision = approver.decide_or_pause(&shared.run_id, node, request) => match decision {
-            Some(decision) => Ok(decision),
+        decision = approver.decide_or_pause(&shared.run_id, node, &shown) => match decision {
+            Some(decision) => Ok(restore(decision)),
             None => Err(shared.wait_for_decision(node)),
         },
         () = shared.cancel.cancelled() => {

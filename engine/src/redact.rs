@@ -11,7 +11,9 @@
 
 use std::sync::{Arc, RwLock};
 
-use agentloom_core::{BoundHosts, Secret, ValidGraph, Value, ValueMap};
+use agentloom_core::{
+    ApprovalDecision, ApprovalRequest, BoundHosts, Secret, ValidGraph, Value, ValueMap,
+};
 
 use crate::events::EventKind;
 use crate::secret_forms::{Forms, encoded_forms};
@@ -268,6 +270,41 @@ impl Redactor {
         Some(omitted)
     }
 
+    /// `request` as the person deciding sees it and the run log keeps it (a waiting run's
+    /// `pending_approvals`): every text redacted. Hand the decision back through
+    /// [`Redactor::restore_decision`].
+    pub(crate) fn approval_request(&self, request: &ApprovalRequest) -> ApprovalRequest {
+        let mut shown = request.clone();
+        if self.is_empty() {
+            return shown;
+        }
+        self.text(&mut shown.action);
+        self.value(&mut shown.arguments);
+        for value in [&mut shown.checkpoint, &mut shown.details]
+            .into_iter()
+            .flatten()
+        {
+            self.value(value);
+        }
+        shown
+    }
+
+    /// `decision` on the redacted `shown` request with the run's own values back wherever
+    /// the person left a value as it was shown: an approval as asked runs with the secret,
+    /// not with [`REDACTED`].
+    pub(crate) fn restore_decision(
+        decision: ApprovalDecision,
+        original: &ApprovalRequest,
+        shown: &ApprovalRequest,
+    ) -> ApprovalDecision {
+        match decision {
+            ApprovalDecision::Approved { arguments } => ApprovalDecision::Approved {
+                arguments: restored(arguments, &original.arguments, &shown.arguments),
+            },
+            rejected @ ApprovalDecision::Rejected { .. } => rejected,
+        }
+    }
+
     pub(crate) fn option(&self, text: &mut Option<String>) {
         if let Some(text) = text {
             self.text(text);
@@ -363,6 +400,25 @@ fn looks_compressed(data: &[u8]) -> bool {
         b"7z\xbc\xaf\x27\x1c",
     ];
     MAGIC.iter().any(|magic| data.starts_with(magic))
+}
+
+/// `given` (a person's decision) with `original` wherever it equals `shown`, the redacted
+/// `original`, field by field.
+fn restored(given: Value, original: &Value, shown: &Value) -> Value {
+    if given == *shown {
+        return original.clone();
+    }
+    match (given, original, shown) {
+        (Value::Object(mut given), Value::Object(original), Value::Object(shown)) => {
+            for (key, value) in Arc::make_mut(&mut given).iter_mut() {
+                if let (Some(original), Some(shown)) = (original.get(key), shown.get(key)) {
+                    *value = restored(std::mem::take(value), original, shown);
+                }
+            }
+            Value::Object(given)
+        }
+        (given, _, _) => given,
+    }
 }
 
 /// Whether bytes that are not UTF-8 read as text in a single-byte encoding (Latin-1,
@@ -518,6 +574,42 @@ mod tests {
         let mut compressed = b"anything".to_vec();
         let omitted = redactor.recorded_body(&brotli, &mut compressed).unwrap();
         assert_eq!(omitted.reason, "compressed body");
+    }
+
+    #[test]
+    fn an_approval_is_asked_redacted_and_runs_with_the_secret() {
+        let redactor = Redactor::default();
+        redactor.remember("svc", &Secret::new("tok-approve-9"));
+        let object = |body: &str, url: &str| {
+            Value::object(ValueMap::from([
+                ("body".to_owned(), Value::text(body)),
+                ("url".to_owned(), Value::text(url)),
+            ]))
+        };
+        let request = ApprovalRequest::new(
+            "POST with tok-approve-9",
+            object("key=tok-approve-9", "http://a/"),
+        );
+        let shown = redactor.approval_request(&request);
+        assert_eq!(shown.action, "POST with [redacted]");
+        assert_eq!(shown.arguments, object("key=[redacted]", "http://a/"));
+        let approve = |arguments| match Redactor::restore_decision(
+            ApprovalDecision::Approved { arguments },
+            &request,
+            &shown,
+        ) {
+            ApprovalDecision::Approved { arguments } => arguments,
+            rejected => panic!("{rejected:?}"),
+        };
+        assert_eq!(approve(shown.arguments.clone()), request.arguments);
+        assert_eq!(
+            approve(object("key=[redacted]", "http://b/")),
+            object("key=tok-approve-9", "http://b/")
+        );
+        assert_eq!(
+            approve(object("key=typed", "http://a/")),
+            object("key=typed", "http://a/")
+        );
     }
 
     #[test]

@@ -447,3 +447,67 @@ fn a_secret_input_goes_only_to_its_hosts_and_appears_nowhere_in_the_run_log() {
     );
     assert_eq!(report["outputs"]["echo"], "user=ann&password=[redacted]");
 }
+
+/// In safe mode a POST carrying a secret input waits for a person: the request kept for
+/// them (`pending_approvals`) shows it redacted, and the run log holds it nowhere.
+#[test]
+fn a_secret_input_in_a_request_waiting_for_approval_is_kept_redacted() {
+    const PASSWORD: &str = "pw-WAITING-input/77k";
+    let dir = tempfile::tempdir().unwrap();
+    let home = Peer::start();
+    let graph = json!({"format": "agentloom.graph", "version": 1, "name": "safe login",
+    "settings": {"safe_mode": true},
+    "nodes": [
+        {"id": "password", "block": "graph.input", "config": {
+            "name": "password", "type": "secret", "hosts": [format!("127.0.0.1:{}", home.port)]}},
+        {"id": "login", "block": "text.template", "config": {"template": "password={{ password }}"}},
+        {"id": "send", "block": "http.request", "config": {
+            "url": format!("{}/login", home.base), "method": "POST", "allow_private_network": true}}
+    ],
+    "edges": [
+        {"from": ["password", "value"], "to": ["login", "password"]},
+        {"from": ["login", "text"], "to": ["send", "body"]}
+    ]});
+    let path = dir.path().join("safe.agentloom.json");
+    std::fs::write(&path, graph.to_string()).unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let output = agentloom(
+        dir.path(),
+        &[
+            "run",
+            path.to_str().unwrap(),
+            "--trust",
+            "--db",
+            db.to_str().unwrap(),
+            "--input",
+            &format!("password={PASSWORD}"),
+        ],
+        &home,
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(home.requests().is_empty(), "sent before approval");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let arguments: String = conn
+        .query_row(
+            "SELECT arguments_json FROM pending_approvals WHERE node_id = 'send'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    drop(conn);
+    assert!(arguments.contains("password=[redacted]"), "{arguments}");
+    let log = run_log_bytes(dir.path());
+    assert!(
+        !log.windows(PASSWORD.len())
+            .any(|w| w == PASSWORD.as_bytes()),
+        "the run log holds the secret input"
+    );
+    for stream in [&output.stdout, &output.stderr] {
+        assert!(!String::from_utf8_lossy(stream).contains(PASSWORD));
+    }
+}
