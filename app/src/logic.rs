@@ -238,8 +238,8 @@ impl App {
         )
         .map_err(|problems| {
             format!(
-                "the graph has {} problem(s): {}",
-                problems.len(),
+                "the graph has {}: {}",
+                crate::run_panel::counted(problems.len(), "problem", "problems"),
                 problems
                     .first()
                     .map(|p| p.message.as_str())

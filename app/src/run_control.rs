@@ -113,8 +113,8 @@ impl App {
             }
             Err(problems) => {
                 self.notice = Some(format!(
-                    "The graph cannot run: {} problem(s). {}",
-                    problems.len(),
+                    "The graph cannot run: {}. {}",
+                    crate::run_panel::counted(problems.len(), "problem", "problems"),
                     problems
                         .first()
                         .map(|p| p.message.as_str())

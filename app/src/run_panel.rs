@@ -189,6 +189,11 @@ pub fn run_summary_header_ui(
     });
 }
 
+/// `count` with its noun, singular or plural: "1 problem", "3 problems".
+pub fn counted(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
 /// Asks for a frame just after a clock that has run for `elapsed` shows its next whole
 /// second. (egui wakes a little early, by a predicted frame's time; a frame before the
 /// second turns would ask again at once and spin until it does.)
@@ -204,15 +209,19 @@ pub fn repaint_as_the_second_turns(ctx: &egui::Context, elapsed: Duration) {
 pub fn run_summary_ui(ui: &mut Ui, run: &RunView) {
     if !run.approvals.is_empty() {
         ui.label(
-            RichText::new(format!("{} approval(s) pending", run.approvals.len()))
-                .color(theme::WARN),
+            RichText::new(format!(
+                "{} pending",
+                counted(run.approvals.len(), "approval", "approvals")
+            ))
+            .color(theme::WARN),
         );
     }
     if let Some(error) = &run.error {
         ui.label(RichText::new(error).color(theme::ERROR));
     }
     for (name, value) in &run.outputs {
-        ui.label(RichText::new(format!("output {name}")).strong());
+        // "Output `result`": an output named "output" no longer reads "output output".
+        ui.label(RichText::new(format!("Output `{name}`")).strong());
         ui.add(egui::Label::new(RichText::new(whole_text(value)).monospace()).selectable(true));
     }
 }
@@ -263,7 +272,7 @@ pub fn node_run_header_ui(ui: &mut Ui, run: &NodeProgress) {
         };
         let mut facts = Vec::new();
         if run.attempts > 0 {
-            facts.push(format!("{} attempt(s)", run.attempts));
+            facts.push(counted(run.attempts as usize, "attempt", "attempts"));
         }
         if let Some(ms) = run.duration_ms {
             facts.push(format!("{ms} ms"));

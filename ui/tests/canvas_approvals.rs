@@ -166,6 +166,8 @@ fn a_window_whose_run_waits_for_an_approval_repaints_at_most_once_a_second() {
         "{frames} frames in 4 s while the run waits for an approval"
     );
     assert!(!h.state().run.approvals.is_empty(), "it still waits");
+    // Said as a person would: one approval, not "approval(s)".
+    h.get_by_label("1 approval pending");
     reject(&mut h);
 }
 
@@ -197,4 +199,6 @@ fn the_timeline_follows_a_run_through_its_approval_to_its_end() {
         "{last_end} ms past the run's {duration} ms"
     );
     h.get_by_label(format!("Timeline: {last_end} ms").as_str());
+    // Its output, named as such once: "Output `path`".
+    h.get_by_label("Output `path`");
 }

@@ -633,7 +633,7 @@ fn streamed_llm_output_appears_inside_the_node_while_it_runs() {
         Some(&agentloom_core::Value::text(story))
     );
     h.get_by_label_contains("text = w1 w2 w3");
-    h.get_by_label("output story");
+    h.get_by_label("Output `story`");
 }
 
 #[test]

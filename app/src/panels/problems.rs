@@ -14,9 +14,13 @@ pub fn problems_ui(ui: &mut Ui, problems: &[Problem], commands: &mut Vec<Command
         return;
     }
     ui.label(
-        RichText::new(format!("{} problem(s)", problems.len()))
-            .color(theme::WARN)
-            .strong(),
+        RichText::new(crate::run_panel::counted(
+            problems.len(),
+            "problem",
+            "problems",
+        ))
+        .color(theme::WARN)
+        .strong(),
     );
     egui::ScrollArea::vertical()
         .id_salt("problems")
