@@ -319,6 +319,7 @@ fn a_token_quoted_back_in_a_body_that_is_not_utf8_is_in_no_run_log_file_nor_expo
     let (home, away) = (Peer::start(), Peer::start());
     let graph = forwarding_graph(dir.path(), &home, &away, &["latin1", "utf16"]);
     let (output, _) = run_graph(dir.path(), &graph, &home, &[]);
+    assert!(!holds_token(&output.stdout) && !holds_token(&output.stderr));
     let db = dir.path().join("runs.sqlite3");
     let db_arg = db.to_str().unwrap();
     assert_eq!(home.requests().len(), 2);
