@@ -30,12 +30,15 @@ pub struct TraceState {
     started: HashMap<(String, String, u64), Instant>,
     /// Observations unfolded by the person, by node and step.
     unfolded: BTreeSet<(String, u64)>,
+    /// When the model was first seen thinking after a number of steps, by run and node.
+    thinking: HashMap<(String, String, usize), Instant>,
 }
 
 impl TraceState {
     pub fn clear(&mut self) {
         self.started.clear();
         self.unfolded.clear();
+        self.thinking.clear();
     }
 }
 
@@ -117,6 +120,22 @@ pub fn trace_ui(
             .default_open(step.running)
             .show(ui, |ui| step_ui(ui, state, node, step));
     }
+    if live && !steps.iter().any(|step| step.running) {
+        thinking_ui(ui, state, run_key, node, steps);
+    }
+}
+
+/// The row under the steps while the model decides the next one (no tool under way): how
+/// long it has been thinking, counting up.
+fn thinking_ui(ui: &mut Ui, state: &mut TraceState, run_key: &str, node: &str, steps: &[Step]) {
+    let key = (run_key.to_owned(), node.to_owned(), steps.len());
+    state
+        .thinking
+        .retain(|seen, _| seen.0 != run_key || seen.1 != node || seen.2 == steps.len());
+    let since = *state.thinking.entry(key).or_insert_with(Instant::now);
+    let thinking_for = since.elapsed();
+    ui.label(RichText::new(format!("thinking… {} s", thinking_for.as_secs())).color(theme::ACCENT));
+    crate::run_panel::repaint_as_the_second_turns(ui.ctx(), thinking_for);
 }
 
 /// One step's parts, in the order they happened.
