@@ -202,3 +202,14 @@ fn the_timeline_follows_a_run_through_its_approval_to_its_end() {
     // Its output, named as such once: "Output `path`".
     h.get_by_label("Output `path`");
 }
+
+#[test]
+fn an_approval_shows_text_of_several_lines_as_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = graph(&WRITE.replace("written by the test", "first line\\nsecond line"));
+    let mut h = harness_for(App::new(&doc, None, &paths(&dir)));
+    run_to_the_approval(&mut h);
+    h.get_by_label("content, as it reads:");
+    h.get_by_label("first line\nsecond line");
+    reject(&mut h);
+}

@@ -198,6 +198,20 @@ fn prompt_ui(ui: &mut Ui, prompt: &mut ApprovalPrompt, commands: &mut Vec<Comman
         let shown = serde_json::to_string(&details.to_json()).unwrap_or_default();
         ui.label(RichText::new(format!("Will run with {shown}")).small());
     }
+    // Text arguments of several lines (a file's content) as they read, not as `\n` escapes.
+    if let Some(fields) = prompt.request.arguments.to_json().as_object() {
+        for (name, value) in fields {
+            if let Some(text) = value.as_str().filter(|text| text.contains('\n')) {
+                ui.label(RichText::new(format!("{name}, as it reads:")).small());
+                egui::ScrollArea::vertical()
+                    .id_salt(("approval text", name.as_str()))
+                    .max_height(120.0)
+                    .show(ui, |ui| {
+                        ui.add(egui::Label::new(RichText::new(text).monospace()).selectable(true));
+                    });
+            }
+        }
+    }
     let label = ui.label(RichText::new("Arguments").small());
     ui.add(
         egui::TextEdit::multiline(&mut prompt.arguments_text)
