@@ -50,19 +50,6 @@ struct UiApprover {
 
 #[agentloom_core::async_trait]
 impl Approver for UiApprover {
-    async fn decide(
-        &self,
-        run_id: &str,
-        node: &str,
-        request: &ApprovalRequest,
-    ) -> ApprovalDecision {
-        self.decide_or_pause(run_id, node, request)
-            .await
-            .unwrap_or_else(|| ApprovalDecision::Rejected {
-                message: "the run was stopped in the app".to_owned(),
-            })
-    }
-
     /// `None` when the app goes away before anyone decides: the stored request keeps the
     /// run waiting, to be decided from the history or with `agentloom approve`. (Stop
     /// answers with a rejection instead.)

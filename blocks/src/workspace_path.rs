@@ -16,6 +16,35 @@ pub(crate) struct WorkspacePath {
     pub root: PathBuf,
 }
 
+/// Refuses a workspace that is the root of the file system, the home folder or a folder
+/// holding the home folder: the file tools and run_code would reach every file of the user
+/// (keys, credentials, shell startup files). The message says how to choose one.
+pub fn refuse_broad_workspace(workspace: &Path) -> Result<(), String> {
+    // A folder that cannot be resolved is refused later, with its own reason.
+    let Ok(resolved) = std::fs::canonicalize(workspace) else {
+        return Ok(());
+    };
+    let home = std::env::home_dir()
+        .filter(|home| home.is_absolute())
+        .map(|home| std::fs::canonicalize(&home).unwrap_or(home));
+    let what = if resolved.parent().is_none() {
+        "the root of the file system"
+    } else if home.as_deref() == Some(resolved.as_path()) {
+        "the home folder"
+    } else if home
+        .as_deref()
+        .is_some_and(|home| home.starts_with(&resolved))
+    {
+        "a folder holding the home folder"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "the workspace {} is {what}: the file tools and run_code would reach every file there (keys, credentials, settings), so they refuse to work in it. Choose a folder of its own for the run's files: `--workspace DIR` (agentloom run, agent, open, serve, worker, mcp, eval), or, in the app, keep the graph's file in a folder of its own (its runs work in that folder)",
+        workspace.display()
+    ))
+}
+
 /// Checks `relative` for reading: it must exist and resolve (through any links) inside
 /// `workspace`.
 pub(crate) fn for_read(workspace: &Path, relative: &str) -> Result<WorkspacePath, BlockError> {
@@ -161,7 +190,7 @@ fn check_syntax(workspace: &Path, relative: &str) -> Result<(PathBuf, Vec<String
             workspace,
         ));
     }
-    crate::confined::refuse_broad_workspace(workspace).map_err(BlockError::permanent)?;
+    refuse_broad_workspace(workspace).map_err(BlockError::permanent)?;
     let root = std::fs::canonicalize(workspace).map_err(|e| {
         BlockError::permanent(format!(
             "the workspace directory {} cannot be used: {}",

@@ -181,12 +181,28 @@ pub fn preset_hosts(provider: &str) -> &'static [&'static str] {
     }
 }
 
+/// The environment variable that carries credential `name` for headless runs:
+/// `AGENTLOOM_SECRET_` + the name upper-cased, with every non-alphanumeric as `_`.
+pub fn secret_env_var(name: &str) -> String {
+    let suffix: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("AGENTLOOM_SECRET_{suffix}")
+}
+
 /// Why a request carrying credential `credential` was not sent to `url`, and how to allow it.
 pub fn refused_message(credential: &str, url: &url::Url, bound: &BoundHosts) -> String {
     let host = host_of(url);
     format!(
         "credential `{credential}` may not be sent to {host} (it is bound to {bound}); if that host is meant to get it, allow it with `agentloom credentials hosts {credential} --add {host}` (or, for an environment credential, {}_HOSTS)",
-        crate::secret_env_var(credential)
+        secret_env_var(credential)
     )
 }
 

@@ -15,6 +15,7 @@ mod bypass;
 mod config;
 mod config_map;
 mod duplicate_keys;
+mod error;
 mod escape;
 mod graph;
 mod graph_file;
@@ -30,13 +31,14 @@ mod wire;
 
 pub use approval::{ApprovalDecision, ApprovalRequest};
 pub use block::{
-    Block, BlockCatalog, BlockError, BlockMeta, CalledGraphs, ConfigCtx, CpuJob, ERROR_PORT,
-    ErrorClass, GraphInterface, InputsExt, NodeImpl, PortSpec, Ports, REDACTED, RequestSlot,
-    RunCtx, RunInput, Secret, SecretError, SecretSource, TOOL_PORT, Usage, approval_action,
-    env_secret, error_chain, outputs, resolved_details, run_cpu_bound, secret_env_var,
+    Block, BlockCatalog, BlockMeta, CalledGraphs, ConfigCtx, CpuJob, ERROR_PORT, GraphInterface,
+    InputsExt, NodeImpl, PortSpec, Ports, REDACTED, RequestSlot, RunCtx, RunInput, Secret,
+    SecretError, SecretSource, TOOL_PORT, Usage, approval_action, env_secret, outputs,
+    resolved_details, run_cpu_bound,
 };
 pub use bypass::bypass_outputs;
 pub use config::{Config, ConfigError, ConfigField, ConfigReader, FieldKind, fields_json_schema};
+pub use error::{BlockError, ErrorClass, error_chain};
 pub use escape::{Escaped, escape_control};
 pub use graph::{
     EdgeDoc, FORMAT_NAME, FORMAT_VERSION, GraphDoc, GroupDoc, LoadError, McpServerDoc, NodeDoc,
@@ -46,7 +48,7 @@ pub use graph_file::{
     DEFAULT_MAX_GRAPH_BYTES, GraphFileError, MAX_GRAPH_BYTES_ENV, max_graph_bytes, read_graph_file,
     read_graph_text,
 };
-pub use hosts::{BoundHosts, host_of, preset_hosts, refused_message};
+pub use hosts::{BoundHosts, host_of, preset_hosts, refused_message, secret_env_var};
 pub use json_schema::{value_type_from_schema, value_type_schema};
 pub use replay::{
     CallRecording, CatalogCall, OutboundCall, RecordedResponse, Replayed, not_recorded,

@@ -5,7 +5,7 @@
 //! a recording answers it; otherwise they make it and hand the response to the run
 //! ([`crate::RunCtx::record_call`]), which keeps it, redacted, in the run log.
 
-use crate::block::BlockError;
+use crate::error::BlockError;
 
 /// One call leaving the process: enough to recognise it again in a later run.
 #[derive(Clone, Copy, Debug)]

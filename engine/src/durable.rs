@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest};
 
-use crate::executor::Approver;
+use crate::approver::Approver;
 use crate::store::RunStore;
 
 /// Stores every approval request in the run log, then asks `ask` (the app, a terminal)
@@ -24,20 +24,6 @@ impl DurableApprover {
 
 #[async_trait::async_trait]
 impl Approver for DurableApprover {
-    async fn decide(
-        &self,
-        run_id: &str,
-        node: &str,
-        request: &ApprovalRequest,
-    ) -> ApprovalDecision {
-        match self.decide_or_pause(run_id, node, request).await {
-            Some(decision) => decision,
-            None => ApprovalDecision::Rejected {
-                message: "nobody can approve it now".to_owned(),
-            },
-        }
-    }
-
     async fn decide_or_pause(
         &self,
         run_id: &str,

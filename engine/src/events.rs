@@ -322,13 +322,3 @@ impl EventSink for CollectSink {
         }
     }
 }
-
-/// Forwards events into a tokio channel (the canvas drains it each frame).
-pub struct ChannelSink(pub tokio::sync::mpsc::UnboundedSender<RunEvent>);
-
-impl EventSink for ChannelSink {
-    fn emit(&self, event: &RunEvent) {
-        // A closed receiver means nobody watches any more; the run goes on regardless.
-        let _ = self.0.send(event.clone());
-    }
-}

@@ -26,32 +26,12 @@ use futures::stream::FuturesUnordered;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::approver::Approver;
 use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
 use crate::limits::{NodeBudget, RunLimits};
 use crate::redact::Redactor;
 use crate::run_state::NodeProgress;
 use crate::seed::{EarlierSegments, RunSeed};
-
-/// Asks a person whether a side effect may happen (safe mode).
-#[async_trait::async_trait]
-pub trait Approver: Send + Sync {
-    /// Decides on `request`, made by node `node` of run `run_id`: approve (possibly with
-    /// edited arguments) or reject with a message. May wait as long as it needs.
-    async fn decide(&self, run_id: &str, node: &str, request: &ApprovalRequest)
-    -> ApprovalDecision;
-
-    /// Like [`Approver::decide`], but may answer `None`: nobody can decide now. The node
-    /// then waits, the rest of the graph runs as far as it can, and the run ends `waiting`
-    /// (to be resumed with the decision through [`RunOptions::seed`]).
-    async fn decide_or_pause(
-        &self,
-        run_id: &str,
-        node: &str,
-        request: &ApprovalRequest,
-    ) -> Option<ApprovalDecision> {
-        Some(self.decide(run_id, node, request).await)
-    }
-}
 
 /// Per-run choices that are not part of the graph.
 #[derive(Clone, Default)]
@@ -611,16 +591,6 @@ struct SubRunApprover {
 
 #[async_trait::async_trait]
 impl Approver for SubRunApprover {
-    async fn decide(
-        &self,
-        _run_id: &str,
-        node: &str,
-        request: &ApprovalRequest,
-    ) -> ApprovalDecision {
-        let nested = format!("{}/{node}", self.prefix);
-        self.parent.decide(&self.run_id, &nested, request).await
-    }
-
     async fn decide_or_pause(
         &self,
         _run_id: &str,

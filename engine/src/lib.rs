@@ -8,6 +8,7 @@
 //! - [`RunState`] is what the events say of a run: the one reducer the run store's writer
 //!   and the app's live view share.
 
+mod approver;
 pub mod credentials;
 mod durable;
 pub mod eval;
@@ -22,17 +23,18 @@ mod secret_forms;
 mod seed;
 mod store;
 
+pub use approver::Approver;
 pub use credentials::{
     CredentialError, CredentialInfo, CredentialKind, CredentialStore, KeychainSecrets,
     OAuthClientConfig, OAuthTokens, StoredSecret,
 };
 pub use durable::{DurableApprover, SideEffectGate};
 pub use events::{
-    ChannelSink, CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, OmittedBody,
-    RecordedCall, RunEvent, RunStatus,
+    CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, OmittedBody, RecordedCall,
+    RunEvent, RunStatus,
 };
 pub use executor::{
-    Approver, DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,
+    DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,
     default_concurrency, new_run_id,
 };
 pub use redact::{REDACTED, redact_resolved_secrets};

@@ -22,14 +22,19 @@ struct Recording(Mutex<Vec<(String, Value)>>);
 
 #[async_trait]
 impl Approver for Recording {
-    async fn decide(&self, _run: &str, node: &str, request: &ApprovalRequest) -> ApprovalDecision {
+    async fn decide_or_pause(
+        &self,
+        _run: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> Option<ApprovalDecision> {
         self.0.lock().unwrap().push((
             format!("{node}: {}", request.action),
             request.shown().to_json(),
         ));
-        ApprovalDecision::Rejected {
+        Some(ApprovalDecision::Rejected {
             message: "not now".to_owned(),
-        }
+        })
     }
 }
 

@@ -388,12 +388,12 @@ struct NeverAnswers;
 
 #[async_trait]
 impl agentloom_engine::Approver for NeverAnswers {
-    async fn decide(
+    async fn decide_or_pause(
         &self,
         _run_id: &str,
         _node: &str,
         _request: &agentloom_core::ApprovalRequest,
-    ) -> ApprovalDecision {
+    ) -> Option<ApprovalDecision> {
         std::future::pending().await
     }
 }

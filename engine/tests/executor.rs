@@ -772,14 +772,19 @@ struct Decide(bool);
 
 #[async_trait]
 impl Approver for Decide {
-    async fn decide(&self, _run: &str, _node: &str, request: &ApprovalRequest) -> ApprovalDecision {
-        if self.0 {
+    async fn decide_or_pause(
+        &self,
+        _run: &str,
+        _node: &str,
+        request: &ApprovalRequest,
+    ) -> Option<ApprovalDecision> {
+        Some(if self.0 {
             request.approve_as_is()
         } else {
             ApprovalDecision::Rejected {
                 message: "no".to_owned(),
             }
-        }
+        })
     }
 }
 

@@ -290,14 +290,19 @@ struct Refuse(Mutex<Vec<String>>);
 
 #[async_trait]
 impl Approver for Refuse {
-    async fn decide(&self, _run: &str, node: &str, request: &ApprovalRequest) -> ApprovalDecision {
+    async fn decide_or_pause(
+        &self,
+        _run: &str,
+        node: &str,
+        request: &ApprovalRequest,
+    ) -> Option<ApprovalDecision> {
         self.0
             .lock()
             .unwrap()
             .push(format!("{node}: {}", request.action));
-        ApprovalDecision::Rejected {
+        Some(ApprovalDecision::Rejected {
             message: "not now".to_owned(),
-        }
+        })
     }
 }
 

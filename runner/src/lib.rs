@@ -117,10 +117,16 @@ pub(crate) fn default_secrets() -> Arc<dyn SecretSource> {
     }
 }
 
-/// The runtime a command without a window runs graphs on.
+/// The runtime a command without a window runs graphs on; its error says what failed.
 pub fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
+        .map_err(|error| {
+            std::io::Error::new(
+                error.kind(),
+                format!("cannot start the async runtime: {error}"),
+            )
+        })
 }

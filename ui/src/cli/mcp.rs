@@ -7,13 +7,12 @@ use std::sync::Arc;
 
 use agentloom_core::{Value, ValueMap, value_type_schema};
 use agentloom_engine::RunStatus;
-use anyhow::Context as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -86,28 +85,7 @@ pub fn mcp_command(args: McpArgs) -> anyhow::Result<i32> {
         }
     };
     let shutdown = server.shutdown.clone();
-    serve_stdio(server, shutdown)
-}
-
-/// Serves `server` on stdio until the client leaves or Ctrl-C, then cancels `shutdown`.
-pub(super) fn serve_stdio(
-    server: impl ServerHandler,
-    shutdown: CancellationToken,
-) -> anyhow::Result<i32> {
-    let runtime = super::async_runtime()?;
-    runtime.block_on(async move {
-        let service = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .context("the MCP session could not start on stdio")?;
-        tokio::select! {
-            quit = service.waiting() => { quit.context("the MCP session failed")?; }
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        // Runs still going (the client left mid-call) are stopped and recorded as cancelled.
-        shutdown.cancel();
-        Ok(0)
-    })
+    super::mcp_stdio::serve_stdio(server, shutdown)
 }
 
 /// The MCP server: graphs by tool name.

@@ -47,7 +47,7 @@ pub fn edit_command(
         shutdown: CancellationToken::new(),
     };
     let shutdown = server.shutdown.clone();
-    super::mcp::serve_stdio(server, shutdown)
+    super::mcp_stdio::serve_stdio(server, shutdown)
 }
 
 /// The graph file being edited.

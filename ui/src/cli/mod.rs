@@ -20,6 +20,7 @@ pub mod eval;
 mod interrupt;
 mod mcp;
 mod mcp_edit;
+mod mcp_stdio;
 mod progress;
 mod queue;
 mod remote_approval;
@@ -54,6 +55,8 @@ use anyhow::Context as _;
 use crate::runner::{
     self, GraphSource, Launch, Prepared, Trust, check_inputs, format_problem, open_run_log,
 };
+/// The runtime a headless command runs on: the runner's.
+pub(crate) use crate::runner::async_runtime;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
@@ -813,9 +816,4 @@ pub(crate) fn workspace_dir(given: Option<PathBuf>) -> anyhow::Result<Option<Pat
         eprintln!("--workspace {}: not a directory", workspace.display());
         Ok(None)
     }
-}
-
-/// The runtime a headless command runs on.
-pub(crate) fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    runner::async_runtime().context("cannot start the async runtime")
 }

@@ -26,12 +26,12 @@ impl TerminalApprover {
 
 #[agentloom_core::async_trait]
 impl Approver for TerminalApprover {
-    async fn decide(
+    async fn decide_or_pause(
         &self,
         _run_id: &str,
         node: &str,
         request: &ApprovalRequest,
-    ) -> ApprovalDecision {
+    ) -> Option<ApprovalDecision> {
         let node = node.to_owned();
         let request = request.clone();
         let progress = self.progress.clone();
@@ -53,11 +53,11 @@ impl Approver for TerminalApprover {
         let failed = |err: String| ApprovalDecision::Rejected {
             message: format!("could not ask at the terminal: {err}"),
         };
-        match asked {
+        Some(match asked {
             Ok(Ok(decision)) => decision,
             Ok(Err(err)) => failed(err.to_string()),
             Err(err) => failed(err.to_string()),
-        }
+        })
     }
 }
 
