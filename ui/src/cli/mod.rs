@@ -47,16 +47,16 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentloom_core::{GraphDoc, Value, ValueMap};
 use agentloom_core::{Escaped, escape_control};
+use agentloom_core::{GraphDoc, Value, ValueMap};
 use agentloom_engine::{RunOptions, RunSeed, RunStatus};
 use anyhow::Context as _;
 
+/// The runtime a headless command runs on: the runner's.
+pub(crate) use crate::runner::async_runtime;
 use crate::runner::{
     self, GraphSource, Launch, Prepared, Trust, check_inputs, format_problem, open_run_log,
 };
-/// The runtime a headless command runs on: the runner's.
-pub(crate) use crate::runner::async_runtime;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
