@@ -61,7 +61,8 @@ fn a_block_with_a_label_of_its_own_still_says_what_block_it_is_under_it() {
     let dir = tempfile::tempdir().unwrap();
     let doc = graph(
         r#"{"format":"agentloom.graph","version":1,"name":"labelled","nodes":[
-            {"id":"greet","block":"text.template","label":"Greeting","position":[0,0],"config":{"template":"Hi"}}],
+            {"id":"greet","block":"text.template","label":"Greeting","position":[0,0],"config":{"template":"Hi"}},
+            {"id":"who","block":"graph.input","label":"Who to greet","position":[0,200],"config":{"name":"who","type":"text"}}],
           "edges":[]}"#,
     );
     let h = harness_for(App::new(&doc, None, &paths(&dir)));
@@ -74,8 +75,16 @@ fn a_block_with_a_label_of_its_own_still_says_what_block_it_is_under_it() {
         .collect();
     assert_eq!(kinds.len(), 1, "the block's type is not shown: {kinds:?}");
     let kind = kinds[0];
+    // Each on one line, not wrapped into a narrow column.
+    assert!(
+        title.width() > title.height() * 2.0 && kind.width() > kind.height() * 2.0,
+        "wrapped: {title:?} {kind:?}"
+    );
     assert!(
         kind.top() >= title.bottom() - 1.0 && kind.left() < title.right(),
         "the type {kind:?} is not under the label {title:?}"
     );
+    // A short type under a longer label: the label still on one line.
+    let who = h.get_by_label("Who to greet").rect();
+    assert!(who.width() > who.height() * 3.0, "wrapped: {who:?}");
 }

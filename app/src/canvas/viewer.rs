@@ -576,8 +576,10 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
                 // A label of its own says what it does here; what it is stays under it.
                 ui.vertical(|ui| {
                     ui.spacing_mut().item_spacing.y = 0.0;
-                    ui.label(title);
-                    ui.label(node_text(ui, kind, scale));
+                    // Each on one line: the column is as wide as the longer of the two.
+                    ui.add(egui::Label::new(title).extend());
+                    let kind = node_text(ui, kind, scale);
+                    ui.add(egui::Label::new(kind).extend());
                 });
             }
             if canvas.doc.pinned.is_some() {
