@@ -47,6 +47,9 @@ pub fn run_native(
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("Agentloom")
+            // The window's class (X11) and app id (Wayland), as the desktop entry's name and
+            // StartupWMClass say, so that desktops group it under the app's icon.
+            .with_app_id("agentloom")
             .with_inner_size([1280.0, 800.0])
             .with_min_inner_size([640.0, 400.0])
             .with_drag_and_drop(true)
