@@ -9,7 +9,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use agentloom_core::{BlockError, CancellationToken, RunCtx, run_cpu_bound};
 use minijinja::{Environment, ErrorKind, UndefinedBehavior};
@@ -39,6 +40,50 @@ fn inline_env() -> &'static Environment<'static> {
 fn pool_env() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| environment(MAX_FUEL))
+}
+
+/// Source text kept compiled at most; then the compiled templates are all dropped at once.
+const MAX_COMPILED_BYTES: usize = 4 << 20;
+
+/// Source bytes compiled into the current [`compiled_env`].
+static COMPILED_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// What names a compiled template: a number drawn per process, then the template's source.
+/// No template can name one (`{% include %}` finds nothing, as in a template on its own).
+fn compiled_name_prefix() -> &'static str {
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        let drawn = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        format!("\u{0}compiled-template-{drawn:016x}\u{0}")
+    })
+}
+
+/// The inline environment, keeping every template it rendered compiled: compiling a
+/// template costs more than rendering a short one, and a node renders at every run.
+fn compiled_env() -> Arc<Environment<'static>> {
+    static ENV: OnceLock<RwLock<Arc<Environment<'static>>>> = OnceLock::new();
+    let slot = ENV.get_or_init(|| RwLock::new(Arc::new(compiling_environment())));
+    if COMPILED_BYTES.load(Ordering::Relaxed) > MAX_COMPILED_BYTES {
+        let mut env = slot.write().unwrap_or_else(PoisonError::into_inner);
+        if COMPILED_BYTES.swap(0, Ordering::Relaxed) > MAX_COMPILED_BYTES {
+            *env = Arc::new(compiling_environment());
+        }
+    }
+    Arc::clone(&slot.read().unwrap_or_else(PoisonError::into_inner))
+}
+
+fn compiling_environment() -> Environment<'static> {
+    let mut env = environment(INLINE_FUEL);
+    env.set_loader(|name| {
+        Ok(name.strip_prefix(compiled_name_prefix()).map(|source| {
+            COMPILED_BYTES.fetch_add(source.len(), Ordering::Relaxed);
+            source.to_owned()
+        }))
+    });
+    env
 }
 
 /// Sources parsed before, with their variables or why they do not parse.
@@ -135,15 +180,37 @@ impl SharedTemplate {
         ctx: &dyn RunCtx,
         failure: &str,
     ) -> Result<String, BlockError> {
+        self.render_sized(values, 0, ctx, failure).await
+    }
+
+    /// [`SharedTemplate::render`], the output written into room for `expected_bytes`
+    /// (about what the values' texts and the template's own make): a long output is then
+    /// written once, never moved as it grows.
+    pub(crate) async fn render_sized<T: Serialize + Send + 'static>(
+        &self,
+        values: T,
+        expected_bytes: usize,
+        ctx: &dyn RunCtx,
+        failure: &str,
+    ) -> Result<String, BlockError> {
         let cancel = ctx.cancel_token().clone();
-        match render_with(inline_env(), &self.source, &values, &cancel) {
+        let capacity = expected_bytes.min(MAX_OUTPUT_BYTES);
+        let inline = if self.source.len() <= MAX_REMEMBERED_SOURCE {
+            let env = compiled_env();
+            let name = format!("{}{}", compiled_name_prefix(), self.source);
+            env.get_template(&name)
+                .and_then(|template| render_template(&template, &values, capacity, &cancel))
+        } else {
+            render_with(inline_env(), &self.source, &values, capacity, &cancel)
+        };
+        match inline {
             Err(err) if err.kind() == ErrorKind::OutOfFuel => {}
             result => return result.map_err(|e| render_error(&e, &cancel, failure)),
         }
         let source = Arc::clone(&self.source);
         let job_cancel = cancel.clone();
         run_cpu_bound(ctx, move || {
-            render_with(pool_env(), &source, &values, &job_cancel)
+            render_with(pool_env(), &source, &values, capacity, &job_cancel)
         })
         .await?
         .map_err(|e| render_error(&e, &cancel, failure))
@@ -154,16 +221,31 @@ fn render_with<T: Serialize>(
     env: &Environment<'static>,
     source: &str,
     values: &T,
+    capacity: usize,
     cancel: &CancellationToken,
 ) -> Result<String, minijinja::Error> {
     let template = env.template_from_str(source)?;
+    render_template(&template, values, capacity, cancel)
+}
+
+fn render_template<T: Serialize>(
+    template: &minijinja::Template<'_, '_>,
+    values: &T,
+    capacity: usize,
+    cancel: &CancellationToken,
+) -> Result<String, minijinja::Error> {
     let mut out = CappedText {
-        text: Vec::new(),
+        text: Vec::with_capacity(capacity),
         cancel,
     };
     template.render_captured_to(values, &mut out)?;
+    let mut text = out.text;
+    // Room the output did not use is given back (an estimate can be far off: `{{ x | length }}`).
+    if text.capacity() > 2 * text.len() + 256 {
+        text.shrink_to_fit();
+    }
     // The output is text already: taken as it is, not copied (a long text is costly to copy).
-    Ok(String::from_utf8(out.text)
+    Ok(String::from_utf8(text)
         .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned()))
 }
 

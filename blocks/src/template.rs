@@ -97,9 +97,16 @@ impl NodeImpl for TemplateNode {
     }
 
     async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        // The output is mostly the inputs' texts and the template's own.
+        let expected = self.template.source().len()
+            + inputs
+                .values()
+                .filter_map(agentloom_core::Value::as_str)
+                .map(str::len)
+                .sum::<usize>();
         let text = self
             .template
-            .render(inputs, ctx, "the template did not render")
+            .render_sized(inputs, expected, ctx, "the template did not render")
             .await?;
         Ok(agentloom_core::outputs([("text", text.into())]))
     }
@@ -206,6 +213,36 @@ mod tests {
         );
         let err = config_error("text.template", json!({"template": ""})).unwrap();
         assert!(err.contains("config `template`: is required"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_template_cannot_include_another_one_rendered_before() {
+        let rendered = run_block(
+            "text.template",
+            json!({"template": "secret {{ a }}"}),
+            inputs([("a", Value::from("x"))]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(rendered.get("text"), Some(&Value::from("secret x")));
+        for include in [
+            "{% include 'secret {{ a }}' %}",
+            "{% include '<string>' %}",
+            "{% include '' %}",
+        ] {
+            let err = run_block(
+                "text.template",
+                json!({"template": include}),
+                inputs([("a", Value::from("y"))]),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                err.message.contains("template not found"),
+                "{}",
+                err.message
+            );
+        }
     }
 
     #[tokio::test]

@@ -160,7 +160,10 @@ fn chain_figures(
     direct_per_node: Duration,
     scratch: &Path,
 ) {
-    println!("\nchain of no-op blocks, per node (median):");
+    println!(
+        "\nchain of no-op blocks, per node (median), load {}:",
+        support::load()
+    );
     println!(
         "{:>8}  {:>14}  {:>14}  {:>10}  {:>10}",
         "N", "executor µs", "with log µs", "vs direct", "log vs no"
@@ -203,7 +206,10 @@ fn fan_out_figures(
     executor: &Executor,
     registry: &dyn BlockCatalog,
 ) {
-    println!("\nfan-out of 100 control.delay blocks of 100 ms, default settings:");
+    println!(
+        "\nfan-out of 100 control.delay blocks of 100 ms, default settings, load {}:",
+        support::load()
+    );
     let valid = Arc::new(validate(&fan_out(100, 100), registry).expect("valid fan-out"));
     let samples: Vec<Duration> = (0..5)
         .map(|_| {
@@ -405,8 +411,9 @@ fn log_size_figures(
     let bytes = size(&path) + size(&wal);
     let inline = 2 * n * value.len();
     println!(
-        "\nrun log of a chain of {n} handing down one {} KB value:",
-        value.len() / 1000
+        "\nrun log of a chain of {n} handing down one {} KB value, load {}:",
+        value.len() / 1000,
+        support::load()
     );
     println!(
         "  {:.1} ms, {} KB on disk (file + WAL); stored inline per row it would be {} KB (ratio {:.4})",
@@ -556,7 +563,8 @@ fn process_figures(
     let base = time_run(&small, true);
     let base_without = time_run(&small, false);
     println!(
-        "\n`agentloom run` per node ((t(N) - t(10)) / (N - 10), medians of 7 runs taking turns) beside the engine in this process (t(N) / N):"
+        "\n`agentloom run` per node ((t(N) - t(10)) / (N - 10), medians of 7 runs taking turns) beside the engine in this process (t(N) / N), load {}:",
+        support::load()
     );
     println!(
         "  process start + 10 nodes: {:.1} ms ({:.1} ms with --no-log)",
@@ -602,7 +610,10 @@ fn process_figures(
     let path = write_graph("value-templates", &doc);
     let engine = engine_run_time(runtime, executor, registry, &doc, Some(&engine_db), 3);
     let (process, base) = time_paired(&path, &small, true);
-    println!("\nchain of {n} `text.template \"{{{{ value }}}}\"`, with the run log:");
+    println!(
+        "\nchain of {n} `text.template \"{{{{ value }}}}\"`, with the run log, load {}:",
+        support::load()
+    );
     println!(
         "  engine {:.2} µs/node; `agentloom run` {:.2} µs/node end to end ((t - t(10 nodes)) / N), ratio {:.2}",
         engine.as_secs_f64() * 1e6 / n as f64,

@@ -6,7 +6,8 @@
 //! - `growing`: a chain of `text.template "{{ s }}."` nodes, each output one character
 //!   longer than its input, without the run log (N from `AGENTLOOM_BENCH_GROWING_N`, default
 //!   100,000): every node must write its whole text once, so this is the one chain whose
-//!   cost grows with N², and any further copy per node shows as a multiple of it.
+//!   cost grows with N², and any further copy per node shows as a multiple of it. Beside it,
+//!   in turns, the baseline: the same texts made by copying each once; and their ratio.
 //!
 //! Arguments name the sections to run; none runs them all.
 
@@ -138,7 +139,10 @@ fn handing(
     }
     #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
     let per_hop = |d: Duration| d.as_secs_f64() * 1e6 / (n - 1) as f64;
-    println!("\nhanding a text down {n} nodes, per hop (median of turns A B A B …):");
+    println!(
+        "\nhanding a text down {n} nodes, per hop (median of turns A B A B …), load {}:",
+        support::load()
+    );
     println!(
         "{:>10}  {:>12}  {:>12}  {:>8}",
         "", "1 char µs", "100 KB µs", "ratio"
@@ -170,12 +174,42 @@ fn growing(runtime: &tokio::runtime::Runtime, executor: &Executor, registry: &Ar
         .and_then(|n| n.parse().ok())
         .unwrap_or(100_000);
     let valid = Arc::new(validate(&growing_chain(n), registry.as_ref()).expect("valid"));
-    let samples: Vec<Duration> = (0..3)
-        .map(|_| run_once(runtime, executor, &valid, None))
-        .collect();
-    let took = median(samples);
+    // Baseline, in turns with the chain: the text copied once per node into a new text one
+    // character longer, each handed on as a shared value, what any chain must at least do.
+    let (mut chain_samples, mut copy_samples) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        copy_samples.push(copy_growing_text(n));
+        chain_samples.push(run_once(runtime, executor, &valid, None));
+    }
+    let (took, copying) = (median(chain_samples), median(copy_samples));
+    #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
+    let per_node = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
     println!(
-        "\ngrowing text: {n} text.template nodes \"{{{{ s }}}}.\", no log: {:.3} s (median of 3)",
-        took.as_secs_f64()
+        "\ngrowing text: {n} text.template nodes \"{{{{ s }}}}.\", no log (median of 3, in turns), load {}:",
+        support::load()
     );
+    println!(
+        "  chain {:.3} s ({:.2} µs/node); copying the text once per node {:.3} s ({:.2} µs/node); ratio {:.2}",
+        took.as_secs_f64(),
+        per_node(took),
+        copying.as_secs_f64(),
+        per_node(copying),
+        took.as_secs_f64() / copying.as_secs_f64().max(1e-9)
+    );
+}
+
+/// The time to make the texts of a growing chain of `n` nodes by copying: each a new text
+/// with the one before copied into it and one character added, the one before then dropped.
+fn copy_growing_text(n: usize) -> Duration {
+    let started = Instant::now();
+    let mut text = agentloom_core::Value::text("x");
+    for _ in 1..n {
+        let before = text.as_str().unwrap_or_default();
+        let mut next = String::with_capacity(before.len() + 1);
+        next.push_str(before);
+        next.push('.');
+        text = std::hint::black_box(agentloom_core::Value::text(next));
+    }
+    std::hint::black_box(&text);
+    started.elapsed()
 }

@@ -25,3 +25,12 @@ pub fn run_once(
     }
     report
 }
+
+/// The machine's load over the last minute (`/proc/loadavg`), printed beside each figure
+/// so a figure measured on a busy machine reads as such; "?" where there is no such file.
+pub fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
