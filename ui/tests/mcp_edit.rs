@@ -480,9 +480,10 @@ fn the_graph_builder_example_builds_a_graph_a_scripted_model_asks_for() {
     };
     let dir = tempfile::tempdir().unwrap();
     let built = dir.path().join("built.agentloom.json");
-    let text =
-        std::fs::read_to_string(examples().join("online/graph-builder-agent.agentloom.json"))
-            .unwrap();
+    let text = std::fs::read_to_string(
+        examples().join("../../docs/examples/graph-builder-agent.agentloom.json"),
+    )
+    .unwrap();
     let mut builder: Value = serde_json::from_str(&text).unwrap();
     // The example as shipped starts `agentloom mcp --edit` on its file; here, this build of
     // it on a file of the test's, and the scripted model instead of a hosted one.
