@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agentloom::app::Command;
 use agentloom_engine::RunStatus;
-use egui_kittest::kittest::{NodeT as _, Queryable as _};
+use egui_kittest::kittest::Queryable as _;
 use support::{AppHarness, graph, harness, paths, wait_until};
 
 /// Whether `text` is in a label or value anywhere in the window (once or more).
