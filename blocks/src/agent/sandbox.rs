@@ -33,7 +33,6 @@ use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use landlock::{
     ABI, Access as _, AccessFs, AccessNet, CompatLevel, Compatible as _, Ruleset, RulesetAttr as _,
@@ -43,7 +42,6 @@ use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch, sock_filter,
 };
-use tokio::sync::OnceCell;
 
 use super::bounded_output::{OutputLimits, ProgramOutput, run_to_end};
 use crate::{confined, workspace_path};
@@ -52,17 +50,17 @@ use crate::{confined, workspace_path};
 mod tree_limits;
 use tree_limits::{ProcessesHeldBy, TreeGuard, TreeLimits, close_inherited_fds, join_cgroups};
 
-const TIMEOUT: Duration = Duration::from_secs(30);
-const MEMORY_BYTES: u64 = 512 * 1024 * 1024;
-const CPU_SECONDS: u64 = 20;
-/// The largest file the program may write.
-pub(crate) const FILE_SIZE_BYTES: u64 = 64 * 1024 * 1024;
+#[path = "sandbox_common.rs"]
+mod common;
+pub use common::BWRAP_ENV;
+#[cfg(test)]
+pub(crate) use common::isolation;
+use common::{CPU_SECONDS, MEMORY_BYTES, TIMEOUT, last_line, probe_workspace, refusal};
+pub(crate) use common::{FILE_SIZE_BYTES, Sandbox};
+
 /// Processes and threads (counted in the sandbox's own user namespace under bubblewrap).
 const PROCESSES: u64 = 128;
 const OPEN_FILES: u64 = 256;
-
-/// Names `bwrap` (a path), or is empty to act as if bubblewrap were not installed.
-pub const BWRAP_ENV: &str = "AGENTLOOM_BWRAP";
 
 /// How run_code's program is isolated on this machine.
 #[derive(Clone, Debug)]
@@ -71,24 +69,6 @@ pub(crate) enum Isolation {
     Landlock,
     /// Neither can be enforced here: why.
     Unavailable(String),
-}
-
-/// How one agent runs code: isolated (the default), or unsandboxed because its graph says so.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Sandbox<'a> {
-    Isolated(&'a Isolation),
-    Unsandboxed,
-}
-
-impl Sandbox<'static> {
-    /// The sandbox for an agent; `unsandboxed` is the agent's `run_code_unsandboxed` setting.
-    pub(crate) async fn for_agent(unsandboxed: bool) -> Self {
-        if unsandboxed {
-            Sandbox::Unsandboxed
-        } else {
-            Sandbox::Isolated(isolation().await)
-        }
-    }
 }
 
 impl Sandbox<'_> {
@@ -109,12 +89,6 @@ impl Sandbox<'_> {
             }
         }
     }
-}
-
-/// How this machine isolates code, found once (the first call tries each way for real).
-pub(crate) async fn isolation() -> &'static Isolation {
-    static ISOLATION: OnceCell<Isolation> = OnceCell::const_new();
-    ISOLATION.get_or_init(detect).await
 }
 
 async fn detect() -> Isolation {
@@ -139,10 +113,7 @@ async fn detect() -> Isolation {
 
 /// Runs an empty program the way a real call would.
 async fn probe(isolation: &Isolation) -> Result<(), String> {
-    let workspace = tempfile::Builder::new()
-        .prefix("agentloom-probe-")
-        .tempdir()
-        .map_err(|e| format!("no temporary folder: {e}"))?;
+    let workspace = probe_workspace()?;
     let output = run_python(
         "print('ready')",
         workspace.path(),
@@ -154,13 +125,7 @@ async fn probe(isolation: &Isolation) -> Result<(), String> {
         Ok(())
     } else {
         // The last line says what went wrong (bwrap's message, or Python's exception).
-        let stderr = String::from_utf8_lossy(&output.stderr.kept);
-        Err(stderr
-            .trim()
-            .lines()
-            .last()
-            .unwrap_or("no output")
-            .to_owned())
+        Err(last_line(&output.stderr.kept))
     }
 }
 
@@ -282,8 +247,9 @@ async fn run_python_with(
 ) -> Result<ProgramOutput, String> {
     let isolation = match sandbox {
         Sandbox::Isolated(Isolation::Unavailable(why)) => {
-            return Err(format!(
-                "run_code refuses to run the program: it cannot be isolated on this machine ({why}). Install bubblewrap (`apt install bubblewrap`, `dnf install bubblewrap`), or on a kernel with Landlock and seccomp it works without it; or, only for a graph you wrote yourself, set the agent's `run_code_unsandboxed` to run code with your own access to files, network and processes"
+            return Err(refusal(
+                why,
+                "bubblewrap (`apt install bubblewrap`, `dnf install bubblewrap`), or a kernel with Landlock and seccomp",
             ));
         }
         Sandbox::Isolated(isolation) => Some(isolation),

@@ -1,6 +1,6 @@
-//! What the macOS and Windows sandboxes share: the agent's choice between its machine's
-//! isolation and none, and that isolation found once. Each system's file defines its own
-//! `Isolation`, `detect` and `Sandbox::note`.
+//! What the three systems' sandboxes share: the agent's choice between its machine's
+//! isolation and none, that isolation found once, the limits and the refusal. Each
+//! system's file defines its own `Isolation`, `detect` and `Sandbox::note`.
 
 use std::time::Duration;
 
@@ -10,14 +10,14 @@ use super::{Isolation, detect};
 
 /// How long a program may run.
 pub(super) const TIMEOUT: Duration = Duration::from_secs(30);
-/// Memory of the program (all its processes on Windows, each process on macOS).
+/// Memory of the program (its whole tree on Linux and Windows, each process on macOS).
 pub(super) const MEMORY_BYTES: u64 = 512 * 1024 * 1024;
 pub(super) const CPU_SECONDS: u64 = 20;
 /// The largest file the program may write (on Windows: all it writes to files together).
 pub(crate) const FILE_SIZE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Names `bwrap` on Linux; kept so that settings and tests name one variable on every system
-/// (bubblewrap does not exist here: the variable is ignored).
+/// Names `bwrap` (a path) on Linux, or is empty to act as if bubblewrap were not installed;
+/// other systems ignore it (settings and tests name one variable on every system).
 pub const BWRAP_ENV: &str = "AGENTLOOM_BWRAP";
 
 /// How one agent runs code: isolated (the default), or unsandboxed because its graph says so.
