@@ -29,6 +29,11 @@ pub struct McpArgs {
     /// blocks, add, configure, wire and remove nodes, validate, run and explain runs.
     #[arg(long, value_name = "GRAPH", conflicts_with_all = ["graphs", "trust"])]
     pub edit: Option<PathBuf>,
+    /// With `--edit`: serve over streamable HTTP at this loopback address (port 0 picks
+    /// one) instead of stdio. Every request needs `Authorization: Bearer TOKEN`; the token
+    /// is AGENTLOOM_MCP_TOKEN, or one generated and printed on stderr with the URL.
+    #[arg(long, value_name = "ADDR", requires = "edit")]
+    pub http: Option<std::net::SocketAddr>,
     /// The directory file blocks may read and write (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
@@ -46,11 +51,17 @@ pub fn mcp_command(args: McpArgs) -> anyhow::Result<i32> {
             eprintln!("{message}");
             return Ok(EXIT_INVALID);
         }
+        if let Some(addr) = &args.http
+            && let Err(message) = super::mcp_http::check_loopback(addr)
+        {
+            eprintln!("{message}");
+            return Ok(EXIT_INVALID);
+        }
         let store = open_run_log(args.db)?;
         let Some(workspace) = super::workspace_dir(args.workspace)? else {
             return Ok(EXIT_INVALID);
         };
-        return super::mcp_edit::edit_command(graph, workspace, store);
+        return super::mcp_edit::edit_command(graph, workspace, store, args.http);
     }
     let store = open_run_log(args.db)?;
     let mut tools = Vec::new();

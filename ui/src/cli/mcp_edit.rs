@@ -1,5 +1,5 @@
 //! `agentloom mcp --edit GRAPH`: serves the editing of one graph file as MCP tools over
-//! stdio, so any MCP client can build, check, run and fix a graph with the user's own model.
+//! stdio (or, with `--http ADDR`, streamable HTTP on loopback with a bearer token), so any MCP client can build, check, run and fix a graph with the user's own model.
 //!
 //! Every edit reads the file as it is now, applies one operation with the rules a canvas
 //! edit obeys ([`crate::runner::edit`]) and writes the file back through the app's save
@@ -33,12 +33,15 @@ const GRAPH_URI: &str = "agentloom://graph";
 /// The resource holding the block catalog.
 const BLOCKS_URI: &str = "agentloom://blocks";
 
-/// Serves the editing tools for `path` until the client leaves.
+/// Serves the editing tools for `path` until the client leaves (stdio) or Ctrl-C (HTTP at
+/// `http`).
 pub fn edit_command(
     path: PathBuf,
     workspace: PathBuf,
     store: Arc<RunStore>,
+    http: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<i32> {
+    let what = path.display().to_string();
     let server = EditServer {
         graph: Arc::new(GraphFile { path }),
         workspace,
@@ -47,7 +50,10 @@ pub fn edit_command(
         shutdown: CancellationToken::new(),
     };
     let shutdown = server.shutdown.clone();
-    super::mcp_stdio::serve_stdio(server, shutdown)
+    match http {
+        Some(addr) => super::mcp_http::serve_http(server, addr, &what, shutdown),
+        None => super::mcp_stdio::serve_stdio(server, shutdown),
+    }
 }
 
 /// The graph file being edited.
@@ -267,6 +273,7 @@ fn position_arg(args: &Map<String, Json>) -> Result<Option<[f64; 2]>, ToolError>
 }
 
 /// The MCP server: one graph file, its editing tools and its runs.
+#[derive(Clone)]
 struct EditServer {
     graph: Arc<GraphFile>,
     workspace: PathBuf,

@@ -20,6 +20,7 @@ pub mod eval;
 mod interrupt;
 mod mcp;
 mod mcp_edit;
+mod mcp_http;
 mod mcp_stdio;
 mod progress;
 mod queue;
