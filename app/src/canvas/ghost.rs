@@ -1,6 +1,7 @@
 //! A block dragged from the palette, drawn where it will be placed: its frame, title and
 //! pins at the current zoom, following the pointer over the canvas.
 
+use agentloom_core::{ERROR_PORT, PortSpec, TOOL_PORT};
 use egui::{Pos2, RichText, Vec2};
 
 use super::state::CanvasState;
@@ -53,17 +54,24 @@ pub fn palette_ghost_ui(ctx: &egui::Context, state: &CanvasState, entry: &Palett
                 ui.set_max_width((size.x - 12.0) * scale);
                 ui.label(RichText::new(&entry.title).strong());
                 if scale >= theme::LOD_SCALE {
-                    let rows = entry.inputs.len().max(entry.outputs.len());
+                    // A placed block hides its `error` and `tool` outputs until asked for.
+                    let outputs: Vec<PortSpec> = entry
+                        .outputs
+                        .iter()
+                        .filter(|p| p.name != ERROR_PORT && p.name != TOOL_PORT)
+                        .cloned()
+                        .collect();
+                    let rows = entry.inputs.len().max(outputs.len());
                     for row in 0..rows {
                         ui.horizontal(|ui| {
-                            let name = |ports: &[agentloom_core::PortSpec]| {
+                            let name = |ports: &[PortSpec]| {
                                 ports.get(row).map(|p| p.name.clone()).unwrap_or_default()
                             };
                             ui.label(RichText::new(name(&entry.inputs)).small());
                             ui.with_layout(
                                 egui::Layout::right_to_left(egui::Align::Center),
                                 |ui| {
-                                    ui.label(RichText::new(name(&entry.outputs)).small());
+                                    ui.label(RichText::new(name(&outputs)).small());
                                 },
                             );
                         });
