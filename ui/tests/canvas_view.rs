@@ -8,8 +8,8 @@ mod support;
 
 use agentloom::app::App;
 use egui::accesskit::Role;
-use egui::{Modifiers, Pos2};
-use egui_kittest::kittest::Queryable as _;
+use egui::{Modifiers, Pos2, Rect};
+use egui_kittest::kittest::{NodeT as _, Queryable as _};
 use support::{AppHarness, example, harness, harness_for, paths};
 
 /// The zoom of the canvas: screen points per graph unit.
@@ -251,15 +251,9 @@ fn a_group_title_bar_is_never_painted_over_the_palette_when_zoomed() {
     );
 }
 
-#[test]
-fn a_block_dragged_from_the_palette_shows_where_it_will_be_placed() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut h = harness(&example(), &paths(&dir));
-    let from = h
-        .get_by_role_and_label(Role::Button, "Delay")
-        .rect()
-        .center();
-    let to = empty_canvas(&h);
+/// Drags the palette's `block` button to `to` without letting go.
+fn drag_from_palette(h: &mut AppHarness, block: &str, to: Pos2) {
+    let from = h.get_by_role_and_label(Role::Button, block).rect().center();
     h.event(egui::Event::PointerMoved(from));
     h.event(egui::Event::PointerButton {
         pos: from,
@@ -274,6 +268,14 @@ fn a_block_dragged_from_the_palette_shows_where_it_will_be_placed() {
         h.step();
     }
     h.run_steps(2);
+}
+
+#[test]
+fn a_block_dragged_from_the_palette_shows_where_it_will_be_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let to = empty_canvas(&h);
+    drag_from_palette(&mut h, "Delay", to);
     let ghost = h.get_by_label("Placing Delay").rect();
     assert!(
         ghost.min.distance(to) < 16.0,
@@ -430,4 +432,32 @@ fn at_small_zoom_no_letter_of_a_title_or_pin_name_loses_its_edge() {
             }
         }
     }
+}
+
+/// The texts shown inside `area`.
+fn labels_inside(h: &AppHarness, area: Rect) -> Vec<String> {
+    h.query_all_by_role(Role::Label)
+        .filter(|n| area.contains_rect(n.rect()))
+        .filter_map(|n| n.accesskit_node().value().or(n.accesskit_node().label()))
+        .collect()
+}
+
+#[test]
+fn the_palette_ghost_shows_the_data_pins_a_placed_block_shows_and_no_error_or_tool_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let to = empty_canvas(&h);
+    drag_from_palette(&mut h, "Delay", to);
+    let ghost = h.get_by_label("Placing Delay").rect();
+    let shown = labels_inside(&h, ghost);
+    // Delay's input and output, both named `value`, as a placed Delay shows them.
+    assert_eq!(
+        shown.iter().filter(|t| *t == "value").count(),
+        2,
+        "the ghost shows {shown:?}"
+    );
+    assert!(
+        !shown.iter().any(|t| t == "error" || t == "tool"),
+        "the ghost shows {shown:?}"
+    );
 }

@@ -362,7 +362,13 @@ fn field_ui(
         }
         FieldKind::Bool => {
             let mut value = shown.and_then(serde_json::Value::as_bool).unwrap_or(false);
-            if ui.checkbox(&mut value, &field.label).changed() {
+            // The heading above names it; a text beside the box would say it twice.
+            let tick = ui.checkbox(&mut value, "");
+            let (enabled, ticked, name) = (ui.is_enabled(), value, field.label.clone());
+            tick.widget_info(|| {
+                egui::WidgetInfo::selected(egui::WidgetType::Checkbox, enabled, ticked, &name)
+            });
+            if tick.changed() {
                 set(Some(serde_json::Value::Bool(value)));
             }
         }
