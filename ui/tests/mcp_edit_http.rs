@@ -1,7 +1,7 @@
 //! `agentloom mcp --edit GRAPH --http ADDR`, end to end with the real binary on loopback:
 //! the project's own streamable-HTTP MCP client, with the printed token, adds a node and
 //! reads the graph back; a request without the token or with another one is answered 401
-//! and leaves the file as it was; an address other machines could reach is refused.
+//! and leaves the file as it was, as does a body over 1 MiB (413); an address other machines could reach is refused.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
@@ -191,6 +191,16 @@ async fn a_request_without_the_token_or_with_another_is_refused_and_changes_noth
     // The project's client with a wrong token cannot even list the tools.
     let refused = connect(&server.url, "the-wrong-token").await.err().unwrap();
     assert!(!refused.contains("the-wrong-token"), "{refused}");
+    assert_eq!(std::fs::read(&graph).unwrap(), before, "the file changed");
+
+    // A body over 1 MiB is refused, even with the right token.
+    let huge = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "set_config", "arguments": {"node": "render",
+        "config": {"template": "x".repeat(2 * 1024 * 1024)}}}});
+    assert_eq!(
+        post(&server.url, Some(&format!("Bearer {token}")), huge).await,
+        reqwest::StatusCode::PAYLOAD_TOO_LARGE
+    );
     assert_eq!(std::fs::read(&graph).unwrap(), before, "the file changed");
 
     // The right token is let through (so the 401s above are the token's doing).
