@@ -215,6 +215,21 @@ async fn a_request_without_the_token_or_with_another_is_refused_and_changes_noth
 }
 
 #[test]
+fn http_without_edit_is_refused() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples");
+    let output = Command::new(env!("CARGO_BIN_EXE_agentloom"))
+        .arg("mcp")
+        .arg(examples.join("hello.agentloom.json"))
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--edit GRAPH"), "{stderr}");
+}
+
+#[test]
 fn an_address_other_machines_reach_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let graph = dir.path().join("g.agentloom.json");

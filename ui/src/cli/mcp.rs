@@ -46,6 +46,13 @@ pub struct McpArgs {
 }
 
 pub fn mcp_command(args: McpArgs) -> anyhow::Result<i32> {
+    // Checked here too: clap lets `--http` through beside GRAPH... without `--edit`.
+    if args.http.is_some() && args.edit.is_none() {
+        eprintln!(
+            "--http serves the editing of one graph: give it with `--edit GRAPH` (graphs as tools are served on stdio only)"
+        );
+        return Ok(EXIT_INVALID);
+    }
     if let Some(graph) = args.edit {
         if let Err(message) = super::mcp_edit::check_editable(&graph) {
             eprintln!("{message}");
