@@ -329,9 +329,19 @@ fn field_ui(
                 .and_then(|v| v.as_str())
                 .unwrap_or_default()
                 .to_owned();
-            let edit = egui::TextEdit::singleline(&mut text).desired_width(f32::INFINITY);
-            if ui.add(edit).labelled_by_name(&field.label).changed() {
-                set(Some(serde_json::Value::String(text)));
+            // A one-line value that wraps at the panel's width, so a long one (a list of
+            // tools) shows whole: Enter adds no line and a pasted line break is dropped.
+            let edit = egui::TextEdit::multiline(&mut text)
+                .desired_rows(1)
+                .return_key(None)
+                .desired_width(f32::INFINITY);
+            let response = ui.add(edit).labelled_by_name(&field.label);
+            ui.ctx().accesskit_node_builder(response.id, |node| {
+                node.set_role(egui::accesskit::Role::TextInput);
+            });
+            if response.changed() {
+                let line = text.replace(['\r', '\n'], "");
+                set(Some(serde_json::Value::String(line)));
             }
         }
         FieldKind::Multiline | FieldKind::Template => {
