@@ -205,8 +205,18 @@ async fn a_request_without_the_token_or_with_another_is_refused_and_changes_noth
 
     // The right token is let through (so the 401s above are the token's doing).
     assert_eq!(
-        post(&server.url, Some(&format!("Bearer {token}")), initialize).await,
+        post(
+            &server.url,
+            Some(&format!("Bearer {token}")),
+            initialize.clone()
+        )
+        .await,
         reqwest::StatusCode::OK
+    );
+    assert_eq!(
+        post(&server.url, Some(&format!("bearer {token}")), initialize).await,
+        reqwest::StatusCode::OK,
+        "the scheme's name is case-insensitive"
     );
     let editor = connect(&server.url, token).await.unwrap();
     let removed = call(&editor, "remove_node", json!({"node": "render"})).await;

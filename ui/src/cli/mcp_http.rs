@@ -69,8 +69,10 @@ async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(|token| digest(token.trim()));
+        .and_then(|value| value.split_once(' '))
+        // The scheme's name is case-insensitive (RFC 7235).
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| digest(token.trim()));
     if given.as_ref() == Some(expected.as_ref()) {
         next.run(request).await
     } else {
