@@ -249,6 +249,18 @@ struct EffectStarted {
 }
 
 impl RemoteGate {
+    /// Ok while this worker still owns the run; else the run is stopped.
+    async fn still_owner(&self) -> Result<(), String> {
+        match self.nats.still_owns(&self.run_id, self.owner).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.stop(Standing::Fenced)),
+            Err(err) => {
+                tracing::warn!(%err, run_id = self.run_id, "cannot read the run's owner");
+                Err(self.stop(Standing::Lost))
+            }
+        }
+    }
+
     fn stop(&self, standing: Standing) -> String {
         self.publisher.lose(standing);
         self.run.cancel();
@@ -274,14 +286,7 @@ impl SideEffectGate for RemoteGate {
         if standing != Standing::Publishing {
             return Err(self.stop(standing));
         }
-        match self.nats.still_owns(&self.run_id, self.owner).await {
-            Ok(true) => {}
-            Ok(false) => return Err(self.stop(Standing::Fenced)),
-            Err(err) => {
-                tracing::warn!(%err, run_id = self.run_id, "cannot read the run's owner");
-                return Err(self.stop(Standing::Lost));
-            }
-        }
+        self.still_owner().await?;
         let record = EffectStarted {
             node: node.to_owned(),
             attempt,
@@ -294,10 +299,16 @@ impl SideEffectGate for RemoteGate {
             agentloom_engine::new_run_id()
         );
         let subject = run_subject(&self.run_id, "effects");
-        match store(&self.nats, &subject, &self.worker, &id, None, payload).await {
-            Ok(_) => Ok(()),
-            Err(_) => Err(self.stop(Standing::Lost)),
+        if store(&self.nats, &subject, &self.worker, &id, None, payload)
+            .await
+            .is_err()
+        {
+            return Err(self.stop(Standing::Lost));
         }
+        // Owner again once the record is stored: storing may take seconds (a cluster electing
+        // a leader), and a worker that took the run over meanwhile read its history before
+        // this record was there. Checked after it, a take-over comes later and sees the start.
+        self.still_owner().await
     }
 }
 
