@@ -17,7 +17,27 @@ if [ -n "${AGENTLOOM_SKIP_PEERS:-}" ]; then
   unset AGENTLOOM_SKIP_PEERS
 fi
 
-log() { printf '\n== %s\n' "$*"; }
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+# Each stage's heading says how much disk is left, so a full disk is found at its stage.
+log() {
+  local avail
+  avail=$(df -Pk "$root" 2>/dev/null | awk 'NR==2 {printf "%.1f GiB", $4/1048576}')
+  printf '\n== %s   [disk free: %s]\n' "$*" "${avail:-?}"
+}
+
+# Build output a later stage no longer needs is removed when AGENTLOOM_FREE_DISK=1 (CI
+# sets it: a fresh machine's disk is not large) or when less than 12 GiB is left, so the
+# peak is one stage's output, not the sum of them all. Kept otherwise: the next local run
+# rebuilds nothing.
+free_stage_output() {
+  local what=$1 avail_kib
+  [ -e "$what" ] || return 0
+  avail_kib=$(df -Pk "$root" | awk 'NR==2 {print $4}')
+  if [ "${AGENTLOOM_FREE_DISK:-}" = 1 ] || [ "${avail_kib:-0}" -lt $((12 * 1048576)) ]; then
+    echo "removing $what ($(du -sh "$what" 2>/dev/null | cut -f1)): no later stage uses it"
+    rm -rf "$what"
+  fi
+}
 
 install_system_packages() {
   local missing=()
@@ -98,6 +118,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 log "cargo clippy for Windows: every crate, test and benchmark compiles and is lint-clean there"
 # clippy is cargo check with the lints on top: a Linux-only line fails here.
 cargo clippy --workspace --all-targets --target x86_64-pc-windows-gnu -- -D warnings
+free_stage_output "$target_dir/x86_64-pc-windows-gnu/debug"
 
 log "cargo test (real Secret Service in a private D-Bus session)"
 # A keyring of its own for the tests, never the user's login keyring.
@@ -111,7 +132,7 @@ XDG_DATA_HOME="$keyring_data" dbus-run-session -- bash -c '
 log "the real app under Xvfb"
 # `cargo test` has just built the binary (the CLI tests run it); `cargo build -p agentloom`
 # alone would compile the whole UI stack again with another feature set.
-app_bin="${CARGO_TARGET_DIR:-$root/target}/debug/agentloom"
+app_bin="$target_dir/debug/agentloom"
 [ -x "$app_bin" ] || cargo build -p agentloom
 AGENTLOOM_BIN="$app_bin" bash ui/tests/screenshot.sh "$root/target/screenshot.png"
 echo "screenshots: target/screenshot.png, target/screenshot-run.png"
@@ -119,7 +140,10 @@ echo "screenshots: target/screenshot.png, target/screenshot-run.png"
 log "the Linux packages: .deb and AppImage, dpkg -i, desktop entry, a graph opened by its MIME type"
 # Packages the binary the tests built: an optimised build would add ~20 minutes (README, Install).
 bash scripts/check-packages.sh --binary "$app_bin"
+# The test binaries and the Linux build (most of the disk used) are done with.
+free_stage_output "$target_dir/debug"
 
 log "the Windows installer: agentloom.exe cross-built, wrapped with NSIS, its contents checked"
 # An unoptimised cross-build (profile windows-ci): an optimised one would add ~20 minutes.
 bash scripts/package.sh --windows --profile windows-ci
+log "every test passed"
