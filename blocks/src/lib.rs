@@ -41,6 +41,7 @@ mod graph_io;
 mod http;
 mod human_approval;
 mod jinja;
+pub mod knowledge;
 mod json_parse;
 mod json_query;
 mod llm;
