@@ -306,6 +306,15 @@ fn fts_query(text: &str) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" OR "))
 }
 
+/// A chunk's place in the rankings being fused.
+#[derive(Default)]
+struct Ranked {
+    score: f64,
+    similarity: Option<f64>,
+    vector_rank: Option<usize>,
+    keyword_rank: Option<usize>,
+}
+
 struct CollectionRow {
     id: i64,
     model: EmbeddingModel,
@@ -717,28 +726,26 @@ impl KnowledgeStore {
             (Some(fts), true) => self.keyword_ranking(&row, &fts, candidates, &query.filter)?,
             _ => Vec::new(),
         };
-        // (chunk id, score, similarity, vector rank, keyword rank)
-        let mut fused: HashMap<i64, (f64, Option<f64>, Option<usize>, Option<usize>)> =
-            HashMap::new();
+        let mut fused: HashMap<i64, Ranked> = HashMap::new();
         for (rank, (id, distance)) in vector_ranked.iter().enumerate() {
             let entry = fused.entry(*id).or_default();
-            entry.1 = Some(1.0 - distance);
-            entry.2 = Some(rank + 1);
-            entry.0 += match query.mode {
+            entry.similarity = Some(1.0 - distance);
+            entry.vector_rank = Some(rank + 1);
+            entry.score += match query.mode {
                 SearchMode::Vector => 1.0 - distance,
                 _ => 1.0 / (RRF_K + (rank + 1) as f64),
             };
         }
         for (rank, (id, bm25)) in keyword_ranked.iter().enumerate() {
             let entry = fused.entry(*id).or_default();
-            entry.3 = Some(rank + 1);
-            entry.0 += match query.mode {
+            entry.keyword_rank = Some(rank + 1);
+            entry.score += match query.mode {
                 SearchMode::Keyword => -bm25,
                 _ => 1.0 / (RRF_K + (rank + 1) as f64),
             };
         }
-        let mut ranked: Vec<_> = fused.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(a.0.cmp(&b.0)));
+        let mut ranked: Vec<(i64, Ranked)> = fused.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(&b.0)));
         ranked.truncate(query.k);
         let mut stmt = self
             .conn
@@ -748,7 +755,7 @@ impl KnowledgeStore {
             )
             .map_err(|e| self.db(e))?;
         let mut hits = Vec::with_capacity(ranked.len());
-        for (id, (score, similarity, vector_rank, keyword_rank)) in ranked {
+        for (id, ranked) in ranked {
             let hit = stmt
                 .query_row([id], |r| {
                     let metadata: String = r.get(4)?;
@@ -758,10 +765,10 @@ impl KnowledgeStore {
                         start: r.get::<_, i64>(2)?.try_into().unwrap_or(0),
                         end: r.get::<_, i64>(3)?.try_into().unwrap_or(0),
                         metadata: serde_json::from_str(&metadata).unwrap_or(Json::Null),
-                        score,
-                        similarity,
-                        vector_rank,
-                        keyword_rank,
+                        score: ranked.score,
+                        similarity: ranked.similarity,
+                        vector_rank: ranked.vector_rank,
+                        keyword_rank: ranked.keyword_rank,
                     })
                 })
                 .map_err(|e| self.db(e))?;
