@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use egui::{Key, KeyboardShortcut, Modifiers, Pos2};
 use egui_snarl::NodeId;
 
+use super::debugger::DebugCommand;
 use super::document::NodeFlag;
 use super::mcp_servers;
 use super::wiring;
@@ -183,6 +184,8 @@ pub enum Command {
     DiscardAndContinue,
     /// Save, then carry out what replaces the graph.
     SaveAndContinue,
+    /// Breakpoints, a paused run, forks (see `panels::debugger`).
+    Debug(crate::debugger::DebugCommand),
 }
 
 /// The menus of the menu bar.
@@ -215,7 +218,11 @@ pub struct MenuEntry {
     pub shortcut: Option<KeyboardShortcut>,
 }
 
-const fn entry(menu: Menu, label: &'static str, shortcut: Option<KeyboardShortcut>) -> MenuEntry {
+pub(crate) const fn entry(
+    menu: Menu,
+    label: &'static str,
+    shortcut: Option<KeyboardShortcut>,
+) -> MenuEntry {
     MenuEntry {
         menu,
         label,
@@ -223,7 +230,7 @@ const fn entry(menu: Menu, label: &'static str, shortcut: Option<KeyboardShortcu
     }
 }
 
-const fn keys(modifiers: Modifiers, key: Key) -> Option<KeyboardShortcut> {
+pub(crate) const fn keys(modifiers: Modifiers, key: Key) -> Option<KeyboardShortcut> {
     Some(KeyboardShortcut::new(modifiers, key))
 }
 
@@ -259,6 +266,7 @@ pub fn menu_commands(selected: &[NodeId]) -> Vec<Command> {
         Command::OpenEvaluations,
         Command::Run,
         Command::StopRun,
+        Command::Debug(DebugCommand::ToggleBreakpoint(selected.to_vec())),
     ]
 }
 
@@ -292,6 +300,7 @@ impl Command {
             Command::OpenEvaluations => entry(View, "Evaluations", None),
             Command::Run => entry(Run, "Run", keys(command, Key::Enter)),
             Command::StopRun => entry(Run, "Stop", keys(command, Key::Period)),
+            Command::Debug(debug) => return debug.menu_entry(),
             _ => return None,
         })
     }
@@ -314,7 +323,8 @@ impl Command {
             | Command::GroupSelection(_)
             | Command::ToggleBypass(_)
             | Command::FitView
-            | Command::ActualSize => Keys::Canvas,
+            | Command::ActualSize
+            | Command::Debug(DebugCommand::ToggleBreakpoint(_)) => Keys::Canvas,
             _ => Keys::Always,
         }
     }

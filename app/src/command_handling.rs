@@ -118,6 +118,7 @@ impl App {
         match save_graph(&doc, path) {
             Ok(()) => {
                 self.document.mark_saved(path.to_owned());
+                self.debugger_saved_to(path);
                 // Saved by its user: trusted as it is now.
                 let was_untrusted = self.trust_file(path);
                 let moved = self.follow_graph_file(&doc, Some(path));
@@ -404,6 +405,7 @@ impl App {
             // The same close request as the window's close button: the prompt catches it.
             Command::Quit => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
             Command::Notify(text) => self.notice = Some(text),
+            Command::Debug(command) => self.apply_debug(command, ctx),
             Command::DiscardAndClose => {
                 if let Some(data) = &self.data {
                     data.clear_autosave();

@@ -29,7 +29,8 @@ mod windows;
 use canvas::{groups, quick_add, wire_menu, wiring};
 // The run view and its panel reach these through the app.
 use panels::{
-    approval_panel, history, inspector, json_tree, palette, run_timeline, subgraph, trust_banner,
+    approval_panel, debugger, history, inspector, json_tree, palette, run_timeline, subgraph,
+    trust_banner,
 };
 pub(crate) use windows::examples;
 use windows::{credentials, evaluations, mcp_servers, path_prompt};
@@ -174,6 +175,8 @@ pub struct App {
     wire_menu: Option<wire_menu::WireMenu>,
     pub evaluations: evaluations::EvaluationsPanel,
     timeline: run_timeline::RunTimeline,
+    /// Breakpoints, a run paused at one, forks of past runs.
+    debugger: debugger::Debugger,
     /// [`App::logic`] ran for the coming frame.
     logic_ran: bool,
 }
@@ -269,6 +272,7 @@ impl App {
             wire_menu: None,
             evaluations: evaluations::EvaluationsPanel::default(),
             timeline: run_timeline::RunTimeline::default(),
+            debugger: debugger::Debugger::kept_in(paths.data_dir.as_deref()),
             group_title_editing: None,
             logic_ran: false,
         };
@@ -396,6 +400,7 @@ impl App {
             self.logic(&ctx);
         }
         self.handle_close(&ctx);
+        self.debugger_follow_file();
         self.shortcuts(&ctx);
 
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));

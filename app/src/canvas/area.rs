@@ -294,6 +294,7 @@ impl App {
             groups.as_slice(),
             &mut self.commands,
         );
+        viewer.debug_marks = self.debugger.marks();
         SnarlWidget::new()
             .id(canvas_id)
             .style(theme::snarl_style())

@@ -3,6 +3,7 @@
 //! them all, the plain data they share (`model`).
 
 mod area;
+pub mod breakpoints;
 mod ghost;
 mod glyphs;
 pub mod groups;

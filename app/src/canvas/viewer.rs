@@ -23,12 +23,14 @@ use egui::{Color32, Id, Painter, Pos2, Rect, RichText, Shape, Stroke, Style, Ui}
 use egui_snarl::ui::{AnyPins, BackgroundPattern, PinInfo, SnarlStyle, SnarlViewer, WireStyle};
 use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
+use super::breakpoints;
 use super::glyphs::node_text;
 use super::model::{Geometry, Lod, Pin, WireDrop};
 use super::state::CanvasState;
 use super::wiring::WireCurve;
 use crate::Command;
 use crate::document::{CanvasNode, NodeFlag};
+use crate::panels::debugger::DebugMarks;
 use crate::panels::palette::PaletteEntry;
 use crate::run::NodeBadge;
 use crate::run::RunView;
@@ -46,6 +48,8 @@ pub struct Viewer<'a> {
     /// The graph's groups, drawn behind the blocks.
     pub groups: &'a [GroupDoc],
     pub commands: &'a mut Vec<Command>,
+    /// Breakpoints and the node a run is paused at.
+    pub debug_marks: DebugMarks<'a>,
 }
 
 impl<'a> Viewer<'a> {
@@ -70,6 +74,7 @@ impl<'a> Viewer<'a> {
             inspected,
             groups,
             commands,
+            debug_marks: DebugMarks::default(),
         }
     }
 
@@ -167,6 +172,10 @@ impl<'a> Viewer<'a> {
             }
         }
         let scale = self.state.transform.scaling;
+        let mark = self.debug_marks.of(&info.value.doc.id);
+        if !mark.is_empty() && ui.is_rect_visible(rect) {
+            breakpoints::box_mark(ui.painter(), rect.min, scale, mark);
+        }
         if scale >= theme::BOX_TITLE_SCALE && ui.is_rect_visible(rect) {
             let size = (theme::BOX_TITLE_POINTS / scale).min(theme::BOX_TITLE_MAX_SIZE);
             ui.painter().with_clip_rect(rect).text(
@@ -563,7 +572,9 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         // A detailed node says its state in the badge below its pins, so that nothing a run
         // brings changes the node's width.
         let scale = self.state.transform.scaling;
+        let mark = self.debug_marks.of(&canvas.doc.id);
         ui.horizontal(|ui| {
+            breakpoints::header_mark_ui(ui, mark);
             let title = node_text(ui, RichText::new(canvas.display_name()).strong(), scale);
             let kind = RichText::new(&canvas.title).color(theme::TEXT_WEAK).small();
             if !detailed {
@@ -960,6 +971,11 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         }
         self.rerun_menu_items(node, ui, snarl);
         ui.separator();
+        if let Some(canvas) = snarl.get_node(node) {
+            let at = self.debug_marks.of(&canvas.doc.id).breakpoint;
+            breakpoints::breakpoint_menu_items(ui, &canvas.doc.id, at, self.commands);
+            ui.separator();
+        }
         self.flag_menu_items(node, ui, snarl);
         ui.separator();
         if ui.button("Delete").clicked() {

@@ -3,6 +3,8 @@
 
 pub mod agent_trace;
 pub mod approval_panel;
+pub mod debugger;
+pub mod debugger_breakpoints;
 pub mod history;
 pub mod inspector;
 pub mod json_tree;
