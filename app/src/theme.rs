@@ -203,7 +203,7 @@ pub fn status_color(status: NodeStatus) -> Color32 {
         NodeStatus::Pending => TEXT_WEAK,
         NodeStatus::Queued => Color32::from_rgb(0xa0, 0xa6, 0xb2),
         NodeStatus::Running => ACCENT,
-        NodeStatus::AwaitingApproval => WARN,
+        NodeStatus::AwaitingApproval | NodeStatus::AtBreakpoint => WARN,
         NodeStatus::Done => OK,
         NodeStatus::Failed => ERROR,
         NodeStatus::Skipped => Color32::from_rgb(0x6a, 0x70, 0x7c),

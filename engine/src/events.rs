@@ -54,6 +54,9 @@ pub enum NodeStatus {
     Queued,
     Running,
     AwaitingApproval,
+    /// Paused at a breakpoint (before it starts or after it finished), waiting for a
+    /// Continue, Step or Stop.
+    AtBreakpoint,
     Done,
     Failed,
     Skipped,
@@ -66,6 +69,7 @@ impl NodeStatus {
             NodeStatus::Queued => "queued",
             NodeStatus::Running => "running",
             NodeStatus::AwaitingApproval => "awaiting_approval",
+            NodeStatus::AtBreakpoint => "at_breakpoint",
             NodeStatus::Done => "done",
             NodeStatus::Failed => "failed",
             NodeStatus::Skipped => "skipped",
@@ -78,6 +82,7 @@ impl NodeStatus {
             "queued" => NodeStatus::Queued,
             "running" => NodeStatus::Running,
             "awaiting_approval" => NodeStatus::AwaitingApproval,
+            "at_breakpoint" => NodeStatus::AtBreakpoint,
             "done" => NodeStatus::Done,
             "failed" => NodeStatus::Failed,
             "skipped" => NodeStatus::Skipped,
@@ -153,6 +158,14 @@ pub enum EventKind {
     NodeAwaitingApproval {
         node: String,
     },
+    /// The run reached a breakpoint at this node: `values` are its resolved inputs
+    /// (`before`) or its outputs (`after`), as they will go on unless edited.
+    NodeAtBreakpoint {
+        node: String,
+        at: crate::BreakAt,
+        #[serde(default)]
+        values: ValueMap,
+    },
     NodeFinished {
         node: String,
         #[serde(default)]
@@ -196,6 +209,7 @@ impl EventKind {
             | EventKind::NodeUsage { node, .. }
             | EventKind::NodeRetrying { node, .. }
             | EventKind::NodeAwaitingApproval { node }
+            | EventKind::NodeAtBreakpoint { node, .. }
             | EventKind::NodeFinished { node, .. }
             | EventKind::NodeFailed { node, .. }
             | EventKind::NodeSkipped { node, .. } => Some(node),
@@ -212,6 +226,7 @@ impl EventKind {
             | EventKind::NodeUsage { node, .. }
             | EventKind::NodeRetrying { node, .. }
             | EventKind::NodeAwaitingApproval { node }
+            | EventKind::NodeAtBreakpoint { node, .. }
             | EventKind::NodeFinished { node, .. }
             | EventKind::NodeFailed { node, .. }
             | EventKind::NodeSkipped { node, .. } => Some(node),
@@ -229,6 +244,7 @@ impl EventKind {
             EventKind::NodeUsage { .. } => "node_usage",
             EventKind::NodeRetrying { .. } => "node_retrying",
             EventKind::NodeAwaitingApproval { .. } => "node_awaiting_approval",
+            EventKind::NodeAtBreakpoint { .. } => "node_at_breakpoint",
             EventKind::NodeFinished { .. } => "node_finished",
             EventKind::NodeFailed { .. } => "node_failed",
             EventKind::NodeSkipped { .. } => "node_skipped",

@@ -27,6 +27,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::approver::Approver;
+use crate::breakpoints::{BreakAt, RunDebug};
 use crate::events::{EventKind, EventSink, NodeStatus, RunEvent, RunStatus};
 use crate::limits::{NodeBudget, RunLimits};
 use crate::redact::Redactor;
@@ -57,6 +58,8 @@ pub struct RunOptions {
     /// Asked before every side effect is sent (a remote worker records it started first);
     /// its sub-runs' side effects too.
     pub side_effects: Option<Arc<dyn crate::durable::SideEffectGate>>,
+    /// Breakpoints and Step (a run being debugged); its sub-runs share them.
+    pub debug: Option<Arc<RunDebug>>,
 }
 
 /// What happened to one node.
@@ -219,6 +222,7 @@ impl Executor {
             request_slots: Arc::new(RequestSlots::new(requests_per_host)),
             replay: options.replay.clone(),
             path_prefix: String::new(),
+            debug: options.debug.clone(),
         };
         self.run_with(graph, inputs, options, sink, inherited).await
     }
@@ -276,6 +280,8 @@ impl Executor {
             replay: inherited.replay,
             path_prefix: inherited.path_prefix,
             side_effects: options.side_effects.clone(),
+            debug: inherited.debug,
+            at_breakpoint: Mutex::new(BTreeSet::new()),
         });
         Scheduler::new(graph, shared).run(&seed.outputs).await
     }
@@ -316,6 +322,7 @@ struct Inherited {
     /// What the run's node ids are prefixed with in the parent run (`call/`), to find
     /// their recorded calls.
     path_prefix: String,
+    debug: Option<Arc<RunDebug>>,
 }
 
 /// Where a resumed run's totals and times go on from.
@@ -398,6 +405,10 @@ struct RunShared {
     /// This run's nodes' prefix in the top run (`call/` in a sub-run), for the replay.
     path_prefix: String,
     side_effects: Option<Arc<dyn crate::durable::SideEffectGate>>,
+    /// The run's breakpoints, shared with its sub-runs.
+    debug: Option<Arc<RunDebug>>,
+    /// Nodes paused at a breakpoint nobody could decide on yet (also in `waiting`).
+    at_breakpoint: Mutex<BTreeSet<String>>,
 }
 
 /// Requests in flight at once to one host when the graph does not say.
@@ -500,6 +511,20 @@ impl RunShared {
         self.recorded
             .get(node)
             .filter(|progress| progress.status.is_final())
+    }
+
+    /// Marks `node` as paused at a breakpoint: the error that ends it.
+    fn wait_at_breakpoint(&self, node: &str) -> BlockError {
+        if let Ok(mut paused) = self.at_breakpoint.lock() {
+            paused.insert(node.to_owned());
+        }
+        let mut error = self.wait_for_decision(node);
+        error.message = "paused at a breakpoint".to_owned();
+        error
+    }
+
+    fn is_at_breakpoint(&self, node: &str) -> bool {
+        self.at_breakpoint.lock().is_ok_and(|p| p.contains(node))
     }
 
     /// Marks `node` as waiting for a decision: the error that ends its attempt.
@@ -833,6 +858,7 @@ impl RunCtx for NodeCtx {
             request_slots: Arc::clone(&self.shared.request_slots),
             replay: self.shared.replay.clone(),
             path_prefix: format!("{}{prefix}/", self.shared.path_prefix),
+            debug: self.shared.debug.clone(),
         };
         // The sub-run's node events join the parent run's stream, nested under this node;
         // its usage counts towards the parent run (its cost is already in the shared budget).
@@ -1094,7 +1120,8 @@ fn restated(id: &str, progress: &NodeProgress) -> Option<EventKind> {
         NodeStatus::Pending
         | NodeStatus::Queued
         | NodeStatus::Running
-        | NodeStatus::AwaitingApproval => return None,
+        | NodeStatus::AwaitingApproval
+        | NodeStatus::AtBreakpoint => return None,
     })
 }
 
@@ -1441,6 +1468,33 @@ impl Scheduler {
         Box::pin(async move {
             let node = &graph.nodes[index];
             let started = Instant::now();
+            // A breakpoint before the node: its inputs may be edited, or the run pauses here.
+            if let Some(debug) = &shared.debug
+                && conversion_error.is_none()
+            {
+                let ports = &node.node.ports().inputs;
+                match breakpoint_pause::pause_at(
+                    &shared,
+                    debug,
+                    &node.id,
+                    BreakAt::Before,
+                    ports,
+                    inputs,
+                )
+                .await
+                {
+                    Ok(edited) => inputs = edited,
+                    Err(err) => {
+                        return NodeOutcome {
+                            index,
+                            result: Err(err),
+                            attempts: 0,
+                            duration_ms: duration_before,
+                            usage: usage_before,
+                        };
+                    }
+                }
+            }
             let node_usage = Mutex::new(Usage::default());
             let mut previous_error: Option<String> = None;
             let mut attempt = 0;
@@ -1535,6 +1589,23 @@ impl Scheduler {
                     Err(err) => break Err(err),
                 }
             };
+            // A breakpoint after the node: its outputs may be edited before its dependents
+            // get them, or the run pauses here.
+            let result = match (result, &shared.debug) {
+                (Ok(outputs), Some(debug)) => {
+                    let ports = &node.node.ports().outputs;
+                    breakpoint_pause::pause_at(
+                        &shared,
+                        debug,
+                        &node.id,
+                        BreakAt::After,
+                        ports,
+                        outputs,
+                    )
+                    .await
+                }
+                (result, _) => result,
+            };
             let mut usage = node_usage.lock().map(|u| *u).unwrap_or_default();
             usage += usage_before;
             NodeOutcome {
@@ -1556,8 +1627,13 @@ impl Scheduler {
         state.duration_ms = outcome.duration_ms;
         state.usage = outcome.usage;
         if outcome.result.is_err() && self.shared.is_waiting(&node.id) {
-            // Paused on an approval: its dependents wait with it, the rest runs on.
-            state.status = NodeStatus::AwaitingApproval;
+            // Paused on an approval or at a breakpoint: its dependents wait with it, the
+            // rest runs on.
+            state.status = if self.shared.is_at_breakpoint(&node.id) {
+                NodeStatus::AtBreakpoint
+            } else {
+                NodeStatus::AwaitingApproval
+            };
             return;
         }
         match outcome.result {
@@ -1747,12 +1823,15 @@ impl Scheduler {
                     id: node.id.clone(),
                     status: match state.status {
                         // A paused run's node waits for its decision, as `show` says too.
-                        NodeStatus::AwaitingApproval if status == RunStatus::Waiting => {
-                            NodeStatus::AwaitingApproval
+                        waiting @ (NodeStatus::AwaitingApproval | NodeStatus::AtBreakpoint)
+                            if status == RunStatus::Waiting =>
+                        {
+                            waiting
                         }
-                        NodeStatus::Queued | NodeStatus::Running | NodeStatus::AwaitingApproval => {
-                            NodeStatus::Pending
-                        }
+                        NodeStatus::Queued
+                        | NodeStatus::Running
+                        | NodeStatus::AwaitingApproval
+                        | NodeStatus::AtBreakpoint => NodeStatus::Pending,
                         other => other,
                     },
                     attempts: state.attempts,
@@ -1815,19 +1894,34 @@ async fn run_attempt(
     }
 }
 
+mod breakpoint_pause;
+
 /// What a paused run waits for.
 fn waiting_message(shared: &RunShared) -> String {
-    let nodes = shared
-        .waiting
+    let paused = shared
+        .at_breakpoint
         .lock()
-        .map(|w| {
-            w.iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
+        .map(|p| p.clone())
         .unwrap_or_default();
-    format!("waiting for approval of {nodes}")
+    let listed = |nodes: Vec<&String>| {
+        nodes
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let waiting = shared.waiting.lock().map(|w| w.clone()).unwrap_or_default();
+    let approvals: Vec<&String> = waiting.iter().filter(|n| !paused.contains(*n)).collect();
+    let breakpoints: Vec<&String> = waiting.iter().filter(|n| paused.contains(*n)).collect();
+    match (approvals.is_empty(), breakpoints.is_empty()) {
+        (_, true) => format!("waiting for approval of {}", listed(approvals)),
+        (true, false) => format!("paused at a breakpoint at {}", listed(breakpoints)),
+        (false, false) => format!(
+            "waiting for approval of {} and paused at a breakpoint at {}",
+            listed(approvals),
+            listed(breakpoints)
+        ),
+    }
 }
 
 /// Asks the run's approver about `request` (or takes the decision made while the run was

@@ -9,11 +9,14 @@
 //!   and the app's live view share.
 
 mod approver;
+mod breakpoints;
 pub mod credentials;
 mod durable;
+mod durable_breakpoints;
 pub mod eval;
 mod events;
 mod executor;
+mod fork;
 mod limits;
 pub mod private_files;
 mod redact;
@@ -24,11 +27,16 @@ mod seed;
 mod store;
 
 pub use approver::Approver;
+pub use breakpoints::{
+    BreakAt, Breakpoint, BreakpointDecision, BreakpointHandler, BreakpointHit, HitPort, RunDebug,
+    checked_value,
+};
 pub use credentials::{
     CredentialError, CredentialInfo, CredentialKind, CredentialStore, KeychainSecrets,
     OAuthClientConfig, OAuthTokens, StoredSecret,
 };
 pub use durable::{DurableApprover, SideEffectGate};
+pub use durable_breakpoints::DurableBreakpoints;
 pub use events::{
     CollectSink, EventKind, EventSink, FanoutSink, NodeStatus, NullSink, OmittedBody, RecordedCall,
     RunEvent, RunStatus,
@@ -37,12 +45,13 @@ pub use executor::{
     DEFAULT_REQUESTS_PER_HOST, EnvSecrets, Executor, NodeReport, RunOptions, RunReport,
     default_concurrency, new_run_id,
 };
+pub use fork::{ForkEdit, ForkRecord, GraphChanges};
 pub use redact::{REDACTED, redact_resolved_secrets};
 pub use replay::{Replay, ReplayMiss, request_hash};
 pub use run_state::{KeptValues, MAX_PARTIAL_BYTES, NodeProgress, RunState};
 pub use seed::{EarlierSegments, RunSeed, downstream_of};
 pub use store::{
     Claim, DEFAULT_MAX_VALUE_BYTES, EarlierDecision, EvaluationDetail, EvaluationRow,
-    EvaluationRun, LogPolicy, LoggedGraph, NodeRow, PendingApproval, RUN_LOG_FILE, RunDetail,
-    RunRecorder, RunRow, RunStore, StoreError,
+    EvaluationRun, LogPolicy, LoggedGraph, NodeRow, PendingApproval, PendingBreakpoint,
+    RUN_LOG_FILE, RunDetail, RunRecorder, RunRow, RunStore, StoreError,
 };

@@ -305,6 +305,25 @@ impl Redactor {
         }
     }
 
+    /// Values `given` by a person over the redacted `shown` values, with the run's own
+    /// `original` value back wherever one was left as it was shown.
+    pub(crate) fn restore_values(
+        given: ValueMap,
+        original: &ValueMap,
+        shown: &ValueMap,
+    ) -> ValueMap {
+        given
+            .into_iter()
+            .map(|(port, value)| {
+                let value = match (original.get(&port), shown.get(&port)) {
+                    (Some(original), Some(shown)) => restored(value, original, shown),
+                    _ => value,
+                };
+                (port, value)
+            })
+            .collect()
+    }
+
     pub(crate) fn option(&self, text: &mut Option<String>) {
         if let Some(text) = text {
             self.text(text);
@@ -358,6 +377,7 @@ impl Redactor {
             EventKind::NodePartial { chunk, .. } => self.text(chunk),
             EventKind::NodeRetrying { error, .. } => self.text(error),
             EventKind::NodeFinished { outputs, .. } => self.map(outputs),
+            EventKind::NodeAtBreakpoint { values, .. } => self.map(values),
             EventKind::NodeFailed { error, .. } => self.text(error),
             EventKind::NodeSkipped { reason, .. } => self.text(reason),
             EventKind::RunFinished { outputs, error, .. } => {

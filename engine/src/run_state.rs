@@ -108,6 +108,13 @@ impl<V: KeptValues> NodeProgress<V> {
             EventKind::NodeAwaitingApproval { .. } => {
                 self.status = NodeStatus::AwaitingApproval;
             }
+            EventKind::NodeAtBreakpoint { at, values, .. } => {
+                self.status = NodeStatus::AtBreakpoint;
+                match at {
+                    crate::BreakAt::Before => self.inputs.keep(values),
+                    crate::BreakAt::After => self.outputs.keep(values),
+                }
+            }
             EventKind::NodeFinished {
                 outputs,
                 attempts,
@@ -239,7 +246,10 @@ impl RunState {
         let interrupted = agentloom_core::BlockError::cancelled().message;
         for node in self.nodes.values_mut() {
             node.cancelled = match node.status {
-                NodeStatus::Queued | NodeStatus::Running | NodeStatus::AwaitingApproval => true,
+                NodeStatus::Queued
+                | NodeStatus::Running
+                | NodeStatus::AwaitingApproval
+                | NodeStatus::AtBreakpoint => true,
                 NodeStatus::Failed => node.error.as_deref() == Some(interrupted.as_str()),
                 _ => false,
             };

@@ -72,6 +72,75 @@ fn owner_alive(token: &str, heartbeat_ms: Option<i64>) -> bool {
     }
 }
 
+/// The status of run `run_id` (`None`: no such run) in a deciding transaction, or the claim
+/// that ends it: the process running it is asking someone (the app, a terminal) right now.
+pub(super) fn claimable_status(
+    tx: &rusqlite::Transaction<'_>,
+    run_id: &str,
+) -> rusqlite::Result<Result<Option<String>, Claim>> {
+    let run: Option<RunOwnerRow> = tx
+        .query_row(
+            "SELECT status, finished_at_ms, owner, heartbeat_at_ms FROM runs WHERE id = ?1",
+            params![run_id],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )
+        .optional()?;
+    let asked_by = run
+        .as_ref()
+        .and_then(|(status, finished, owner, heartbeat)| {
+            let owner = owner.as_deref()?;
+            (status == "waiting" && finished.is_none() && owner_alive(owner, *heartbeat))
+                .then_some(owner)
+        });
+    if let Some(owner) = asked_by {
+        return Ok(Err(Claim::AskedElsewhere {
+            pid: token_pid(owner),
+        }));
+    }
+    Ok(Ok(run.map(|(status, ..)| status)))
+}
+
+/// Why a decision on a request does not count: it was decided already (`earlier_approved`,
+/// by the process `decided_by`, which still runs, or the run is no longer waiting), or the
+/// run (`status`) is not waiting. `None`: it counts.
+pub(super) fn refused_claim(
+    earlier_approved: Option<bool>,
+    decided_by: Option<&str>,
+    decided_at: Option<i64>,
+    status: Option<String>,
+) -> Option<Claim> {
+    if let Some(approved) = earlier_approved {
+        let decider_alive = decided_by.is_some_and(|token| liveness(token) != Liveness::Dead);
+        if decider_alive || status.as_deref() != Some("waiting") {
+            return Some(Claim::AlreadyDecided(EarlierDecision {
+                approved,
+                decided_at_ms: decided_at.map(from_i64),
+                decided_by_pid: decided_by.and_then(token_pid),
+            }));
+        }
+    }
+    if status.as_deref() != Some("waiting") {
+        return Some(Claim::NotWaiting {
+            status: status.unwrap_or_else(|| "gone".to_owned()),
+        });
+    }
+    None
+}
+
+/// Makes run `run_id` this process's (`token`) to resume: another decider sees it taken.
+pub(super) fn take_run(
+    tx: &rusqlite::Transaction<'_>,
+    run_id: &str,
+    token: &str,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "UPDATE runs SET status = 'running', pid = ?2, owner = ?3, heartbeat_at_ms = ?4
+         WHERE id = ?1",
+        params![run_id, i64::from(std::process::id()), token, now],
+    )
+}
+
 /// SQL: run `?1` has a request nobody has decided yet.
 pub(super) const UNDECIDED: &str =
     "EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1 AND decision_json IS NULL)";
@@ -222,28 +291,10 @@ impl RunStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(write_error)?;
-        let run: Option<RunOwnerRow> = tx
-            .query_row(
-                "SELECT status, finished_at_ms, owner, heartbeat_at_ms FROM runs WHERE id = ?1",
-                params![run_id],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-            )
-            .optional()
-            .map_err(write_error)?;
-        let asked_by = run
-            .as_ref()
-            .and_then(|(status, finished, owner, heartbeat)| {
-                let owner = owner.as_deref()?;
-                (status == "waiting" && finished.is_none() && owner_alive(owner, *heartbeat))
-                    .then_some(owner)
-            });
-        if let Some(owner) = asked_by {
-            // The process running it is asking someone (the app, a terminal) right now.
-            return Ok(Claim::AskedElsewhere {
-                pid: token_pid(owner),
-            });
-        }
-        let status = run.map(|(status, ..)| status);
+        let status = match claimable_status(&tx, run_id).map_err(write_error)? {
+            Ok(status) => status,
+            Err(claim) => return Ok(claim),
+        };
         let row: Option<(Option<String>, Option<String>, Option<i64>)> = tx
             .query_row(
                 "SELECT decision_json, decided_by, decided_at_ms FROM pending_approvals
@@ -259,23 +310,11 @@ impl RunStore {
                 _ => Claim::NoRequest,
             });
         };
-        if let Some(earlier) = earlier {
-            let decider_alive = decided_by
-                .as_deref()
-                .is_some_and(|token| liveness(token) != Liveness::Dead);
-            if decider_alive || status.as_deref() != Some("waiting") {
-                return Ok(Claim::AlreadyDecided(EarlierDecision {
-                    approved: serde_json::from_str::<ApprovalDecision>(&earlier)
-                        .is_ok_and(|d| d.is_approved()),
-                    decided_at_ms: decided_at.map(from_i64),
-                    decided_by_pid: decided_by.as_deref().and_then(token_pid),
-                }));
-            }
-        }
-        if status.as_deref() != Some("waiting") {
-            return Ok(Claim::NotWaiting {
-                status: status.unwrap_or_else(|| "gone".to_owned()),
-            });
+        let approved = earlier.map(|earlier| {
+            serde_json::from_str::<ApprovalDecision>(&earlier).is_ok_and(|d| d.is_approved())
+        });
+        if let Some(refused) = refused_claim(approved, decided_by.as_deref(), decided_at, status) {
+            return Ok(refused);
         }
         let now = to_i64(now_ms());
         let token = this_process_token();
@@ -286,12 +325,7 @@ impl RunStore {
         )
         .map_err(write_error)?;
         // The run is this process's now: another decider sees it taken.
-        tx.execute(
-            "UPDATE runs SET status = 'running', pid = ?2, owner = ?3, heartbeat_at_ms = ?4
-             WHERE id = ?1",
-            params![run_id, i64::from(std::process::id()), token, now],
-        )
-        .map_err(write_error)?;
+        take_run(&tx, run_id, token, now).map_err(write_error)?;
         tx.commit().map_err(write_error)?;
         Ok(Claim::Won)
     }
@@ -500,7 +534,7 @@ impl RunStore {
         Ok(last.map_or(0, |seq| from_i64(seq).saturating_add(1)))
     }
 
-    fn write_error(&self, source: rusqlite::Error) -> StoreError {
+    pub(super) fn write_error(&self, source: rusqlite::Error) -> StoreError {
         StoreError::Write {
             path: self.path.clone(),
             source,

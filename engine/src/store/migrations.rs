@@ -195,6 +195,35 @@ CREATE TABLE evaluation_runs (
     r"
 ALTER TABLE run_graphs ADD COLUMN graph_deflated BLOB;
 ",
+    // 12: the debugger: the breakpoints a run was started with (not part of its graph), a
+    // run paused at one (the node path, before or after, the values shown and the decision
+    // made on them until the run has continued), and a fork's parent run with its edits
+    // and what changed in the graph since the parent ran. No foreign keys: they may be
+    // written before the writer thread has inserted the run row.
+    r"
+CREATE TABLE run_breakpoints (
+    run_id            TEXT PRIMARY KEY NOT NULL,
+    breakpoints_json  TEXT NOT NULL
+) STRICT;
+CREATE TABLE pending_breakpoints (
+    run_id          TEXT NOT NULL,
+    node_path       TEXT NOT NULL,
+    at              TEXT NOT NULL,
+    hit_json        TEXT NOT NULL,
+    requested_at_ms INTEGER NOT NULL,
+    decision_json   TEXT,
+    decided_by      TEXT,
+    decided_at_ms   INTEGER,
+    PRIMARY KEY (run_id, node_path, at)
+) STRICT;
+CREATE TABLE run_forks (
+    run_id          TEXT PRIMARY KEY NOT NULL,
+    parent_run_id   TEXT NOT NULL,
+    edits_json      TEXT NOT NULL,
+    changes_json    TEXT NOT NULL
+) STRICT;
+CREATE INDEX run_forks_by_parent ON run_forks (parent_run_id);
+",
 ];
 
 /// The schema version this build writes.

@@ -13,6 +13,7 @@
 //! node has finished and its outputs hold the final text (a failed node keeps it).
 
 mod approvals;
+mod breakpoints;
 mod busy;
 mod calls;
 mod evaluations;
@@ -33,6 +34,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 
 pub use approvals::{Claim, EarlierDecision, PendingApproval};
+pub use breakpoints::PendingBreakpoint;
 pub use evaluations::{EvaluationDetail, EvaluationRow, EvaluationRun};
 pub use queries::{NodeRow, RunDetail, RunRow};
 pub use values::{DEFAULT_MAX_VALUE_BYTES, LogPolicy};

@@ -281,14 +281,14 @@ impl RunStore {
             .map_err(|message| self.damaged(format!("{}: {message}", what())))
     }
 
-    fn read_error(&self, source: rusqlite::Error) -> StoreError {
+    pub(super) fn read_error(&self, source: rusqlite::Error) -> StoreError {
         StoreError::Read {
             path: self.path.clone(),
             source,
         }
     }
 
-    fn damaged(&self, message: String) -> StoreError {
+    pub(super) fn damaged(&self, message: String) -> StoreError {
         StoreError::Damaged {
             path: self.path.clone(),
             message,

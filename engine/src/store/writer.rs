@@ -976,7 +976,9 @@ impl Writer {
                 run.usage_stale |= !usage.is_zero();
                 run.dirty = true;
             }
-            EventKind::NodeRetrying { node, .. } | EventKind::NodeAwaitingApproval { node } => {
+            EventKind::NodeRetrying { node, .. }
+            | EventKind::NodeAwaitingApproval { node }
+            | EventKind::NodeAtBreakpoint { node, .. } => {
                 run.apply_to_node(slots.slot(node), &event.kind);
             }
             EventKind::NodeFinished { node, .. } => {
