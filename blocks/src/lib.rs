@@ -46,6 +46,7 @@ mod json_parse;
 mod json_query;
 mod llm;
 pub mod mcp;
+mod memory;
 mod merge;
 mod net;
 mod passthrough;

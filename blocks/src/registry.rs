@@ -16,7 +16,7 @@ use crate::graph_call::{GraphFiles, GraphScope};
 type BlockFile = fn() -> Vec<Box<dyn Block>>;
 
 /// The block files of the built-in set: adding a block is its own file plus a line here.
-const BUILTIN: [BlockFile; 20] = [
+const BUILTIN: [BlockFile; 21] = [
     crate::graph_io::blocks,
     crate::graph_call::blocks,
     crate::constant::blocks,
@@ -37,6 +37,7 @@ const BUILTIN: [BlockFile; 20] = [
     crate::agent::blocks,
     crate::web_search::blocks,
     crate::knowledge::blocks,
+    crate::memory::blocks,
 ];
 
 /// A set of blocks keyed by kind id, and the graph file whose nodes they configure.

@@ -554,6 +554,11 @@ pub trait RunCtx: Send + Sync {
         let _ = (url, parts);
         Ok(())
     }
+    /// The memory this run's graph keeps across runs, when the run is recorded in a run
+    /// log (`memory.get`/`memory.set`, an agent's notes).
+    fn memory(&self) -> Option<Arc<dyn crate::GraphMemory>> {
+        None
+    }
     /// Before `call` leaves: whether the run replays a recording and has its answer.
     fn replay_call(&self, call: &crate::OutboundCall<'_>) -> crate::Replayed {
         let _ = call;

@@ -21,6 +21,7 @@ mod graph;
 mod graph_file;
 mod hosts;
 mod json_schema;
+mod memory;
 mod replay;
 mod tool;
 mod types;
@@ -50,6 +51,10 @@ pub use graph_file::{
 };
 pub use hosts::{BoundHosts, host_of, preset_hosts, refused_message, secret_env_var};
 pub use json_schema::{value_type_from_schema, value_type_schema};
+pub use memory::{
+    GraphMemory, MAX_MEMORY_KEY_BYTES, MAX_MEMORY_KEYS, MAX_MEMORY_VALUE_BYTES, MemoryError,
+    check_memory_key, memory_value_text,
+};
 pub use replay::{
     CallRecording, CatalogCall, OutboundCall, RecordedResponse, Replayed, not_recorded,
 };

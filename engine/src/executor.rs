@@ -98,6 +98,8 @@ pub struct Executor {
     approver: Option<Arc<dyn Approver>>,
     /// See [`Executor::with_private_network`].
     private_network: bool,
+    /// See [`Executor::with_memory`].
+    memory: Option<Arc<dyn agentloom_core::GraphMemory>>,
 }
 
 /// Secrets from `AGENTLOOM_SECRET_<NAME>` environment variables only.
@@ -123,6 +125,7 @@ impl Executor {
             workspace_made: None,
             approver: None,
             private_network: true,
+            memory: None,
         }
     }
 
@@ -162,6 +165,14 @@ impl Executor {
     #[must_use]
     pub fn with_private_network(mut self, allowed: bool) -> Self {
         self.private_network = allowed;
+        self
+    }
+
+    /// The memory the graph keeps across runs, which its nodes read and write through
+    /// [`RunCtx::memory`] (sub-runs share it).
+    #[must_use]
+    pub fn with_memory(mut self, memory: Arc<dyn agentloom_core::GraphMemory>) -> Self {
+        self.memory = Some(memory);
         self
     }
 
@@ -740,6 +751,10 @@ impl RunCtx for NodeCtx {
             .redactor
             .check_egress(url, parts)
             .map_err(BlockError::permanent)
+    }
+
+    fn memory(&self) -> Option<Arc<dyn agentloom_core::GraphMemory>> {
+        self.shared.executor.memory.clone()
     }
 
     fn replay_call(&self, call: &agentloom_core::OutboundCall<'_>) -> agentloom_core::Replayed {

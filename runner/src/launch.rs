@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentloom_blocks::Registry;
-use agentloom_core::{GraphDoc, Problem, SecretSource, ValidGraph, ValueMap, validate_shared};
+use agentloom_core::{
+    BlockCatalog as _, GraphDoc, Problem, SecretSource, ValidGraph, ValueMap, validate_shared,
+};
 use agentloom_engine::{
     Approver, EventSink, Executor, FanoutSink, LogPolicy, Replay, RunOptions, RunReport, RunStore,
 };
@@ -179,6 +181,23 @@ pub struct Prepared {
     graph: Arc<ValidGraph>,
     trust: Trust,
     executor: Executor,
+    /// Whose memory the runs use: see [`graph_identity`].
+    identity: String,
+}
+
+/// The graph's identity in the run log's memory: its file (made absolute), or its name
+/// when it has no file, so two files of the same name keep apart and a graph keeps its
+/// memory whichever door runs it.
+pub fn graph_identity(graph_file: Option<&Path>, name: &str) -> String {
+    match graph_file {
+        Some(file) => {
+            let absolute = std::fs::canonicalize(file)
+                .or_else(|_| std::path::absolute(file))
+                .unwrap_or_else(|_| file.to_path_buf());
+            format!("file:{}", absolute.display())
+        }
+        None => format!("name:{name}"),
+    }
 }
 
 impl Prepared {
@@ -258,11 +277,13 @@ impl Prepared {
         let executor = Executor::new(catalog.clone())
             .with_secrets(secrets)
             .with_private_network(trust.is_trusted());
+        let identity = graph_identity(catalog.config_ctx().graph_file, &graph.doc.name);
         Prepared {
             catalog,
             graph: Arc::new(graph),
             trust,
             executor,
+            identity,
         }
     }
 
@@ -352,6 +373,9 @@ impl Prepared {
         } else {
             self.executor.clone().with_workspace(folder.clone())
         };
+        if let Some(store) = &store {
+            executor = executor.with_memory(store.graph_memory(&self.identity));
+        }
         if let Some(approver) = crate::approver(store.as_ref(), ask) {
             executor = executor.with_approver(approver);
         }

@@ -10,6 +10,8 @@ use agentloom_core::{
 };
 
 use super::bounded_output::{DEFAULT_KEEP_BYTES, OutputLimits};
+use super::knowledge::knowledge_sources;
+use super::notes::{read_notes, with_notes};
 use super::run_loop::{Agent, AgentState, Limits};
 use super::sandbox::Sandbox;
 use super::schema::{Builtin, Toolbox, wired_tools};
@@ -69,6 +71,11 @@ impl AgentBlock {
                 ConfigField::text("builtin_tools", "Built-in tools")
                     .default_value(serde_json::json!(DEFAULT_TOOLS))
                     .help("Comma-separated: read_file, write_file, list_files, run_code, http_get, web_search, finish (always on). write_file and run_code ask first in safe mode."),
+            )
+            .field(
+                ConfigField::boolean("keep_notes", "Keep notes between runs")
+                    .default_value(serde_json::json!(false))
+                    .help("On: the agent reads its notes from earlier runs of this graph as it starts, and may replace them with the tool save_notes. They are kept in the run log with the graph's memory."),
             )
             .field(
                 ConfigField::boolean(UNSANDBOXED_FIELD, "Run code unsandboxed")
@@ -144,6 +151,10 @@ impl Block for AgentBlock {
                 builtins.push(tool);
             }
         }
+        let keep_notes = reader.bool_or("keep_notes", false)?;
+        if keep_notes {
+            builtins.push(Builtin::SaveNotes);
+        }
         let search = if builtins.contains(&Builtin::WebSearch) {
             Some(SearchSettings::from_config(config, "search_")?)
         } else {
@@ -187,6 +198,12 @@ impl Block for AgentBlock {
                 .describe(
                     "Nodes the agent may call: wire any node's `tool` output here (many wires).",
                 ),
+            PortSpec::new("knowledge", ValueType::list_of(ValueType::Tool))
+                .optional()
+                .many()
+                .describe(
+                    "Collections the agent may search: wire a knowledge.search node's `tool` output here; the agent gets the tool search_knowledge.",
+                ),
         ];
         inputs.extend(settings.ports());
         let ports = Ports::new(
@@ -214,6 +231,7 @@ impl Block for AgentBlock {
             http_get,
             run_code_unsandboxed: reader.bool_or(UNSANDBOXED_FIELD, false)?,
             run_code_output,
+            keep_notes,
             ports,
         }))
     }
@@ -228,6 +246,7 @@ struct AgentNode {
     http_get: HttpGetSettings,
     run_code_unsandboxed: bool,
     run_code_output: OutputLimits,
+    keep_notes: bool,
     ports: Ports,
 }
 
@@ -244,8 +263,16 @@ impl NodeImpl for AgentNode {
             Some(value) => wired_tools(&value)?,
             None => Vec::new(),
         };
+        let knowledge = match inputs.take_optional("knowledge") {
+            Some(value) => knowledge_sources(&value)?,
+            None => Vec::new(),
+        };
+        let mut builtins = self.builtins.clone();
+        if !knowledge.is_empty() {
+            builtins.push(Builtin::SearchKnowledge);
+        }
         let sandbox = Sandbox::for_agent(self.run_code_unsandboxed).await;
-        let toolbox = Toolbox::new(&self.builtins, sandbox.note(), wired)?;
+        let toolbox = Toolbox::new(&builtins, sandbox.note(), wired)?;
         let state = match ctx.resume_checkpoint() {
             Some(checkpoint) => AgentState::from_checkpoint(&checkpoint)?,
             None => {
@@ -256,8 +283,13 @@ impl NodeImpl for AgentNode {
                         "is empty: say what the agent should achieve",
                     ));
                 }
-                let context = inputs.take_optional("context");
-                AgentState::new(goal, context.map(|c| c.to_text()))
+                let context = inputs.take_optional("context").map(|c| c.to_text());
+                let context = if self.keep_notes {
+                    with_notes(context, read_notes(ctx).await?.as_deref())
+                } else {
+                    context
+                };
+                AgentState::new(goal, context)
             }
         };
         let agent = Agent {
@@ -273,6 +305,7 @@ impl NodeImpl for AgentNode {
             http_get: self.http_get,
             sandbox,
             run_code_output: self.run_code_output,
+            knowledge,
         };
         agent.run(state).await
     }

@@ -107,6 +107,8 @@ pub(crate) struct Agent<'a> {
     pub http_get: HttpGetSettings,
     pub sandbox: Sandbox<'a>,
     pub run_code_output: OutputLimits,
+    /// The knowledge collections wired to the agent (search_knowledge).
+    pub knowledge: Vec<super::knowledge::KnowledgeSource>,
 }
 
 /// How a step ended.
@@ -396,6 +398,7 @@ impl Agent<'_> {
                     http_get: self.http_get,
                     sandbox: self.sandbox,
                     run_code_output: self.run_code_output,
+                    knowledge: &self.knowledge,
                 };
                 match run_builtin(*builtin, arguments, &env).await {
                     Ok(done) => {

@@ -11,9 +11,12 @@
 //! | `sandbox_windows.rs` | … on Windows: an AppContainer in a Job Object      |
 //! | `schema.rs` | tool definitions and the check of each decision             |
 //! | `step.rs`   | one step of the transcript, as streamed and shown            |
+//! | `notes.rs`  | the agent's notes between runs (`keep_notes`, save_notes)   |
+//! | `knowledge.rs` | search_knowledge over the wired collections, quoted with sources |
 
 mod block;
 mod bounded_output;
+mod knowledge;
 #[path = "loop.rs"]
 mod run_loop;
 #[cfg(target_os = "linux")]
@@ -24,6 +27,7 @@ mod sandbox;
 #[cfg(windows)]
 #[path = "sandbox_windows.rs"]
 mod sandbox;
+mod notes;
 mod schema;
 mod step;
 mod tools;

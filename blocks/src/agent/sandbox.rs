@@ -1253,6 +1253,7 @@ print('all children ended', flush=True)
             },
             sandbox,
             run_code_output: OutputLimits::default(),
+            knowledge: &[],
         }
     }
 

@@ -17,6 +17,12 @@ pub(crate) enum Builtin {
     HttpGet,
     WebSearch,
     Finish,
+    /// Replaces the agent's notes between runs; on with `keep_notes`, not listed in
+    /// `builtin_tools`.
+    SaveNotes,
+    /// Searches the knowledge collections wired to the agent's `knowledge` input; on when
+    /// one is wired, not listed in `builtin_tools`.
+    SearchKnowledge,
 }
 
 impl Builtin {
@@ -39,6 +45,8 @@ impl Builtin {
             Builtin::HttpGet => "http_get",
             Builtin::WebSearch => "web_search",
             Builtin::Finish => "finish",
+            Builtin::SaveNotes => "save_notes",
+            Builtin::SearchKnowledge => "search_knowledge",
         }
     }
 
@@ -79,6 +87,14 @@ impl Builtin {
             Builtin::WebSearch => (
                 "Searches the web and returns the top results (title, URL, snippet).".to_owned(),
                 json!({"type": "object", "properties": {"query": {"type": "string", "description": "What to search for."}}, "required": ["query"], "additionalProperties": false}),
+            ),
+            Builtin::SaveNotes => (
+                "Replaces your notes: what you write here is shown to you at the start of the next run (facts learnt, what is done, what to do next). Keep them short; the next save replaces them whole.".to_owned(),
+                json!({"type": "object", "properties": {"notes": {"type": "string", "description": "The whole new notes."}}, "required": ["notes"], "additionalProperties": false}),
+            ),
+            Builtin::SearchKnowledge => (
+                "Searches the user's documents (the knowledge collections given to you) and returns the best passages, each with its source (file and position). Quote the source of what you use.".to_owned(),
+                json!({"type": "object", "properties": {"query": {"type": "string", "description": "What to look for, in words or exact terms."}, "k": {"type": "integer", "minimum": 1, "maximum": 20, "description": "How many passages (default 5)."}}, "required": ["query"], "additionalProperties": false}),
             ),
             Builtin::Finish => (
                 "Ends the task with the final answer. Call it once the goal is met.".to_owned(),

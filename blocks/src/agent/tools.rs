@@ -33,6 +33,8 @@ pub(crate) struct ToolEnv<'a> {
     pub sandbox: Sandbox<'a>,
     /// How much of run_code's output is kept.
     pub run_code_output: OutputLimits,
+    /// The knowledge collections search_knowledge searches.
+    pub knowledge: &'a [super::knowledge::KnowledgeSource],
 }
 
 /// http_get reads at most this much of a body unless the agent's `http_max_bytes` says.
@@ -112,6 +114,15 @@ pub(crate) async fn run_builtin(
                 .map(|(i, h)| format!("{}. {} <{}>\n   {}", i + 1, h.title, h.url, h.snippet))
                 .collect();
             Ok(Done::said(lines.join("\n")))
+        }
+        Builtin::SaveNotes => super::notes::save_notes(env.ctx, &text("notes"))
+            .await
+            .map(Done::said),
+        Builtin::SearchKnowledge => {
+            let k = arguments.get("k").and_then(serde_json::Value::as_u64);
+            super::knowledge::search_knowledge(env.ctx, env.knowledge, &text("query"), k)
+                .await
+                .map(Done::said)
         }
         Builtin::Finish => Err("finish ends the task; it is not run as a tool".to_owned()),
     }
@@ -269,6 +280,7 @@ mod tests {
             },
             sandbox: sandbox.unwrap_or(Sandbox::Unsandboxed),
             run_code_output: OutputLimits::default(),
+            knowledge: &[],
         }
     }
 

@@ -195,6 +195,18 @@ CREATE TABLE evaluation_runs (
     r"
 ALTER TABLE run_graphs ADD COLUMN graph_deflated BLOB;
 ",
+    // 11: each graph's memory across runs (`memory.get`/`memory.set`, an agent's notes),
+    // keyed by the graph's file or, without one, its name.
+    r"
+CREATE TABLE graph_memory (
+    graph           TEXT NOT NULL,
+    key             TEXT NOT NULL,
+    value_json      TEXT NOT NULL,
+    updated_at_ms   INTEGER NOT NULL,
+    run_id          TEXT NOT NULL,
+    PRIMARY KEY (graph, key)
+) STRICT, WITHOUT ROWID;
+",
     // 12: the debugger: the breakpoints a run was started with (not part of its graph), a
     // run paused at one (the node path, before or after, the values shown and the decision
     // made on them until the run has continued), and a fork's parent run with its edits

@@ -18,6 +18,7 @@ mod busy;
 mod calls;
 mod evaluations;
 mod liveness;
+mod memory;
 mod migrations;
 mod queries;
 mod remote;
