@@ -164,6 +164,9 @@ pub enum Command {
     OpenCredentials,
     /// Show the graph's MCP servers.
     OpenMcpServers,
+    /// Serve the editing tools for the open graph to an MCP client, and show how to
+    /// connect (File → Let an assistant edit this graph…).
+    OpenAssistantEdit,
     /// Add or remove one of the graph's MCP servers.
     EditMcpServers(mcp_servers::McpEdit),
     /// Trust the open graph file as it is now, and connect its MCP servers.
@@ -251,6 +254,7 @@ pub fn menu_commands(selected: &[NodeId]) -> Vec<Command> {
         Command::ExportDialog,
         Command::OpenCredentials,
         Command::OpenMcpServers,
+        Command::OpenAssistantEdit,
         Command::Quit,
         Command::Undo,
         Command::Redo,
@@ -285,6 +289,9 @@ impl Command {
             Command::ExportDialog => entry(File, "Export…", None),
             Command::OpenCredentials => entry(File, "Credentials…", None),
             Command::OpenMcpServers => entry(File, "MCP servers…", None),
+            Command::OpenAssistantEdit => {
+                entry(File, "Let an assistant edit this graph…", None)
+            }
             Command::Quit => entry(File, "Quit", keys(command, Key::Q)),
             Command::Undo => entry(Edit, "Undo", keys(command, Key::Z)),
             Command::Redo => entry(Edit, "Redo", keys(COMMAND_SHIFT, Key::Z)),

@@ -395,6 +395,7 @@ impl App {
             Command::OpenEvaluations => self.evaluations.open = true,
             Command::OpenCredentials => self.credentials.show_window(),
             Command::OpenMcpServers => self.mcp_window.open = true,
+            Command::OpenAssistantEdit => self.open_assistant_edit(ctx),
             Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
             Command::TrustAndConnect => self.trust_and_connect(),
             Command::KeepOffline => {

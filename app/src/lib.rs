@@ -175,6 +175,8 @@ pub struct App {
     wire_menu: Option<wire_menu::WireMenu>,
     pub evaluations: evaluations::EvaluationsPanel,
     timeline: run_timeline::RunTimeline,
+    /// The editing tools served to an MCP client for the open graph, and their window.
+    assistant_edit: windows::assistant_edit::AssistantEdit,
     /// Breakpoints, a run paused at one, forks of past runs.
     debugger: debugger::Debugger,
     /// [`App::logic`] ran for the coming frame.
@@ -272,6 +274,7 @@ impl App {
             wire_menu: None,
             evaluations: evaluations::EvaluationsPanel::default(),
             timeline: run_timeline::RunTimeline::default(),
+            assistant_edit: windows::assistant_edit::AssistantEdit::default(),
             debugger: debugger::Debugger::kept_in(paths.data_dir.as_deref()),
             group_title_editing: None,
             logic_ran: false,
@@ -455,12 +458,15 @@ impl App {
             self.commands.push(Command::EditMcpServers(edit));
         }
         self.evaluations_ui(&ctx);
+        self.assistant_edit_ui(&ctx);
         self.close_prompt_ui(&ctx);
 
         let commands = std::mem::take(&mut self.commands);
         for command in commands {
             self.apply(command, &ctx);
         }
+        // An assistant's edits land after the person's commands of the frame.
+        self.take_assistant_edits();
         self.revalidate();
         self.autosave_tick(&ctx);
     }

@@ -30,6 +30,7 @@ impl App {
             self.follow_history(ctx);
         }
         self.take_mcp_connection();
+        self.take_assistant_edits();
         if self.mcp_connector.connecting().is_some() {
             ctx.request_repaint_after(MCP_POLL);
         }

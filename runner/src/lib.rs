@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod edit;
+pub mod edit_server;
 pub mod eval;
 pub mod examples;
 pub mod headless;

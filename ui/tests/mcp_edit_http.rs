@@ -11,10 +11,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentloom_blocks::mcp::{CallFailure, McpConnection};
-use agentloom_core::{McpServerDoc, Secret};
+use agentloom_blocks::mcp::McpConnection;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+use mcp_client::{call_tool, connect};
 
 /// A running `agentloom mcp --edit --http` server, stopped when dropped.
 struct HttpEditServer {
@@ -85,33 +87,11 @@ impl HttpEditServer {
     }
 }
 
-async fn connect(url: &str, token: &str) -> Result<Arc<McpConnection>, String> {
-    let server = McpServerDoc {
-        url: Some(url.to_owned()),
-        ..McpServerDoc::default()
-    };
-    McpConnection::connect("editor", &server, Some(Secret::new(token)))
-        .await
-        .map(|(connection, _tools)| Arc::new(connection))
-}
-
 /// Calls `tool` and returns its structured answer; a failure fails the test.
 async fn call(connection: &Arc<McpConnection>, tool: &str, args: Value) -> Value {
-    let result = connection
-        .call(
-            tool,
-            args.as_object().unwrap().clone(),
-            Duration::from_secs(60),
-            &CancellationToken::new(),
-        )
-        .await;
-    let result = match result {
-        Ok(result) => result,
-        Err(CallFailure::Failed(message)) => panic!("{tool} failed: {message}"),
-        Err(CallFailure::Cancelled) => panic!("{tool} was cancelled"),
-    };
-    assert_ne!(result.is_error, Some(true), "{tool}: {result:?}");
-    result.structured_content.unwrap()
+    call_tool(connection, tool, args)
+        .await
+        .unwrap_or_else(|message| panic!("{tool} failed: {message}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,41 +1,25 @@
-//! One MCP server over streamable HTTP on a loopback address, for `agentloom mcp --edit
-//! GRAPH --http ADDR`. Every request must carry `Authorization: Bearer TOKEN`; one without
-//! it, or with another token, is answered 401 before it reaches the MCP service.
+//! `agentloom mcp --edit GRAPH --http ADDR`: the editing server's routes
+//! ([`crate::runner::edit_server::http`], the app's too) on a loopback address until
+//! Ctrl-C, with the token from `AGENTLOOM_MCP_TOKEN` or a generated one printed once.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse as _, Response};
 use rmcp::ServerHandler;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
+
+use crate::runner::edit_server::http;
 
 /// The variable that gives the token instead of a generated one.
 pub(super) const TOKEN_ENV: &str = "AGENTLOOM_MCP_TOKEN";
 
-/// The largest request body accepted: a graph edit is a few kilobytes.
-const MAX_BODY_BYTES: usize = 1024 * 1024;
-
 /// Refuses an address other machines could reach: the server edits a file on this one.
 pub(super) fn check_loopback(addr: &SocketAddr) -> Result<(), String> {
-    if addr.ip().is_loopback() {
-        Ok(())
-    } else {
-        Err(format!(
-            "--http {addr}: the editing server listens only on a loopback address \
-             (127.0.0.1:PORT or [::1]:PORT), so that no other machine can reach it"
-        ))
-    }
+    http::check_loopback(addr)
 }
 
-/// The bearer token: `AGENTLOOM_MCP_TOKEN` when set, else 32 random bytes in hex. `true`
-/// when it was generated (and so must be shown to the user).
+/// The bearer token: `AGENTLOOM_MCP_TOKEN` when set, else a generated one. `true` when it
+/// was generated (and so must be shown to the user).
 fn bearer_token() -> anyhow::Result<(String, bool)> {
     match std::env::var(TOKEN_ENV) {
         Ok(token) if token.trim().is_empty() => anyhow::bail!("{TOKEN_ENV} is set but empty"),
@@ -44,44 +28,8 @@ fn bearer_token() -> anyhow::Result<(String, bool)> {
             anyhow::bail!("{TOKEN_ENV} is not valid UTF-8")
         }
         Err(std::env::VarError::NotPresent) => {
-            let mut bytes = [0u8; 32];
-            getrandom::fill(&mut bytes)
-                .map_err(|err| anyhow::anyhow!("cannot generate a token: {err}"))?;
-            let token = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            Ok((token, true))
+            Ok((http::generate_token().map_err(anyhow::Error::msg)?, true))
         }
-    }
-}
-
-/// The token's digest: requests are compared by digest, which takes the same time
-/// whatever part of a wrong token differs.
-fn digest(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
-}
-
-/// Lets a request through only with `Authorization: Bearer TOKEN`.
-async fn require_token(
-    State(expected): State<Arc<[u8; 32]>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split_once(' '))
-        // The scheme's name is case-insensitive (RFC 7235).
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| digest(token.trim()));
-    if given.as_ref() == Some(expected.as_ref()) {
-        next.run(request).await
-    } else {
-        (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "a valid `Authorization: Bearer TOKEN` header is required\n",
-        )
-            .into_response()
     }
 }
 
@@ -102,18 +50,7 @@ where
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let local = listener.local_addr()?;
-        let config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(["localhost".to_owned(), local.ip().to_string()])
-            .with_max_request_body_bytes(MAX_BODY_BYTES)
-            .with_cancellation_token(shutdown.clone());
-        let service = StreamableHttpService::new(
-            move || Ok(server.clone()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
-        let router = axum::Router::new().route_service("/mcp", service).layer(
-            axum::middleware::from_fn_with_state(Arc::new(digest(&token)), require_token),
-        );
+        let router = http::router(server, local, &token, shutdown.clone());
         eprintln!("Serving {what} over MCP at http://{local}/mcp");
         if generated {
             eprintln!("Send every request with the header: Authorization: Bearer {token}");

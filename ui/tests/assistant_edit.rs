@@ -1,0 +1,229 @@
+//! File → "Let an assistant edit this graph…", end to end: the window shows a loopback URL
+//! and a token (read back through its Copy buttons); the project's own streamable-HTTP MCP
+//! client, on a thread of its own, adds a node and wires it, and both land on the canvas
+//! while the window draws, each one undoable step (Ctrl+Z takes the wire, then the node,
+//! back); Pause refuses an edit with a tool error saying so; a wrong token is answered
+//! 401; Stop closes the port.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+mod support;
+
+use std::future::Future;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use egui::accesskit::Role;
+use egui::{Key, Modifiers};
+use egui_kittest::kittest::Queryable as _;
+use mcp_client::{call_tool as call, connect};
+use serde_json::json;
+use support::{AppHarness, copied_text, example, harness, ids, keys, paths, wires};
+
+/// Runs an MCP client's `work` on a thread of its own while the window draws frames (the
+/// edits wait for the window's UI thread), and returns what it returned.
+fn while_drawing<T: Send + 'static>(
+    h: &mut AppHarness,
+    work: impl Future<Output = T> + Send + 'static,
+) -> T {
+    let (done, result) = mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _ = done.send(runtime.block_on(work));
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(value) = result.try_recv() {
+            h.run_steps(2);
+            return value;
+        }
+        assert!(Instant::now() < deadline, "the client did not finish");
+        h.step();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Opens File → "Let an assistant edit this graph…" and reads the URL and the token back
+/// through the window's Copy buttons.
+fn open_window(h: &mut AppHarness) -> (String, String) {
+    h.get_by_role_and_label(Role::Button, "File").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "Let an assistant edit this graph…")
+        .click();
+    h.run_steps(3);
+    let mut copy = |button: &str| {
+        h.get_by_role_and_label(Role::Button, button).click();
+        h.run_steps(1);
+        let text = copied_text(h).unwrap_or_else(|| panic!("{button} copied nothing"));
+        h.run_steps(1);
+        text
+    };
+    let url = copy("Copy URL");
+    let token = copy("Copy token");
+    let config = copy("Copy configuration");
+    assert!(
+        config.contains(&url) && config.contains(&format!("Bearer {token}")),
+        "{config}"
+    );
+    (url, token)
+}
+
+/// Moves the pointer onto the canvas, away from the window, as a person going back to it.
+fn point_at_canvas(h: &mut AppHarness) {
+    let canvas = h.state().graph_to_screen(egui::pos2(300.0, 400.0));
+    h.event(egui::Event::PointerMoved(canvas));
+    h.run_steps(2);
+}
+
+#[test]
+fn an_assistants_edits_land_on_the_canvas_as_undoable_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let before = ids(&h);
+    let (url, token) = open_window(&mut h);
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert_eq!(token.len(), 64, "a fresh token: {token}");
+
+    let (client_url, client_token) = (url.clone(), token.clone());
+    let answers = while_drawing(&mut h, async move {
+        let editor = connect(&client_url, &client_token).await?;
+        let added = call(
+            &editor,
+            "add_node",
+            json!({"block": "text.template", "id": "shout",
+                   "config": {"template": "{{ text }}!"}, "x": 560, "y": 300}),
+        )
+        .await?;
+        let wired = call(
+            &editor,
+            "connect",
+            json!({"from": {"node": "render", "port": "text"},
+                   "to": {"node": "shout", "port": "text"}}),
+        )
+        .await?;
+        let refused = call(
+            &editor,
+            "connect",
+            json!({"from": "shout.text", "to": "shout.text"}),
+        )
+        .await
+        .err();
+        Ok::<_, String>((added, wired, refused))
+    })
+    .unwrap();
+    let (added, wired, refused) = answers;
+    assert_eq!(added["id"], "shout", "{added}");
+    assert_eq!(wired["connected"], true, "{wired}");
+    assert!(refused.is_some(), "a wire from a node to itself is refused");
+
+    // On the canvas: the node (its title drawn) and its wire; the document is unsaved.
+    assert!(ids(&h).contains(&"shout".to_owned()), "{:?}", ids(&h));
+    assert!(
+        wires(&h).contains(&"render.text -> shout.text".to_owned()),
+        "{:?}",
+        wires(&h)
+    );
+    h.get_by_label("shout");
+    assert!(
+        h.state().document.dirty,
+        "an assistant's edit is unsaved work"
+    );
+
+    // Ctrl+Z undoes the assistant's edits one at a time: the wire, then the node.
+    point_at_canvas(&mut h);
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert!(
+        !wires(&h).contains(&"render.text -> shout.text".to_owned()),
+        "{:?}",
+        wires(&h)
+    );
+    assert!(ids(&h).contains(&"shout".to_owned()), "one step at a time");
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert_eq!(ids(&h), before, "the node is taken back");
+    assert!(
+        h.query_by_label("shout").is_none(),
+        "and gone from the canvas"
+    );
+}
+
+#[test]
+fn pause_refuses_edits_a_wrong_token_is_refused_and_stop_closes_the_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let before = h.state().document.to_doc();
+    let (url, token) = open_window(&mut h);
+
+    // Paused: the edit is refused with a tool error saying why, and nothing changes.
+    h.get_by_role_and_label(Role::Button, "Pause").click();
+    h.run_steps(2);
+    let (client_url, client_token) = (url.clone(), token.clone());
+    let paused = while_drawing(&mut h, async move {
+        let editor = connect(&client_url, &client_token).await.unwrap();
+        call(&editor, "remove_node", json!({"node": "render"})).await
+    });
+    let refusal = paused.err().unwrap();
+    assert!(refusal.contains("paused"), "{refusal}");
+    assert_eq!(h.state().document.to_doc(), before, "nothing changed");
+
+    // Resumed, the same edit goes through.
+    h.get_by_role_and_label(Role::Button, "Pause").click();
+    h.run_steps(2);
+    let (client_url, client_token) = (url.clone(), token.clone());
+    let resumed = while_drawing(&mut h, async move {
+        let editor = connect(&client_url, &client_token).await.unwrap();
+        call(&editor, "remove_node", json!({"node": "render"})).await
+    });
+    assert_eq!(resumed.unwrap()["removed"], "render");
+    assert!(!ids(&h).contains(&"render".to_owned()));
+
+    // A wrong token, or none, is answered 401 before anything is read or changed.
+    let shown = h.state().document.to_doc();
+    let client_url = url.clone();
+    let statuses = while_drawing(&mut h, async move {
+        let client = reqwest::Client::new();
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}});
+        let mut statuses = Vec::new();
+        for authorization in [None, Some("Bearer not-the-token")] {
+            let mut request = client
+                .post(&client_url)
+                .header("accept", "application/json, text/event-stream")
+                .json(&list);
+            if let Some(value) = authorization {
+                request = request.header("authorization", value);
+            }
+            statuses.push(request.send().await.unwrap().status());
+        }
+        statuses
+    });
+    assert_eq!(
+        statuses,
+        [
+            reqwest::StatusCode::UNAUTHORIZED,
+            reqwest::StatusCode::UNAUTHORIZED
+        ]
+    );
+    assert_eq!(h.state().document.to_doc(), shown);
+
+    // Stop: the port is closed, so the token opens nothing any more.
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    assert!(std::net::TcpStream::connect(addr).is_ok(), "listening");
+    h.get_by_role_and_label(Role::Button, "Stop").click();
+    h.run_steps(2);
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "the port is closed after Stop"
+    );
+    h.get_by_label("Stopped: no assistant can edit this graph.");
+    let after_stop = while_drawing(&mut h, async move { connect(&url, &token).await.err() });
+    assert!(after_stop.is_some(), "the client cannot connect after Stop");
+}
