@@ -105,12 +105,15 @@ pub fn documents_of(source: &str, format: Format, bytes: &[u8]) -> Result<Vec<Do
                     .into_iter()
                     .enumerate()
                     .map(|(i, item)| {
-                        let mut extra = Map::new();
+                        let (text, mut extra) = json_document(item);
                         extra.insert("index".into(), json!(i));
-                        doc(json_text(item), 0, extra)
+                        doc(text, 0, extra)
                     })
                     .collect(),
-                other => vec![doc(json_text(other), 0, Map::new())],
+                other => {
+                    let (text, extra) = json_document(other);
+                    vec![doc(text, 0, extra)]
+                }
             })
         }
         Format::JsonLines => {
@@ -122,9 +125,9 @@ pub fn documents_of(source: &str, format: Format, bytes: &[u8]) -> Result<Vec<Do
                 if !trimmed.is_empty() {
                     let value: Json = serde_json::from_str(trimmed)
                         .map_err(|e| format!("`{source}` line {}: not valid JSON: {e}", i + 1))?;
-                    let mut extra = Map::new();
+                    let (text, mut extra) = json_document(value);
                     extra.insert("line".into(), json!(i + 1));
-                    documents.push(doc(json_text(value), offset, extra));
+                    documents.push(doc(text, offset, extra));
                 }
                 offset += line.len();
             }
@@ -167,11 +170,31 @@ pub fn documents_of(source: &str, format: Format, bytes: &[u8]) -> Result<Vec<Do
     }
 }
 
-/// A JSON value as text to embed: a string as itself, else compact JSON.
-fn json_text(value: Json) -> String {
+/// A JSON value as a document's text and extra metadata: an object with a `text` (or
+/// `content`) string gives that text, its other plain fields becoming metadata; a string is
+/// itself; anything else is its compact JSON.
+fn json_document(value: Json) -> (String, Map<String, Json>) {
     match value {
-        Json::String(text) => text,
-        other => other.to_string(),
+        Json::String(text) => (text, Map::new()),
+        Json::Object(mut fields) => {
+            let key = ["text", "content"]
+                .into_iter()
+                .find(|k| fields.get(*k).is_some_and(Json::is_string));
+            match key.and_then(|k| fields.remove(k)) {
+                Some(Json::String(text)) => {
+                    let extra = fields
+                        .into_iter()
+                        .filter(|(k, v)| {
+                            !matches!(v, Json::Array(_) | Json::Object(_))
+                                && !matches!(k.as_str(), "source" | "format" | "offset")
+                        })
+                        .collect();
+                    (text, extra)
+                }
+                _ => (Json::Object(fields).to_string(), Map::new()),
+            }
+        }
+        other => (other.to_string(), Map::new()),
     }
 }
 
@@ -185,7 +208,7 @@ fn pdf_pages(bytes: &[u8]) -> Result<Vec<String>, String> {
     if pages.is_empty() {
         return Err("it has no pages".to_owned());
     }
-    pages
+    let texts = pages
         .keys()
         .map(|number| {
             document
@@ -193,7 +216,16 @@ fn pdf_pages(bytes: &[u8]) -> Result<Vec<String>, String> {
                 .map(|text| text.trim_end().to_owned())
                 .map_err(|e| format!("page {number}: {e}"))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    // A damaged file can parse with its content streams lost: refuse it rather than
+    // indexing nothing under its name.
+    if texts.iter().all(|t| t.trim().is_empty()) {
+        return Err(
+            "no text could be read from any page (a damaged file, or scanned images without a text layer)"
+                .to_owned(),
+        );
+    }
+    Ok(texts)
 }
 
 /// The readable text of an HTML page: tags dropped, `script`/`style`/`head` contents
