@@ -222,7 +222,7 @@ pub struct RunDebug {
     stepping: AtomicBool,
     /// Asked at each breakpoint (with a run log, the pause is stored first: see
     /// [`crate::DurableBreakpoints`]). `None`: every breakpoint pauses the run.
-    pub handler: Option<Arc<dyn BreakpointHandler>>,
+    handler: Mutex<Option<Arc<dyn BreakpointHandler>>>,
     /// Decisions made while the run was paused (a continued run), by node path: the node's
     /// next pause there takes it instead of asking.
     decided: Mutex<BTreeMap<(String, BreakAt), BreakpointDecision>>,
@@ -242,9 +242,21 @@ impl RunDebug {
         self
     }
 
-    pub fn with_handler(mut self, handler: Arc<dyn BreakpointHandler>) -> RunDebug {
-        self.handler = Some(handler);
+    pub fn with_handler(self, handler: Arc<dyn BreakpointHandler>) -> RunDebug {
+        self.set_handler(Some(handler));
         self
+    }
+
+    /// Who is asked at a breakpoint (`None`: the run pauses there).
+    pub fn handler(&self) -> Option<Arc<dyn BreakpointHandler>> {
+        self.handler.lock().ok().and_then(|h| h.clone())
+    }
+
+    /// Replaces who is asked (the runner puts the run log first: [`crate::DurableBreakpoints`]).
+    pub fn set_handler(&self, handler: Option<Arc<dyn BreakpointHandler>>) {
+        if let Ok(mut slot) = self.handler.lock() {
+            *slot = handler;
+        }
     }
 
     /// The decision made on the pause of `node` at `at` while the run was paused.
@@ -298,7 +310,7 @@ impl std::fmt::Debug for RunDebug {
         f.debug_struct("RunDebug")
             .field("breakpoints", &self.breakpoints)
             .field("stepping", &self.is_stepping())
-            .field("handler", &self.handler.is_some())
+            .field("handler", &self.handler().is_some())
             .finish_non_exhaustive()
     }
 }

@@ -359,6 +359,9 @@ impl Prepared {
             None => None,
         };
         let store = recording.as_ref().map(|r| r.store().clone());
+        let mut options = options;
+        let debugged = options.debug.is_some();
+        crate::debug::make_durable(&mut options, store.as_ref());
         if let Some(recording) = &recording {
             sinks.extend(recording.sinks());
         }
@@ -387,6 +390,7 @@ impl Prepared {
                 Arc::new(FanoutSink(sinks)),
             )
             .await;
+        crate::debug::finish(debugged, store.as_ref(), &report.run_id);
         if let Some(recording) = recording {
             let run_id = report.run_id.clone();
             let at_end = matches!(workspace, Workspace::Folder(_)).then_some(folder);

@@ -6,10 +6,12 @@
 //! command line: the app (`agentloom-app`) and the binary (`agentloom`) sit above it.
 
 pub mod catalog;
+pub mod debug;
 pub mod edit;
 pub mod edit_server;
 pub mod eval;
 pub mod examples;
+pub mod fork;
 pub mod headless;
 pub mod junit;
 pub mod launch;

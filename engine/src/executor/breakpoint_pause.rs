@@ -74,7 +74,7 @@ async fn ask(
         at: hit.at,
         values: hit.values.clone(),
     });
-    let Some(handler) = debug.handler.clone() else {
+    let Some(handler) = debug.handler() else {
         return Err(shared.wait_at_breakpoint(node_id));
     };
     // A sub-run's pause is its top run's (`RUN/call` → `RUN`).

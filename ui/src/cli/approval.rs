@@ -182,6 +182,7 @@ fn decide_and_resume(
             run_id: Some(run_id),
             seed: Some(seed),
             replay: None,
+            debug: None,
         },
     )
 }

@@ -16,7 +16,9 @@ pub mod agent;
 pub(crate) mod approval;
 mod approval_choice;
 pub mod credentials;
+pub mod debug;
 pub mod eval;
+mod fork;
 mod interrupt;
 mod mcp;
 mod mcp_edit;
@@ -173,6 +175,8 @@ pub enum CliCommand {
     Approve(approval::ApproveArgs),
     /// Reject what a waiting run waits for, and resume it (the node fails with the message).
     Reject(approval::RejectArgs),
+    /// Go on from the breakpoint a run is paused at (`run --break`), with edited values.
+    Continue(debug::ContinueArgs),
     /// Serve a graph over HTTP: the Agent Protocol, and optionally a webhook and a schedule.
     Serve(serve::ServeArgs),
     /// Serve graphs as MCP tools over stdio (one tool per graph file), or with `--edit`
@@ -247,6 +251,17 @@ pub struct RunArgs {
     /// What a replay does with a call that was not recorded: fail its node, or make it.
     #[arg(long, value_enum, default_value_t = crate::runner::eval::ReplayMissArg::Fail, requires = "replay")]
     pub replay_miss: crate::runner::eval::ReplayMissArg,
+    /// Stop at this node, `NODE` (before it runs) or `NODE:after` (repeatable; `call/NODE`
+    /// inside a graph.call, `each/*/NODE` in every item of a for-each over a graph).
+    #[arg(long = "break", value_name = "NODE[:after]", conflicts_with = "no_log")]
+    pub breakpoints: Vec<String>,
+    /// Fork run RUN_ID: reuse its outputs upstream of the values edited with --set, run the
+    /// rest again.
+    #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["no_log", "from"])]
+    pub fork: Option<String>,
+    /// With --fork: an output of the parent run changed, `NODE.PORT=JSON` (repeatable).
+    #[arg(long = "set", value_name = "NODE.PORT=JSON", requires = "fork")]
+    pub set: Vec<String>,
 }
 
 /// Runs a parsed command; returns the process exit code.
@@ -289,6 +304,7 @@ pub fn run_command(command: CliCommand) -> anyhow::Result<i32> {
         CliCommand::Credentials(cmd) => credentials::credentials_command(cmd),
         CliCommand::Approve(args) => approval::approve_command(args),
         CliCommand::Reject(args) => approval::reject_command(args),
+        CliCommand::Continue(args) => debug::continue_command(args),
         CliCommand::Agent(args) => agent::agent_command(args),
         CliCommand::Serve(args) => serve::serve_command(args),
         CliCommand::Mcp(args) => mcp::mcp_command(args),
@@ -409,9 +425,10 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
     if runs.is_empty() {
         eprintln!("no runs yet in {}", store.path().display());
     }
-    for run in runs {
+    for (run, depth) in fork::in_lineage(&store, runs) {
         out!(
-            "{}  {:<11} {:>8}  {}{}{}",
+            "{}{}  {:<11} {:>8}  {}{}{}",
+            "  └ ".repeat(depth.min(1)),
             run.id,
             run.status.as_str(),
             run.duration_ms
@@ -516,6 +533,9 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
     }
     if let Some(error) = &run.error {
         out!("error {}", Escaped(error));
+    }
+    for line in fork::lineage_lines(&store, &run.id) {
+        out!("{line}");
     }
     for node in &detail.nodes {
         out!(
@@ -655,8 +675,35 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     let Some(workspace) = workspace_dir(args.workspace)? else {
         return Ok(EXIT_INVALID);
     };
-    let seed = match (&args.from, &args.reuse) {
-        (Some(from), Some(reuse)) => {
+    let debug = match debug::parse_breakpoints(&args.breakpoints, prepared.graph()) {
+        Ok(breakpoints) if breakpoints.is_empty() => None,
+        Ok(breakpoints) => Some(agentloom_engine::RunDebug::new(breakpoints)),
+        Err(message) => {
+            eprintln!("{}: {message}", args.graph.display());
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let mut run_id = None;
+    let seed = match (&args.from, &args.reuse, &args.fork) {
+        (_, _, Some(parent)) => {
+            match fork::start_fork(
+                args.db.clone(),
+                prepared.graph(),
+                parent,
+                &args.set,
+                args.json,
+            ) {
+                Ok((fork_id, seed)) => {
+                    run_id = Some(fork_id);
+                    Some(seed)
+                }
+                Err(message) => {
+                    eprintln!("{}: {}", args.graph.display(), Escaped(&message));
+                    return Ok(EXIT_INVALID);
+                }
+            }
+        }
+        (Some(from), Some(reuse), None) => {
             match approval::run_from_seed(args.db.clone(), prepared.graph(), from, reuse) {
                 Ok(seed) => Some(seed),
                 Err(message) => {
@@ -677,9 +724,10 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
             json: args.json,
             workspace,
             concurrency: args.concurrency,
-            run_id: None,
+            run_id,
             seed,
             replay,
+            debug,
         },
     )
 }
@@ -698,6 +746,8 @@ struct Execution {
     seed: Option<RunSeed>,
     /// The recording the run's outbound calls are answered from (`--replay`).
     replay: Option<Arc<agentloom_engine::Replay>>,
+    /// Breakpoints (`--break`, or those of a continued run).
+    debug: Option<agentloom_engine::RunDebug>,
 }
 
 /// Runs a prepared graph headless: recorded, with progress on stderr and the result on
@@ -736,6 +786,9 @@ fn execute(prepared: &Prepared, inputs: ValueMap, run: Execution) -> anyhow::Res
             run_id: run.run_id,
             seed: run.seed.map(Arc::new),
             replay: run.replay,
+            debug: run
+                .debug
+                .map(|d| debug::with_terminal(d, ask.is_some(), &progress)),
             ..RunOptions::default()
         },
         log,
@@ -798,7 +851,24 @@ pub(crate) fn print_report(
     Ok(match report.status {
         RunStatus::Completed => 0,
         RunStatus::Waiting => {
-            eprintln!("waiting for approval: agentloom approve {}", report.run_id);
+            let paused = report
+                .nodes
+                .iter()
+                .any(|n| n.status == agentloom_engine::NodeStatus::AtBreakpoint);
+            if paused {
+                eprintln!(
+                    "paused at a breakpoint: agentloom continue {}",
+                    report.run_id
+                );
+            }
+            if !paused
+                || report
+                    .error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("approval"))
+            {
+                eprintln!("waiting for approval: agentloom approve {}", report.run_id);
+            }
             EXIT_WAITING
         }
         _ => EXIT_FAILED,

@@ -1,0 +1,142 @@
+//! Debugging a run through the runner: breakpoints kept with the run and asked about through
+//! the run log first, and continuing a run paused at one from the log (after a restart, or
+//! from another process), as `agentloom continue` and the app do.
+
+use std::sync::Arc;
+
+use agentloom_core::{Escaped, ValueMap};
+use agentloom_engine::{
+    BreakAt, BreakpointDecision, DurableBreakpoints, PendingBreakpoint, RunDebug, RunOptions,
+    RunSeed, RunStore,
+};
+
+/// Makes `options`' breakpoints durable in `store`: the run gets its id now, its breakpoints
+/// are kept with it (a continued run stops at them too), and every pause is stored before
+/// anyone is asked. Called by [`crate::Prepared::launch`].
+pub(crate) fn make_durable(options: &mut RunOptions, store: Option<&Arc<RunStore>>) {
+    let (Some(debug), Some(store)) = (&options.debug, store) else {
+        return;
+    };
+    let run_id = options
+        .run_id
+        .get_or_insert_with(agentloom_engine::new_run_id);
+    if let Err(error) = store.record_run_breakpoints(run_id, &debug.breakpoints) {
+        tracing::warn!(%error, run_id, "cannot keep the run's breakpoints");
+    }
+    debug.set_handler(Some(Arc::new(DurableBreakpoints::new(
+        Arc::clone(store),
+        debug.handler(),
+    ))));
+}
+
+/// Forgets the decided pauses of a debugged run once it has gone on with them.
+pub(crate) fn finish(options_debugged: bool, store: Option<&Arc<RunStore>>, run_id: &str) {
+    if let (true, Some(store)) = (options_debugged, store)
+        && let Err(error) = store.clear_decided_breakpoints(run_id)
+    {
+        tracing::warn!(%error, run_id, "cannot clear the decided breakpoint pauses");
+    }
+}
+
+/// The pause of run `run_id` a decision is about: the one at node path `node` when given,
+/// else the only one.
+pub fn pick_pause<'a>(
+    run_id: &str,
+    pending: &'a [PendingBreakpoint],
+    node: Option<&str>,
+) -> Result<&'a PendingBreakpoint, String> {
+    let undecided: Vec<&PendingBreakpoint> =
+        pending.iter().filter(|p| p.decision.is_none()).collect();
+    let listed = || {
+        pending
+            .iter()
+            .map(|p| format!("{}:{}", p.hit.node, p.hit.at.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match node {
+        Some(node) => pending.iter().find(|p| p.hit.node == node).ok_or_else(|| {
+            format!(
+                "run {run_id} is not paused at `{}` (it is paused at: {})",
+                Escaped(node),
+                listed()
+            )
+        }),
+        None => match undecided.as_slice() {
+            [only] => Ok(only),
+            [] => pending
+                .first()
+                .ok_or_else(|| format!("run {run_id} is not paused at a breakpoint")),
+            _ => Err(format!(
+                "run {run_id} is paused at several nodes ({}); name one with --node",
+                listed()
+            )),
+        },
+    }
+}
+
+/// What continuing a paused run from the log takes: its seed (the nodes that finished, the
+/// paused node's outputs when it paused after finishing) and its breakpoints with the
+/// decision.
+pub struct Continuation {
+    pub seed: RunSeed,
+    pub debug: RunDebug,
+}
+
+/// Continuing run `run_id` from `pause` with `decision` (already claimed: see
+/// [`RunStore::claim_breakpoint`]): edited values are checked against the node's ports.
+pub fn continuation(
+    store: &RunStore,
+    run_id: &str,
+    pause: &PendingBreakpoint,
+    decision: BreakpointDecision,
+) -> Result<Continuation, String> {
+    let hit = &pause.hit;
+    let edited = match decision.values() {
+        Some(values) => Some(hit.edited(values)?),
+        None => None,
+    };
+    let mut seed = store.resume_seed(run_id).map_err(|e| e.to_string())?;
+    let breakpoints = store.run_breakpoints(run_id).map_err(|e| e.to_string())?;
+    let stepping = matches!(decision, BreakpointDecision::Step { .. });
+    let mut debug = RunDebug::new(breakpoints).stepping(stepping);
+    match (hit.at, edited) {
+        // The node finished before the pause: it hands on its (edited) outputs, not run again.
+        (BreakAt::After, Some(outputs)) => {
+            seed.outputs.insert(hit.node.clone(), outputs);
+        }
+        // Stopped: the node does not run again either.
+        (BreakAt::After, None) => {
+            debug = debug.with_decision(&hit.node, BreakAt::Before, decision);
+        }
+        (BreakAt::Before, Some(inputs)) => {
+            let decision = if stepping {
+                BreakpointDecision::Step { values: inputs }
+            } else {
+                BreakpointDecision::Continue { values: inputs }
+            };
+            debug = debug.with_decision(&hit.node, BreakAt::Before, decision);
+        }
+        (BreakAt::Before, None) => {
+            debug = debug.with_decision(&hit.node, BreakAt::Before, decision);
+        }
+    }
+    Ok(Continuation { seed, debug })
+}
+
+/// `NODE.PORT=JSON` edits of the paused node `node`: the values by port, or why not (the
+/// item, and the node it names when it is another).
+pub fn edits_of(node: &str, set: &[String]) -> Result<ValueMap, String> {
+    let mut values = ValueMap::new();
+    for item in set {
+        let edit = agentloom_engine::ForkEdit::parse(item)?;
+        if edit.node != node {
+            return Err(format!(
+                "--set {}.{}: the run is paused at `{node}`, not at `{}`",
+                edit.node, edit.port, edit.node
+            ));
+        }
+        values.insert(edit.port, edit.value);
+    }
+    Ok(values)
+}

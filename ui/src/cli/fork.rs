@@ -1,0 +1,129 @@
+//! `agentloom run GRAPH --fork RUN_ID --set NODE.PORT=JSON`: a new run that reuses what a
+//! recorded run computed upstream of the edited values and runs the rest again; and the
+//! lineage `runs` and `show` print (forks under their parent).
+
+use std::path::PathBuf;
+
+use agentloom_core::{Escaped, ValidGraph};
+use agentloom_engine::{ForkEdit, RunRow, RunSeed, RunStore};
+
+use crate::runner::fork::plan_fork;
+use crate::runner::open_run_log;
+
+/// The fork's run id and seed, its record already kept in the run log; or why not.
+pub(super) fn start_fork(
+    db: Option<PathBuf>,
+    graph: &ValidGraph,
+    parent: &str,
+    set: &[String],
+    quiet: bool,
+) -> Result<(String, RunSeed), String> {
+    let edits = set
+        .iter()
+        .map(|item| ForkEdit::parse(item))
+        .collect::<Result<Vec<_>, _>>()?;
+    let store = open_run_log(db).map_err(|e| format!("{e:#}"))?;
+    let plan = plan_fork(&store, parent, graph, &edits)?;
+    let run_id = agentloom_engine::new_run_id();
+    store
+        .record_fork(&run_id, &plan.record)
+        .map_err(|e| e.to_string())?;
+    if !quiet {
+        let parent = &plan.record.parent_run_id;
+        if !plan.record.changes.is_empty() {
+            eprintln!(
+                "the graph changed since run {parent}: {}; a changed node is not reused, it runs again",
+                plan.record.changes
+            );
+        }
+        let reused = plan.seed.outputs.len();
+        eprintln!(
+            "forking run {parent}: {reused} node(s) reused, {} run again",
+            plan.rerun.len()
+        );
+    }
+    Ok((run_id, plan.seed))
+}
+
+/// `runs` in lineage order: each fork listed right under its parent (when the parent is
+/// listed), with its depth.
+pub(super) fn in_lineage(store: &RunStore, runs: Vec<RunRow>) -> Vec<(RunRow, usize)> {
+    let parents: Vec<Option<String>> = runs
+        .iter()
+        .map(|run| {
+            store
+                .run_fork(&run.id)
+                .ok()
+                .flatten()
+                .map(|fork| fork.parent_run_id)
+                .filter(|parent| runs.iter().any(|r| &r.id == parent))
+        })
+        .collect();
+    let mut ordered = Vec::with_capacity(runs.len());
+    let mut placed = vec![false; runs.len()];
+    // Roots in the listed order, each followed by its forks (depth first).
+    fn place(
+        index: usize,
+        depth: usize,
+        runs: &[RunRow],
+        parents: &[Option<String>],
+        placed: &mut [bool],
+        ordered: &mut Vec<(usize, usize)>,
+    ) {
+        if placed[index] {
+            return;
+        }
+        placed[index] = true;
+        ordered.push((index, depth));
+        for (child, parent) in parents.iter().enumerate() {
+            if parent.as_deref() == Some(runs[index].id.as_str()) {
+                place(child, depth + 1, runs, parents, placed, ordered);
+            }
+        }
+    }
+    let mut order = Vec::new();
+    for index in 0..runs.len() {
+        if parents[index].is_none() {
+            place(index, 0, &runs, &parents, &mut placed, &mut order);
+        }
+    }
+    for index in 0..runs.len() {
+        place(index, 0, &runs, &parents, &mut placed, &mut order);
+    }
+    let mut runs: Vec<Option<RunRow>> = runs.into_iter().map(Some).collect();
+    for (index, depth) in order {
+        if let Some(run) = runs[index].take() {
+            ordered.push((run, depth));
+        }
+    }
+    ordered
+}
+
+/// The lines `show` prints of a run's lineage: its parent and edits, what changed in the
+/// graph, and its forks.
+pub(super) fn lineage_lines(store: &RunStore, run_id: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Ok(Some(fork)) = store.run_fork(run_id) {
+        lines.push(format!("forked from {}", fork.parent_run_id));
+        for edit in &fork.edits {
+            lines.push(format!(
+                "  edited {}.{} = {}",
+                Escaped(&edit.node),
+                Escaped(&edit.port),
+                Escaped(&edit.value.preview(200))
+            ));
+        }
+        if !fork.changes.is_empty() {
+            lines.push(format!(
+                "  graph changed since: {}",
+                Escaped(&fork.changes.to_string())
+            ));
+        }
+    }
+    if let Ok(forks) = store.forks_of(run_id) {
+        for fork in forks {
+            lines.push(format!("fork {fork}"));
+        }
+    }
+    lines
+}
