@@ -271,6 +271,9 @@ pub fn menu_commands(selected: &[NodeId]) -> Vec<Command> {
         Command::Run,
         Command::StopRun,
         Command::Debug(DebugCommand::ToggleBreakpoint(selected.to_vec())),
+        Command::Debug(DebugCommand::Continue),
+        Command::Debug(DebugCommand::Step),
+        Command::Debug(DebugCommand::Stop),
     ]
 }
 
@@ -289,9 +292,7 @@ impl Command {
             Command::ExportDialog => entry(File, "Export…", None),
             Command::OpenCredentials => entry(File, "Credentials…", None),
             Command::OpenMcpServers => entry(File, "MCP servers…", None),
-            Command::OpenAssistantEdit => {
-                entry(File, "Let an assistant edit this graph…", None)
-            }
+            Command::OpenAssistantEdit => entry(File, "Let an assistant edit this graph…", None),
             Command::Quit => entry(File, "Quit", keys(command, Key::Q)),
             Command::Undo => entry(Edit, "Undo", keys(command, Key::Z)),
             Command::Redo => entry(Edit, "Redo", keys(COMMAND_SHIFT, Key::Z)),

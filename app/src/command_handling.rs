@@ -375,7 +375,10 @@ impl App {
             Command::Run => self.press_run(ctx),
             Command::StartRun => self.start_run(ctx),
             Command::CloseRunForm => self.run_form.open = false,
-            Command::StopRun => self.run.stop(),
+            Command::StopRun => {
+                self.debugger_stop();
+                self.run.stop();
+            }
             Command::Approve(node, decision) => self.decide_approval(&node, decision, ctx),
             Command::RunFromHere(node) => self.run_from_here(node, ctx),
             Command::PinOutputs(node, pin) => self.pin_outputs(node, pin),

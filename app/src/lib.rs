@@ -354,6 +354,7 @@ impl App {
     /// user can copy or attach `runs.sqlite3` alone.
     pub fn close(&mut self) {
         // A run waiting for a decision stays waiting, whichever way the app is left.
+        self.debugger.leave();
         self.run.leave(QUIT_WAIT);
         if let Some(store) = &self.store
             && let Err(err) = store.make_self_contained()
@@ -403,7 +404,7 @@ impl App {
             self.logic(&ctx);
         }
         self.handle_close(&ctx);
-        self.debugger_follow_file();
+        self.debugger_frame(&ctx);
         self.shortcuts(&ctx);
 
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));

@@ -102,6 +102,8 @@ pub struct RunView {
     live: Option<LiveRun>,
     /// The recording the next run's outbound calls are answered from (History → Replay).
     pub replay: Option<Arc<agentloom_engine::Replay>>,
+    /// The breakpoints the next run stops at, and who is asked there.
+    pub debug: Option<Arc<agentloom_engine::RunDebug>>,
     /// Counts the live run's messages taken, so views read from the run log follow it.
     pub messages_taken: u64,
 }
@@ -191,6 +193,7 @@ impl RunView {
                 run_id,
                 seed: seed.map(Arc::new),
                 replay: self.replay.take(),
+                debug: self.debug.take(),
                 ..RunOptions::default()
             },
             log: store.cloned().map(Log::new),

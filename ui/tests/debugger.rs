@@ -1,14 +1,18 @@
 //! The debugger, driven through the real UI: breakpoints set with F9 and from a node's menu,
-//! drawn on the node and kept for the file (not in it) across a restart.
+//! drawn on the node and kept for the file (not in it) across a restart; a run paused at
+//! one shows the values in the run panel, an edit there (checked against the port's type)
+//! is what the next node gets; Step stops before the next node, Stop ends the run.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod support;
 
 use agentloom::app::App;
+use agentloom_core::Value;
+use agentloom_engine::{NodeStatus, RunStatus, RunStore};
 use egui::accesskit::Role;
 use egui::{Key, Modifiers, PointerButton};
 use egui_kittest::kittest::Queryable as _;
-use support::{AppHarness, click_at, harness_for, keys, paths, title_of};
+use support::{AppHarness, click_at, harness_for, keys, paths, title_of, wait_until};
 
 /// A text handed down two templates to the graph's output.
 const CHAIN: &str = r#"{"format":"agentloom.graph","version":1,"name":"chain",
@@ -88,4 +92,148 @@ fn f9_and_the_node_menu_set_breakpoints_drawn_on_the_node_and_kept_for_the_file(
     assert!(label_in(&h, "render", "Breakpoint before"));
     assert!(label_in(&h, "shout", "Breakpoint after"));
     assert!(h.query_all_by_label_contains("Breakpoint").count() == 2);
+}
+
+/// Two constants (a text and an integer) rendered by a template, shouted by another.
+const TYPED: &str = r#"{"format":"agentloom.graph","version":1,"name":"typed",
+  "nodes":[
+    {"id":"name","block":"data.constant","label":"Name","position":[0,0],"config":{"value":"world","type":"text"}},
+    {"id":"times","block":"data.constant","label":"Times","position":[0,200],"config":{"value":2,"type":"integer"}},
+    {"id":"render","block":"text.template","label":"Render greeting","position":[300,0],"config":{"template":"Hello, {{ name }} x{{ times }}!"}},
+    {"id":"shout","block":"text.template","label":"Shout it","position":[600,0],"config":{"template":"{{ text }}!!"}},
+    {"id":"out","block":"graph.output","position":[900,0],"config":{"name":"greeting"}}],
+  "edges":[{"from":["name","value"],"to":["render","name"]},
+           {"from":["times","value"],"to":["render","times"]},
+           {"from":["render","text"],"to":["shout","text"]},
+           {"from":["shout","text"],"to":["out","value"]}]}"#;
+
+/// Waits until the run is paused at `node` (`at`: before or after), as the run panel says.
+fn wait_for_pause(h: &mut AppHarness, said: &str) {
+    wait_until(h, said, |h| h.query_by_label_contains(said).is_some());
+}
+
+/// The JSON editor of the pause (`title`: what its values are).
+fn pause_editor_text(h: &AppHarness, title: &str) -> String {
+    h.get_by_role_and_label(Role::MultilineTextInput, title)
+        .value()
+        .unwrap()
+}
+
+/// Replaces the pause editor's text by typing.
+fn type_values(h: &mut AppHarness, title: &str, json: &str) {
+    h.get_by_role_and_label(Role::MultilineTextInput, title)
+        .focus();
+    h.run_steps(1);
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    h.get_by_role_and_label(Role::MultilineTextInput, title)
+        .type_text(json);
+    h.run_steps(2);
+}
+
+fn run(h: &mut AppHarness) {
+    h.get_by_role_and_label(Role::Button, "▶ Run").click();
+    h.run_steps(2);
+}
+
+/// The app on [`TYPED`] saved in `dir`, F9 pressed on the template `render`.
+fn typed_graph_with_a_breakpoint_before_render(
+    dir: &tempfile::TempDir,
+) -> (AppHarness, agentloom::app::AppPaths) {
+    let paths = paths(dir);
+    let file = dir.path().join("typed.agentloom.json");
+    std::fs::write(&file, TYPED).unwrap();
+    let mut h = open(&file, &paths);
+    select(&mut h, "Render greeting");
+    keys(&mut h, Modifiers::NONE, Key::F9);
+    (h, paths)
+}
+
+const INPUTS: &str = "Inputs it will run with";
+const OUTPUTS: &str = "Outputs it will hand on";
+
+#[test]
+fn a_run_pauses_at_a_breakpoint_and_the_edit_there_is_what_the_next_node_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, paths) = typed_graph_with_a_breakpoint_before_render(&dir);
+    // After the integer too, from its menu.
+    node_menu(&mut h, "Times");
+    h.get_by_role_and_label(Role::Button, "Breakpoint after")
+        .click();
+    h.run_steps(3);
+
+    run(&mut h);
+    wait_for_pause(&mut h, "Paused after `times`");
+    assert!(label_in(&h, "times", "Breakpoint after, Paused after"));
+    assert_eq!(pause_editor_text(&h, OUTPUTS), "{\n  \"value\": 2\n}");
+    assert_eq!(
+        h.state().run.node("times").map(|n| n.status),
+        Some(NodeStatus::AtBreakpoint)
+    );
+
+    // A value its port cannot take is refused as it is typed, naming port and type, and
+    // Continue does not go on with it.
+    type_values(&mut h, OUTPUTS, r#"{"value": "many"}"#);
+    h.get_by_label_contains("`times.value` takes integer");
+    keys(&mut h, Modifiers::NONE, Key::F5);
+    assert!(h.query_by_label_contains("Paused after `times`").is_some());
+    type_values(&mut h, OUTPUTS, r#"{"value": 3}"#);
+    assert!(h.query_by_label_contains("takes integer").is_none());
+    keys(&mut h, Modifiers::NONE, Key::F5);
+
+    // Before the template: its inputs resolved, the edited integer among them.
+    wait_for_pause(&mut h, "Paused before `render`");
+    let shown = pause_editor_text(&h, INPUTS);
+    assert!(shown.contains(r#""times": 3"#), "{shown}");
+    assert!(shown.contains(r#""name": "world""#), "{shown}");
+    type_values(&mut h, INPUTS, r#"{"name": "debugger", "times": 3}"#);
+    h.get_by_role_and_label(Role::Button, "Continue").click();
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+
+    let state = &h.state().run;
+    assert_eq!(
+        state.status,
+        Some(RunStatus::Completed),
+        "{:?}",
+        state.error
+    );
+    assert_eq!(
+        state.outputs.get("greeting"),
+        Some(&Value::from("Hello, debugger x3!!!"))
+    );
+    // What the template got, in the run log too.
+    let run_id = state.run_id.clone().unwrap();
+    let store = RunStore::open(paths.run_log.as_ref().unwrap()).unwrap();
+    let detail = store.get_run(&run_id).unwrap().unwrap();
+    let render = detail.nodes.iter().find(|n| n.node_id == "render").unwrap();
+    assert_eq!(render.inputs.get("name"), Some(&Value::from("debugger")));
+    assert!(h.query_by_label_contains("Paused").is_none());
+}
+
+#[test]
+fn step_stops_before_the_next_node_and_stop_ends_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, _paths) = typed_graph_with_a_breakpoint_before_render(&dir);
+
+    run(&mut h);
+    wait_for_pause(&mut h, "Paused before `render`");
+    keys(&mut h, Modifiers::NONE, Key::F10);
+    wait_for_pause(&mut h, "Stepped before `shout`");
+    assert!(label_in(&h, "shout", "Paused before"));
+    let render = h.state().run.node("render").unwrap();
+    assert_eq!(render.status, NodeStatus::Done);
+    assert_eq!(
+        render.outputs.get("text"),
+        Some(&Value::from("Hello, world x2!"))
+    );
+    assert_ne!(
+        h.state().run.node("out").map(|n| n.status),
+        Some(NodeStatus::Done)
+    );
+
+    // Shift+F5: the run stops there; the nodes after it never run.
+    keys(&mut h, Modifiers::SHIFT, Key::F5);
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    assert_eq!(h.state().run.status, Some(RunStatus::Cancelled));
+    assert!(h.state().run.outputs.is_empty());
+    assert!(h.query_by_label_contains("Paused").is_none());
 }

@@ -42,6 +42,8 @@ pub struct Breakpoints {
     file: Option<PathBuf>,
     /// Its breakpoints.
     set: GraphBreakpoints,
+    /// Counts the changes of `set`, so what was made of it can tell it is stale.
+    generation: u64,
     /// Where every graph file's breakpoints are kept (`None`: this session only).
     store: Option<PathBuf>,
 }
@@ -84,6 +86,16 @@ impl Breakpoints {
         self.set.is_empty()
     }
 
+    /// Every breakpoint, by node id.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &BreakWhen)> {
+        self.set.iter()
+    }
+
+    /// Changes with every change of the breakpoints.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The graph shown was saved to `file` (Save, Save As): its breakpoints go with it,
     /// kept under that file from now on.
     pub fn saved_to(&mut self, file: &Path) -> Result<(), String> {
@@ -101,6 +113,7 @@ impl Breakpoints {
             return false;
         }
         self.file = file.map(Path::to_owned);
+        self.generation += 1;
         self.set = match (&self.store, file) {
             (Some(store), Some(file)) => {
                 read_store(store).remove(&key_of(file)).unwrap_or_default()
@@ -116,7 +129,11 @@ impl Breakpoints {
             Some(when) => self.set.insert(node.to_owned(), when) != Some(when),
             None => self.set.remove(node).is_some(),
         };
-        if changed { self.keep() } else { Ok(()) }
+        if !changed {
+            return Ok(());
+        }
+        self.generation += 1;
+        self.keep()
     }
 
     /// F9: a breakpoint before `node`, or none if it has one (before or after).

@@ -5,6 +5,7 @@ pub mod agent_trace;
 pub mod approval_panel;
 pub mod debugger;
 pub mod debugger_breakpoints;
+pub mod debugger_pause;
 pub mod history;
 pub mod inspector;
 pub mod json_tree;
@@ -38,11 +39,13 @@ impl App {
                 run.status == RunStatus::Waiting && run.graph_name == self.document.name
             });
             run_panel::run_summary_header_ui(&mut cols[0], &self.run, waiting, &mut self.commands);
+            self.debugger_pause_header_ui(&mut cols[0]);
             cols[0].separator();
             egui::ScrollArea::vertical()
                 .id_salt("run_summary")
                 .auto_shrink(false)
                 .show(&mut cols[0], |ui| {
+                    self.debugger_pause_values_ui(ui);
                     run_panel::run_summary_ui(ui, &self.run);
                     self.timeline_ui(ui);
                 });
