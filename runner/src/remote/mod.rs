@@ -151,6 +151,9 @@ pub enum RemoteError {
 pub struct Nats {
     pub url: String,
     pub js: jetstream::Context,
+    /// The subjects the server refused this connection to publish on (subject permissions),
+    /// as its errors say so: a refused publish gets no other answer.
+    refused: Arc<tokio::sync::watch::Sender<Vec<String>>>,
 }
 
 impl Nats {
@@ -167,9 +170,23 @@ impl Nats {
             message,
         };
         let mut servers = auth::Servers::parse(url).map_err(connect_error)?;
+        let refused = Arc::new(tokio::sync::watch::Sender::new(Vec::new()));
+        let heard = refused.clone();
         let options = async_nats::ConnectOptions::new()
             .name(name)
-            .connection_timeout(NATS_TIMEOUT);
+            .connection_timeout(NATS_TIMEOUT)
+            .event_callback(move |event| {
+                let heard = heard.clone();
+                async move {
+                    if let async_nats::Event::ServerError(async_nats::ServerError::Other(error)) =
+                        &event
+                        && let Some(subject) = refused_subject(error)
+                    {
+                        heard.send_modify(|refused| refused.push(subject));
+                    }
+                    tracing::debug!(%event, "NATS connection");
+                }
+            });
         let options = servers
             .options(options)
             .await
@@ -181,9 +198,26 @@ impl Nats {
             .map_err(|e| connect_error(servers.scrub(&e.to_string())))?;
         let mut js = jetstream::new(client);
         js.set_timeout(NATS_TIMEOUT);
-        let nats = Nats { url: redacted, js };
+        let nats = Nats {
+            url: redacted,
+            js,
+            refused,
+        };
         nats.ensure_streams().await?;
         Ok(nats)
+    }
+
+    /// Resolves once the server has refused this connection publishing on `subject` (its
+    /// user's subject permissions do not allow it); never otherwise.
+    pub async fn refused_publishing(&self, subject: &str) {
+        let mut heard = self.refused.subscribe();
+        if heard
+            .wait_for(|refused| refused.iter().any(|s| s == subject))
+            .await
+            .is_err()
+        {
+            std::future::pending::<()>().await;
+        }
     }
 
     pub fn error(&self, what: impl Into<String>, err: impl std::fmt::Display) -> RemoteError {
@@ -319,6 +353,16 @@ impl Nats {
         let payload = serde_json::to_vec(item).map_err(|e| self.error("the work item", e))?;
         self.publish(QUEUE_SUBJECT.to_owned(), None, payload).await
     }
+}
+
+/// The subject of a server error refusing a publish: `Permissions Violation for Publish to
+/// "SUBJECT"`.
+fn refused_subject(error: &str) -> Option<String> {
+    let subject = error
+        .strip_prefix("Permissions Violation for Publish to")?
+        .trim()
+        .trim_matches('"');
+    Some(subject.to_owned())
 }
 
 /// The request for running `source`, read once (its `graph.call` paths absolute, the text

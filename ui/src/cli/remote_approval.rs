@@ -89,20 +89,35 @@ pub(super) fn decide_remote(
     });
     // Published only when no decision came since the one looked at: one decision counts.
     let expected = decided.as_ref().map_or(0, |d| d.sequence);
+    let subject = run_subject(&run_id, "decision");
     let published = runtime.block_on(async {
         let message = PublishMessage::build()
             .payload(serde_json::to_vec(&record).unwrap_or_default().into())
             .expected_last_subject_sequence(expected);
-        let ack = nats
-            .js
-            .send_publish(run_subject(&run_id, "decision"), message)
-            .await
-            .map_err(|e| e.to_string())?;
-        ack.await.map(|ack| ack.sequence).map_err(|e| e.to_string())
+        let publish = async {
+            let ack = nats
+                .js
+                .send_publish(subject.clone(), message)
+                .await
+                .map_err(|e| e.to_string())?;
+            ack.await.map(|ack| ack.sequence).map_err(|e| e.to_string())
+        };
+        // A publish the user's permissions refuse gets no answer but the server's error.
+        tokio::select! {
+            published = publish => published.map_err(Some),
+            () = nats.refused_publishing(&subject) => Err(None),
+        }
     });
     let decided_at = match published {
         Ok(sequence) => sequence,
-        Err(err) => {
+        Err(None) => {
+            eprintln!(
+                "permission denied: this NATS user may not publish approvals on {subject} (on {}); approve as a user whose subject permissions allow it",
+                nats.url
+            );
+            return Ok(EXIT_INVALID);
+        }
+        Err(Some(err)) => {
             let latest = runtime
                 .block_on(nats.last_record(&run_id, "decision"))
                 .ok()
