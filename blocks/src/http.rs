@@ -80,6 +80,11 @@ impl HttpRequest {
                     .help("Fail when the response body is larger than this."),
             )
             .field(
+                ConfigField::boolean("idempotency_key", "Send an idempotency key")
+                    .default_value(serde_json::json!(false))
+                    .help("For services that perform a request once per `Idempotency-Key` (payment and messaging APIs): a POST, PUT, PATCH or DELETE carries a key made from the run, the node and the request, the same every time this request is sent, so a retry, or a run resumed after its worker stopped, is performed once. Off: no key, and a request that may have been sent when its worker stopped is not sent again."),
+            )
+            .field(
                 ConfigField::boolean("allow_private_network", "Allow private network")
                     .default_value(serde_json::json!(false))
                     .help("Let the request reach this machine (localhost) and the local network (private and link-local addresses, such as a router or a cloud metadata service). Off: such an address is refused, whatever name led to it; in safe mode a person is asked. A graph file that is not trusted is refused such an address even when this is on."),
@@ -121,6 +126,7 @@ impl Block for HttpRequest {
             return Err(ConfigError::new("max_response_bytes", "must be at least 1"));
         }
         let reach = net::Reach::allowing_private(reader.bool_or("allow_private_network", false)?);
+        let idempotent = reader.bool_or("idempotency_key", false)?;
         let mut inputs = Vec::new();
         if url.is_none() {
             inputs.push(PortSpec::new("url", ValueType::Text).describe("The URL to request."));
@@ -150,6 +156,7 @@ impl Block for HttpRequest {
             timeout: Duration::from_millis(timeout_ms),
             max_response_bytes,
             reach,
+            idempotent,
             ports,
         }))
     }
@@ -357,6 +364,8 @@ struct HttpNode {
     max_response_bytes: u64,
     /// Whether local addresses may be reached.
     reach: net::Reach,
+    /// Sends an `Idempotency-Key` with a request that has side effects.
+    idempotent: bool,
     ports: Ports,
 }
 
@@ -378,6 +387,7 @@ impl HttpNode {
         url: Url,
         body: Option<Value>,
         secret: Option<&Secret>,
+        idempotency_key: Option<String>,
     ) -> Result<Response, BlockError> {
         let reach = self.reach;
         let shown = format!("{} {}", self.method, without_query(url.as_str()));
@@ -385,6 +395,9 @@ impl HttpNode {
             .request(self.method.clone(), url)
             .headers(self.headers.clone())
             .timeout(self.timeout);
+        if let Some(key) = idempotency_key {
+            request = request.header(IDEMPOTENCY_KEY, key);
+        }
         if !self.query.is_empty() {
             request = request.query(&self.query);
         }
@@ -484,6 +497,32 @@ impl HttpNode {
     }
 }
 
+/// The header a service de-duplicates requests by.
+const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// The key made from the run, the node, the method, the URL and the body: the same each time
+/// this node sends this request in this run, whichever worker sends it.
+fn idempotency_key(
+    run_id: &str,
+    node_id: &str,
+    method: &Method,
+    url: &str,
+    body: Option<&Value>,
+) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut hash = Sha256::new();
+    for part in [run_id, node_id, method.as_str(), url] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    if let Some(body) = body {
+        hash.update(body.to_json().to_string().as_bytes());
+    }
+    let digest = hash.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("agentloom-{hex}")
+}
+
 /// The key of a refused local address in a refusal's data.
 const LOCAL_ADDRESS: &str = "local_address";
 
@@ -510,6 +549,23 @@ impl NodeImpl for HttpNode {
         Some(!matches!(self.method, Method::GET | Method::HEAD))
     }
 
+    fn idempotency_key(&self, run_id: &str, node_id: &str, inputs: &ValueMap) -> Option<String> {
+        if !self.idempotent || self.side_effects() != Some(true) {
+            return None;
+        }
+        let url = match &self.url {
+            Some(url) => url.as_str().to_owned(),
+            None => inputs.get("url")?.to_text().trim().to_owned(),
+        };
+        Some(idempotency_key(
+            run_id,
+            node_id,
+            &self.method,
+            &url,
+            inputs.get("body"),
+        ))
+    }
+
     /// `POST http://host/path`: the method and the URL without its query (which may carry
     /// a credential).
     fn describe(&self, inputs: &ValueMap) -> Option<String> {
@@ -521,6 +577,8 @@ impl NodeImpl for HttpNode {
     }
 
     async fn run(&self, mut inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        // Made from the inputs as given, as whoever runs the run made it before sending.
+        let key = self.idempotency_key(ctx.run_id(), ctx.node_id(), &inputs);
         let url = match &self.url {
             Some(url) => url.clone(),
             None => parse_url(inputs.take_text("url")?.trim())
@@ -535,7 +593,7 @@ impl NodeImpl for HttpNode {
         let mut approved = net::ApprovedReach::resumed(ctx);
         let response = tokio::select! {
             () = ctx.cancel_token().cancelled() => return Err(BlockError::cancelled()),
-            response = self.send(ctx, &mut approved, url, body, secret.as_ref()) => response?,
+            response = self.send(ctx, &mut approved, url, body, secret.as_ref(), key) => response?,
         };
         let status = response.status;
         let headers = headers_value(&response.headers);
@@ -1480,5 +1538,29 @@ mod tests {
             err.starts_with("config `query`: must be a JSON object"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_idempotency_key_is_the_same_for_the_same_request_of_the_same_node_only() {
+        let url = "https://api.example.com/charges?key=secret";
+        let keyed = |config: serde_json::Value| {
+            let node = instantiate("http.request", config).unwrap();
+            move |run: &str, node_id: &str, body: &str| {
+                node.idempotency_key(run, node_id, &inputs([("body", Value::text(body))]))
+            }
+        };
+        let post = keyed(json!({"method": "POST", "url": url, "idempotency_key": true}));
+        let key = post("run1", "charge", "10 EUR").unwrap();
+        assert!(key.starts_with("agentloom-"), "{key}");
+        assert!(!key.contains("secret"), "{key}");
+        assert_eq!(post("run1", "charge", "10 EUR").as_ref(), Some(&key));
+        assert_ne!(post("run2", "charge", "10 EUR").as_ref(), Some(&key));
+        assert_ne!(post("run1", "refund", "10 EUR").as_ref(), Some(&key));
+        assert_ne!(post("run1", "charge", "20 EUR").as_ref(), Some(&key));
+        // Off by default, and never for a request without side effects.
+        let plain = keyed(json!({"method": "POST", "url": url}));
+        assert_eq!(plain("run1", "charge", "10 EUR"), None);
+        let get = keyed(json!({"method": "GET", "url": url, "idempotency_key": true}));
+        assert_eq!(get("run1", "charge", "10 EUR"), None);
     }
 }

@@ -294,6 +294,17 @@ pub trait NodeImpl: Send + Sync {
         None
     }
 
+    /// The idempotency key this node sends with `inputs` as node `node_id` of run `run_id`
+    /// ([`RunCtx::run_id`] and [`RunCtx::node_id`] while it runs), when it sends one: the
+    /// service performs requests with the same key once. Whoever runs the run records it
+    /// with the side effect's start, so that a run taken over after a crash sends the same
+    /// request again with the same key rather than failing as "may have happened". `None`
+    /// (the default): no key, and a side effect in doubt is never sent again.
+    fn idempotency_key(&self, run_id: &str, node_id: &str, inputs: &ValueMap) -> Option<String> {
+        let _ = (run_id, node_id, inputs);
+        None
+    }
+
     /// Runs once. Inputs have been checked against the ports; outputs not produced are
     /// treated as not taken (their downstream is skipped).
     async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError>;

@@ -72,6 +72,13 @@ impl Approver for DurableApprover {
 /// taken over by another worker; the side effect may have happened already).
 #[async_trait::async_trait]
 pub trait SideEffectGate: Send + Sync {
-    /// `node` is the node's id in the run (`call/inner` for a sub-run's node).
-    async fn before_sending(&self, node: &str, attempt: u32) -> Result<(), String>;
+    /// `node` is the node's id in the run (`call/inner` for a sub-run's node);
+    /// `idempotency_key` the key the node sends with its request, if any
+    /// (`NodeImpl::idempotency_key`).
+    async fn before_sending(
+        &self,
+        node: &str,
+        attempt: u32,
+        idempotency_key: Option<&str>,
+    ) -> Result<(), String>;
 }

@@ -1559,7 +1559,13 @@ impl Scheduler {
                 if let Some(gate) = &shared.side_effects
                     && node.node.side_effects().unwrap_or(node.meta.side_effects)
                     && let Err(message) = gate
-                        .before_sending(&format!("{}{}", shared.path_prefix, node.id), attempt)
+                        .before_sending(
+                            &format!("{}{}", shared.path_prefix, node.id),
+                            attempt,
+                            node.node
+                                .idempotency_key(&shared.run_id, &node.id, &inputs)
+                                .as_deref(),
+                        )
                         .await
                 {
                     break Err(BlockError::permanent(message));

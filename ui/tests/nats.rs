@@ -221,6 +221,17 @@ fn submit_and_wait(nats: &NatsServer, graph: &Path, db: &Path, code: i32) -> Val
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// `submit GRAPH --trust --wait --json --db DB` started, its output piped.
+fn submit_following(nats: &NatsServer, graph: &Path, db: &Path) -> Child {
+    submit(nats, graph, &["--trust", "--wait", "--json"])
+        .arg("--db")
+        .arg(db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
@@ -372,13 +383,7 @@ fn a_worker_killed_after_a_post_leaves_the_run_to_another_that_does_not_post_aga
         }),
     );
     let submitter_db = dir.path().join("submitter.sqlite3");
-    let submitter = submit(&nats, &graph, &["--trust", "--wait", "--json"])
-        .arg("--db")
-        .arg(&submitter_db)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let submitter = submit_following(&nats, &graph, &submitter_db);
     // The POST's finish has travelled through NATS to the submitter's run log.
     wait_for(
         "the POST node finished, as the submitter saw",
@@ -1551,9 +1556,12 @@ fn workers_lists_who_is_up_and_what_each_runs() {
 /// An HTTP server on 127.0.0.1 that answers `200 ok` and records every POST: its path, its
 /// body and its `Idempotency-Key`. With `hold_first`, the first POST's answer is never sent
 /// (the connection is held open), as when a worker dies while its request is at the server.
+/// Like a payment API, it performs a POST whose key it saw before only once
+/// ([`Hook::performed`]).
 struct Hook {
     port: u16,
     posts: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    keys: std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>,
 }
 
 impl Hook {
@@ -1562,10 +1570,13 @@ impl Hook {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let posts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keys = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let recorded = posts.clone();
+        let keyed = keys.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let recorded = recorded.clone();
+                let keyed = keyed.clone();
                 std::thread::spawn(move || {
                     let mut reader = std::io::BufReader::new(stream);
                     let (head, body) = agentloom_tests::read_http_request(&mut reader);
@@ -1573,9 +1584,15 @@ impl Hook {
                         return;
                     };
                     let path = path.split(' ').next().unwrap_or_default().to_owned();
+                    let key = head.lines().find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("idempotency-key")
+                            .then(|| value.trim().to_owned())
+                    });
                     let first = {
                         let mut posts = recorded.lock().unwrap();
                         posts.push((path, String::from_utf8_lossy(&body).into_owned()));
+                        keyed.lock().unwrap().push(key);
                         posts.len() == 1
                     };
                     let mut stream = reader.into_inner();
@@ -1589,7 +1606,19 @@ impl Hook {
                 });
             }
         });
-        Hook { port, posts }
+        Hook { port, posts, keys }
+    }
+
+    /// The `Idempotency-Key` of each POST, in order (`None`: it had none).
+    fn keys(&self) -> Vec<Option<String>> {
+        self.keys.lock().unwrap().clone()
+    }
+
+    /// How many POSTs were performed: each without a key, and the first with each key.
+    fn performed(&self) -> usize {
+        let keys = self.keys();
+        let keyed: BTreeSet<&String> = keys.iter().flatten().collect();
+        keys.iter().filter(|key| key.is_none()).count() + keyed.len()
     }
 
     fn url(&self, path: &str) -> String {
@@ -1622,13 +1651,7 @@ fn submit_until_first_post(
     hook: &Hook,
     workers: &[Worker],
 ) -> (Child, usize) {
-    let submitter = submit(nats, graph, &["--trust", "--wait", "--json"])
-        .arg("--db")
-        .arg(dir.join("submitter.sqlite3"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let submitter = submit_following(nats, graph, &dir.join("submitter.sqlite3"));
     wait_for(
         "the first POST at the server",
         Duration::from_secs(30),
@@ -1708,10 +1731,10 @@ fn a_paused_worker_whose_run_was_taken_over_sends_nothing_more() {
     );
 }
 
-/// A worker killed while its POST is at the server (the answer held back): the worker that
-/// takes the run over does not send it again; the node fails with "may have happened".
-#[test]
-fn a_side_effect_in_flight_at_a_crash_is_not_sent_again() {
+/// One POST (its node's config with `config`'s fields added) whose answer the server holds
+/// back, and its worker SIGKILLed meanwhile: the server, the hook and the run's report once
+/// the other worker ended it.
+fn a_post_in_flight_at_a_crash(config: Value) -> (NatsServer, Hook, Value) {
     let nats = NatsServer::start();
     let hook = Hook::start(true);
     let flags = ["--trust", "--ack-wait", "2"];
@@ -1720,23 +1743,25 @@ fn a_side_effect_in_flight_at_a_crash_is_not_sent_again() {
         Worker::start(&nats, "other", &flags),
     ];
     let dir = tempfile::tempdir().unwrap();
-    let graph = write_graph(
-        dir.path(),
-        "post.json",
-        &json!({
-            "format": "agentloom.graph", "version": 1, "name": "one post",
-            "nodes": [
-                {"id": "post", "block": "http.request", "config": {
-                    "method": "POST", "url": hook.url("hook"), "allow_private_network": true}},
-                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
-            ],
-            "edges": [{"from": ["post", "status"], "to": ["out", "value"]}]
-        }),
-    );
+    let graph = one_post(dir.path(), &hook.url("hook"), config);
     let (submitter, running) = submit_until_first_post(&nats, &graph, dir.path(), &hook, &workers);
     workers[running].kill();
     let output = submitter.wait_with_output().unwrap();
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "no report: {}\n{}",
+            stderr(&output),
+            workers[1 - running].log()
+        )
+    });
+    (nats, hook, report)
+}
+
+/// A worker killed while its POST is at the server (the answer held back): the worker that
+/// takes the run over does not send it again; the node fails with "may have happened".
+#[test]
+fn a_side_effect_in_flight_at_a_crash_is_not_sent_again() {
+    let (_nats, hook, report) = a_post_in_flight_at_a_crash(json!({}));
     assert_eq!(report["status"], "failed", "{report}");
     let error = report["error"].as_str().unwrap_or_default();
     assert!(
@@ -1745,6 +1770,117 @@ fn a_side_effect_in_flight_at_a_crash_is_not_sent_again() {
     );
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(hook.posts().len(), 1, "the POST was not sent again");
+    assert_eq!(
+        hook.keys(),
+        vec![None],
+        "no idempotency key unless asked for"
+    );
+}
+
+/// A graph of one POST to `url`, its node's config with `config`'s fields added.
+fn one_post(dir: &Path, url: &str, config: Value) -> PathBuf {
+    let mut post = json!({"method": "POST", "url": url, "allow_private_network": true});
+    post.as_object_mut()
+        .unwrap()
+        .extend(config.as_object().unwrap().clone());
+    write_graph(
+        dir,
+        "post.json",
+        &json!({
+            "format": "agentloom.graph", "version": 1, "name": "one post",
+            "nodes": [
+                {"id": "post", "block": "http.request", "config": post},
+                {"id": "out", "block": "graph.output", "config": {"name": "status"}}
+            ],
+            "edges": [{"from": ["post", "status"], "to": ["out", "value"]}]
+        }),
+    )
+}
+
+/// A worker frozen between its owner check and the record of its side effect's start (held
+/// there by the test hook, then SIGSTOPped) loses the run to another worker, which reads a
+/// history without that start and sends the POST. Thawed, the first worker stores its
+/// record, finds the run is not its own any more and does not send: the POST arrives once.
+#[test]
+fn a_run_taken_over_while_its_side_effect_start_is_stored_is_sent_once() {
+    let nats = NatsServer::start();
+    let hook = Hook::start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let held = dir.path().join("held");
+    let flags = ["--trust", "--ack-wait", "2"];
+    let frozen = Worker::start_with_env(
+        &nats,
+        "frozen",
+        &flags,
+        &[(
+            "AGENTLOOM_TEST_HOLD_BEFORE_EFFECT_RECORD",
+            held.to_str().unwrap(),
+        )],
+    );
+    let graph = one_post(dir.path(), &hook.url("hook"), json!({}));
+    let submitter = submit_following(&nats, &graph, &dir.path().join("submitter.sqlite3"));
+    wait_for(
+        "the worker at its side effect, owner checked",
+        Duration::from_secs(30),
+        || held.exists(),
+    );
+    signal(&frozen.child, "STOP");
+    // Past the ack wait, the request goes to the other worker, which takes the run over.
+    let other = Worker::start(&nats, "other", &flags);
+    wait_for("the other worker's POST", Duration::from_secs(30), || {
+        hook.posts().len() == 1
+    });
+    std::fs::remove_file(&held).unwrap();
+    signal(&frozen.child, "CONT");
+    let output = submitter.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("no report: {}", stderr(&output)));
+    assert_eq!(report["status"], "completed", "{report}");
+    wait_for(
+        "the thawed worker to find the run taken",
+        Duration::from_secs(20),
+        || frozen.log().contains("another worker took this run over"),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        hook.posts().len(),
+        1,
+        "the POST once:\n--- frozen\n{}\n--- other\n{}",
+        frozen.log(),
+        other.log()
+    );
+}
+
+/// A POST that opts in to an idempotency key, in flight when its worker is SIGKILLed (the
+/// answer held back): the worker that takes the run over sends it again with the same key,
+/// recorded with the side effect's start, and the server, which de-duplicates by key,
+/// performs it once. The run completes.
+#[test]
+fn a_side_effect_in_flight_at_a_crash_is_sent_again_with_its_idempotency_key() {
+    let (nats, hook, report) = a_post_in_flight_at_a_crash(json!({"idempotency_key": true}));
+    assert_eq!(report["status"], "completed", "{report}");
+    let keys = hook.keys();
+    assert_eq!(keys.len(), 2, "sent again: {keys:?}");
+    let key = keys[0].clone().expect("the first POST carries a key");
+    assert!(key.starts_with("agentloom-"), "{key}");
+    assert_eq!(keys[1].as_deref(), Some(key.as_str()), "the same key");
+    assert_eq!(hook.performed(), 1);
+    // The key is the one recorded with the side effect's start.
+    let run_id = report["run_id"].as_str().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let recorded: Value = runtime.block_on(async {
+        let client = async_nats::connect(nats.url.as_str()).await.unwrap();
+        let runs = async_nats::jetstream::new(client)
+            .get_stream("AGENTLOOM_RUNS")
+            .await
+            .unwrap();
+        let effect = runs
+            .get_last_raw_message_by_subject(&format!("agentloom.run.{run_id}.effects"))
+            .await
+            .unwrap();
+        serde_json::from_slice(&effect.payload).unwrap()
+    });
+    assert_eq!(recorded["idempotency_key"], key.as_str(), "{recorded}");
 }
 
 /// A graph whose two POSTs go to the URL its input `url` names (one per run), with a wait

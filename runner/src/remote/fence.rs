@@ -3,10 +3,12 @@
 //! (`Nats-Expected-Last-Subject-Sequence`), so once another worker took the run over and
 //! published, the server refuses this one's next event and the run stops here at once. A
 //! side effect is recorded as started (`agentloom.run.<id>.effects`) after every event
-//! before it is stored and the owner record is checked, and only then sent: a worker that
-//! takes a run over does not send again a side effect that started and never finished.
+//! before it is stored and the owner record is checked (again once it is stored), and only
+//! then sent: a worker that takes a run over does not send again a side effect that started
+//! and never finished, unless it was sent with an idempotency key (recorded with its start)
+//! and is sent again with the same one.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -236,8 +238,9 @@ pub struct RemoteGate {
     pub owner: u64,
     pub publisher: Arc<EventPublisher>,
     pub run: CancellationToken,
-    /// Side-effect nodes an earlier worker started and did not finish.
-    pub in_doubt: Mutex<BTreeSet<String>>,
+    /// Side-effect nodes an earlier worker started and did not finish, with the idempotency
+    /// key each was sent with (if any).
+    pub in_doubt: Mutex<BTreeMap<String, Option<String>>>,
 }
 
 /// The record of a side effect about to be sent.
@@ -246,6 +249,9 @@ struct EffectStarted {
     node: String,
     attempt: u32,
     worker: String,
+    /// The key the request is sent with: sent again with it, it is performed once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idempotency_key: Option<String>,
 }
 
 impl RemoteGate {
@@ -276,21 +282,38 @@ impl RemoteGate {
 
 #[async_trait::async_trait]
 impl SideEffectGate for RemoteGate {
-    async fn before_sending(&self, node: &str, attempt: u32) -> Result<(), String> {
-        if lock(&self.in_doubt).remove(node) {
-            return Err(format!(
-                "`{node}` may have happened: the worker running it stopped before it was known to finish, so it is not sent again"
-            ));
+    async fn before_sending(
+        &self,
+        node: &str,
+        attempt: u32,
+        idempotency_key: Option<&str>,
+    ) -> Result<(), String> {
+        let in_doubt = lock(&self.in_doubt).remove(node);
+        if let Some(sent_with) = in_doubt {
+            // Sent again with the key it was first sent with, the service performs it once;
+            // without one (or with another), it is not sent again.
+            if sent_with.is_none() || sent_with.as_deref() != idempotency_key {
+                return Err(format!(
+                    "`{node}` may have happened: the worker running it stopped before it was known to finish, so it is not sent again"
+                ));
+            }
+            tracing::info!(
+                run_id = self.run_id,
+                node,
+                "a side effect in doubt is sent again with the idempotency key it was sent with"
+            );
         }
         let standing = self.publisher.flush().await;
         if standing != Standing::Publishing {
             return Err(self.stop(standing));
         }
         self.still_owner().await?;
+        hold_before_recording_for_test().await;
         let record = EffectStarted {
             node: node.to_owned(),
             attempt,
             worker: self.worker.clone(),
+            idempotency_key: idempotency_key.map(str::to_owned),
         };
         let payload = serde_json::to_vec(&record).unwrap_or_default();
         let id = format!(
@@ -312,6 +335,30 @@ impl SideEffectGate for RemoteGate {
     }
 }
 
+/// Names a file: the first time a worker comes to record a side effect's start, between
+/// its owner check and the record, it creates the file and waits there until the file is
+/// removed. A test hook (debug builds only; release builds never read it), for freezing a
+/// worker at that very point so that another worker takes the run over meanwhile.
+pub const HOLD_BEFORE_EFFECT_RECORD_ENV: &str = "AGENTLOOM_TEST_HOLD_BEFORE_EFFECT_RECORD";
+
+#[cfg(debug_assertions)]
+async fn hold_before_recording_for_test() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static HELD: AtomicBool = AtomicBool::new(false);
+    let Some(file) = std::env::var_os(HOLD_BEFORE_EFFECT_RECORD_ENV) else {
+        return;
+    };
+    if HELD.swap(true, Ordering::SeqCst) || std::fs::write(&file, b"held").is_err() {
+        return;
+    }
+    while std::path::Path::new(&file).exists() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(not(debug_assertions))]
+async fn hold_before_recording_for_test() {}
+
 /// What a run's stored records say, for a worker taking it over.
 #[derive(Default)]
 pub struct History {
@@ -319,8 +366,9 @@ pub struct History {
     pub events: Vec<RunEvent>,
     /// The sequence of the last event (0: none).
     pub last_event: u64,
-    /// Side-effect nodes whose start was recorded with no end after it.
-    pub in_doubt: BTreeSet<String>,
+    /// Side-effect nodes whose start was recorded with no end after it, with the
+    /// idempotency key of that start (if any).
+    pub in_doubt: BTreeMap<String, Option<String>>,
 }
 
 /// Reads run `run_id`'s events and side-effect starts back, in the order they were stored.
@@ -364,7 +412,9 @@ pub async fn history(nats: &Nats, run_id: &str) -> Result<History, RemoteError> 
         } else if message.subject.as_str() == effects
             && let Ok(started) = serde_json::from_slice::<EffectStarted>(&message.payload)
         {
-            history.in_doubt.insert(started.node);
+            history
+                .in_doubt
+                .insert(started.node, started.idempotency_key);
         }
         if sequence >= end {
             break;
