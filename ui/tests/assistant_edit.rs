@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use agentloom::app::Command;
 use egui::accesskit::Role;
 use egui::{Key, Modifiers};
 use egui_kittest::kittest::Queryable as _;
@@ -26,6 +27,15 @@ use support::{AppHarness, copied_text, example, harness, ids, keys, paths, wires
 fn while_drawing<T: Send + 'static>(
     h: &mut AppHarness,
     work: impl Future<Output = T> + Send + 'static,
+) -> T {
+    while_drawing_and(h, work, |_| {})
+}
+
+/// [`while_drawing`], with `each_frame` done by the person before every frame.
+fn while_drawing_and<T: Send + 'static>(
+    h: &mut AppHarness,
+    work: impl Future<Output = T> + Send + 'static,
+    mut each_frame: impl FnMut(&mut AppHarness),
 ) -> T {
     let (done, result) = mpsc::channel();
     std::thread::spawn(move || {
@@ -42,6 +52,7 @@ fn while_drawing<T: Send + 'static>(
             return value;
         }
         assert!(Instant::now() < deadline, "the client did not finish");
+        each_frame(h);
         h.step();
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -65,8 +76,12 @@ fn open_window(h: &mut AppHarness) -> (String, String) {
     let url = copy("Copy URL");
     let token = copy("Copy token");
     let config = copy("Copy configuration");
-    assert!(
-        config.contains(&url) && config.contains(&format!("Bearer {token}")),
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    let server = &config["mcpServers"]["agentloom"];
+    assert_eq!(server["url"], url.as_str(), "{config}");
+    assert_eq!(
+        server["headers"]["Authorization"],
+        format!("Bearer {token}").as_str(),
         "{config}"
     );
     (url, token)
@@ -158,7 +173,8 @@ fn pause_refuses_edits_a_wrong_token_is_refused_and_stop_closes_the_port() {
     let (url, token) = open_window(&mut h);
 
     // Paused: the edit is refused with a tool error saying why, and nothing changes.
-    h.get_by_role_and_label(Role::Button, "Pause").click();
+    h.get_by_role_and_label(Role::CheckBox, "Pause editing")
+        .click();
     h.run_steps(2);
     let (client_url, client_token) = (url.clone(), token.clone());
     let paused = while_drawing(&mut h, async move {
@@ -170,7 +186,8 @@ fn pause_refuses_edits_a_wrong_token_is_refused_and_stop_closes_the_port() {
     assert_eq!(h.state().document.to_doc(), before, "nothing changed");
 
     // Resumed, the same edit goes through.
-    h.get_by_role_and_label(Role::Button, "Pause").click();
+    h.get_by_role_and_label(Role::CheckBox, "Pause editing")
+        .click();
     h.run_steps(2);
     let (client_url, client_token) = (url.clone(), token.clone());
     let resumed = while_drawing(&mut h, async move {
@@ -226,4 +243,58 @@ fn pause_refuses_edits_a_wrong_token_is_refused_and_stop_closes_the_port() {
     h.get_by_label("Stopped: no assistant can edit this graph.");
     let after_stop = while_drawing(&mut h, async move { connect(&url, &token).await.err() });
     assert!(after_stop.is_some(), "the client cannot connect after Stop");
+}
+
+#[test]
+fn the_persons_edits_and_the_assistants_made_at_the_same_time_are_all_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let before = h.state().document.to_doc();
+    let (url, token) = open_window(&mut h);
+
+    let mut added_by_hand = 0;
+    let added = while_drawing_and(
+        &mut h,
+        async move {
+            let editor = connect(&url, &token).await.unwrap();
+            let mut ids = Vec::new();
+            for n in 0..5 {
+                let args = json!({"block": "data.constant", "id": format!("assistant{n}")});
+                ids.push(call(&editor, "add_node", args).await.unwrap()["id"].clone());
+            }
+            ids
+        },
+        |h| {
+            // The person adds a block of their own at every frame for a while.
+            if added_by_hand < 5 {
+                h.state_mut().send(Command::AddBlock {
+                    kind: "text.template".to_owned(),
+                    pos: None,
+                });
+                added_by_hand += 1;
+            }
+        },
+    );
+    assert_eq!(added.len(), 5);
+    let shown = ids(&h);
+    for n in 0..5 {
+        assert!(shown.contains(&format!("assistant{n}")), "{shown:?}");
+    }
+    let templates = h
+        .state()
+        .document
+        .to_doc()
+        .nodes
+        .iter()
+        .filter(|n| n.block == "text.template")
+        .count();
+    assert_eq!(templates, 1 + added_by_hand, "the person's blocks are kept");
+
+    // Each edit, the person's and the assistant's, is one step: ten undos go back to the
+    // graph as it was.
+    point_at_canvas(&mut h);
+    for _ in 0..10 {
+        keys(&mut h, Modifiers::COMMAND, Key::Z);
+    }
+    assert_eq!(h.state().document.to_doc(), before);
 }

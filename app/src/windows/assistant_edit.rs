@@ -375,14 +375,16 @@ fn serving_ui(ui: &mut egui::Ui, serving: &mut Serving) -> bool {
     ui.label("An MCP client's configuration (streamable HTTP):");
     let config = client_config(&url, &token);
     egui::Frame::group(ui.style()).show(ui, |ui| {
-        ui.monospace(&config);
+        egui::ScrollArea::horizontal().show(ui, |ui| {
+            ui.add(egui::Label::new(egui::RichText::new(&config).monospace()).extend());
+        });
     });
     if ui.button("Copy configuration").clicked() {
         ui.ctx().copy_text(config);
     }
     ui.add_space(6.0);
     ui.horizontal(|ui| {
-        ui.toggle_value(&mut serving.paused, "Pause")
+        ui.checkbox(&mut serving.paused, "Pause editing")
             .on_hover_text("While paused, the assistant's edits are refused");
         let status = if serving.paused {
             "Paused: edits are refused".to_owned()
@@ -396,15 +398,18 @@ fn serving_ui(ui: &mut egui::Ui, serving: &mut Serving) -> bool {
         .clicked()
 }
 
-/// Draws a ring round each node rectangle, as strong as its highlight.
-pub fn draw_highlights(ctx: &egui::Context, rings: &[(egui::Rect, f32)]) {
+/// Draws a ring round each node rectangle, as strong as its highlight, over the canvas
+/// (`canvas`) and under the windows.
+pub fn draw_highlights(ctx: &egui::Context, canvas: egui::Rect, rings: &[(egui::Rect, f32)]) {
     if rings.is_empty() {
         return;
     }
-    let painter = ctx.layer_painter(egui::LayerId::new(
-        egui::Order::Foreground,
-        egui::Id::new("assistant-edit-highlight"),
-    ));
+    let painter = ctx
+        .layer_painter(egui::LayerId::new(
+            egui::Order::Background,
+            egui::Id::new("assistant-edit-highlight"),
+        ))
+        .with_clip_rect(canvas);
     for (rect, strength) in rings {
         painter.rect_stroke(
             rect.expand(4.0),
@@ -421,16 +426,20 @@ pub fn draw_highlights(ctx: &egui::Context, rings: &[(egui::Rect, f32)]) {
 /// Claude Code, Cursor and others; a client speaking stdio only can reach it through a
 /// bridge such as `mcp-remote`).
 pub fn client_config(url: &str, token: &str) -> String {
-    let config = serde_json::json!({
-        "mcpServers": {
-            "agentloom": {
-                "type": "http",
-                "url": url,
-                "headers": {"Authorization": format!("Bearer {token}")}
-            }
-        }
-    });
-    serde_json::to_string_pretty(&config).unwrap_or_default()
+    // Written out rather than serialized, so that the fields keep a reading order.
+    let url = Json::String(url.to_owned());
+    let authorization = Json::String(format!("Bearer {token}"));
+    format!(
+        r#"{{
+  "mcpServers": {{
+    "agentloom": {{
+      "type": "http",
+      "url": {url},
+      "headers": {{ "Authorization": {authorization} }}
+    }}
+  }}
+}}"#
+    )
 }
 
 impl crate::App {
@@ -493,6 +502,6 @@ impl crate::App {
         let rings: Vec<(egui::Rect, f32)> = (self.assistant_edit.highlights().into_iter())
             .filter_map(|(id, strength)| Some((self.node_screen_rect(&id)?, strength)))
             .collect();
-        draw_highlights(ctx, &rings);
+        draw_highlights(ctx, self.canvas.screen_rect, &rings);
     }
 }
