@@ -3,7 +3,6 @@
 //! `context` text quoting them for a prompt.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use agentloom_core::{
@@ -13,7 +12,7 @@ use agentloom_core::{
 
 use super::common::{collection_field, store_and_collection, store_field, store_path, with_store};
 use super::embedding::{EmbeddingSettings, embed_texts, fields};
-use super::store::{Filter, Hit, MAX_K, Query, SearchMode, StoreError};
+use super::store::{Filter, Hit, MAX_K, Query, SearchMode, StoreError, quoted_context};
 
 const MODES: [&str; 3] = ["hybrid", "vector", "keyword"];
 const DEFAULT_K: u64 = 5;
@@ -108,23 +107,6 @@ struct KnowledgeSearchNode {
     filter: Filter,
     settings: EmbeddingSettings,
     ports: Ports,
-}
-
-/// The hits as numbered quotes with their sources.
-pub fn quoted_context(hits: &[Hit]) -> String {
-    let mut text = String::new();
-    for (i, hit) in hits.iter().enumerate() {
-        let _ = writeln!(
-            text,
-            "[{}] {} (bytes {}–{}):",
-            i + 1,
-            hit.source,
-            hit.start,
-            hit.end
-        );
-        let _ = writeln!(text, "{}\n", hit.text.trim());
-    }
-    text.trim_end().to_owned()
 }
 
 fn hit_value(hit: &Hit) -> Value {

@@ -10,6 +10,7 @@
 //! The store is synchronous (rusqlite): callers in async code run it on the blocking pool.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::Duration;
@@ -196,6 +197,24 @@ pub struct Hit {
     pub keyword_rank: Option<usize>,
 }
 
+/// The hits as numbered quotes with their sources, for a prompt: `[1] source (bytes a–b):`
+/// then the text.
+pub fn quoted_context(hits: &[Hit]) -> String {
+    let mut text = String::new();
+    for (i, hit) in hits.iter().enumerate() {
+        let _ = writeln!(
+            text,
+            "[{}] {} (bytes {}–{}):",
+            i + 1,
+            hit.source,
+            hit.start,
+            hit.end
+        );
+        let _ = writeln!(text, "{}\n", hit.text.trim());
+    }
+    text.trim_end().to_owned()
+}
+
 /// A content hash over a document's chunk texts and offsets, in order.
 pub fn content_hash<'a>(chunks: impl IntoIterator<Item = (&'a str, usize, usize)>) -> String {
     let mut hasher = Sha256::new();
@@ -294,13 +313,31 @@ fn vector_table(collection_id: i64) -> String {
     format!("vectors_{collection_id}")
 }
 
-/// The FTS5 query for free text: each word (split at white space) a quoted phrase, any
-/// of them matching, so punctuation and FTS5 operators in the text are taken literally
+/// English words too common to rank by: a question's "how do I" would otherwise rank
+/// every chunk that has them, and fusing that ranking would push good vector hits down.
+const STOP_WORDS: [&str; 64] = [
+    "a", "about", "after", "am", "an", "and", "any", "are", "as", "at", "be", "before", "by",
+    "can", "could", "did", "do", "does", "for", "from", "get", "had", "has", "have", "how", "i",
+    "i'm", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "should",
+    "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to",
+    "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "you",
+];
+
+/// The FTS5 query for free text: each word (split at white space) but the common English
+/// ones a quoted phrase, any of them matching, so punctuation and FTS5 operators in the text are taken literally
 /// and an identifier like `ERR-7Q3X` matches as the phrase of its parts.
 fn fts_query(text: &str) -> Option<String> {
     let words: Vec<String> = text
         .split_whitespace()
         .filter(|w| w.chars().any(char::is_alphanumeric))
+        .filter(|w| {
+            let bare: String = w
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == '\'')
+                .flat_map(char::to_lowercase)
+                .collect();
+            !STOP_WORDS.contains(&bare.as_str())
+        })
         .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
         .collect();
     (!words.is_empty()).then(|| words.join(" OR "))
@@ -313,6 +350,22 @@ struct Ranked {
     similarity: Option<f64>,
     vector_rank: Option<usize>,
     keyword_rank: Option<usize>,
+}
+
+/// The FTS5 query for the identifiers in `text`: words holding both a letter and a digit
+/// (`ERR-7Q3X`, `INV-2024-0042`, `a3f9c2e`), each a quoted phrase.
+fn identifier_query(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|w| {
+            w.chars().count() >= 3
+                && w.chars().any(|c| c.is_ascii_digit())
+                && w.chars().any(char::is_alphabetic)
+        })
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" OR "))
 }
 
 struct CollectionRow {
@@ -726,7 +779,19 @@ impl KnowledgeStore {
             (Some(fts), true) => self.keyword_ranking(&row, &fts, candidates, &query.filter)?,
             _ => Vec::new(),
         };
+        // Identifiers in the query (an error code, an invoice number) ranked on their own:
+        // a third list in the fusion, so an exact match is not outvoted by chunks that
+        // share the question's other words and meaning.
+        let identifier_ranked = match (text.and_then(identifier_query), query.mode) {
+            (Some(fts), SearchMode::Hybrid) => {
+                self.keyword_ranking(&row, &fts, candidates, &query.filter)?
+            }
+            _ => Vec::new(),
+        };
         let mut fused: HashMap<i64, Ranked> = HashMap::new();
+        for (rank, (id, _)) in identifier_ranked.iter().enumerate() {
+            fused.entry(*id).or_default().score += 1.0 / (RRF_K + (rank + 1) as f64);
+        }
         for (rank, (id, distance)) in vector_ranked.iter().enumerate() {
             let entry = fused.entry(*id).or_default();
             entry.similarity = Some(1.0 - distance);
