@@ -890,6 +890,14 @@ impl RunCtx for NodeCtx {
             RunStatus::Completed => Ok(report.outputs),
             RunStatus::Cancelled => Err(BlockError::cancelled()),
             // A node inside waits for a person: this node waits with it (the run pauses).
+            RunStatus::Waiting
+                if report
+                    .nodes
+                    .iter()
+                    .any(|n| n.status == NodeStatus::AtBreakpoint) =>
+            {
+                Err(self.shared.wait_at_breakpoint(&self.node_id))
+            }
             RunStatus::Waiting => Err(self.shared.wait_for_decision(&self.node_id)),
             _ => Err(BlockError::permanent(format!(
                 "the sub-graph failed: {}",

@@ -2,8 +2,8 @@
 //! upstream of the edited values (seeded, not run again, not billed again), with the edited
 //! nodes' outputs changed, and runs everything downstream of them again. The graph may have
 //! changed since the parent ran: a node added or reconfigured since is never reused (it and
-//! what depends on it run again), and an edit of such a node, or of a removed one, is
-//! refused.
+//! what depends on it run again), and an edit of such a node, of one that depends on it, or
+//! of a removed one, is refused.
 
 use std::collections::BTreeSet;
 
@@ -87,6 +87,11 @@ pub fn plan_fork(
         .graph_doc()
         .map_err(|e| format!("--fork {parent_id}: its recorded graph cannot be read: {e}"))?;
     let changes = graph_changes(&parent_doc, &graph.doc);
+    // A changed node, and what depends on it, runs again: nothing of them is reused.
+    let mut changed_downstream: BTreeSet<String> = BTreeSet::new();
+    for node in changes.added.iter().chain(&changes.reconfigured) {
+        changed_downstream.extend(downstream_of(graph, node));
+    }
     let mut edits_checked = Vec::new();
     for edit in edits {
         let Some(node) = graph.nodes.iter().find(|n| n.id == edit.node) else {
@@ -98,6 +103,12 @@ pub fn plan_fork(
         if changes.reconfigured.contains(&edit.node) || changes.added.contains(&edit.node) {
             return Err(format!(
                 "--set {}.{}: `{}` changed since run {parent_id} ran ({changes}); its recorded outputs are not what it gives now, so they cannot be edited: run the graph again instead",
+                edit.node, edit.port, edit.node
+            ));
+        }
+        if changed_downstream.contains(&edit.node) {
+            return Err(format!(
+                "--set {}.{}: `{}` depends on a node that changed since run {parent_id} ran ({changes}), so it runs again and an edit of its recorded outputs would be lost: run the graph again instead",
                 edit.node, edit.port, edit.node
             ));
         }
@@ -130,9 +141,7 @@ pub fn plan_fork(
     for node in &edited {
         rerun.remove(node);
     }
-    for node in changes.added.iter().chain(&changes.reconfigured) {
-        rerun.extend(downstream_of(graph, node));
-    }
+    rerun.extend(changed_downstream);
     let mut seed = store
         .reuse_seed(&parent_id, &rerun)
         .map_err(|e| e.to_string())?;

@@ -141,9 +141,10 @@ pub(super) fn take_run(
     )
 }
 
-/// SQL: run `?1` has a request nobody has decided yet.
+/// SQL: run `?1` has a request (or a breakpoint pause) nobody has decided yet.
 pub(super) const UNDECIDED: &str =
-    "EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1 AND decision_json IS NULL)";
+    "(EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1 AND decision_json IS NULL)
+      OR EXISTS (SELECT 1 FROM pending_breakpoints WHERE run_id = ?1 AND decision_json IS NULL))";
 
 /// status, finished at, owner token, heartbeat at.
 type RunOwnerRow = (String, Option<i64>, Option<String>, Option<i64>);

@@ -208,8 +208,7 @@ impl RunStore {
             &format!(
                 "UPDATE runs SET status = 'running'
                  WHERE id = ?1 AND status = 'waiting' AND finished_at_ms IS NULL
-                   AND NOT ({}) AND NOT EXISTS (SELECT 1 FROM pending_breakpoints
-                        WHERE run_id = ?1 AND decision_json IS NULL)",
+                   AND NOT {}",
                 super::approvals::UNDECIDED
             ),
             params![run_id],
@@ -282,6 +281,22 @@ impl RunStore {
         stmt.query_map(params![run_id], |row| row.get(0))
             .and_then(Iterator::collect)
             .map_err(|source| self.read_error(source))
+    }
+}
+
+/// What a run killed while paused waits for: an approval, or else a breakpoint.
+pub(super) fn waiting_reason(conn: &rusqlite::Connection, run_id: &str) -> &'static str {
+    let approval = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1)",
+            params![run_id],
+            |row| row.get::<_, bool>(0),
+        )
+        .unwrap_or(true);
+    if approval {
+        "waiting for approval"
+    } else {
+        "paused at a breakpoint"
     }
 }
 

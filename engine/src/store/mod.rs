@@ -433,14 +433,14 @@ impl RunStore {
             let waiting = tx
                 .execute(
                     "UPDATE runs SET status = 'waiting',
-                            error = CASE WHEN status = 'waiting' THEN coalesce(error, 'waiting for approval')
-                                         ELSE 'waiting for approval' END,
+                            error = CASE WHEN status = 'waiting' THEN coalesce(error, ?3) ELSE ?3 END,
                             finished_at_ms = CASE WHEN status = 'waiting' THEN ?2 ELSE finished_at_ms END,
                             duration_ms = CASE WHEN status = 'waiting' THEN max(0, ?2 - started_at_ms)
                                                ELSE duration_ms END
                      WHERE id = ?1 AND status IN ('running', 'waiting')
-                       AND EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1)",
-                    params![id, to_i64(*last_seen)],
+                       AND (EXISTS (SELECT 1 FROM pending_approvals WHERE run_id = ?1)
+                            OR EXISTS (SELECT 1 FROM pending_breakpoints WHERE run_id = ?1))",
+                    params![id, to_i64(*last_seen), breakpoints::waiting_reason(&tx, id)],
                 )
                 .map_err(write_error)?;
             if waiting > 0 {

@@ -240,6 +240,7 @@ fn open_creates_the_file_its_folders_and_the_schema() {
             "evaluation_runs",
             "evaluations",
             "events",
+            "graph_memory",
             "node_runs",
             "pending_approvals",
             "pending_breakpoints",

@@ -16,7 +16,6 @@ pub(super) fn start_fork(
     graph: &ValidGraph,
     parent: &str,
     set: &[String],
-    quiet: bool,
 ) -> Result<(String, RunSeed), String> {
     let edits = set
         .iter()
@@ -28,20 +27,19 @@ pub(super) fn start_fork(
     store
         .record_fork(&run_id, &plan.record)
         .map_err(|e| e.to_string())?;
-    if !quiet {
-        let parent = &plan.record.parent_run_id;
-        if !plan.record.changes.is_empty() {
-            eprintln!(
-                "the graph changed since run {parent}: {}; a changed node is not reused, it runs again",
-                plan.record.changes
-            );
-        }
-        let reused = plan.seed.outputs.len();
+    // On stderr, so `--json` still prints one object on stdout.
+    let parent = &plan.record.parent_run_id;
+    if !plan.record.changes.is_empty() {
         eprintln!(
-            "forking run {parent}: {reused} node(s) reused, {} run again",
-            plan.rerun.len()
+            "the graph changed since run {parent}: {}; a changed node is not reused, it runs again",
+            Escaped(&plan.record.changes.to_string())
         );
     }
+    eprintln!(
+        "forking run {parent}: {} node(s) reused, {} run again",
+        plan.seed.outputs.len(),
+        plan.rerun.len()
+    );
     Ok((run_id, plan.seed))
 }
 

@@ -686,13 +686,7 @@ fn run_graph(args: RunArgs) -> anyhow::Result<i32> {
     let mut run_id = None;
     let seed = match (&args.from, &args.reuse, &args.fork) {
         (_, _, Some(parent)) => {
-            match fork::start_fork(
-                args.db.clone(),
-                prepared.graph(),
-                parent,
-                &args.set,
-                args.json,
-            ) {
+            match fork::start_fork(args.db.clone(), prepared.graph(), parent, &args.set) {
                 Ok((fork_id, seed)) => {
                     run_id = Some(fork_id);
                     Some(seed)
