@@ -298,3 +298,37 @@ fn the_persons_edits_and_the_assistants_made_at_the_same_time_are_all_kept() {
     }
     assert_eq!(h.state().document.to_doc(), before);
 }
+
+#[test]
+fn start_again_makes_a_new_token_and_closing_the_window_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let (first_url, first_token) = open_window(&mut h);
+    h.get_by_role_and_label(Role::Button, "Stop").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "Start again").click();
+    h.run_steps(2);
+    let (url, token) = open_window(&mut h);
+    assert_ne!(token, first_token, "a fresh token");
+    let (old, new) = (first_token.clone(), token.clone());
+    let client_url = url.clone();
+    let refused = while_drawing(&mut h, async move {
+        let old_refused = connect(&client_url, &old).await.is_err();
+        let new_works = connect(&client_url, &new).await.is_ok();
+        (old_refused, new_works)
+    });
+    assert_eq!(refused, (true, true), "{first_url} then {url}");
+
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    h.get_by_role_and_label(Role::Button, "Close window")
+        .click();
+    h.run_steps(2);
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "closing the window closes the port"
+    );
+}

@@ -338,7 +338,9 @@ impl AssistantEdit {
                     start_again = ui.button("Start again").clicked();
                 }
             });
-        if stop {
+        // Closing the window stops the server too: none is left serving unseen (collapse
+        // the window to keep it out of the way).
+        if stop || !open {
             self.stop();
         }
         self.open = open;
