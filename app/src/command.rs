@@ -160,6 +160,8 @@ pub enum Command {
     AddCaseTo(std::path::PathBuf),
     /// Show the Evaluations panel (View → Evaluations).
     OpenEvaluations,
+    /// Show the Knowledge window (View → Knowledge).
+    OpenKnowledge,
     /// Show the credentials manager.
     OpenCredentials,
     /// Show the graph's MCP servers.
@@ -268,6 +270,7 @@ pub fn menu_commands(selected: &[NodeId]) -> Vec<Command> {
         Command::FitView,
         Command::ActualSize,
         Command::OpenEvaluations,
+        Command::OpenKnowledge,
         Command::Run,
         Command::StopRun,
         Command::Debug(DebugCommand::ToggleBreakpoint(selected.to_vec())),
@@ -306,6 +309,7 @@ impl Command {
             Command::FitView => entry(View, "Fit graph to view", keys(Modifiers::NONE, Key::F)),
             Command::ActualSize => entry(View, "Actual size", keys(command, Key::Num0)),
             Command::OpenEvaluations => entry(View, "Evaluations", None),
+            Command::OpenKnowledge => entry(View, "Knowledge", None),
             Command::Run => entry(Run, "Run", keys(command, Key::Enter)),
             Command::StopRun => entry(Run, "Stop", keys(command, Key::Period)),
             Command::Debug(debug) => return debug.menu_entry(),

@@ -396,6 +396,7 @@ impl App {
             Command::AddRunToCases(id) => self.ask_cases_file_for(id),
             Command::AddCaseTo(path) => self.add_asked_case_to(&path),
             Command::OpenEvaluations => self.evaluations.open = true,
+            Command::OpenKnowledge => self.knowledge.open = true,
             Command::OpenCredentials => self.credentials.show_window(),
             Command::OpenMcpServers => self.mcp_window.open = true,
             Command::OpenAssistantEdit => self.open_assistant_edit(ctx),

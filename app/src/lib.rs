@@ -174,6 +174,8 @@ pub struct App {
     /// The menu of a right-clicked wire, while open.
     wire_menu: Option<wire_menu::WireMenu>,
     pub evaluations: evaluations::EvaluationsPanel,
+    /// The Knowledge window (View → Knowledge).
+    pub knowledge: windows::knowledge::KnowledgeWindow,
     timeline: run_timeline::RunTimeline,
     /// The editing tools served to an MCP client for the open graph, and their window.
     assistant_edit: windows::assistant_edit::AssistantEdit,
@@ -273,6 +275,7 @@ impl App {
             selected_wire: None,
             wire_menu: None,
             evaluations: evaluations::EvaluationsPanel::default(),
+            knowledge: windows::knowledge::KnowledgeWindow::default(),
             timeline: run_timeline::RunTimeline::default(),
             assistant_edit: windows::assistant_edit::AssistantEdit::default(),
             debugger: debugger::Debugger::kept_in(paths.data_dir.as_deref()),
@@ -459,6 +462,7 @@ impl App {
             self.commands.push(Command::EditMcpServers(edit));
         }
         self.evaluations_ui(&ctx);
+        self.knowledge_ui(&ctx);
         self.assistant_edit_ui(&ctx);
         self.close_prompt_ui(&ctx);
 

@@ -37,6 +37,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "online/github-triage-agent.agentloom.json",
         include_str!("../../assets/examples/online/github-triage-agent.agentloom.json"),
     ),
+    (
+        "online/answer-from-documents.agentloom.json",
+        include_str!("../../assets/examples/online/answer-from-documents.agentloom.json"),
+    ),
 ];
 
 /// The example at `index`, read.

@@ -1,6 +1,7 @@
 //! End-to-end tests live in tests/. This library holds what several test files share:
 //! starting the real peers they run against.
 
+pub mod embeddings;
 pub mod mcp;
 
 use std::net::{TcpListener, TcpStream};

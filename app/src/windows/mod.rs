@@ -6,5 +6,6 @@ mod close_prompt;
 pub mod credentials;
 pub mod evaluations;
 pub mod examples;
+pub mod knowledge;
 pub mod mcp_servers;
 pub mod path_prompt;
