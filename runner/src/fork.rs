@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 
 use agentloom_core::{GraphDoc, ValidGraph};
 use agentloom_engine::{
-    ForkEdit, ForkRecord, GraphChanges, HitPort, NodeStatus, RunSeed, RunStore, checked_value,
-    downstream_of,
+    ForkEdit, ForkRecord, GraphChanges, HitPort, NodeStatus, RunRow, RunSeed, RunStore,
+    checked_value, downstream_of,
 };
 
 /// The nodes `current` added, removed or reconfigured (block, config, timeout, retry, pins,
@@ -165,4 +165,58 @@ pub fn plan_fork(
         seed,
         rerun,
     })
+}
+
+/// `runs` (newest first, as listed) in lineage order: each fork right under its parent
+/// (when the parent is among them), with its depth (0 for a run that is no listed run's fork).
+pub fn in_lineage(store: &RunStore, runs: Vec<RunRow>) -> Vec<(RunRow, usize)> {
+    let parents: Vec<Option<String>> = runs
+        .iter()
+        .map(|run| {
+            store
+                .run_fork(&run.id)
+                .ok()
+                .flatten()
+                .map(|fork| fork.parent_run_id)
+                .filter(|parent| runs.iter().any(|r| &r.id == parent))
+        })
+        .collect();
+    let mut ordered = Vec::with_capacity(runs.len());
+    let mut placed = vec![false; runs.len()];
+    // Roots in the listed order, each followed by its forks (depth first).
+    fn place(
+        index: usize,
+        depth: usize,
+        runs: &[RunRow],
+        parents: &[Option<String>],
+        placed: &mut [bool],
+        ordered: &mut Vec<(usize, usize)>,
+    ) {
+        if placed[index] {
+            return;
+        }
+        placed[index] = true;
+        ordered.push((index, depth));
+        for (child, parent) in parents.iter().enumerate() {
+            if parent.as_deref() == Some(runs[index].id.as_str()) {
+                place(child, depth + 1, runs, parents, placed, ordered);
+            }
+        }
+    }
+    let mut order = Vec::new();
+    for index in 0..runs.len() {
+        if parents[index].is_none() {
+            place(index, 0, &runs, &parents, &mut placed, &mut order);
+        }
+    }
+    for index in 0..runs.len() {
+        place(index, 0, &runs, &parents, &mut placed, &mut order);
+    }
+    let mut runs: Vec<Option<RunRow>> = runs.into_iter().map(Some).collect();
+    for (index, depth) in order {
+        if let Some(run) = runs[index].take() {
+            ordered.push((run, depth));
+        }
+    }
+    ordered
 }

@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -461,4 +461,35 @@ fn bad_set_items_are_refused_with_what_and_where() {
     // The run is still paused and goes on.
     let output = agentloom(&setup, &["continue", &run_id, "--json"]);
     assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn at_a_terminal_step_and_an_edits_file_change_what_the_next_node_gets() {
+    let setup = setup(&apples(10, "{{ value }} apples", 2));
+    let folder = setup.graph.parent().unwrap();
+    let edits = folder.join("edits.json");
+    std::fs::write(&edits, r#"{"value": 7}"#).unwrap();
+    let bad = folder.join("bad.json");
+    std::fs::write(&bad, r#"{"colour": 7}"#).unwrap();
+    // At `slow`: step. At `t` (the step): a file with a port `t` lacks (refused, asked
+    // again), then the edits file, then Enter.
+    let typed = format!("s\n{}\n{}\n\n", bad.display(), edits.display());
+    let (code, shown) = agentloom_tests::at_a_terminal(
+        Path::new(env!("CARGO_BIN_EXE_agentloom")),
+        &[
+            "run".as_ref(),
+            setup.graph.as_os_str(),
+            "--break".as_ref(),
+            "slow".as_ref(),
+            "--db".as_ref(),
+            setup.db.as_os_str(),
+        ],
+        &[],
+        &typed,
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("⏸ slow: before it runs"), "{shown}");
+    assert!(shown.contains("⏸ t (step): before it runs"), "{shown}");
+    assert!(shown.contains("`t` has no port `colour`"), "{shown}");
+    assert!(shown.contains("result: 7 apples"), "{shown}");
 }

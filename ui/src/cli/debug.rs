@@ -291,6 +291,27 @@ pub fn continue_command(args: ContinueArgs) -> anyhow::Result<i32> {
     )
 }
 
+/// What `show` prints of a run paused at breakpoints: each pause with its values, and how
+/// to go on.
+pub(super) fn show_pauses(store: &agentloom_engine::RunStore, run_id: &str) -> anyhow::Result<()> {
+    let pauses = store.pending_breakpoints(run_id)?;
+    for pause in pauses.iter().filter(|p| p.decision.is_none()) {
+        let values = Value::object(pause.hit.values.clone());
+        println!(
+            "paused at a breakpoint {} `{}`: {}",
+            pause.hit.at.as_str(),
+            Escaped(&pause.hit.node),
+            Escaped(&values.preview(400))
+        );
+    }
+    if !pauses.is_empty() {
+        println!(
+            "go on with: agentloom continue {run_id} [--set NODE.PORT=JSON] [--step | --stop]"
+        );
+    }
+    Ok(())
+}
+
 /// The run's debugging choices for `execute`: asked at the terminal when someone is there.
 pub(super) fn with_terminal(
     debug: RunDebug,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use agentloom_core::{Escaped, ValidGraph};
-use agentloom_engine::{ForkEdit, RunRow, RunSeed, RunStore};
+use agentloom_engine::{ForkEdit, RunSeed, RunStore};
 
 use crate::runner::fork::plan_fork;
 use crate::runner::open_run_log;
@@ -41,60 +41,6 @@ pub(super) fn start_fork(
         plan.rerun.len()
     );
     Ok((run_id, plan.seed))
-}
-
-/// `runs` in lineage order: each fork listed right under its parent (when the parent is
-/// listed), with its depth.
-pub(super) fn in_lineage(store: &RunStore, runs: Vec<RunRow>) -> Vec<(RunRow, usize)> {
-    let parents: Vec<Option<String>> = runs
-        .iter()
-        .map(|run| {
-            store
-                .run_fork(&run.id)
-                .ok()
-                .flatten()
-                .map(|fork| fork.parent_run_id)
-                .filter(|parent| runs.iter().any(|r| &r.id == parent))
-        })
-        .collect();
-    let mut ordered = Vec::with_capacity(runs.len());
-    let mut placed = vec![false; runs.len()];
-    // Roots in the listed order, each followed by its forks (depth first).
-    fn place(
-        index: usize,
-        depth: usize,
-        runs: &[RunRow],
-        parents: &[Option<String>],
-        placed: &mut [bool],
-        ordered: &mut Vec<(usize, usize)>,
-    ) {
-        if placed[index] {
-            return;
-        }
-        placed[index] = true;
-        ordered.push((index, depth));
-        for (child, parent) in parents.iter().enumerate() {
-            if parent.as_deref() == Some(runs[index].id.as_str()) {
-                place(child, depth + 1, runs, parents, placed, ordered);
-            }
-        }
-    }
-    let mut order = Vec::new();
-    for index in 0..runs.len() {
-        if parents[index].is_none() {
-            place(index, 0, &runs, &parents, &mut placed, &mut order);
-        }
-    }
-    for index in 0..runs.len() {
-        place(index, 0, &runs, &parents, &mut placed, &mut order);
-    }
-    let mut runs: Vec<Option<RunRow>> = runs.into_iter().map(Some).collect();
-    for (index, depth) in order {
-        if let Some(run) = runs[index].take() {
-            ordered.push((run, depth));
-        }
-    }
-    ordered
 }
 
 /// The lines `show` prints of a run's lineage: its parent and edits, what changed in the

@@ -425,7 +425,7 @@ fn runs_command(db: Option<PathBuf>, json: bool, limit: usize) -> anyhow::Result
     if runs.is_empty() {
         eprintln!("no runs yet in {}", store.path().display());
     }
-    for (run, depth) in fork::in_lineage(&store, runs) {
+    for (run, depth) in crate::runner::fork::in_lineage(&store, runs) {
         out!(
             "{}{}  {:<11} {:>8}  {}{}{}",
             "  └ ".repeat(depth.min(1)),
@@ -560,7 +560,8 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
         );
     }
     if run.status == RunStatus::Waiting {
-        for pending in store.pending_approvals(&run.id)? {
+        let approvals = store.pending_approvals(&run.id)?;
+        for pending in &approvals {
             println!(
                 "waits for approval: `{}` {} {}",
                 Escaped(&pending.node),
@@ -568,10 +569,13 @@ fn show_command(db: Option<PathBuf>, run_id: &str, json: bool) -> anyhow::Result
                 Escaped(&pending.request.shown().preview(400))
             );
         }
-        println!(
-            "decide with: agentloom approve {} | agentloom reject {}",
-            run.id, run.id
-        );
+        if !approvals.is_empty() {
+            println!(
+                "decide with: agentloom approve {} | agentloom reject {}",
+                run.id, run.id
+            );
+        }
+        debug::show_pauses(&store, &run.id)?;
     }
     Ok(0)
 }
