@@ -364,7 +364,7 @@ mod tests {
     #[test]
     fn html_text_without_scripts_and_with_entities() {
         let html = "<html><head><title>T</title><style>p{}</style></head><body><h1>Title</h1><p>One &amp; two&#33;</p><script>alert(1)</script><ul><li>a</li><li>b &lt;c&gt;</li></ul></body></html>";
-        assert_eq!(html_to_text(html), "Title\nOne & two!\na\nb <c>");
+        assert_eq!(html_to_text(html), "Title\n\nOne & two!\n\na\n\nb <c>");
     }
 
     #[test]

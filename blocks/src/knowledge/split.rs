@@ -88,7 +88,8 @@ fn by_characters(text: &str, from: usize, to: usize, sizes: Sizes) -> Vec<(usize
     let mut start = 0;
     while start < chars {
         let mut end = (start + size).min(chars);
-        if end < chars {
+        let at_a_break = end == chars || text[bounds[end]..].starts_with(char::is_whitespace);
+        if !at_a_break {
             // Prefer to cut after white space in the window's second half.
             let window = &text[bounds[start]..bounds[end]];
             if let Some(cut) = window
