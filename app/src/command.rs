@@ -295,9 +295,7 @@ impl Command {
             Command::ExportDialog => entry(File, "Export…", None),
             Command::OpenCredentials => entry(File, "Credentials…", None),
             Command::OpenMcpServers => entry(File, "MCP servers…", None),
-            Command::OpenAssistantEdit => {
-                entry(File, "Let an assistant edit this graph…", None)
-            }
+            Command::OpenAssistantEdit => entry(File, "Let an assistant edit this graph…", None),
             Command::Quit => entry(File, "Quit", keys(command, Key::Q)),
             Command::Undo => entry(Edit, "Undo", keys(command, Key::Z)),
             Command::Redo => entry(Edit, "Redo", keys(COMMAND_SHIFT, Key::Z)),
