@@ -443,6 +443,7 @@ impl App {
             self.canvas.screen_rect,
             &mut self.commands,
         );
+        self.debugger_windows_ui(&ctx);
 
         examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
         if let Some(menu) = &mut self.wire_menu

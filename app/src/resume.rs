@@ -3,7 +3,10 @@
 //! the run log.
 
 use agentloom_core::ApprovalDecision;
-use agentloom_engine::RunStatus;
+use std::sync::Arc;
+
+use agentloom_engine::{RunDetail, RunStatus, RunStore};
+use agentloom_runner::Prepared;
 
 use agentloom_runner::resume::{claim_refusal, prepare_recorded};
 
@@ -33,26 +36,8 @@ impl App {
         decision: &ApprovalDecision,
         ctx: &egui::Context,
     ) -> Result<(), String> {
-        let store = self.store.clone().ok_or("there is no run log")?;
         let run_id = self.run.run_id.clone().ok_or("no run is shown")?;
-        let detail = store
-            .get_run(&run_id)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("run {run_id} is no longer in the run log"))?;
-        if detail.run.status != RunStatus::Waiting {
-            return Err(format!(
-                "run {run_id} is {}, not waiting",
-                detail.run.status.as_str()
-            ));
-        }
-        let doc = detail.graph_doc().map_err(|e| e.to_string())?;
-        // The graph files the run calls as they were when it started, and the trust it ran
-        // with: a run of a file its user had not trusted gets no credential when resumed
-        // either, unless the file has been trusted since.
-        let trusted = |file: &std::path::Path| {
-            agentloom_runner::trust::is_trusted_in(self.trust_store.as_ref(), file)
-        };
-        let prepared = prepare_recorded(&store, &run_id, doc, trusted, &self.run_credentials)?;
+        let (store, detail, prepared) = self.prepare_waiting_run(&run_id)?;
         let runtime = self
             .runtime
             .as_ref()
@@ -82,6 +67,34 @@ impl App {
         )?;
         self.notice = None;
         Ok(())
+    }
+
+    /// A waiting run of the run log, ready to go on: the log, what it recorded of the run,
+    /// and the run prepared from it.
+    pub(super) fn prepare_waiting_run(
+        &self,
+        run_id: &str,
+    ) -> Result<(Arc<RunStore>, RunDetail, Prepared), String> {
+        let store = self.store.clone().ok_or("there is no run log")?;
+        let detail = store
+            .get_run(run_id)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("run {run_id} is no longer in the run log"))?;
+        if detail.run.status != RunStatus::Waiting {
+            return Err(format!(
+                "run {run_id} is {}, not waiting",
+                detail.run.status.as_str()
+            ));
+        }
+        let doc = detail.graph_doc().map_err(|e| e.to_string())?;
+        // The graph files the run calls as they were when it started, and the trust it ran
+        // with: a run of a file its user had not trusted gets no credential when resumed
+        // either, unless the file has been trusted since.
+        let trusted = |file: &std::path::Path| {
+            agentloom_runner::trust::is_trusted_in(self.trust_store.as_ref(), file)
+        };
+        let prepared = prepare_recorded(&store, run_id, doc, trusted, &self.run_credentials)?;
+        Ok((store, detail, prepared))
     }
 
     /// The requests a waiting run shown from the history waits for, to decide on.

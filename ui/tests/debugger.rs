@@ -1,7 +1,10 @@
 //! The debugger, driven through the real UI: breakpoints set with F9 and from a node's menu,
 //! drawn on the node and kept for the file (not in it) across a restart; a run paused at
 //! one shows the values in the run panel, an edit there (checked against the port's type)
-//! is what the next node gets; Step stops before the next node, Stop ends the run.
+//! is what the next node gets; Step stops before the next node, Stop ends the run; a run
+//! left paused by quitting is waiting in the history after a restart and continues there.
+//! A finished node of a past run forks it with an edited output: the fork reuses what came
+//! before, is listed under its parent, and shows beside it with the outputs that differ.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod support;
@@ -11,7 +14,7 @@ use agentloom_core::Value;
 use agentloom_engine::{NodeStatus, RunStatus, RunStore};
 use egui::accesskit::Role;
 use egui::{Key, Modifiers, PointerButton};
-use egui_kittest::kittest::Queryable as _;
+use egui_kittest::kittest::{NodeT as _, Queryable as _};
 use support::{AppHarness, click_at, harness_for, keys, paths, title_of, wait_until};
 
 /// A text handed down two templates to the graph's output.
@@ -135,17 +138,35 @@ fn run(h: &mut AppHarness) {
     h.run_steps(2);
 }
 
+/// The app on [`TYPED`] saved in `dir`.
+fn typed_graph(dir: &tempfile::TempDir) -> (AppHarness, agentloom::app::AppPaths) {
+    let paths = paths(dir);
+    let file = dir.path().join("typed.agentloom.json");
+    std::fs::write(&file, TYPED).unwrap();
+    (open(&file, &paths), paths)
+}
+
 /// The app on [`TYPED`] saved in `dir`, F9 pressed on the template `render`.
 fn typed_graph_with_a_breakpoint_before_render(
     dir: &tempfile::TempDir,
 ) -> (AppHarness, agentloom::app::AppPaths) {
-    let paths = paths(dir);
-    let file = dir.path().join("typed.agentloom.json");
-    std::fs::write(&file, TYPED).unwrap();
-    let mut h = open(&file, &paths);
+    let (mut h, paths) = typed_graph(dir);
     select(&mut h, "Render greeting");
     keys(&mut h, Modifiers::NONE, Key::F9);
     (h, paths)
+}
+
+/// Waits for the run shown to end, and checks it completed with `greeting` as its output.
+fn finished_with(h: &mut AppHarness, greeting: &str) {
+    wait_until(h, "the run", |h| !h.state().run.is_running());
+    let state = &h.state().run;
+    assert_eq!(
+        state.status,
+        Some(RunStatus::Completed),
+        "{:?}",
+        state.error
+    );
+    assert_eq!(state.outputs.get("greeting"), Some(&Value::from(greeting)));
 }
 
 const INPUTS: &str = "Inputs it will run with";
@@ -187,19 +208,8 @@ fn a_run_pauses_at_a_breakpoint_and_the_edit_there_is_what_the_next_node_gets() 
     assert!(shown.contains(r#""name": "world""#), "{shown}");
     type_values(&mut h, INPUTS, r#"{"name": "debugger", "times": 3}"#);
     h.get_by_role_and_label(Role::Button, "Continue").click();
-    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
-
+    finished_with(&mut h, "Hello, debugger x3!!!");
     let state = &h.state().run;
-    assert_eq!(
-        state.status,
-        Some(RunStatus::Completed),
-        "{:?}",
-        state.error
-    );
-    assert_eq!(
-        state.outputs.get("greeting"),
-        Some(&Value::from("Hello, debugger x3!!!"))
-    );
     // What the template got, in the run log too.
     let run_id = state.run_id.clone().unwrap();
     let store = RunStore::open(paths.run_log.as_ref().unwrap()).unwrap();
@@ -236,4 +246,120 @@ fn step_stops_before_the_next_node_and_stop_ends_the_run() {
     assert_eq!(h.state().run.status, Some(RunStatus::Cancelled));
     assert!(h.state().run.outputs.is_empty());
     assert!(h.query_by_label_contains("Paused").is_none());
+}
+
+#[test]
+fn a_run_paused_when_the_app_quits_continues_at_the_breakpoint_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, paths) = typed_graph_with_a_breakpoint_before_render(&dir);
+    run(&mut h);
+    wait_for_pause(&mut h, "Paused before `render`");
+    let run_id = h.state().run.run_id.clone().unwrap();
+    // Quitting leaves the run waiting at the breakpoint, stored in the run log.
+    h.state_mut().close();
+    drop(h);
+    let db = paths.run_log.clone().unwrap();
+    let detail = RunStore::open(&db)
+        .unwrap()
+        .get_run(&run_id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(detail.run.status, RunStatus::Waiting);
+    let paused_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+
+    // A new window: the history lists it waiting; opened, it shows the pause to continue.
+    let file = dir.path().join("typed.agentloom.json");
+    let mut h = open(&file, &paths);
+    h.get_by_label_contains("waiting · just now").click();
+    h.run_steps(3);
+    assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
+    wait_for_pause(&mut h, "Paused before `render`");
+    let shown = pause_editor_text(&h, INPUTS);
+    assert!(shown.contains(r#""name": "world""#), "{shown}");
+    type_values(&mut h, INPUTS, r#"{"name": "again", "times": 2}"#);
+    keys(&mut h, Modifiers::NONE, Key::F5);
+    finished_with(&mut h, "Hello, again x2!!!");
+    assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
+    // The constants finished before the pause and did not run again.
+    let detail = RunStore::open(&db)
+        .unwrap()
+        .get_run(&run_id)
+        .unwrap()
+        .unwrap();
+    let name = detail.node("name").unwrap();
+    assert_eq!((name.status, name.attempts), (NodeStatus::Done, 1));
+    assert!(u128::from(name.finished_at_ms.unwrap()) < paused_at);
+    assert!(u128::from(detail.node("render").unwrap().finished_at_ms.unwrap()) >= paused_at);
+}
+
+#[test]
+fn a_past_run_forked_from_an_edited_output_is_listed_under_it_and_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, paths) = typed_graph(&dir);
+    run(&mut h);
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    let parent = h.state().run.run_id.clone().unwrap();
+
+    // The past run, opened from the history; the integer's menu forks it.
+    h.get_by_label_contains("completed · just now").click();
+    h.run_steps(3);
+    node_menu(&mut h, "Times");
+    h.get_by_role_and_label(Role::Button, "Edit output and rerun from here")
+        .click();
+    h.run_steps(3);
+    const EDITOR: &str = "Outputs of `times`";
+    assert_eq!(pause_editor_text(&h, EDITOR), "{\n  \"value\": 2\n}");
+    type_values(&mut h, EDITOR, r#"{"value": "lots"}"#);
+    h.get_by_label_contains("`times.value` takes integer");
+    type_values(&mut h, EDITOR, r#"{"value": 7}"#);
+    h.get_by_role_and_label(Role::Button, "Rerun from here")
+        .click();
+    h.run_steps(2);
+    finished_with(&mut h, "Hello, world x7!!!");
+    let state = &h.state().run;
+    let fork = state.run_id.clone().unwrap();
+    assert_ne!(fork, parent);
+    // Recorded with its parent and the edit; what came before the edit is reused, not run.
+    let store = RunStore::open(paths.run_log.as_ref().unwrap()).unwrap();
+    let record = store.run_fork(&fork).unwrap().unwrap();
+    assert_eq!(record.parent_run_id, parent);
+    assert_eq!(record.edits.len(), 1);
+    assert_eq!(
+        (record.edits[0].node.as_str(), record.edits[0].port.as_str()),
+        ("times", "value")
+    );
+    assert!(state.reused.contains("name"), "{:?}", state.reused);
+    let detail = store.get_run(&fork).unwrap().unwrap();
+    assert_eq!(detail.node("name").unwrap().attempts, 0);
+    assert_eq!(detail.node("render").unwrap().attempts, 1);
+
+    // The history lists the fork right under its parent.
+    let rows: Vec<String> = h
+        .query_all_by_label_contains("· just now")
+        .filter_map(|n| n.accesskit_node().label())
+        .collect();
+    let rows: Vec<&str> = rows
+        .iter()
+        .map(|r| r.split(" · ").next().unwrap())
+        .collect();
+    assert_eq!(rows, ["completed", "↳ completed"]);
+
+    // Beside its parent: the outputs that differ are marked, the reused ones are not.
+    let at = h.get_by_label_contains("↳ completed").rect().center();
+    click_at(&mut h, at, PointerButton::Secondary, Modifiers::NONE);
+    h.get_by_role_and_label(Role::Button, "Compare with parent")
+        .click();
+    h.run_steps(3);
+    for node in ["times", "render", "shout"] {
+        assert!(
+            h.query_by_label(&format!("{node} differs")).is_some(),
+            "{node}"
+        );
+    }
+    assert!(h.query_by_label("name differs").is_none());
+    // The parent's value is shown only there (the canvas and run panel show the fork's).
+    h.get_by_label_contains("Hello, world x2!!!");
 }

@@ -144,3 +144,22 @@ pub fn breakpoint_menu_items(
         }
     }
 }
+
+/// The node menu's "Edit output and rerun from here", offered on a node that finished in
+/// the past run shown.
+pub fn fork_menu_item(ui: &mut Ui, node: &str, finished: bool, commands: &mut Vec<Command>) {
+    if ui
+        .add_enabled(
+            finished,
+            egui::Button::new("Edit output and rerun from here"),
+        )
+        .on_hover_text(
+            "A new run from this node's outputs as you edit them: what comes before is reused from the run shown, what depends on it runs again",
+        )
+        .on_disabled_hover_text("Show a run from the history in which this node finished")
+        .clicked()
+    {
+        commands.push(Command::Debug(DebugCommand::OpenFork(node.to_owned())));
+        ui.close();
+    }
+}

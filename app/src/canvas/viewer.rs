@@ -974,6 +974,10 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         if let Some(canvas) = snarl.get_node(node) {
             let at = self.debug_marks.of(&canvas.doc.id).breakpoint;
             breakpoints::breakpoint_menu_items(ui, &canvas.doc.id, at, self.commands);
+            // A node that finished in a past run shown: fork the run from its outputs.
+            let finished = !self.run.is_running()
+                && (self.run.node(&canvas.doc.id)).is_some_and(|r| r.status == NodeStatus::Done);
+            breakpoints::fork_menu_item(ui, &canvas.doc.id, finished, self.commands);
             ui.separator();
         }
         self.flag_menu_items(node, ui, snarl);

@@ -5,10 +5,13 @@
 use std::sync::Arc;
 
 use agentloom_engine::{BreakAt, Breakpoint, BreakpointDecision, RunDebug, RunStatus};
+use agentloom_runner::debug::continuation;
+use agentloom_runner::resume::claim_refusal;
 use egui_snarl::NodeId;
 use tokio::sync::mpsc;
 
 use super::debugger_breakpoints::{BreakWhen, Breakpoints};
+use super::debugger_fork::{self, Comparison, ForkEditor, Lineage};
 use super::debugger_pause::{self, PauseMsg, Paused, UiBreakpoints};
 use crate::App;
 use crate::canvas::breakpoints::HeaderMark;
@@ -28,6 +31,12 @@ pub struct Debugger {
     armed: Option<u64>,
     /// The waiting run whose stored pauses were read.
     stored_for: Option<String>,
+    /// "Edit output and rerun from here", while its editor is open.
+    fork: Option<ForkEditor>,
+    /// A fork shown beside its parent.
+    comparison: Option<Comparison>,
+    /// The history's forks under their parents.
+    pub lineage: Lineage,
 }
 
 impl std::fmt::Debug for Debugger {
@@ -55,6 +64,15 @@ pub enum DebugCommand {
     Step,
     /// Shift+F5: the paused run stops.
     Stop,
+    /// Edit the outputs of the node with this document id in the run shown (a past run),
+    /// to fork it from there.
+    OpenFork(String),
+    /// Start the fork with the outputs as edited.
+    StartFork,
+    CloseFork,
+    /// Show this fork beside its parent, the outputs that differ marked.
+    CompareWithParent(String),
+    CloseComparison,
 }
 
 impl DebugCommand {
@@ -74,7 +92,7 @@ impl DebugCommand {
                 "Stop at breakpoint",
                 keys(Modifiers::SHIFT, Key::F5),
             ),
-            DebugCommand::SetBreakpoint { .. } => return None,
+            _ => return None,
         })
     }
 }
@@ -121,6 +139,9 @@ impl Debugger {
             pauses_rx,
             armed: None,
             stored_for: None,
+            fork: None,
+            comparison: None,
+            lineage: Lineage::default(),
         }
     }
 
@@ -181,6 +202,10 @@ impl App {
             }
         }
         self.load_stored_pauses();
+        let store = self.store.clone();
+        self.debugger
+            .lineage
+            .follow(store.as_deref(), &self.history);
     }
 
     /// The pauses a waiting run shown from the history waits at, to continue from.
@@ -246,6 +271,20 @@ impl App {
                 self.answer_pause(&command, ctx);
                 Ok(())
             }
+            DebugCommand::OpenFork(node) => self.open_fork(&node),
+            DebugCommand::StartFork => {
+                self.start_fork(ctx);
+                Ok(())
+            }
+            DebugCommand::CloseFork => {
+                self.debugger.fork = None;
+                Ok(())
+            }
+            DebugCommand::CompareWithParent(fork) => self.compare_with_parent(&fork),
+            DebugCommand::CloseComparison => {
+                self.debugger.comparison = None;
+                Ok(())
+            }
         };
         if let Err(err) = kept {
             self.notice = Some(err);
@@ -284,19 +323,53 @@ impl App {
         }
     }
 
-    /// Continues a run stored waiting at a breakpoint (shown from the history): the
-    /// decision is stored with the run, which runs on under the same id from the run log.
+    /// Continues a run stored waiting at a breakpoint (shown from the history, after a
+    /// restart): the decision is stored with the run (the first decider wins), which goes on
+    /// under the same id, its finished nodes seeded from the run log, its breakpoints kept.
     fn continue_stored(
         &mut self,
         paused: &Paused,
         decision: BreakpointDecision,
         ctx: &egui::Context,
     ) -> Result<(), String> {
-        let _ = (decision, ctx);
-        Err(format!(
-            "run {} waits at `{}`: continue it with `agentloom continue {}`",
-            paused.run_id, paused.hit.node, paused.run_id
-        ))
+        let run_id = paused.run_id.as_str();
+        let (store, detail, prepared) = self.prepare_waiting_run(run_id)?;
+        let runtime = (self.runtime.as_ref()).ok_or("the run threads could not start")?;
+        let pending = store
+            .pending_breakpoints(run_id)
+            .map_err(|e| e.to_string())?;
+        let hit = &paused.hit;
+        let pause = pending
+            .iter()
+            .find(|p| p.hit.node == hit.node && p.hit.at == hit.at)
+            .ok_or_else(|| format!("run {run_id} no longer waits at `{}`", hit.node))?;
+        let claim = store
+            .claim_breakpoint(run_id, &hit.node, hit.at, &decision)
+            .map_err(|e| e.to_string())?;
+        if let Some(refusal) = claim_refusal(run_id, &hit.node, &claim) {
+            return Err(refusal);
+        }
+        let going_on = continuation(&store, run_id, pause, decision)?;
+        let handler = Arc::new(UiBreakpoints {
+            tx: self.debugger.pauses_tx.clone(),
+            ctx: ctx.clone(),
+        });
+        self.run.debug = Some(Arc::new(going_on.debug.with_handler(handler)));
+        // Where the run started, as `agentloom continue` would go on.
+        let workspace =
+            (store.run_workspace(run_id).ok().flatten()).unwrap_or_else(|| self.run_workspace());
+        self.run.start_seeded(
+            runtime,
+            prepared,
+            workspace,
+            detail.inputs.clone(),
+            Some(&store),
+            ctx,
+            Some(run_id.to_owned()),
+            Some(going_on.seed),
+        )?;
+        self.notice = None;
+        Ok(())
     }
 
     /// The pause shown in the run panel: its head (where, the buttons), kept in view.
@@ -312,5 +385,123 @@ impl App {
             debugger_pause::pause_values_ui(ui, paused);
             ui.separator();
         }
+    }
+
+    /// The fork editor and the comparison, each in a window while open.
+    pub(crate) fn debugger_windows_ui(&mut self, ctx: &egui::Context) {
+        if let Some(editor) = &mut self.debugger.fork
+            && !debugger_fork::fork_editor_ui(ctx, editor, &mut self.commands)
+        {
+            self.debugger.fork = None;
+        }
+        if let Some(comparison) = &self.debugger.comparison
+            && !debugger_fork::comparison_ui(ctx, comparison)
+        {
+            self.debugger.comparison = None;
+        }
+    }
+
+    /// Opens the editor of `node`'s outputs in the run shown, to fork it from there.
+    fn open_fork(&mut self, node: &str) -> Result<(), String> {
+        let parent = (self.run.run_id.clone())
+            .filter(|_| !self.run.is_running())
+            .ok_or("show a finished run from the history first")?;
+        let outputs = (self.run.node(node))
+            .filter(|n| n.status == agentloom_engine::NodeStatus::Done)
+            .map(|n| n.outputs.clone())
+            .ok_or_else(|| format!("`{node}` did not finish in the run shown"))?;
+        let canvas = (self.document.node_by_id(node))
+            .and_then(|n| self.document.snarl.get_node(n))
+            .ok_or_else(|| format!("the graph has no node `{node}` now"))?;
+        let ports = agentloom_engine::HitPort::of(&canvas.all_outputs);
+        self.debugger.fork = Some(ForkEditor::new(parent, node.to_owned(), ports, outputs));
+        Ok(())
+    }
+
+    /// Starts the fork typed in the editor: a new run recorded with its parent and the
+    /// edit, the parent's upstream results reused, the rest run again.
+    fn start_fork(&mut self, ctx: &egui::Context) {
+        let Some(editor) = &mut self.debugger.fork else {
+            return;
+        };
+        let edits = match editor.edits() {
+            Ok(edits) => edits,
+            Err(problem) => {
+                editor.problem = Some(problem);
+                return;
+            }
+        };
+        let parent = editor.parent.clone();
+        match self.try_start_fork(&parent, &edits, ctx) {
+            Ok(()) => self.debugger.fork = None,
+            Err(problem) => {
+                if let Some(editor) = &mut self.debugger.fork {
+                    editor.problem = Some(problem);
+                }
+            }
+        }
+    }
+
+    fn try_start_fork(
+        &mut self,
+        parent: &str,
+        edits: &[agentloom_engine::ForkEdit],
+        ctx: &egui::Context,
+    ) -> Result<(), String> {
+        if self.run.is_running() {
+            return Err("a run is going".to_owned());
+        }
+        let store = self.store.clone().ok_or("there is no run log")?;
+        let prepared = self.prepare_run()?;
+        let plan = agentloom_runner::fork::plan_fork(&store, parent, prepared.graph(), edits)?;
+        let detail = store
+            .get_run(&plan.record.parent_run_id)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("run {parent} is no longer in the run log"))?;
+        let runtime = (self.runtime.as_ref()).ok_or("the run threads could not start")?;
+        let run_id = agentloom_engine::new_run_id();
+        store
+            .record_fork(&run_id, &plan.record)
+            .map_err(|e| e.to_string())?;
+        self.run.start_seeded(
+            runtime,
+            prepared,
+            self.run_workspace(),
+            detail.inputs,
+            Some(&store),
+            ctx,
+            Some(run_id.clone()),
+            Some(plan.seed),
+        )?;
+        self.debugger
+            .lineage
+            .learn(run_id, plan.record.parent_run_id.clone());
+        self.notice = (!plan.record.changes.is_empty()).then(|| {
+            format!(
+                "The graph changed since run {}: {}; a changed node is not reused, it runs again.",
+                crate::run_panel::short_id(&plan.record.parent_run_id),
+                plan.record.changes
+            )
+        });
+        Ok(())
+    }
+
+    /// Shows fork `fork` beside its parent.
+    fn compare_with_parent(&mut self, fork: &str) -> Result<(), String> {
+        let store = self.store.clone().ok_or("there is no run log")?;
+        let read = |id: &str| {
+            store
+                .get_run(id)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("run {id} is no longer in the run log"))
+        };
+        let parent = (store.run_fork(fork).map_err(|e| e.to_string())?)
+            .map(|f| f.parent_run_id)
+            .ok_or_else(|| format!("run {fork} is not a fork"))?;
+        self.debugger.comparison = Some(Comparison {
+            fork: read(fork)?,
+            parent: read(&parent)?,
+        });
+        Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! Continue (F5), Step (F10), Stop (Shift+F5).
 
 use agentloom_core::{Value, ValueMap};
-use agentloom_engine::{BreakAt, BreakpointDecision, BreakpointHandler, BreakpointHit};
+use agentloom_engine::{BreakAt, BreakpointDecision, BreakpointHandler, BreakpointHit, HitPort};
 use egui::{RichText, Ui};
 use tokio::sync::{mpsc, oneshot};
 
@@ -91,24 +91,7 @@ impl Paused {
     /// The values as edited, each checked against its port's type; why not, naming the
     /// port and the type, when they cannot be used.
     pub fn edited(&self) -> Result<ValueMap, String> {
-        let json: serde_json::Value = serde_json::from_str(&self.text).map_err(|e| {
-            format!(
-                "the {} of `{}` are not valid JSON: {e}",
-                what(self.hit.at),
-                self.hit.node
-            )
-        })?;
-        let serde_json::Value::Object(fields) = json else {
-            return Err(format!(
-                "the {} of `{}` must stay a JSON object, one field a port",
-                what(self.hit.at),
-                self.hit.node
-            ));
-        };
-        let given: ValueMap = fields
-            .into_iter()
-            .map(|(port, value)| (port, Value::from_json(value)))
-            .collect();
+        let given = typed_values(&self.text, &self.hit.node, what(self.hit.at))?;
         self.hit.edited(&given)
     }
 
@@ -213,25 +196,58 @@ pub fn pause_values_ui(ui: &mut Ui, paused: &mut Paused) {
         BreakAt::Before => "Inputs it will run with",
         BreakAt::After => "Outputs it will hand on",
     };
-    let label = ui.label(RichText::new(title).small().color(theme::TEXT_WEAK));
-    let types: Vec<String> = (paused.hit.ports.iter())
-        .map(|p| format!("{}: {}", p.name, p.ty))
-        .collect();
-    let edit = ui
-        .add(
-            egui::TextEdit::multiline(&mut paused.text)
-                .code_editor()
-                .desired_rows(4)
-                .desired_width(f32::INFINITY),
-        )
-        .on_hover_text(format!("JSON, one field a port ({})", types.join(", ")))
-        .labelled_by(label.id);
-    if edit.changed() {
+    let title = RichText::new(title).small().color(theme::TEXT_WEAK);
+    if values_editor_ui(ui, title, &mut paused.text, &paused.hit.ports) {
         paused.recheck();
     }
-    if let Some(problem) = &paused.problem {
+    problem_ui(ui, paused.problem.as_deref());
+}
+
+/// A node's values as JSON to edit, under `title`, the ports' types on hover; whether the
+/// text changed.
+pub fn values_editor_ui(
+    ui: &mut Ui,
+    title: RichText,
+    text: &mut String,
+    ports: &[HitPort],
+) -> bool {
+    let label = ui.label(title);
+    let types: Vec<String> = ports
+        .iter()
+        .map(|p| format!("{}: {}", p.name, p.ty))
+        .collect();
+    ui.add(
+        egui::TextEdit::multiline(text)
+            .code_editor()
+            .desired_rows(4)
+            .desired_width(f32::INFINITY),
+    )
+    .on_hover_text(format!("JSON, one field a port ({})", types.join(", ")))
+    .labelled_by(label.id)
+    .changed()
+}
+
+/// Why the values typed cannot be used, if they cannot.
+pub fn problem_ui(ui: &mut Ui, problem: Option<&str>) {
+    if let Some(problem) = problem {
         ui.label(RichText::new(problem).color(theme::ERROR));
     }
+}
+
+/// The values typed as JSON for `node` (`what` they are: inputs, outputs), by port; why not
+/// when it is not JSON or not an object of ports.
+pub fn typed_values(text: &str, node: &str, what: &str) -> Result<ValueMap, String> {
+    let json: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("the {what} of `{node}` are not valid JSON: {e}"))?;
+    let serde_json::Value::Object(fields) = json else {
+        return Err(format!(
+            "the {what} of `{node}` must stay a JSON object, one field a port"
+        ));
+    };
+    Ok(fields
+        .into_iter()
+        .map(|(port, value)| (port, Value::from_json(value)))
+        .collect())
 }
 
 #[cfg(test)]

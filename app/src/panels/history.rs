@@ -6,6 +6,8 @@ use agentloom_engine::{RunRow, RunStatus};
 use egui::{RichText, Ui};
 
 use crate::Command;
+use crate::panels::debugger::DebugCommand;
+use crate::panels::debugger_fork::Lineage;
 use crate::run_panel::short_id;
 use crate::theme;
 
@@ -20,6 +22,7 @@ pub fn history_ui(
     shown: Option<&str>,
     graph_name: &str,
     all_graphs: &mut bool,
+    lineage: &Lineage,
     commands: &mut Vec<Command>,
 ) {
     ui.horizontal(|ui| {
@@ -48,7 +51,10 @@ pub fn history_ui(
         .id_salt("history")
         .auto_shrink([false, false])
         .show(ui, |ui| {
-            for run in runs {
+            // Forks under their parent, indented.
+            for (index, depth) in lineage.rows(runs) {
+                let run = &runs[index];
+                let fork_of = lineage.parent(&run.id);
                 let color = match run.status {
                     RunStatus::Completed => theme::OK,
                     RunStatus::Running => theme::ACCENT,
@@ -58,7 +64,8 @@ pub fn history_ui(
                     }
                 };
                 let facts = format!(
-                    "{} · {}",
+                    "{}{} · {}",
+                    "↳ ".repeat(depth),
                     run.status.as_str(),
                     age(now_ms, run.started_at_ms)
                 );
@@ -87,6 +94,9 @@ pub fn history_ui(
                     run.graph_name,
                     short_id(&run.id)
                 );
+                if let Some(parent) = fork_of {
+                    hover.push_str(&format!("\nfork of run {}", short_id(parent)));
+                }
                 if let Some(error) = &run.error {
                     hover.push('\n');
                     hover.push_str(error);
@@ -108,6 +118,17 @@ pub fn history_ui(
                         .clicked()
                     {
                         commands.push(Command::AddRunToCases(run.id.clone()));
+                        ui.close();
+                    }
+                    if fork_of.is_some()
+                        && ui
+                            .button("Compare with parent")
+                            .on_hover_text("This fork beside the run it was forked from, the outputs that differ marked")
+                            .clicked()
+                    {
+                        commands.push(Command::Debug(DebugCommand::CompareWithParent(
+                            run.id.clone(),
+                        )));
                         ui.close();
                     }
                 });

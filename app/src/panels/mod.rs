@@ -5,6 +5,7 @@ pub mod agent_trace;
 pub mod approval_panel;
 pub mod debugger;
 pub mod debugger_breakpoints;
+pub mod debugger_fork;
 pub mod debugger_pause;
 pub mod history;
 pub mod inspector;
@@ -75,6 +76,7 @@ impl App {
                     shown.as_deref(),
                     &self.document.name,
                     &mut self.history_all_graphs,
+                    &self.debugger.lineage,
                     &mut self.commands,
                 );
             });
