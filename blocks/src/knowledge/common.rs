@@ -12,7 +12,7 @@ pub(crate) const DEFAULT_STORE: &str = "knowledge.sqlite";
 pub(crate) fn store_field() -> ConfigField {
     ConfigField::text("store", "Store file")
         .default_value(serde_json::json!(DEFAULT_STORE))
-        .help("The SQLite file holding the collections, relative to the workspace directory.")
+        .help("The SQLite file holding the collections: a path relative to the workspace directory, or `data:NAME` for a file kept in your data folder (shared by every workspace).")
 }
 
 pub(crate) fn collection_field() -> ConfigField {
@@ -40,10 +40,40 @@ pub(crate) fn store_and_collection(config: &Config) -> Result<(String, String), 
     Ok((store.to_owned(), collection.to_owned()))
 }
 
-/// The store file's full path, checked to lie inside the workspace (no `..`, no link
-/// leading out), folders made as needed.
-pub(crate) fn store_path(ctx: &dyn RunCtx, relative: &str) -> Result<PathBuf, BlockError> {
-    Ok(crate::workspace_path::for_write(ctx.workspace(), relative)?.full)
+/// Names a store in the user's data folder rather than the workspace: `data:NAME`.
+pub(crate) const DATA_PREFIX: &str = "data:";
+
+/// The store file's full path: `data:NAME` is `NAME` in the data folder's `knowledge`
+/// folder (a plain file name), anything else a path checked to lie inside the workspace
+/// (no `..`, no link leading out); folders are made as needed.
+pub(crate) fn store_path(ctx: &dyn RunCtx, store: &str) -> Result<PathBuf, BlockError> {
+    let Some(name) = store.strip_prefix(DATA_PREFIX) else {
+        return Ok(crate::workspace_path::for_write(ctx.workspace(), store)?.full);
+    };
+    let plain = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', ':'])
+        && !name.chars().any(char::is_control);
+    if !plain {
+        return Err(BlockError::permanent(format!(
+            "store `{store}`: after `{DATA_PREFIX}` give a plain file name, e.g. `{DATA_PREFIX}notes.sqlite`"
+        )));
+    }
+    let folder = agentloom_core::user_data_dir()
+        .ok_or_else(|| {
+            BlockError::permanent(format!(
+                "store `{store}`: this system has no per-user data folder; name a file in the workspace instead"
+            ))
+        })?
+        .join("knowledge");
+    std::fs::create_dir_all(&folder).map_err(|e| {
+        BlockError::permanent(format!(
+            "cannot make the knowledge folder {}: {e}",
+            folder.display()
+        ))
+    })?;
+    Ok(folder.join(name))
 }
 
 /// Runs `work` on the store at `path` on the blocking pool.
@@ -67,4 +97,28 @@ pub(crate) async fn with_store<T: Send + 'static>(
 
 pub(crate) fn store_error(error: StoreError) -> BlockError {
     BlockError::permanent(error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::TestCtx;
+
+    #[test]
+    fn a_data_folder_store_is_a_plain_file_name() {
+        let ctx = TestCtx::new();
+        for bad in [
+            "data:",
+            "data:../escape.sqlite",
+            "data:a/b.sqlite",
+            "data:..",
+            "data:c:x",
+        ] {
+            let err = store_path(&ctx, bad).expect_err(bad).message;
+            assert!(
+                err.contains("plain file name") && err.contains(bad),
+                "{err}"
+            );
+        }
+    }
 }
