@@ -20,6 +20,12 @@ impl EmbeddingPeer {
     /// Starts the peer, or returns `None` when its Python packages are missing and
     /// AGENTLOOM_SKIP_PEERS=1 (else it panics saying what to install).
     pub fn start() -> Option<EmbeddingPeer> {
+        Self::start_with(&[])
+    }
+
+    /// [`EmbeddingPeer::start`] with extra arguments for the server, e.g. `--fail-first 2`
+    /// (its first two embedding requests answered with HTTP 500).
+    pub fn start_with(extra: &[&str]) -> Option<EmbeddingPeer> {
         let installed = Command::new("python3")
             .args([
                 "-c",
@@ -43,6 +49,7 @@ impl EmbeddingPeer {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/embeddings/server.py");
         let mut child = Command::new("python3")
             .arg(script)
+            .args(extra)
             .env("HF_HUB_OFFLINE", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -65,6 +72,21 @@ impl EmbeddingPeer {
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("the embedding peer printed {line:?}, not its port"));
         Some(EmbeddingPeer { child, port })
+    }
+
+    /// Embedding requests the peer has served so far (its `/stats`).
+    ///
+    /// # Panics
+    /// When the peer does not answer its stats.
+    pub async fn requests(&self) -> u64 {
+        let url = format!("http://127.0.0.1:{}/stats", self.port);
+        let stats: serde_json::Value = reqwest::get(&url)
+            .await
+            .expect("stats answer")
+            .json()
+            .await
+            .expect("stats JSON");
+        stats["requests"].as_u64().expect("requests counted")
     }
 
     /// `http://127.0.0.1:PORT/v1`, the base URL an OpenAI-style client takes.

