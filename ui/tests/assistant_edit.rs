@@ -12,6 +12,7 @@ mod support;
 
 use std::future::Future;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentloom::app::Command;
@@ -331,4 +332,54 @@ fn start_again_makes_a_new_token_and_closing_the_window_stops_the_server() {
         std::net::TcpStream::connect(addr).is_err(),
         "closing the window closes the port"
     );
+}
+
+/// Everything logged in this process, as the binary would write it.
+#[derive(Clone, Default)]
+struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn the_token_is_never_logged_even_at_trace_level() {
+    // The server answers on the app's own threads: the whole process is captured.
+    let logs = CapturedLog::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let (url, token) = open_window(&mut h);
+    let (client_url, client_token) = (url.clone(), token.clone());
+    let added = while_drawing(&mut h, async move {
+        let refused = connect(&client_url, "not-the-token").await.is_err();
+        let editor = connect(&client_url, &client_token).await.unwrap();
+        let added = call(&editor, "add_node", json!({"block": "data.constant"})).await;
+        (refused, added.is_ok())
+    });
+    assert_eq!(added, (true, true));
+    h.get_by_role_and_label(Role::Button, "Stop").click();
+    h.run_steps(2);
+
+    let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    let port = url.trim_end_matches("/mcp").rsplit(':').next().unwrap();
+    assert!(
+        logged.contains("an assistant may edit the open graph") && logged.contains(port),
+        "the log is captured: {logged}"
+    );
+    assert!(!logged.contains(&token), "the token is in the log");
 }
