@@ -495,6 +495,28 @@ fn the_production_layout_lets_each_role_do_its_part_only() {
         asked.elapsed()
     );
     assert!(!text(&output).contains("submitter-pw"), "{}", text(&output));
+    // The approver may decide but not submit: refused at once, naming the subject.
+    let asked = Instant::now();
+    let output = bin()
+        .arg("submit")
+        .arg(&graph)
+        .args(["--nats", &nats.url("approver:approver-pw@"), "--trust"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains(
+            ".request: permission denied: this NATS user may not publish on this subject"
+        ),
+        "{}",
+        text(&output)
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(!text(&output).contains("approver-pw"), "{}", text(&output));
     // Nor resume it with a signed decision queued as a worker takes them: no approver
     // recorded that decision.
     forge_decision(&submitter, &run_id, NKEY_SEED);

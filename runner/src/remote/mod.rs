@@ -270,14 +270,30 @@ impl Nats {
         let ack = match headers {
             Some(headers) => {
                 self.js
-                    .publish_with_headers(subject, headers, payload.into())
+                    .publish_with_headers(subject.clone(), headers, payload.into())
                     .await
             }
-            None => self.js.publish(subject, payload.into()).await,
+            None => self.js.publish(subject.clone(), payload.into()).await,
         }
         .map_err(|e| self.error(&what, e))?;
-        ack.await.map_err(|e| self.error(&what, e))?;
-        Ok(())
+        self.stored(&subject, &what, ack).await
+    }
+
+    /// Waits until the server has stored a publish on `subject`; one the user's subject
+    /// permissions refuse fails at once, saying so (no acknowledgement would ever come).
+    async fn stored(
+        &self,
+        subject: &str,
+        what: &str,
+        ack: jetstream::context::PublishAckFuture,
+    ) -> Result<(), RemoteError> {
+        tokio::select! {
+            stored = ack => stored.map(|_| ()).map_err(|e| self.error(what, e)),
+            () = self.refused_publishing(subject) => Err(self.error(
+                what,
+                "permission denied: this NATS user may not publish on this subject",
+            )),
+        }
     }
 
     /// The last record `record` of run `run_id`, when there is one.
@@ -342,11 +358,10 @@ impl Nats {
             .message_id(id);
         let ack = self
             .js
-            .send_publish(subject, message)
+            .send_publish(subject.clone(), message)
             .await
             .map_err(|e| self.error(&what, e))?;
-        ack.await.map_err(|e| self.error(&what, e))?;
-        Ok(())
+        self.stored(&subject, &what, ack).await
     }
 
     pub async fn queue(&self, item: &WorkItem) -> Result<(), RemoteError> {
