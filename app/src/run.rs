@@ -85,6 +85,7 @@ impl NodeBadge for NodeProgress {
         let text = match self.status {
             NodeStatus::Pending => return None,
             NodeStatus::AwaitingApproval => "waiting for approval",
+            NodeStatus::AtBreakpoint => "paused at breakpoint",
             other => other.as_str(),
         };
         Some((text, super::theme::status_color(self.status)))

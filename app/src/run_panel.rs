@@ -156,8 +156,12 @@ pub fn run_summary_header_ui(
                     }
                     RunStatus::Failed => theme::ERROR,
                 };
+                let at_breakpoint = (run.nodes.values())
+                    .any(|n| n.status == agentloom_engine::NodeStatus::AtBreakpoint);
                 let (said, color) = if run.is_waiting() {
                     ("waiting for approval", theme::WARN)
+                } else if at_breakpoint && status == RunStatus::Running {
+                    ("paused at a breakpoint", theme::WARN)
                 } else {
                     (status.as_str(), color)
                 };
