@@ -85,6 +85,8 @@ impl App {
     ) {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
+        // The assistant was let edit the graph being replaced, not whichever comes next.
+        self.assistant_edit.stop();
         // Another graph: no way back to the callers of this one.
         self.callers.clear();
         self.graph_file = graph_file.map(Path::to_path_buf);

@@ -334,6 +334,35 @@ fn start_again_makes_a_new_token_and_closing_the_window_stops_the_server() {
     );
 }
 
+#[test]
+fn another_graph_opened_stops_the_assistants_editing_of_the_one_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&example(), &paths(&dir));
+    let (url, token) = open_window(&mut h);
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    assert!(std::net::TcpStream::connect(addr).is_ok(), "serving");
+    h.state_mut().send(Command::New);
+    h.run_steps(3);
+    assert!(
+        h.state().document.to_doc().nodes.is_empty(),
+        "File → New showed an empty graph"
+    );
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "the server editing the example went on serving the new graph"
+    );
+    let refused = while_drawing(&mut h, async move { connect(&url, &token).await.is_err() });
+    assert!(refused, "the old token still edits");
+    assert!(
+        h.query_by_role_and_label(Role::Button, "Start again").is_some(),
+        "the window offers to start again for the graph shown now"
+    );
+}
+
 /// Everything logged in this process, as the binary would write it.
 #[derive(Clone, Default)]
 struct CapturedLog(Arc<Mutex<Vec<u8>>>);
