@@ -358,7 +358,8 @@ fn another_graph_opened_stops_the_assistants_editing_of_the_one_before() {
     let refused = while_drawing(&mut h, async move { connect(&url, &token).await.is_err() });
     assert!(refused, "the old token still edits");
     assert!(
-        h.query_by_role_and_label(Role::Button, "Start again").is_some(),
+        h.query_by_role_and_label(Role::Button, "Start again")
+            .is_some(),
         "the window offers to start again for the graph shown now"
     );
 }
