@@ -220,6 +220,8 @@ pub struct RunDebug {
     pub breakpoints: BTreeSet<Breakpoint>,
     /// Pausing before every node that starts (Step); a Continue turns it off, a Step on.
     stepping: AtomicBool,
+    /// A Stop was decided: the run (with every sub-run up to it) stops.
+    stopped: AtomicBool,
     /// Asked at each breakpoint (with a run log, the pause is stored first: see
     /// [`crate::DurableBreakpoints`]). `None`: every breakpoint pauses the run.
     handler: Mutex<Option<Arc<dyn BreakpointHandler>>>,
@@ -267,6 +269,11 @@ impl RunDebug {
         self
     }
 
+    /// Whether a Stop was decided at one of the run's breakpoints.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
     pub fn is_stepping(&self) -> bool {
         self.stepping.load(Ordering::SeqCst)
     }
@@ -300,7 +307,7 @@ impl RunDebug {
         match decision {
             BreakpointDecision::Continue { .. } => self.stepping.store(false, Ordering::SeqCst),
             BreakpointDecision::Step { .. } => self.stepping.store(true, Ordering::SeqCst),
-            BreakpointDecision::Stop => {}
+            BreakpointDecision::Stop => self.stopped.store(true, Ordering::SeqCst),
         }
     }
 }

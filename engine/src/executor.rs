@@ -888,7 +888,13 @@ impl RunCtx for NodeCtx {
         }
         match report.status {
             RunStatus::Completed => Ok(report.outputs),
-            RunStatus::Cancelled => Err(BlockError::cancelled()),
+            RunStatus::Cancelled => {
+                // Stopped at a breakpoint inside: the whole run stops, not only this node.
+                if self.shared.debug.as_ref().is_some_and(|d| d.is_stopped()) {
+                    self.shared.cancel.cancel();
+                }
+                Err(BlockError::cancelled())
+            }
             // A node inside waits for a person: this node waits with it (the run pauses).
             RunStatus::Waiting
                 if report

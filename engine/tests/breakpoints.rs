@@ -174,6 +174,32 @@ async fn a_breakpoint_after_a_node_in_every_for_each_item_edits_its_outputs() {
     assert!(all.contains("edited") && !all.contains("<a>"), "{all}");
 }
 
+/// Stops at every breakpoint.
+struct Stopper;
+
+#[async_trait::async_trait]
+impl BreakpointHandler for Stopper {
+    async fn at_breakpoint(
+        &self,
+        _run_id: &str,
+        _hit: &BreakpointHit,
+    ) -> Option<BreakpointDecision> {
+        Some(BreakpointDecision::Stop)
+    }
+}
+
+#[tokio::test]
+async fn stop_inside_a_called_graph_stops_the_whole_run() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "greet.json", &greet());
+    let file = write(dir.path(), "caller.json", &caller());
+    let debug =
+        RunDebug::new([Breakpoint::new("call/t", BreakAt::Before)]).with_handler(Arc::new(Stopper));
+    let report = run(&file, debug).await;
+    assert_eq!(report.status, RunStatus::Cancelled, "{:?}", report.error);
+    assert!(report.outputs.is_empty());
+}
+
 #[tokio::test]
 async fn with_nobody_to_ask_the_pause_is_stored_and_the_run_waits() {
     let dir = tempfile::tempdir().unwrap();
