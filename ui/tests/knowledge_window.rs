@@ -26,6 +26,15 @@ fn shown_anywhere(h: &AppHarness, text: &str) -> bool {
     .is_some()
 }
 
+/// Embedding requests the peer has answered.
+fn requests(peer: &EmbeddingPeer) -> u64 {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(peer.requests())
+}
+
 fn press(h: &mut AppHarness, role: Role, label: &str) {
     h.get_by_role_and_label(role, label).click();
     h.run_steps(3);
@@ -34,7 +43,12 @@ fn press(h: &mut AppHarness, role: Role, label: &str) {
 /// A graph that indexes docs/ into the collection `handbook` and, `with_search`, searches
 /// it for `query`; its embedding nodes on `base_url`.
 fn docs_graph(base_url: &str, with_search: bool) -> serde_json::Value {
-    let embedding = json!({"provider": "openai", "model": EMBEDDING_MODEL, "base_url": base_url});
+    docs_graph_in("knowledge.sqlite", base_url, with_search)
+}
+
+/// [`docs_graph`] with its collection in the store `store`.
+fn docs_graph_in(store: &str, base_url: &str, with_search: bool) -> serde_json::Value {
+    let embedding = json!({"provider": "openai", "model": EMBEDDING_MODEL, "base_url": base_url, "store": store});
     let with = |extra: serde_json::Value| {
         let mut config = embedding.clone();
         config
@@ -76,6 +90,11 @@ fn docs_graph(base_url: &str, with_search: bool) -> serde_json::Value {
 
 /// Writes the handbook into `workspace`/docs and indexes it with `agentloom run`.
 fn index_handbook(graph: &Path, workspace: &Path, db: &Path) {
+    index_handbook_with(graph, workspace, db, &[]);
+}
+
+/// [`index_handbook`] with `env` set for the run.
+fn index_handbook_with(graph: &Path, workspace: &Path, db: &Path, env: &[(&str, &Path)]) {
     let docs = workspace.join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::write(
@@ -90,6 +109,7 @@ fn index_handbook(graph: &Path, workspace: &Path, db: &Path) {
     .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_agentloom"))
         .env_remove("AGENTLOOM_LOG")
+        .envs(env.iter().copied())
         .args(["run", "--json", "--trust"])
         .arg(graph)
         .arg("--db")
@@ -198,4 +218,62 @@ fn an_unreachable_embedding_endpoint_is_said_in_the_window() {
     );
     assert!(shown_anywhere(&h, "Search failed"), "{status}");
     assert!(h.state().knowledge.hits.is_empty());
+}
+
+#[test]
+fn a_collection_in_the_data_folder_is_listed_and_searched_as_the_graph_sets_it_up() {
+    let Some(peer) = EmbeddingPeer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let xdg = dir.path().join("xdg");
+    let mut paths = paths(&dir);
+    let workspace = paths.workspace.clone().unwrap();
+    let graph = dir.path().join("handbook.agentloom.json");
+    let store = "data:team.sqlite";
+    std::fs::write(
+        &graph,
+        docs_graph_in(store, &peer.base_url(), false).to_string(),
+    )
+    .unwrap();
+    index_handbook_with(
+        &graph,
+        &workspace,
+        &dir.path().join("cli-runs.sqlite3"),
+        &[("XDG_DATA_HOME", &xdg)],
+    );
+    // The app's data folder is the one the run used.
+    let file = std::fs::read_dir(&xdg)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("knowledge/team.sqlite"))
+        .find(|p| p.is_file())
+        .expect("the store in the data folder's knowledge folder");
+    paths.data_dir = Some(file.parent().unwrap().parent().unwrap().to_path_buf());
+    std::fs::write(
+        &graph,
+        docs_graph_in(store, &peer.base_url(), true).to_string(),
+    )
+    .unwrap();
+
+    let doc = load_graph(&graph).unwrap();
+    let mut h = harness_for(App::new(&doc, Some(graph.clone()), &paths));
+    h.state_mut().knowledge.open = true;
+    h.run_steps(3);
+    assert!(shown_anywhere(
+        &h,
+        &format!("{} (data folder)", file.display())
+    ));
+    h.get_by(|n| n.label().is_some_and(|l| l.starts_with("handbook — ")))
+        .click();
+    h.run_steps(3);
+    press(&mut h, Role::TextInput, "Query");
+    h.get_by_role_and_label(Role::TextInput, "Query")
+        .type_text("how many days off do I have");
+    h.run_steps(2);
+    let embedded_before = requests(&peer);
+    press(&mut h, Role::Button, "Search");
+    wait_until(&mut h, "the hits", |h| !h.state().knowledge.hits.is_empty());
+    // Searched by meaning with the graph's embedding settings: the query was embedded.
+    assert_eq!(requests(&peer), embedded_before + 1);
+    assert_eq!(h.state().knowledge.hits[0].source, "docs/vacation.md");
 }

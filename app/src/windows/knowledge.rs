@@ -82,7 +82,15 @@ fn store_files(
         .iter()
         .filter(|n| n.block.starts_with("knowledge."))
     {
-        add(workspace.join(store_of(&node.config)), "workspace");
+        let store = store_of(&node.config);
+        if let Some(path) = store_file(&store, workspace, data_dir) {
+            let place = if store.starts_with(DATA_PREFIX) {
+                "data folder"
+            } else {
+                "workspace"
+            };
+            add(path, place);
+        }
     }
     if let Some(folder) = data_dir.map(|d| d.join("knowledge"))
         && let Ok(entries) = std::fs::read_dir(&folder)
@@ -98,6 +106,18 @@ fn store_files(
         }
     }
     files
+}
+
+/// A store setting naming a file of the data folder's `knowledge` folder: `data:NAME`.
+const DATA_PREFIX: &str = "data:";
+
+/// The file a node's `store` setting names: `data:NAME` in the data folder's `knowledge`
+/// folder, anything else under the workspace.
+fn store_file(store: &str, workspace: &Path, data_dir: Option<&Path>) -> Option<PathBuf> {
+    match store.strip_prefix(DATA_PREFIX) {
+        Some(name) => data_dir.map(|d| d.join("knowledge").join(name)),
+        None => Some(workspace.join(store)),
+    }
 }
 
 /// A node's `store` setting, or the default.
@@ -222,6 +242,7 @@ impl App {
     fn start_knowledge_search(&mut self) {
         let doc = self.document.to_doc();
         let workspace = self.run_workspace();
+        let data_dir = self.data.as_ref().map(|d| d.dir.clone());
         let trust = Trust::of(self.untrusted.is_none(), self.document.path.as_deref());
         let runtime = self.runtime.as_ref().map(|r| r.handle().clone());
         let window = &mut self.knowledge;
@@ -249,7 +270,10 @@ impl App {
             .nodes
             .iter()
             .filter(|n| matches!(n.block.as_str(), "knowledge.search" | "knowledge.add"))
-            .filter(|n| workspace.join(store_of(&n.config)) == store.path)
+            .filter(|n| {
+                store_file(&store_of(&n.config), &workspace, data_dir.as_deref()).as_deref()
+                    == Some(store.path.as_path())
+            })
             .filter(|n| {
                 n.config
                     .get("collection")
