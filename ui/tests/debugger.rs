@@ -158,6 +158,11 @@ fn typed_graph_with_a_breakpoint_before_render(
 
 /// Waits for the run shown to end, and checks it completed with `greeting` as its output.
 fn finished_with(h: &mut AppHarness, greeting: &str) {
+    finished_with_output(h, "greeting", greeting);
+}
+
+/// Waits for the run shown to end, and checks it completed with `value` as output `name`.
+fn finished_with_output(h: &mut AppHarness, name: &str, value: &str) {
     wait_until(h, "the run", |h| !h.state().run.is_running());
     let state = &h.state().run;
     assert_eq!(
@@ -166,7 +171,7 @@ fn finished_with(h: &mut AppHarness, greeting: &str) {
         "{:?}",
         state.error
     );
-    assert_eq!(state.outputs.get("greeting"), Some(&Value::from(greeting)));
+    assert_eq!(state.outputs.get(name), Some(&Value::from(value)));
 }
 
 const INPUTS: &str = "Inputs it will run with";
@@ -362,4 +367,50 @@ fn a_past_run_forked_from_an_edited_output_is_listed_under_it_and_compared() {
     assert!(h.query_by_label("name differs").is_none());
     // The parent's value is shown only there (the canvas and run panel show the fork's).
     h.get_by_label_contains("Hello, world x2!!!");
+}
+
+/// `lib/child.json`: `text` in, upper-cased by `upper`, `shout` out.
+const CHILD: &str = r#"{"format":"agentloom.graph","version":1,"name":"Shout",
+  "nodes":[
+    {"id":"text","block":"graph.input","position":[0,0],"config":{"name":"text"}},
+    {"id":"upper","block":"text.template","label":"Upper","position":[300,0],"config":{"template":"{{ t | upper }}"}},
+    {"id":"shout","block":"graph.output","position":[600,0],"config":{"name":"shout"}}],
+  "edges":[{"from":["text","value"],"to":["upper","t"]},
+           {"from":["upper","text"],"to":["shout","value"]}]}"#;
+
+/// `main.json`: a constant down into the child (`call`), its output to the graph's.
+const MAIN: &str = r#"{"format":"agentloom.graph","version":1,"name":"Main",
+  "nodes":[
+    {"id":"word","block":"data.constant","position":[0,0],"config":{"value":"hey","type":"text"}},
+    {"id":"call","block":"graph.call","label":"Call shout","position":[300,0],"config":{"path":"lib/child.json"}},
+    {"id":"result","block":"graph.output","position":[600,0],"config":{"name":"result"}}],
+  "edges":[{"from":["word","value"],"to":["call","text"]},
+           {"from":["call","shout"],"to":["result","value"]}]}"#;
+
+#[test]
+fn a_breakpoint_set_in_a_called_graph_pauses_its_callers_run_with_a_breadcrumb() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    std::fs::create_dir_all(dir.path().join("lib")).unwrap();
+    let child = dir.path().join("lib/child.json");
+    std::fs::write(&child, CHILD).unwrap();
+    let main = dir.path().join("main.json");
+    std::fs::write(&main, MAIN).unwrap();
+
+    // F9 in the called graph, opened on its own.
+    let mut h = open(&child, &paths);
+    select(&mut h, "Upper");
+    keys(&mut h, Modifiers::NONE, Key::F9);
+    assert!(label_in(&h, "upper", "Breakpoint before"));
+    drop(h);
+
+    // The caller's run stops inside the call, and says where.
+    let mut h = open(&main, &paths);
+    run(&mut h);
+    wait_for_pause(&mut h, "Paused before `upper`");
+    h.get_by_label("Paused in Main › call › upper");
+    assert!(label_in(&h, "call", "Paused before"));
+    type_values(&mut h, INPUTS, r#"{"t": "edited inside"}"#);
+    keys(&mut h, Modifiers::NONE, Key::F5);
+    finished_with_output(&mut h, "result", "EDITED INSIDE");
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use agentloom_core::GraphDoc;
 use agentloom_engine::{BreakAt, Breakpoint, BreakpointDecision, RunDebug, RunStatus};
 use agentloom_runner::debug::continuation;
 use agentloom_runner::resume::claim_refusal;
@@ -27,8 +28,9 @@ pub struct Debugger {
     /// Where the live run's pauses arrive.
     pauses_tx: mpsc::UnboundedSender<PauseMsg>,
     pauses_rx: mpsc::UnboundedReceiver<PauseMsg>,
-    /// The breakpoints' generation the next run was armed with.
-    armed: Option<u64>,
+    /// The breakpoints' generation the next run was armed with, and whether it was given
+    /// any.
+    armed: Option<(u64, bool)>,
     /// The waiting run whose stored pauses were read.
     stored_for: Option<String>,
     /// "Edit output and rerun from here", while its editor is open.
@@ -158,24 +160,69 @@ impl Debugger {
         self.paused.clear();
     }
 
-    /// What a run started now is given: the breakpoints as the engine takes them, and the
-    /// handler that brings their pauses here.
-    fn run_debug(&self, ctx: &egui::Context) -> Option<Arc<RunDebug>> {
-        if self.breakpoints.is_empty() {
+    /// What a run started now is given: the breakpoints as the engine takes them (those set
+    /// in the files its `graph.call` nodes run too, as `call/node`), and the handler that
+    /// brings their pauses here. `doc`: the graph as it runs (called paths absolute).
+    fn run_debug(&self, doc: &GraphDoc, ctx: &egui::Context) -> Option<Arc<RunDebug>> {
+        let mut set = Vec::new();
+        let top = self
+            .breakpoints
+            .iter()
+            .map(|(node, when)| (node.clone(), *when));
+        set.extend(top.map(|(node, when)| Breakpoint::new(node, engine_at(when))));
+        self.called_breakpoints(doc, "", 0, &mut set);
+        if set.is_empty() {
             return None;
         }
-        let set = self.breakpoints.iter().map(|(node, when)| {
-            let at = match when {
-                BreakWhen::Before => BreakAt::Before,
-                BreakWhen::After => BreakAt::After,
-            };
-            Breakpoint::new(node.clone(), at)
-        });
         let handler = Arc::new(UiBreakpoints {
             tx: self.pauses_tx.clone(),
             ctx: ctx.clone(),
         });
         Some(Arc::new(RunDebug::new(set).with_handler(handler)))
+    }
+
+    /// The breakpoints kept for the files `doc`'s `graph.call` nodes run, by node path under
+    /// `prefix`, and theirs in turn (down to the engine's call depth).
+    fn called_breakpoints(
+        &self,
+        doc: &GraphDoc,
+        prefix: &str,
+        depth: usize,
+        set: &mut Vec<Breakpoint>,
+    ) {
+        if depth >= agentloom_blocks::graph_call::MAX_CALL_DEPTH {
+            return;
+        }
+        for node in doc
+            .nodes
+            .iter()
+            .filter(|n| n.block == agentloom_blocks::graph_call::KIND)
+        {
+            let Some(file) = node
+                .config
+                .get(agentloom_blocks::graph_call::PATH)
+                .and_then(|p| p.as_str())
+                .map(std::path::PathBuf::from)
+            else {
+                continue;
+            };
+            let path = format!("{prefix}{}/", node.id);
+            for (inner, when) in self.breakpoints.of_file(&file) {
+                set.push(Breakpoint::new(format!("{path}{inner}"), engine_at(when)));
+            }
+            if let Ok(called) = crate::files::load_graph(&file) {
+                let called = agentloom_blocks::graph_call::with_absolute_paths(called, Some(&file));
+                self.called_breakpoints(&called, &path, depth + 1, set);
+            }
+        }
+    }
+}
+
+/// The engine's word for when a breakpoint stops.
+fn engine_at(when: BreakWhen) -> BreakAt {
+    match when {
+        BreakWhen::Before => BreakAt::Before,
+        BreakWhen::After => BreakAt::After,
     }
 }
 
@@ -195,10 +242,14 @@ impl App {
         // A live pause of a run that ended (stopped) has nobody to answer.
         debugger.paused.retain(|p| p.is_stored() || running);
         if !running {
+            // Armed again when the breakpoints changed, or a run took the last arming.
             let generation = debugger.breakpoints.generation();
-            if self.run.debug.is_none() || debugger.armed != Some(generation) {
-                self.run.debug = debugger.run_debug(ctx);
-                debugger.armed = Some(generation);
+            let taken = self.run.debug.is_none() && debugger.armed.is_some_and(|(_, some)| some);
+            if taken || debugger.armed.map(|(g, _)| g) != Some(generation) {
+                let doc = self.runnable_doc();
+                let debug = self.debugger.run_debug(&doc, ctx);
+                self.debugger.armed = Some((generation, debug.is_some()));
+                self.run.debug = debug;
             }
         }
         self.load_stored_pauses();

@@ -123,6 +123,17 @@ impl Breakpoints {
         true
     }
 
+    /// The breakpoints kept for another graph file `file` (one a `graph.call` node runs).
+    pub fn of_file(&self, file: &Path) -> GraphBreakpoints {
+        if self.file.as_deref() == Some(file) {
+            return self.set.clone();
+        }
+        self.store
+            .as_deref()
+            .and_then(|store| read_store(store).remove(&key_of(file)))
+            .unwrap_or_default()
+    }
+
     /// Sets (`Some`) or removes (`None`) the breakpoint at `node`, and keeps the change.
     pub fn set(&mut self, node: &str, when: Option<BreakWhen>) -> Result<(), String> {
         let changed = match when {
