@@ -38,7 +38,6 @@ impl KnowledgeAdd {
         for field in fields() {
             meta = meta.field(field);
         }
-        meta.credential = Some("openai".to_owned());
         Self { meta }
     }
 }

@@ -121,4 +121,22 @@ mod tests {
             );
         }
     }
+
+    /// A block that implies no credential: trusting a file lists only the credentials its
+    /// nodes name, and these send a key only when their config names one.
+    #[test]
+    fn no_embedding_block_implies_a_credential() {
+        use agentloom_core::BlockCatalog as _;
+        let registry = crate::Registry::builtin();
+        for kind in ["embed", "knowledge.add", "knowledge.search"] {
+            let meta = registry.block(kind).unwrap().meta();
+            assert_eq!(meta.credential, None, "{kind}");
+            let field = meta
+                .config
+                .iter()
+                .find(|f| f.name == "credential")
+                .unwrap_or_else(|| panic!("{kind} has a credential field"));
+            assert_eq!(field.default, None, "{kind}");
+        }
+    }
 }

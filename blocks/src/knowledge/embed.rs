@@ -30,7 +30,6 @@ impl Embed {
         for field in fields() {
             meta = meta.field(field);
         }
-        meta.credential = Some("openai".to_owned());
         Self { meta }
     }
 }

@@ -50,7 +50,6 @@ impl KnowledgeSearch {
         for field in fields() {
             meta = meta.field(field);
         }
-        meta.credential = Some("openai".to_owned());
         Self { meta }
     }
 }
