@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use egui::{Key, KeyboardShortcut, Modifiers, Pos2};
 use egui_snarl::NodeId;
 
-use super::debugger::DebugCommand;
+use super::debug_command::DebugCommand;
 use super::document::NodeFlag;
 use super::mcp_servers;
 use super::wiring;
@@ -190,7 +190,7 @@ pub enum Command {
     /// Save, then carry out what replaces the graph.
     SaveAndContinue,
     /// Breakpoints, a paused run, forks (see `panels::debugger`).
-    Debug(crate::debugger::DebugCommand),
+    Debug(DebugCommand),
 }
 
 /// The menus of the menu bar.
@@ -312,7 +312,19 @@ impl Command {
             Command::OpenKnowledge => entry(View, "Knowledge", None),
             Command::Run => entry(Run, "Run", keys(command, Key::Enter)),
             Command::StopRun => entry(Run, "Stop", keys(command, Key::Period)),
-            Command::Debug(debug) => return debug.menu_entry(),
+            // The usual debugger keys.
+            Command::Debug(DebugCommand::ToggleBreakpoint(_)) => {
+                entry(Run, "Toggle breakpoint", keys(Modifiers::NONE, Key::F9))
+            }
+            Command::Debug(DebugCommand::Continue) => {
+                entry(Run, "Continue", keys(Modifiers::NONE, Key::F5))
+            }
+            Command::Debug(DebugCommand::Step) => {
+                entry(Run, "Step", keys(Modifiers::NONE, Key::F10))
+            }
+            Command::Debug(DebugCommand::Stop) => {
+                entry(Run, "Stop at breakpoint", keys(Modifiers::SHIFT, Key::F5))
+            }
             _ => return None,
         })
     }

@@ -29,8 +29,8 @@ mod windows;
 use canvas::{groups, quick_add, wire_menu, wiring};
 // The run view and its panel reach these through the app.
 use panels::{
-    approval_panel, debugger, history, inspector, json_tree, palette, run_timeline, subgraph,
-    trust_banner,
+    approval_panel, debug_command, debugger, history, inspector, json_tree, palette, run_timeline,
+    subgraph, trust_banner,
 };
 pub(crate) use windows::examples;
 use windows::{credentials, evaluations, mcp_servers, path_prompt};

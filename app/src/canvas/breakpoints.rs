@@ -5,7 +5,7 @@
 use egui::{Color32, Painter, Pos2, Sense, Stroke, Ui, Vec2};
 
 use crate::Command;
-use crate::panels::debugger::DebugCommand;
+use crate::panels::debug_command::DebugCommand;
 use crate::panels::debugger_breakpoints::BreakWhen;
 
 /// A breakpoint's red.

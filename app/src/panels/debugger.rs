@@ -8,15 +8,14 @@ use agentloom_core::GraphDoc;
 use agentloom_engine::{BreakAt, Breakpoint, BreakpointDecision, RunDebug, RunStatus};
 use agentloom_runner::debug::continuation;
 use agentloom_runner::resume::claim_refusal;
-use egui_snarl::NodeId;
 use tokio::sync::mpsc;
 
+use super::debug_command::DebugCommand;
 use super::debugger_breakpoints::{BreakWhen, Breakpoints};
 use super::debugger_fork::{self, Comparison, ForkEditor, Lineage};
 use super::debugger_pause::{self, PauseMsg, Paused, UiBreakpoints};
 use crate::App;
 use crate::canvas::breakpoints::HeaderMark;
-use crate::command::{Menu, MenuEntry, entry, keys};
 
 /// What the debugger keeps between frames.
 pub struct Debugger {
@@ -47,55 +46,6 @@ impl std::fmt::Debug for Debugger {
             .field("breakpoints", &self.breakpoints)
             .field("paused", &self.paused.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// What the debugger can be asked, as one [`crate::Command::Debug`].
-#[derive(Clone, Debug, PartialEq)]
-pub enum DebugCommand {
-    /// F9: a breakpoint before each of these nodes, or none where there is one.
-    ToggleBreakpoint(Vec<NodeId>),
-    /// Set (or with `None` remove) the breakpoint at the node with this document id.
-    SetBreakpoint {
-        node: String,
-        when: Option<BreakWhen>,
-    },
-    /// F5: the paused run goes on, with the values as edited, to the next breakpoint.
-    Continue,
-    /// F10: the same, pausing again before the next node that starts.
-    Step,
-    /// Shift+F5: the paused run stops.
-    Stop,
-    /// Edit the outputs of the node with this document id in the run shown (a past run),
-    /// to fork it from there.
-    OpenFork(String),
-    /// Start the fork with the outputs as edited.
-    StartFork,
-    CloseFork,
-    /// Show this fork beside its parent, the outputs that differ marked.
-    CompareWithParent(String),
-    CloseComparison,
-}
-
-impl DebugCommand {
-    /// Where the command shows in the Run menu, and its key (the usual debugger keys).
-    pub fn menu_entry(&self) -> Option<MenuEntry> {
-        use egui::{Key, Modifiers};
-        Some(match self {
-            DebugCommand::ToggleBreakpoint(_) => entry(
-                Menu::Run,
-                "Toggle breakpoint",
-                keys(Modifiers::NONE, Key::F9),
-            ),
-            DebugCommand::Continue => entry(Menu::Run, "Continue", keys(Modifiers::NONE, Key::F5)),
-            DebugCommand::Step => entry(Menu::Run, "Step", keys(Modifiers::NONE, Key::F10)),
-            DebugCommand::Stop => entry(
-                Menu::Run,
-                "Stop at breakpoint",
-                keys(Modifiers::SHIFT, Key::F5),
-            ),
-            _ => return None,
-        })
     }
 }
 

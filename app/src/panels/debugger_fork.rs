@@ -10,7 +10,7 @@ use agentloom_core::{Value, ValueMap};
 use agentloom_engine::{ForkEdit, HitPort, RunDetail, RunRow, RunStore, checked_value};
 use egui::{RichText, Ui};
 
-use super::debugger::DebugCommand;
+use super::debug_command::DebugCommand;
 use super::debugger_pause;
 use crate::run_panel::short_id;
 use crate::{Command, theme};

@@ -8,7 +8,7 @@ use agentloom_engine::{BreakAt, BreakpointDecision, BreakpointHandler, Breakpoin
 use egui::{RichText, Ui};
 use tokio::sync::{mpsc, oneshot};
 
-use super::debugger::DebugCommand;
+use super::debug_command::DebugCommand;
 use crate::{Command, theme};
 
 /// A node a run is paused at.

@@ -6,7 +6,7 @@ use agentloom_engine::{RunRow, RunStatus};
 use egui::{RichText, Ui};
 
 use crate::Command;
-use crate::panels::debugger::DebugCommand;
+use crate::panels::debug_command::DebugCommand;
 use crate::panels::debugger_fork::Lineage;
 use crate::run_panel::short_id;
 use crate::theme;

@@ -3,6 +3,7 @@
 
 pub mod agent_trace;
 pub mod approval_panel;
+pub mod debug_command;
 pub mod debugger;
 pub mod debugger_breakpoints;
 pub mod debugger_fork;
