@@ -142,7 +142,9 @@ log "the real app under Xvfb"
 app_bin="$target_dir/debug/agentloom"
 [ -x "$app_bin" ] || cargo build -p agentloom
 AGENTLOOM_BIN="$app_bin" bash ui/tests/screenshot.sh "$root/target/screenshot.png"
-echo "screenshots: target/screenshot.png, target/screenshot-run.png"
+# The debugger as a person uses it: a run paused at a breakpoint, a value typed over, F5.
+AGENTLOOM_BIN="$app_bin" bash ui/tests/debugger-screenshot.sh "$root/target/screenshot-debugger.png"
+echo "screenshots: target/screenshot.png, target/screenshot-run.png, target/screenshot-debugger.png"
 
 log "the Linux packages: .deb and AppImage, dpkg -i, desktop entry, a graph opened by its MIME type"
 # Packages the binary the tests built: an optimised build would add ~20 minutes (README, Install).
