@@ -17,6 +17,7 @@
 mod block;
 mod bounded_output;
 mod knowledge;
+mod notes;
 #[path = "loop.rs"]
 mod run_loop;
 #[cfg(target_os = "linux")]
@@ -27,7 +28,6 @@ mod sandbox;
 #[cfg(windows)]
 #[path = "sandbox_windows.rs"]
 mod sandbox;
-mod notes;
 mod schema;
 mod step;
 mod tools;
