@@ -414,3 +414,71 @@ fn a_breakpoint_set_in_a_called_graph_pauses_its_callers_run_with_a_breadcrumb()
     keys(&mut h, Modifiers::NONE, Key::F5);
     finished_with_output(&mut h, "result", "EDITED INSIDE");
 }
+
+/// `each.json`: a list of two words, each shouted by a sub-graph run per item (one at a
+/// time, so the items pause in order).
+const EACH: &str = r#"{"format":"agentloom.graph","version":1,"name":"Each",
+  "nodes":[
+    {"id":"words","block":"data.constant","position":[0,0],"config":{"value":["a","b"],"type":"list<json>"}},
+    {"id":"each","block":"control.for_each","label":"Shout each","position":[300,0],"config":{"concurrency":1,"graph":{
+      "format":"agentloom.graph","version":1,"name":"per item",
+      "nodes":[
+        {"id":"item","block":"graph.input","config":{"name":"item","type":"json"}},
+        {"id":"upper","block":"text.template","label":"Upper","config":{"template":"{{ t | upper }}"}},
+        {"id":"result","block":"graph.output","config":{"name":"result"}}],
+      "edges":[{"from":["item","value"],"to":["upper","t"]},
+               {"from":["upper","text"],"to":["result","value"]}]}}},
+    {"id":"all","block":"graph.output","position":[700,0],"config":{"name":"all"}}],
+  "edges":[{"from":["words","value"],"to":["each","items"]},
+           {"from":["each","results"],"to":["all","value"]}]}"#;
+
+#[test]
+fn a_breakpoint_in_every_item_of_a_for_each_pauses_each_item_with_a_breadcrumb() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let file = dir.path().join("each.json");
+    std::fs::write(&file, EACH).unwrap();
+    let mut h = open(&file, &paths);
+
+    // The for-each node's menu: a breakpoint before `upper`, in every item.
+    node_menu(&mut h, "Shout each");
+    // Submenus say so with an arrow after their label.
+    h.get_by_label_contains("Breakpoint in every item").click();
+    h.run_steps(2);
+    h.get_by_label_contains("Upper (upper)").click();
+    h.run_steps(2);
+    // The submenu's own "Breakpoint before", beside the node's.
+    h.query_all_by_role_and_label(Role::Button, "Breakpoint before")
+        .last()
+        .unwrap()
+        .click();
+    h.run_steps(3);
+    // Kept for the file as the engine's path.
+    let kept =
+        std::fs::read_to_string(paths.data_dir.as_ref().unwrap().join("breakpoints.json")).unwrap();
+    assert!(kept.contains("each/*/upper"), "{kept}");
+
+    run(&mut h);
+    wait_for_pause(&mut h, "Paused before `upper`");
+    h.get_by_label("Paused in Each › each › item 0 › upper");
+    assert!(label_in(&h, "each", "Paused before"));
+    type_values(&mut h, INPUTS, r#"{"t": "edited"}"#);
+    keys(&mut h, Modifiers::NONE, Key::F5);
+    wait_until(&mut h, "the second item's pause", |h| {
+        h.query_by_label("Paused in Each › each › item 1 › upper")
+            .is_some()
+    });
+    keys(&mut h, Modifiers::NONE, Key::F5);
+    wait_until(&mut h, "the run", |h| !h.state().run.is_running());
+    let state = &h.state().run;
+    assert_eq!(
+        state.status,
+        Some(RunStatus::Completed),
+        "{:?}",
+        state.error
+    );
+    assert_eq!(
+        state.outputs.get("all").map(Value::to_json),
+        Some(serde_json::json!(["EDITED", "B"]))
+    );
+}

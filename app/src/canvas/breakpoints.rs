@@ -145,6 +145,59 @@ pub fn breakpoint_menu_items(
     }
 }
 
+/// The block that runs a sub-graph per item; its items' nodes are `node/INDEX/inner` to the
+/// engine, and `node/*/inner` stops in every item.
+const FOR_EACH: &str = "control.for_each";
+
+/// The nodes of the sub-graph a `for_each` node runs per item (id and title), or none when
+/// it runs a single block.
+pub fn item_graph_nodes(node: &agentloom_core::NodeDoc) -> Vec<(String, String)> {
+    if node.block != FOR_EACH {
+        return Vec::new();
+    }
+    let Some(graph) = node.config.get("graph").filter(|g| g.is_object()) else {
+        return Vec::new();
+    };
+    agentloom_core::GraphDoc::from_json_value(graph.clone())
+        .map(|doc| {
+            doc.nodes
+                .into_iter()
+                .map(|inner| {
+                    let title = match &inner.label {
+                        Some(label) => format!("{label} ({})", inner.id),
+                        None => format!("{} ({})", inner.id, inner.block),
+                    };
+                    (inner.id, title)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The node menu of a `for_each` over a sub-graph: a breakpoint at one of its nodes in
+/// every item (`node/*/inner`), before or after, as for a node of the graph itself.
+pub fn item_breakpoint_menu(
+    ui: &mut Ui,
+    node: &str,
+    inner: &[(String, String)],
+    at: impl Fn(&str) -> Option<BreakWhen>,
+    commands: &mut Vec<Command>,
+) {
+    ui.menu_button("Breakpoint in every item", |ui| {
+        for (id, title) in inner {
+            let path = format!("{node}/*/{id}");
+            let set = at(&path);
+            let title = match set {
+                Some(when) => format!("{title}: {}", when.word()),
+                None => title.clone(),
+            };
+            ui.menu_button(title, |ui| {
+                breakpoint_menu_items(ui, &path, set, commands);
+            });
+        }
+    });
+}
+
 /// The node menu's "Edit output and rerun from here", offered on a node that finished in
 /// the past run shown.
 pub fn fork_menu_item(ui: &mut Ui, node: &str, finished: bool, commands: &mut Vec<Command>) {

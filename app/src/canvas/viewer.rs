@@ -974,6 +974,17 @@ impl SnarlViewer<CanvasNode> for Viewer<'_> {
         if let Some(canvas) = snarl.get_node(node) {
             let at = self.debug_marks.of(&canvas.doc.id).breakpoint;
             breakpoints::breakpoint_menu_items(ui, &canvas.doc.id, at, self.commands);
+            let items = breakpoints::item_graph_nodes(&canvas.doc);
+            if !items.is_empty() {
+                let marks = self.debug_marks;
+                breakpoints::item_breakpoint_menu(
+                    ui,
+                    &canvas.doc.id,
+                    &items,
+                    |path| marks.of(path).breakpoint,
+                    self.commands,
+                );
+            }
             // A node that finished in a past run shown: fork the run from its outputs.
             let finished = !self.run.is_running()
                 && (self.run.node(&canvas.doc.id)).is_some_and(|r| r.status == NodeStatus::Done);
