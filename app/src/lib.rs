@@ -412,9 +412,17 @@ impl App {
 
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         // A few lines of output under its head; drag its top edge for more.
+        // A run paused at a breakpoint shows its values to edit there: room for them (else
+        // egui's own minimum).
+        let status_min = if self.debugger.paused.is_empty() {
+            20.0
+        } else {
+            (ui.available_height() * 0.35).max(200.0)
+        };
         egui::Panel::bottom("status")
             .resizable(true)
             .default_size(120.0)
+            .min_size(status_min)
             .show(ui, |ui| self.bottom_ui(ui));
         egui::Panel::left("palette")
             .resizable(true)

@@ -90,7 +90,7 @@ xdotool key --window "$window" ctrl+Return
 sleep 2
 [ -n "${DEBUGGER_SHOT_STEPS:-}" ] && import -window root "${out%.png}-after-times.png"
 # The integer's output edited in the pause's editor (click in it, select all, type).
-xdotool mousemove 300 "${EDITOR_Y:-776}" click 1
+xdotool mousemove 300 "${EDITOR_Y:-655}" click 1
 sleep 0.5
 xdotool key ctrl+a
 xdotool type --delay 20 '{"value": 3}'
