@@ -370,7 +370,7 @@ async fn embedding_retries_server_errors_and_keeps_a_bound_key_from_other_hosts(
     let ctx = TestCtx::new();
     let out = run(
         &ctx,
-        "embed",
+        "knowledge.embed",
         with(&embedding(&peer), json!({"max_retries": 3})),
         inputs([(
             "input",
@@ -389,7 +389,7 @@ async fn embedding_retries_server_errors_and_keeps_a_bound_key_from_other_hosts(
         TestCtx::new().with_bound_secret("embedding-key", "sk-secret-value", &["api.example.com"]);
     let err = run_block_with(
         &bound,
-        "embed",
+        "knowledge.embed",
         with(&embedding(&peer), json!({"credential": "embedding-key"})),
         inputs([("input", Value::text("x"))]),
     )

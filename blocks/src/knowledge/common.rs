@@ -128,7 +128,7 @@ mod tests {
     fn no_embedding_block_implies_a_credential() {
         use agentloom_core::BlockCatalog as _;
         let registry = crate::Registry::builtin();
-        for kind in ["embed", "knowledge.add", "knowledge.search"] {
+        for kind in ["knowledge.embed", "knowledge.add", "knowledge.search"] {
             let meta = registry.block(kind).unwrap().meta();
             assert_eq!(meta.credential, None, "{kind}");
             let field = meta

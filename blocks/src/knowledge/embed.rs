@@ -22,7 +22,7 @@ struct Embed {
 impl Embed {
     fn new() -> Self {
         let mut meta = BlockMeta::new(
-            "embed",
+            "knowledge.embed",
             "Embed",
             "Knowledge",
             "Turns texts or chunks into vectors with an embedding model (OpenAI-compatible /v1/embeddings, Ollama, llama.cpp's server).",

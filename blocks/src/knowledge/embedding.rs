@@ -52,11 +52,14 @@ pub(crate) fn fields() -> Vec<ConfigField> {
             "The stored credential whose key is sent; empty sends no key (a local server needs none).",
         ),
         ConfigField::integer("batch_size", "Texts per request", Some(1), Some(MAX_BATCH as i64))
-            .default_value(serde_json::json!(DEFAULT_BATCH)),
+            .default_value(serde_json::json!(DEFAULT_BATCH))
+            .help("How many texts go in one request to the embedding server."),
         ConfigField::integer("timeout_ms", "Timeout per request (ms)", Some(1), None)
-            .default_value(serde_json::json!(DEFAULT_TIMEOUT_MS)),
+            .default_value(serde_json::json!(DEFAULT_TIMEOUT_MS))
+            .help("How long one request may take before it fails, in milliseconds."),
         ConfigField::integer("max_retries", "Retries on 429/5xx", Some(0), Some(10))
-            .default_value(serde_json::json!(DEFAULT_RETRIES)),
+            .default_value(serde_json::json!(DEFAULT_RETRIES))
+            .help("How many times a request refused for load (429) or a server error (5xx) is sent again, waiting as the server asks."),
         ConfigField::number("price_in", "Price (USD / M tokens)", Some(0.0), None).help(
             "What the model costs per million input tokens; empty: the price table's, or 0 for a local server.",
         ),

@@ -43,15 +43,18 @@ impl DocsLoad {
             ))
             .field(
                 ConfigField::integer("max_file_bytes", "Max bytes per file", Some(1), None)
-                    .default_value(serde_json::json!(DEFAULT_MAX_FILE_BYTES)),
+                    .default_value(serde_json::json!(DEFAULT_MAX_FILE_BYTES))
+                    .help("A larger file fails the node, naming it."),
             )
             .field(
                 ConfigField::integer("max_total_bytes", "Max bytes in all", Some(1), None)
-                    .default_value(serde_json::json!(DEFAULT_MAX_TOTAL_BYTES)),
+                    .default_value(serde_json::json!(DEFAULT_MAX_TOTAL_BYTES))
+                    .help("The most all the files may hold together; beyond it the node fails."),
             )
             .field(
                 ConfigField::integer("max_files", "Max files", Some(1), None)
-                    .default_value(serde_json::json!(DEFAULT_MAX_FILES)),
+                    .default_value(serde_json::json!(DEFAULT_MAX_FILES))
+                    .help("The most files the paths may name; beyond it the node fails."),
             ),
         }
     }

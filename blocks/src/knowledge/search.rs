@@ -37,7 +37,8 @@ impl KnowledgeSearch {
         .field(collection_field())
         .field(
             ConfigField::integer("k", "Results", Some(1), Some(MAX_K as i64))
-                .default_value(serde_json::json!(DEFAULT_K)),
+                .default_value(serde_json::json!(DEFAULT_K))
+                .help("How many passages to return, best first."),
         )
         .field(
             ConfigField::choice("mode", "Ranking", &MODES)

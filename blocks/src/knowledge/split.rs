@@ -276,11 +276,13 @@ impl TextSplit {
             )
             .field(
                 ConfigField::integer("size", "Chunk size", Some(1), Some(1_000_000))
-                    .default_value(serde_json::json!(DEFAULT_SIZE)),
+                    .default_value(serde_json::json!(DEFAULT_SIZE))
+                    .help("The longest chunk: characters (tokens with `tokens`)."),
             )
             .field(
                 ConfigField::integer("overlap", "Overlap", Some(0), Some(1_000_000))
-                    .default_value(serde_json::json!(DEFAULT_OVERLAP)),
+                    .default_value(serde_json::json!(DEFAULT_OVERLAP))
+                    .help("How much of a chunk's end the next chunk repeats (sentences with `sentences`), so a passage cut in two is still found whole."),
             ),
         }
     }
