@@ -493,3 +493,48 @@ fn at_a_terminal_step_and_an_edits_file_change_what_the_next_node_gets() {
     assert!(shown.contains("`t` has no port `colour`"), "{shown}");
     assert!(shown.contains("result: 7 apples"), "{shown}");
 }
+
+#[test]
+fn a_paused_run_whose_folder_is_gone_says_so_and_continues_elsewhere() {
+    let setup = setup(&apples(10, "{{ value }} apples", 2));
+    let folder = setup.graph.parent().unwrap().join("work");
+    std::fs::create_dir(&folder).unwrap();
+    let output = agentloom(
+        &setup,
+        &[
+            "run",
+            graph_arg(&setup),
+            "--json",
+            "--break",
+            "t",
+            "--workspace",
+            folder.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let run_id = json_of(&output)["run_id"].as_str().unwrap().to_owned();
+    std::fs::remove_dir(&folder).unwrap();
+
+    let output = agentloom(&setup, &["continue", &run_id, "--json"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "which is no longer a directory; pass --workspace DIR to continue it elsewhere"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        show(&setup, &run_id)["status"],
+        "waiting",
+        "nothing decided"
+    );
+
+    let elsewhere = setup.graph.parent().unwrap().to_str().unwrap().to_owned();
+    let output = agentloom(
+        &setup,
+        &["continue", &run_id, "--json", "--workspace", &elsewhere],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(show(&setup, &run_id)["status"], "completed");
+}

@@ -8,7 +8,7 @@ use agentloom_engine::{RunSeed, RunStatus};
 
 pub use super::approval_choice::ResumeArgs;
 use super::approval_choice::{decided_line, pick_and_decide};
-use super::{EXIT_INVALID, Execution, execute, workspace_dir};
+use super::{EXIT_INVALID, Execution, execute, recorded_run_workspace};
 use crate::runner::resume::{claim_refusal, prepare_recorded};
 use crate::runner::{self, open_run_log};
 
@@ -149,19 +149,9 @@ fn decide_and_resume(
         None => store.run_workspace(&run_id)?,
     };
     drop(store);
-    let workspace = match recorded {
-        Some(dir) if dir.is_dir() => dir,
-        Some(dir) => {
-            eprintln!(
-                "run {run_id} worked in {}, which is no longer a directory; pass --workspace DIR to resume it elsewhere",
-                dir.display()
-            );
-            return Ok(EXIT_INVALID);
-        }
-        None => match workspace_dir(args.workspace)? {
-            Some(dir) => dir,
-            None => return Ok(EXIT_INVALID),
-        },
+    let Some(workspace) = recorded_run_workspace(recorded, args.workspace, &run_id, "resume")?
+    else {
+        return Ok(EXIT_INVALID);
     };
     if !args.json {
         eprintln!(

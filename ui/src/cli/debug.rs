@@ -13,7 +13,7 @@ use agentloom_engine::{
 };
 
 use super::progress::ProgressSink;
-use super::{EXIT_INVALID, Execution, execute, workspace_dir};
+use super::{EXIT_INVALID, Execution, execute, recorded_run_workspace};
 use crate::runner::debug::{continuation, edits_of, pick_pause};
 use crate::runner::resume::{claim_refusal, prepare_recorded};
 use crate::runner::{self, open_run_log};
@@ -252,19 +252,9 @@ pub fn continue_command(args: ContinueArgs) -> anyhow::Result<i32> {
         None => store.run_workspace(&run_id)?,
     };
     drop(store);
-    let workspace = match recorded {
-        Some(dir) if dir.is_dir() => dir,
-        Some(dir) => {
-            eprintln!(
-                "run {run_id} worked in {}, which is no longer a directory; pass --workspace DIR to continue it elsewhere",
-                dir.display()
-            );
-            return Ok(EXIT_INVALID);
-        }
-        None => match workspace_dir(args.workspace)? {
-            Some(dir) => dir,
-            None => return Ok(EXIT_INVALID),
-        },
+    let Some(workspace) = recorded_run_workspace(recorded, args.workspace, &run_id, "continue")?
+    else {
+        return Ok(EXIT_INVALID);
     };
     if !args.json {
         eprintln!(

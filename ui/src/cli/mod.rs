@@ -873,6 +873,28 @@ pub(crate) fn print_report(
     })
 }
 
+/// Where a recorded run goes on (`verb`: "resume", "continue"): the folder it worked in
+/// (`recorded`, read only when `given` is `None`), else `--workspace` or the current
+/// directory; `None` (said on stderr) when that is not a directory.
+pub(crate) fn recorded_run_workspace(
+    recorded: Option<PathBuf>,
+    given: Option<PathBuf>,
+    run_id: &str,
+    verb: &str,
+) -> anyhow::Result<Option<PathBuf>> {
+    match recorded {
+        Some(dir) if dir.is_dir() => Ok(Some(dir)),
+        Some(dir) => {
+            eprintln!(
+                "run {run_id} worked in {}, which is no longer a directory; pass --workspace DIR to {verb} it elsewhere",
+                dir.display()
+            );
+            Ok(None)
+        }
+        None => workspace_dir(given),
+    }
+}
+
 /// `--workspace`, else the current directory; `None` (said on stderr) when not a directory.
 pub(crate) fn workspace_dir(given: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
     let workspace = match given {
