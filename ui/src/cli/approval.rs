@@ -8,9 +8,9 @@ use agentloom_engine::{RunSeed, RunStatus};
 
 pub use super::approval_choice::ResumeArgs;
 use super::approval_choice::{decided_line, pick_and_decide};
-use super::{EXIT_INVALID, Execution, execute, recorded_run_workspace};
-use crate::runner::resume::{claim_refusal, prepare_recorded};
-use crate::runner::{self, open_run_log};
+use super::{EXIT_INVALID, Execution, execute, prepare_recorded_run, recorded_run_workspace};
+use crate::runner::open_run_log;
+use crate::runner::resume::claim_refusal;
 
 #[derive(Debug, clap::Args)]
 pub struct ApproveArgs {
@@ -113,28 +113,8 @@ fn decide_and_resume(
     // The graph files the run calls as they were when it started, not as they are now; a
     // run of a file its user had not trusted stays untrusted, unless the file (as it is
     // now) has been trusted since.
-    let doc = match detail.graph_doc() {
-        Ok(doc) => doc,
-        Err(err) => {
-            eprintln!(
-                "run {run_id}: the recorded graph cannot be read: {}",
-                Escaped(&err.to_string())
-            );
-            return Ok(EXIT_INVALID);
-        }
-    };
-    let prepared = match prepare_recorded(
-        &store,
-        &run_id,
-        doc,
-        crate::trust::is_trusted,
-        &runner::Credentials::Default,
-    ) {
-        Ok(prepared) => prepared,
-        Err(message) => {
-            eprintln!("run {run_id}: {}", Escaped(&message));
-            return Ok(EXIT_INVALID);
-        }
+    let Some(prepared) = prepare_recorded_run(&store, &detail) else {
+        return Ok(EXIT_INVALID);
     };
     // One decision counts: a second `approve`/`reject` finds it taken and changes nothing.
     let claim = store.claim_decision(&run_id, &approval.node, &decision)?;

@@ -13,10 +13,10 @@ use agentloom_engine::{
 };
 
 use super::progress::ProgressSink;
-use super::{EXIT_INVALID, Execution, execute, recorded_run_workspace};
+use super::{EXIT_INVALID, Execution, execute, prepare_recorded_run, recorded_run_workspace};
 use crate::runner::debug::{continuation, edits_of, pick_pause};
-use crate::runner::resume::{claim_refusal, prepare_recorded};
-use crate::runner::{self, open_run_log};
+use crate::runner::open_run_log;
+use crate::runner::resume::claim_refusal;
 
 /// The breakpoints of `--break NODE[:after]` (each checked against the graph's node paths
 /// where it names a node of the graph itself).
@@ -211,28 +211,8 @@ pub fn continue_command(args: ContinueArgs) -> anyhow::Result<i32> {
             BreakpointDecision::Continue { values }
         }
     };
-    let doc = match detail.graph_doc() {
-        Ok(doc) => doc,
-        Err(err) => {
-            eprintln!(
-                "run {run_id}: the recorded graph cannot be read: {}",
-                Escaped(&err.to_string())
-            );
-            return Ok(EXIT_INVALID);
-        }
-    };
-    let prepared = match prepare_recorded(
-        &store,
-        &run_id,
-        doc,
-        crate::trust::is_trusted,
-        &runner::Credentials::Default,
-    ) {
-        Ok(prepared) => prepared,
-        Err(message) => {
-            eprintln!("run {run_id}: {}", Escaped(&message));
-            return Ok(EXIT_INVALID);
-        }
+    let Some(prepared) = prepare_recorded_run(&store, &detail) else {
+        return Ok(EXIT_INVALID);
     };
     // One decision counts: a second `continue` finds it taken and changes nothing.
     let claim = store.claim_breakpoint(&run_id, &pause.hit.node, pause.hit.at, &decision)?;

@@ -873,6 +873,39 @@ pub(crate) fn print_report(
     })
 }
 
+/// A recorded run made ready to go on (an approval decided, a breakpoint continued): its
+/// graph and the files it calls as they were when it started, with the trust it had
+/// (unless its file has been trusted since); `None`, said on stderr, when it cannot be.
+pub(crate) fn prepare_recorded_run(
+    store: &agentloom_engine::RunStore,
+    detail: &agentloom_engine::RunDetail,
+) -> Option<runner::Prepared> {
+    let run_id = &detail.run.id;
+    let doc = match detail.graph_doc() {
+        Ok(doc) => doc,
+        Err(err) => {
+            eprintln!(
+                "run {run_id}: the recorded graph cannot be read: {}",
+                Escaped(&err.to_string())
+            );
+            return None;
+        }
+    };
+    match runner::resume::prepare_recorded(
+        store,
+        run_id,
+        doc,
+        crate::trust::is_trusted,
+        &runner::Credentials::Default,
+    ) {
+        Ok(prepared) => Some(prepared),
+        Err(message) => {
+            eprintln!("run {run_id}: {}", Escaped(&message));
+            None
+        }
+    }
+}
+
 /// Where a recorded run goes on (`verb`: "resume", "continue"): the folder it worked in
 /// (`recorded`, read only when `given` is `None`), else `--workspace` or the current
 /// directory; `None` (said on stderr) when that is not a directory.
