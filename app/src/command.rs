@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use egui::{Key, KeyboardShortcut, Modifiers, Pos2};
 use egui_snarl::NodeId;
 
+use super::canvas::model::Pin;
 use super::debug_command::DebugCommand;
 use super::document::NodeFlag;
 use super::mcp_servers;
-use super::wiring;
 
 /// Everything the UI can ask of the app. Pushed by panels, carried out by [`App::apply`].
 #[derive(Clone, Debug)]
@@ -62,7 +62,7 @@ pub enum Command {
     AddWired {
         kind: String,
         pos: Pos2,
-        pins: Vec<wiring::Pin>,
+        pins: Vec<Pin>,
     },
     /// A drag on the canvas ended: the blocks it moved are one undo step.
     FinishMove,
@@ -78,7 +78,7 @@ pub enum Command {
     },
     DeleteNodes(Vec<NodeId>),
     /// Remove the wires of a pin.
-    Disconnect(wiring::Pin),
+    Disconnect(Pin),
     /// Frame the selected blocks (or an empty spot) in a new titled group.
     GroupSelection(Vec<NodeId>),
     /// Move a group and the blocks inside it by this much (graph units).
