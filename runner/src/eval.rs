@@ -194,6 +194,23 @@ pub fn run_evaluation_with(
     progress: &(dyn Fn(EvalProgress) + Sync),
     cancel: CancellationToken,
 ) -> Result<serde_json::Value, EvalFailure> {
+    let runtime = super::async_runtime().map_err(|e| EvalFailure::Failed(e.to_string()))?;
+    let summary = run_evaluation_on(runtime.handle(), plan, options, store, progress, cancel);
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    summary
+}
+
+/// [`run_evaluation_with`] with its runs on `runtime` (a front end's own runtime). It
+/// waits for them, so call it from a thread that may block, not from one of `runtime`'s
+/// workers (e.g. `spawn_blocking`).
+pub fn run_evaluation_on(
+    runtime: &tokio::runtime::Handle,
+    plan: &EvalPlan,
+    options: EvalOptions,
+    store: Arc<RunStore>,
+    progress: &(dyn Fn(EvalProgress) + Sync),
+    cancel: CancellationToken,
+) -> Result<serde_json::Value, EvalFailure> {
     let invalid = EvalFailure::Invalid;
     let failed = |e: &dyn std::fmt::Display| EvalFailure::Failed(e.to_string());
     // Read as bytes: the parser names the line of anything that is not UTF-8.
@@ -270,7 +287,6 @@ pub fn run_evaluation_with(
         None => None,
     };
     // Before the evaluation is recorded: a server that cannot be reached leaves no trace.
-    let runtime = super::async_runtime().map_err(|e| failed(&e))?;
     let runner = match &plan.nats {
         Some(url) => {
             let queue = runtime
@@ -378,7 +394,6 @@ pub fn run_evaluation_with(
             .collect()
             .await
     });
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
 
     let results = results.into_iter().flatten().collect();
     let mut summary = summarize(
