@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentloom_core::{BlockError, PortSpec, ValueMap};
 
-use super::RunShared;
+use super::shared::RunShared;
 use crate::breakpoints::{BreakAt, BreakpointDecision, BreakpointHit, HitPort, RunDebug};
 use crate::events::EventKind;
 use crate::redact::Redactor;
