@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use agentloom_core::GraphDoc;
 use egui::Pos2;
+use egui_snarl::NodeId;
 
 use super::document::{self, Document};
 use super::path_prompt::{self, PathPurpose};
@@ -149,309 +150,400 @@ impl App {
         }
     }
 
-    /// Carries out one command.
-    #[allow(clippy::too_many_lines, reason = "one arm per command")]
+    /// Carries out one command: the short ones here, each family's longer ones in the
+    /// methods below (files, editing, the view, closing).
     pub fn apply(&mut self, command: Command, ctx: &egui::Context) {
         let catalog = self.catalog.clone();
         let catalog = catalog.as_ref();
         match command {
-            Command::New => {
-                if self.may_discard(&Command::New) {
-                    self.open_document(&GraphDoc::new(UNTITLED), None);
-                }
-            }
+            // Files.
+            Command::New => self.new_graph(),
             Command::OpenDialog => self.file_dialog(PathPurpose::Open, ctx),
             Command::ShowExamples => self.examples_open = true,
-            Command::OpenExample(index) => {
-                if let Some(doc) = examples::example(index)
-                    && self.may_discard(&Command::OpenExample(index))
-                {
-                    self.examples_open = false;
-                    // Untitled, but an example's `graph.call` paths resolve against a copy
-                    // of the examples in the data directory.
-                    let copy = self.data.as_ref().and_then(|data| {
-                        examples::write_examples(&data.dir.join("examples"), index)
-                            .map_err(|e| tracing::warn!(error = %e, "cannot write the examples"))
-                            .ok()
-                    });
-                    self.open_document_resolving(&doc, None, copy.as_deref());
-                    self.notice = None;
-                }
-            }
-            Command::Open(path) => {
-                if !self.may_discard(&Command::Open(path.clone())) {
-                    return;
-                }
-                match load_graph(&path) {
-                    Ok(doc) => {
-                        if let Some(data) = &self.data {
-                            data.remember_last(&path);
-                        }
-                        self.open_document(&doc, Some(path));
-                        self.notice = None;
-                    }
-                    Err(err) => self.notice = Some(err.to_string()),
-                }
-            }
+            Command::OpenExample(index) => self.open_example(index),
+            Command::Open(path) => self.open_path(path),
             Command::OpenCalled(path) => self.open_called(path, ctx),
             Command::ReturnToCaller(index) => self.return_to_caller(index),
-            Command::Save => match self.document.path.clone() {
-                Some(path) => {
-                    self.save_to(&path);
-                }
-                None => self.apply(Command::SaveAsDialog, ctx),
-            },
+            Command::Save => self.save(ctx),
             Command::SaveAsDialog => self.file_dialog(PathPurpose::SaveAs, ctx),
-            Command::SaveAs(path) => {
-                self.save_to(&path);
-            }
+            Command::SaveAs(path) => _ = self.save_to(&path),
             Command::ExportDialog => self.file_dialog(PathPurpose::Export, ctx),
-            Command::Export(path) => match save_graph(&self.document.to_doc(), &path) {
-                Ok(()) => self.notice = Some(format!("Exported {}", path.display())),
-                Err(err) => self.notice = Some(err.to_string()),
-            },
+            Command::Export(path) => self.export_to(&path),
             Command::ImportDialog => self.file_dialog(PathPurpose::Import, ctx),
-            Command::Import(path) => match load_graph(&path) {
-                Ok(doc) => {
-                    // An edit of this document (its file stays): undo brings the old graph back.
-                    self.run.stop();
-                    self.document.replace(&doc, catalog);
-                    self.after_document_change();
-                    self.notice = Some(format!("Imported {}", path.display()));
-                }
-                Err(err) => self.notice = Some(err.to_string()),
-            },
+            Command::Import(path) => self.import_from(&path),
+            // Editing the graph.
             Command::Undo => self.step_history(true),
             Command::Redo => self.step_history(false),
-            Command::AddBlock { kind, pos } => {
-                // A block added by a click (not dropped at a place) must not hide another.
-                let pos = pos.unwrap_or_else(|| {
-                    self.canvas
-                        .free_spot(&self.document.snarl, self.view_center())
-                });
-                self.add_block(&kind, pos, &[]);
-            }
-            Command::Connect { from, to } => {
-                match self
-                    .document
-                    .connect_named((&from.0, &from.1), (&to.0, &to.1))
-                {
-                    Ok(()) => self.notice = None,
-                    Err(err) => self.notice = Some(format!("Connection refused: {err}")),
-                }
-            }
+            Command::AddBlock { kind, pos } => self.add_block_at(&kind, pos),
+            Command::Connect { from, to } => self.connect(&from, &to),
             Command::AddWired { kind, pos, pins } => self.add_block(&kind, pos, &pins),
             Command::FinishMove => self.document.finish_move(),
             Command::SetConfig { node, field, value } => {
                 self.document.set_config(node, &field, value, catalog, true);
             }
-            Command::SetLabel { node, label } => {
-                self.document.checkpoint();
-                self.document
-                    .update_node(node, catalog, |doc| doc.label = label);
-            }
-            Command::DeleteNodes(nodes) => {
-                self.document.remove_nodes(&nodes);
-                if self.inspected.is_some_and(|n| nodes.contains(&n)) {
-                    self.inspected = None;
-                }
-            }
+            Command::SetLabel { node, label } => self.edit_node(node, |doc| doc.label = label),
+            Command::DeleteNodes(nodes) => self.delete_nodes(&nodes),
             Command::Disconnect(pin) => self.document.disconnect(pin),
-            Command::GroupSelection(nodes) => {
-                let rects: Vec<egui::Rect> = nodes
-                    .iter()
-                    .filter_map(|n| {
-                        let pos = self.document.snarl.get_node_info(*n)?.pos;
-                        let size = self
-                            .canvas
-                            .node_rects
-                            .get(n)
-                            .map_or(theme::NODE_SIZE_GUESS, |r| r.size());
-                        Some(egui::Rect::from_min_size(pos, size))
-                    })
-                    .collect();
-                let id = groups::fresh_group_id(&self.document.groups);
-                let at = self.view_center();
-                self.document
-                    .add_group(groups::group_around(id, &rects, at));
-            }
-            Command::MoveGroup { id, delta } => {
-                self.document
-                    .move_group(&id, delta, &self.canvas.node_rects);
-            }
-            Command::SetGroupTitle { id, title } => {
-                // Typing a title is one undo step, not one per key.
-                let new_step = self.group_title_editing.as_deref() != Some(id.as_str());
-                self.document.set_group_title(&id, title, new_step);
-                self.group_title_editing = Some(id);
-            }
-            Command::RemoveGroup(id) => {
-                self.document.remove_group(&id);
-            }
-            Command::DeleteWire(from, to) => {
-                self.document.remove_wire(from, to);
-                self.selected_wire = None;
-            }
-            Command::DuplicateNodes(nodes) => {
-                let clip = self.document.copy(&nodes);
-                let offset = self.paste_offset(&clip, ctx);
-                let added = self.document.paste(&clip, offset, catalog);
-                if let Some(first) = added.first() {
-                    self.inspected = Some(*first);
-                }
-            }
-            Command::ToggleBypass(nodes) => {
-                let all_bypassed = nodes.iter().all(|n| {
-                    self.document
-                        .snarl
-                        .get_node(*n)
-                        .is_some_and(|c| c.doc.bypass)
-                });
-                self.document
-                    .set_flag(&nodes, super::document::NodeFlag::Bypass, !all_bypassed);
-            }
+            Command::GroupSelection(nodes) => self.group_nodes(&nodes),
+            Command::MoveGroup { id, delta } => self.move_group(&id, delta),
+            Command::SetGroupTitle { id, title } => self.set_group_title(id, title),
+            Command::RemoveGroup(id) => self.document.remove_group(&id),
+            Command::DeleteWire(from, to) => self.delete_wire(from, to),
+            Command::DuplicateNodes(nodes) => self.duplicate_nodes(&nodes, ctx),
+            Command::ToggleBypass(nodes) => self.toggle_bypass(&nodes),
             Command::SetNodeFlag { nodes, flag, on } => self.document.set_flag(&nodes, flag, on),
-            Command::Copy(nodes) => {
-                if !nodes.is_empty() {
-                    let clip = self.document.copy(&nodes);
-                    ctx.copy_text(clip.to_json_string());
-                    self.clipboard = Some(clip);
-                }
+            Command::Copy(nodes) => self.copy_nodes(&nodes, ctx),
+            Command::Paste => self.paste(ctx),
+            Command::SetGraphInfo { name, description } => self.set_graph_info(name, description),
+            Command::SetPinned { node, outputs } => {
+                self.edit_node(node, |doc| doc.pinned = Some(outputs));
             }
-            Command::Paste => {
-                if let Some(clip) = self.clipboard.clone() {
-                    let offset = self.paste_offset(&clip, ctx);
-                    let added = self.document.paste(&clip, offset, catalog);
-                    if let Some(first) = added.first() {
-                        self.inspected = Some(*first);
-                    }
-                }
-            }
+            Command::SetSafeMode(on) => self.document.set_safe_mode(on),
+            Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
+            // The view.
             Command::Inspect(node) => self.inspected = Some(node),
-            Command::SetGraphInfo { name, description } => {
-                // Typing in the field is one undo step, not one per key.
-                self.document
-                    .set_info(name, description, !self.graph_info_editing);
-                self.graph_info_editing = true;
-            }
-            Command::QuickAdd(screen) => {
-                self.quick_add = Some(quick_add::QuickAdd::new(
-                    self.canvas.to_graph(screen),
-                    screen,
-                ));
-            }
-            Command::ClearSelection => {
-                self.clear_selection(ctx);
-                self.inspected = None;
-            }
+            Command::QuickAdd(screen) => self.open_quick_add(screen),
+            Command::ClearSelection => self.select_nothing(ctx),
             Command::SelectAll => self.select_all(),
-            Command::InspectById(id) => {
-                if let Some(node) = self.document.node_by_id(&id) {
-                    self.inspected = Some(node);
-                    if let Some(info) = self.document.snarl.get_node_info(node) {
-                        let view = self.canvas.viewport();
-                        if !view.contains(info.pos) {
-                            let scale = self.canvas.transform.scaling;
-                            let target = info.pos + theme::NODE_SIZE_GUESS / 2.0;
-                            self.canvas.set_transform = Some(egui::emath::TSTransform::new(
-                                self.canvas.screen_rect.center().to_vec2()
-                                    - target.to_vec2() * scale,
-                                scale,
-                            ));
-                        }
-                    }
-                }
-            }
+            Command::InspectById(id) => self.inspect_by_id(&id),
             Command::FitView => self.pending_fit = true,
-            Command::SetViewPrefs(prefs) => {
-                if let Err(err) = self.canvas.set_prefs(prefs) {
-                    self.notice = Some(format!("The View settings are not kept: {err}"));
-                }
-            }
+            Command::SetViewPrefs(prefs) => self.set_view_prefs(prefs),
             Command::Zoom(factor) => {
                 self.canvas.set_transform = Some(self.canvas.zoom_transform(factor));
             }
             Command::ActualSize => {
-                self.canvas.set_transform = Some(self.canvas.actual_size_transform())
+                self.canvas.set_transform = Some(self.canvas.actual_size_transform());
             }
+            // Runs.
             Command::Run => self.press_run(ctx),
             Command::StartRun => self.start_run(ctx),
             Command::CloseRunForm => self.run_form.open = false,
-            Command::StopRun => {
-                self.debugger_stop();
-                self.run.stop();
-            }
+            Command::StopRun => self.stop_run(),
             Command::Approve(node, decision) => self.decide_approval(&node, decision, ctx),
             Command::RunFromHere(node) => self.run_from_here(node, ctx),
             Command::PinOutputs(node, pin) => self.pin_outputs(node, pin),
-            Command::SetPinned { node, outputs } => {
-                self.document.checkpoint();
-                self.document
-                    .update_node(node, catalog, |doc| doc.pinned = Some(outputs));
-            }
-            Command::SetSafeMode(on) => {
-                self.document.set_safe_mode(on);
-            }
             Command::RefreshHistory => self.refresh_history(),
             Command::OpenRun(id) => self.open_run(&id),
             Command::ReplayRun(id) => self.replay_run(&id, ctx),
             Command::AddRunToCases(id) => self.ask_cases_file_for(id),
             Command::AddCaseTo(path) => self.add_asked_case_to(&path),
+            Command::Debug(command) => self.apply_debug(command, ctx),
+            // Windows and trust.
             Command::OpenEvaluations => self.evaluations.open = true,
             Command::OpenKnowledge => self.knowledge.open = true,
             Command::OpenCredentials => self.credentials.show_window(),
             Command::OpenMcpServers => self.mcp_window.open = true,
             Command::OpenAssistantEdit => self.open_assistant_edit(ctx),
-            Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
             Command::TrustAndConnect => self.trust_and_connect(),
-            Command::KeepOffline => {
-                if let Some(untrusted) = &mut self.untrusted {
-                    untrusted.offline = true;
-                }
-            }
+            Command::KeepOffline => self.keep_offline(),
+            Command::Notify(text) => self.notice = Some(text),
+            // Closing, and "save changes?".
             // The same close request as the window's close button: the prompt catches it.
             Command::Quit => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
-            Command::Notify(text) => self.notice = Some(text),
-            Command::Debug(command) => self.apply_debug(command, ctx),
-            Command::DiscardAndClose => {
+            Command::DiscardAndClose => self.discard_and_close(ctx),
+            Command::SaveAndClose => self.save_and_close(ctx),
+            Command::CancelClose => self.cancel_close(),
+            Command::DiscardAndContinue => self.discard_and_continue(ctx),
+            Command::SaveAndContinue => self.save_and_continue(ctx),
+        }
+    }
+}
+
+/// File commands: opening, saving, importing and exporting a graph file.
+impl App {
+    /// Starts an empty graph (after "save changes?").
+    fn new_graph(&mut self) {
+        if self.may_discard(&Command::New) {
+            self.open_document(&GraphDoc::new(UNTITLED), None);
+        }
+    }
+
+    /// Saves to the document's file, or asks for one.
+    fn save(&mut self, ctx: &egui::Context) {
+        match self.document.path.clone() {
+            Some(path) => _ = self.save_to(&path),
+            None => self.apply(Command::SaveAsDialog, ctx),
+        }
+    }
+
+    /// Opens the shipped example at `index` (after "save changes?").
+    fn open_example(&mut self, index: usize) {
+        if let Some(doc) = examples::example(index)
+            && self.may_discard(&Command::OpenExample(index))
+        {
+            self.examples_open = false;
+            // Untitled, but an example's `graph.call` paths resolve against a copy
+            // of the examples in the data directory.
+            let copy = self.data.as_ref().and_then(|data| {
+                examples::write_examples(&data.dir.join("examples"), index)
+                    .map_err(|e| tracing::warn!(error = %e, "cannot write the examples"))
+                    .ok()
+            });
+            self.open_document_resolving(&doc, None, copy.as_deref());
+            self.notice = None;
+        }
+    }
+
+    /// Opens the graph file at `path` (after "save changes?").
+    fn open_path(&mut self, path: PathBuf) {
+        if !self.may_discard(&Command::Open(path.clone())) {
+            return;
+        }
+        match load_graph(&path) {
+            Ok(doc) => {
                 if let Some(data) = &self.data {
-                    data.clear_autosave();
+                    data.remember_last(&path);
                 }
-                self.document.discard_changes();
+                self.open_document(&doc, Some(path));
+                self.notice = None;
+            }
+            Err(err) => self.notice = Some(err.to_string()),
+        }
+    }
+
+    /// Writes the graph to `path`, leaving the document's own file as it is.
+    fn export_to(&mut self, path: &Path) {
+        self.notice = Some(match save_graph(&self.document.to_doc(), path) {
+            Ok(()) => format!("Exported {}", path.display()),
+            Err(err) => err.to_string(),
+        });
+    }
+
+    /// Replaces the graph with the one in `path`: an edit of this document (its file
+    /// stays), so undo brings the old graph back.
+    fn import_from(&mut self, path: &Path) {
+        match load_graph(path) {
+            Ok(doc) => {
+                self.run.stop();
+                let catalog = self.catalog.clone();
+                self.document.replace(&doc, catalog.as_ref());
+                self.after_document_change();
+                self.notice = Some(format!("Imported {}", path.display()));
+            }
+            Err(err) => self.notice = Some(err.to_string()),
+        }
+    }
+}
+
+/// Editing commands: what changes the graph beyond a single document call.
+impl App {
+    /// Adds a block of `kind` at `pos`, or where a block added by a click hides no other.
+    fn add_block_at(&mut self, kind: &str, pos: Option<Pos2>) {
+        let pos = pos
+            .unwrap_or_else(|| (self.canvas).free_spot(&self.document.snarl, self.view_center()));
+        self.add_block(kind, pos, &[]);
+    }
+
+    fn move_group(&mut self, id: &str, delta: egui::Vec2) {
+        (self.document).move_group(id, delta, &self.canvas.node_rects);
+    }
+
+    fn delete_wire(&mut self, from: egui_snarl::OutPinId, to: egui_snarl::InPinId) {
+        self.document.remove_wire(from, to);
+        self.selected_wire = None;
+    }
+
+    fn duplicate_nodes(&mut self, nodes: &[NodeId], ctx: &egui::Context) {
+        let clip = self.document.copy(nodes);
+        self.paste_clip(&clip, ctx);
+    }
+
+    fn paste(&mut self, ctx: &egui::Context) {
+        if let Some(clip) = self.clipboard.clone() {
+            self.paste_clip(&clip, ctx);
+        }
+    }
+
+    fn set_graph_info(&mut self, name: String, description: String) {
+        // Typing in the field is one undo step, not one per key.
+        (self.document).set_info(name, description, !self.graph_info_editing);
+        self.graph_info_editing = true;
+    }
+
+    /// Wires `from` to `to` (node id, port name each), or says why not.
+    fn connect(&mut self, from: &(String, String), to: &(String, String)) {
+        self.notice = match self
+            .document
+            .connect_named((&from.0, &from.1), (&to.0, &to.1))
+        {
+            Ok(()) => None,
+            Err(err) => Some(format!("Connection refused: {err}")),
+        };
+    }
+
+    /// Changes one node's document, as one undo step.
+    fn edit_node(&mut self, node: NodeId, edit: impl FnOnce(&mut agentloom_core::NodeDoc)) {
+        let catalog = self.catalog.clone();
+        self.document.checkpoint();
+        self.document.update_node(node, catalog.as_ref(), edit);
+    }
+
+    fn delete_nodes(&mut self, nodes: &[NodeId]) {
+        self.document.remove_nodes(nodes);
+        if self.inspected.is_some_and(|n| nodes.contains(&n)) {
+            self.inspected = None;
+        }
+    }
+
+    /// Puts a new group around `nodes` as they are laid out.
+    fn group_nodes(&mut self, nodes: &[NodeId]) {
+        let rects: Vec<egui::Rect> = nodes
+            .iter()
+            .filter_map(|n| {
+                let pos = self.document.snarl.get_node_info(*n)?.pos;
+                let size = self
+                    .canvas
+                    .node_rects
+                    .get(n)
+                    .map_or(theme::NODE_SIZE_GUESS, |r| r.size());
+                Some(egui::Rect::from_min_size(pos, size))
+            })
+            .collect();
+        let id = groups::fresh_group_id(&self.document.groups);
+        let at = self.view_center();
+        self.document
+            .add_group(groups::group_around(id, &rects, at));
+    }
+
+    fn set_group_title(&mut self, id: String, title: String) {
+        // Typing a title is one undo step, not one per key.
+        let new_step = self.group_title_editing.as_deref() != Some(id.as_str());
+        self.document.set_group_title(&id, title, new_step);
+        self.group_title_editing = Some(id);
+    }
+
+    /// Bypasses `nodes`, or brings them back when every one is bypassed already.
+    fn toggle_bypass(&mut self, nodes: &[NodeId]) {
+        let all_bypassed = nodes.iter().all(|n| {
+            self.document
+                .snarl
+                .get_node(*n)
+                .is_some_and(|c| c.doc.bypass)
+        });
+        self.document
+            .set_flag(nodes, document::NodeFlag::Bypass, !all_bypassed);
+    }
+
+    /// Copies `nodes` to the app's clipboard and, as JSON, to the system's.
+    fn copy_nodes(&mut self, nodes: &[NodeId], ctx: &egui::Context) {
+        if !nodes.is_empty() {
+            let clip = self.document.copy(nodes);
+            ctx.copy_text(clip.to_json_string());
+            self.clipboard = Some(clip);
+        }
+    }
+
+    /// Adds the blocks of `clip` where [`App::paste_offset`] finds room; the first is
+    /// inspected.
+    fn paste_clip(&mut self, clip: &GraphDoc, ctx: &egui::Context) {
+        let catalog = self.catalog.clone();
+        let offset = self.paste_offset(clip, ctx);
+        let added = self.document.paste(clip, offset, catalog.as_ref());
+        if let Some(first) = added.first() {
+            self.inspected = Some(*first);
+        }
+    }
+}
+
+/// View, run and trust commands beyond a field set.
+impl App {
+    /// Opens the quick-add search at `screen`, its block to go there.
+    fn open_quick_add(&mut self, screen: Pos2) {
+        let at = self.canvas.to_graph(screen);
+        self.quick_add = Some(quick_add::QuickAdd::new(at, screen));
+    }
+
+    /// Nothing selected and nothing inspected.
+    fn select_nothing(&mut self, ctx: &egui::Context) {
+        self.clear_selection(ctx);
+        self.inspected = None;
+    }
+
+    fn set_view_prefs(&mut self, prefs: crate::canvas::prefs::ViewPrefs) {
+        if let Err(err) = self.canvas.set_prefs(prefs) {
+            self.notice = Some(format!("The View settings are not kept: {err}"));
+        }
+    }
+
+    fn stop_run(&mut self) {
+        self.debugger_stop();
+        self.run.stop();
+    }
+
+    /// The untrusted file's banner answered "Keep offline".
+    fn keep_offline(&mut self) {
+        if let Some(untrusted) = &mut self.untrusted {
+            untrusted.offline = true;
+        }
+    }
+    /// Inspects the node with document id `id`, moving the view to it when it is off
+    /// screen.
+    fn inspect_by_id(&mut self, id: &str) {
+        let Some(node) = self.document.node_by_id(id) else {
+            return;
+        };
+        self.inspected = Some(node);
+        if let Some(info) = self.document.snarl.get_node_info(node) {
+            let view = self.canvas.viewport();
+            if !view.contains(info.pos) {
+                let scale = self.canvas.transform.scaling;
+                let target = info.pos + theme::NODE_SIZE_GUESS / 2.0;
+                self.canvas.set_transform = Some(egui::emath::TSTransform::new(
+                    self.canvas.screen_rect.center().to_vec2() - target.to_vec2() * scale,
+                    scale,
+                ));
+            }
+        }
+    }
+}
+
+/// Closing commands: the window's "save changes?" answers.
+impl App {
+    /// Drops the unsaved changes and their autosave.
+    fn discard_changes(&mut self) {
+        if let Some(data) = &self.data {
+            data.clear_autosave();
+        }
+        self.document.discard_changes();
+    }
+
+    fn discard_and_close(&mut self, ctx: &egui::Context) {
+        self.discard_changes();
+        self.allow_close = true;
+        self.close_prompt = false;
+        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+    }
+
+    fn cancel_close(&mut self) {
+        self.close_prompt = false;
+        self.discard_prompt = None;
+    }
+
+    /// Drops the changes, then carries out what waited for the answer.
+    fn discard_and_continue(&mut self, ctx: &egui::Context) {
+        if let Some(next) = self.discard_prompt.take() {
+            self.discard_changes();
+            self.apply(next, ctx);
+        }
+    }
+
+    /// Saves, then carries out what waited for the answer.
+    fn save_and_continue(&mut self, ctx: &egui::Context) {
+        if let Some(next) = self.discard_prompt.take() {
+            self.save_then(next, ctx);
+        }
+    }
+
+    fn save_and_close(&mut self, ctx: &egui::Context) {
+        self.close_prompt = false;
+        if self.document.path.is_none() {
+            // Saved once a path is given, then the window closes as asked.
+            self.save_then(Command::Quit, ctx);
+        } else {
+            self.apply(Command::Save, ctx);
+            if !self.document.dirty {
                 self.allow_close = true;
-                self.close_prompt = false;
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
-            }
-            Command::SaveAndClose => {
-                self.close_prompt = false;
-                if self.document.path.is_none() {
-                    // Saved once a path is given, then the window closes as asked.
-                    self.save_then(Command::Quit, ctx);
-                } else {
-                    self.apply(Command::Save, ctx);
-                    if !self.document.dirty {
-                        self.allow_close = true;
-                        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
-                    }
-                }
-            }
-            Command::CancelClose => {
-                self.close_prompt = false;
-                self.discard_prompt = None;
-            }
-            Command::DiscardAndContinue => {
-                if let Some(next) = self.discard_prompt.take() {
-                    if let Some(data) = &self.data {
-                        data.clear_autosave();
-                    }
-                    self.document.discard_changes();
-                    self.apply(next, ctx);
-                }
-            }
-            Command::SaveAndContinue => {
-                if let Some(next) = self.discard_prompt.take() {
-                    self.save_then(next, ctx);
-                }
             }
         }
     }
