@@ -308,13 +308,7 @@ impl RunView {
                     .approvals
                     .push(ApprovalPrompt::live(node, request, reply)),
                 RunMsg::Finished(report, record_error) => {
-                    let state = &mut self.state;
-                    state.run_id = Some(report.run_id.clone());
-                    state.status = Some(report.status);
-                    state.mark_cancelled();
-                    if state.error.is_none() {
-                        state.error = report.error.clone().or(record_error);
-                    }
+                    self.state.apply_report(&report, record_error);
                     self.live = None;
                     finished = true;
                 }

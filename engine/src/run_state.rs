@@ -10,6 +10,7 @@ use agentloom_core::{GraphDoc, Usage, ValueMap};
 use serde::{Deserialize, Serialize};
 
 use crate::events::{EventKind, NodeStatus, RunStatus};
+use crate::executor::RunReport;
 
 /// Streamed output kept per node port; beyond it the text stops growing (the node's
 /// outputs hold the final value).
@@ -202,12 +203,11 @@ impl RunState {
                 usage,
                 duration_ms,
             } => {
-                self.status = Some(*status);
                 self.outputs.clone_from(outputs);
                 self.error.clone_from(error);
                 self.usage = *usage;
                 self.duration_ms = Some(*duration_ms);
-                self.mark_cancelled();
+                self.end(*status);
             }
             _ => {
                 let Some(id) = kind.node() else { return };
@@ -232,6 +232,23 @@ impl RunState {
                 node.apply(kind);
             }
         }
+    }
+
+    /// Applies the run's own report of its end, which may say what its events did not (a
+    /// run that stopped before it started, a recording that failed): its id and status, and
+    /// its error (`record_error` when it has none) unless the events said one.
+    pub fn apply_report(&mut self, report: &RunReport, record_error: Option<String>) {
+        self.run_id = Some(report.run_id.clone());
+        self.end(report.status);
+        if self.error.is_none() {
+            self.error = report.error.clone().or(record_error);
+        }
+    }
+
+    /// The run ended with `status`: what it left unfinished is cancelled if it stopped.
+    fn end(&mut self, status: RunStatus) {
+        self.status = Some(status);
+        self.mark_cancelled();
     }
 
     /// After a stopped run, the nodes it left unfinished are cancelled.
