@@ -11,6 +11,7 @@ use egui_snarl::NodeId;
 use super::document::{self, Document};
 use super::path_prompt::{self, PathPurpose};
 use super::run::RunView;
+use super::subgraph::Caller;
 use super::{
     App, Command, examples, files, groups, load_graph, mcp_servers, palette, quick_add, wiring,
 };
@@ -23,7 +24,7 @@ impl App {
         if !self.document.dirty {
             return true;
         }
-        self.discard_prompt = Some(command.clone());
+        self.prompts.discard = Some(command.clone());
         false
     }
 
@@ -87,9 +88,9 @@ impl App {
         // A run of the graph being replaced is stopped, not left going unseen.
         self.run.stop();
         // The assistant was let edit the graph being replaced, not whichever comes next.
-        self.assistant_edit.stop();
+        self.windows.assistant_edit.stop();
         // Another graph: no way back to the callers of this one.
-        self.callers.clear();
+        self.session.callers.clear();
         self.graph_file = graph_file.map(Path::to_path_buf);
         self.untrusted = untrusted;
         self.secrets_follow_trust();
@@ -100,11 +101,11 @@ impl App {
     }
 
     pub(super) fn after_document_change(&mut self) {
-        self.inspected = None;
+        self.session.inspected = None;
         self.inspector.clear();
         self.run = RunView::default();
         self.canvas.node_rects.clear();
-        self.pending_fit = true;
+        self.session.pending_fit = true;
     }
 
     pub(super) fn save_to(&mut self, path: &Path) -> bool {
@@ -159,7 +160,7 @@ impl App {
             // Files.
             Command::New => self.new_graph(),
             Command::OpenDialog => self.file_dialog(PathPurpose::Open, ctx),
-            Command::ShowExamples => self.examples_open = true,
+            Command::ShowExamples => self.prompts.examples_open = true,
             Command::OpenExample(index) => self.open_example(index),
             Command::Open(path) => self.open_path(path),
             Command::OpenCalled(path) => self.open_called(path, ctx),
@@ -201,12 +202,12 @@ impl App {
             Command::SetSafeMode(on) => self.document.set_safe_mode(on),
             Command::EditMcpServers(edit) => self.edit_mcp_servers(edit),
             // The view.
-            Command::Inspect(node) => self.inspected = Some(node),
+            Command::Inspect(node) => self.session.inspected = Some(node),
             Command::QuickAdd(screen) => self.open_quick_add(screen),
             Command::ClearSelection => self.select_nothing(ctx),
             Command::SelectAll => self.select_all(),
             Command::InspectById(id) => self.inspect_by_id(&id),
-            Command::FitView => self.pending_fit = true,
+            Command::FitView => self.session.pending_fit = true,
             Command::SetViewPrefs(prefs) => self.set_view_prefs(prefs),
             Command::Zoom(factor) => {
                 self.canvas.set_transform = Some(self.canvas.zoom_transform(factor));
@@ -232,7 +233,7 @@ impl App {
             Command::OpenEvaluations => self.evaluations.open = true,
             Command::OpenKnowledge => self.knowledge.open = true,
             Command::OpenCredentials => self.credentials.show_window(),
-            Command::OpenMcpServers => self.mcp_window.open = true,
+            Command::OpenMcpServers => self.windows.mcp.open = true,
             Command::OpenAssistantEdit => self.open_assistant_edit(ctx),
             Command::TrustAndConnect => self.trust_and_connect(),
             Command::KeepOffline => self.keep_offline(),
@@ -271,7 +272,7 @@ impl App {
         if let Some(doc) = examples::example(index)
             && self.may_discard(&Command::OpenExample(index))
         {
-            self.examples_open = false;
+            self.prompts.examples_open = false;
             // Untitled, but an example's `graph.call` paths resolve against a copy
             // of the examples in the data directory.
             let copy = self.data.as_ref().and_then(|data| {
@@ -299,6 +300,82 @@ impl App {
             }
             Err(err) => self.notice = Some(err.to_string()),
         }
+    }
+
+    /// Opens the graph file a graph-call node runs; the graph shown now becomes its
+    /// caller in the breadcrumb bar (after the usual "save changes?").
+    fn open_called(&mut self, path: PathBuf, ctx: &egui::Context) {
+        if !self.may_discard(&Command::OpenCalled(path.clone())) {
+            return;
+        }
+        let doc = match load_graph(&path) {
+            Ok(doc) => doc,
+            Err(err) => {
+                self.notice = Some(err.to_string());
+                return;
+            }
+        };
+        let caller = Caller {
+            path: self.document.path.clone(),
+            graph_file: self.graph_file.clone(),
+            doc: self.document.to_doc(),
+            view: self.canvas.transform,
+            untrusted: self.untrusted.clone(),
+            selected: self.selected_ids(ctx),
+            inspected: self.inspected_id().map(str::to_owned),
+        };
+        let mut callers = std::mem::take(&mut self.session.callers);
+        callers.push(caller);
+        self.open_document(&doc, Some(path.clone()));
+        self.session.callers = callers;
+        self.session.fresh_selection(&mut self.canvas);
+        if let Some(data) = &self.data {
+            data.remember_last(&path);
+        }
+        self.notice = None;
+    }
+
+    /// Goes back to the caller at `index` of the breadcrumb bar, as it was left: its
+    /// view, selection and inspected node.
+    fn return_to_caller(&mut self, index: usize) {
+        if index >= self.session.callers.len() || !self.may_discard(&Command::ReturnToCaller(index))
+        {
+            return;
+        }
+        let mut callers = std::mem::take(&mut self.session.callers);
+        callers.truncate(index + 1);
+        let Some(caller) = callers.pop() else { return };
+        // From its file as saved (changes left unsaved were discarded on the way down).
+        let doc = match &caller.path {
+            Some(path) => match load_graph(path) {
+                Ok(doc) => doc,
+                Err(err) => {
+                    callers.push(caller);
+                    self.session.callers = callers;
+                    self.notice = Some(err.to_string());
+                    return;
+                }
+            },
+            None => caller.doc.clone(),
+        };
+        if caller.path.is_some() {
+            self.open_document_resolving(&doc, caller.path.clone(), caller.graph_file.as_deref());
+        } else {
+            self.open_document_trusting(
+                &doc,
+                None,
+                caller.graph_file.as_deref(),
+                caller.untrusted.clone(),
+            );
+        }
+        self.session.callers = callers;
+        (self.session).back_at(&caller, &mut self.canvas, &self.document);
+        if let Some(path) = &caller.path
+            && let Some(data) = &self.data
+        {
+            data.remember_last(path);
+        }
+        self.notice = None;
     }
 
     /// Writes the graph to `path`, leaving the document's own file as it is.
@@ -340,7 +417,7 @@ impl App {
 
     fn delete_wire(&mut self, from: egui_snarl::OutPinId, to: egui_snarl::InPinId) {
         self.document.remove_wire(from, to);
-        self.selected_wire = None;
+        self.session.selected_wire = None;
     }
 
     fn duplicate_nodes(&mut self, nodes: &[NodeId], ctx: &egui::Context) {
@@ -349,15 +426,15 @@ impl App {
     }
 
     fn paste(&mut self, ctx: &egui::Context) {
-        if let Some(clip) = self.clipboard.clone() {
+        if let Some(clip) = self.session.clipboard.clone() {
             self.paste_clip(&clip, ctx);
         }
     }
 
     fn set_graph_info(&mut self, name: String, description: String) {
         // Typing in the field is one undo step, not one per key.
-        (self.document).set_info(name, description, !self.graph_info_editing);
-        self.graph_info_editing = true;
+        (self.document).set_info(name, description, !self.graph_info.editing);
+        self.graph_info.editing = true;
     }
 
     /// Wires `from` to `to` (node id, port name each), or says why not.
@@ -380,8 +457,8 @@ impl App {
 
     fn delete_nodes(&mut self, nodes: &[NodeId]) {
         self.document.remove_nodes(nodes);
-        if self.inspected.is_some_and(|n| nodes.contains(&n)) {
-            self.inspected = None;
+        if self.session.inspected.is_some_and(|n| nodes.contains(&n)) {
+            self.session.inspected = None;
         }
     }
 
@@ -407,9 +484,9 @@ impl App {
 
     fn set_group_title(&mut self, id: String, title: String) {
         // Typing a title is one undo step, not one per key.
-        let new_step = self.group_title_editing.as_deref() != Some(id.as_str());
+        let new_step = self.session.group_title_editing.as_deref() != Some(id.as_str());
         self.document.set_group_title(&id, title, new_step);
-        self.group_title_editing = Some(id);
+        self.session.group_title_editing = Some(id);
     }
 
     /// Bypasses `nodes`, or brings them back when every one is bypassed already.
@@ -429,7 +506,7 @@ impl App {
         if !nodes.is_empty() {
             let clip = self.document.copy(nodes);
             ctx.copy_text(clip.to_json_string());
-            self.clipboard = Some(clip);
+            self.session.clipboard = Some(clip);
         }
     }
 
@@ -440,7 +517,7 @@ impl App {
         let offset = self.paste_offset(clip, ctx);
         let added = self.document.paste(clip, offset, catalog.as_ref());
         if let Some(first) = added.first() {
-            self.inspected = Some(*first);
+            self.session.inspected = Some(*first);
         }
     }
 }
@@ -450,13 +527,13 @@ impl App {
     /// Opens the quick-add search at `screen`, its block to go there.
     fn open_quick_add(&mut self, screen: Pos2) {
         let at = self.canvas.to_graph(screen);
-        self.quick_add = Some(quick_add::QuickAdd::new(at, screen));
+        self.prompts.quick_add = Some(quick_add::QuickAdd::new(at, screen));
     }
 
     /// Nothing selected and nothing inspected.
     fn select_nothing(&mut self, ctx: &egui::Context) {
         self.clear_selection(ctx);
-        self.inspected = None;
+        self.session.inspected = None;
     }
 
     fn set_view_prefs(&mut self, prefs: crate::canvas::prefs::ViewPrefs) {
@@ -482,7 +559,7 @@ impl App {
         let Some(node) = self.document.node_by_id(id) else {
             return;
         };
-        self.inspected = Some(node);
+        self.session.inspected = Some(node);
         if let Some(info) = self.document.snarl.get_node_info(node) {
             let view = self.canvas.viewport();
             if !view.contains(info.pos) {
@@ -509,19 +586,19 @@ impl App {
 
     fn discard_and_close(&mut self, ctx: &egui::Context) {
         self.discard_changes();
-        self.allow_close = true;
-        self.close_prompt = false;
+        self.prompts.allow_close = true;
+        self.prompts.close = false;
         ctx.send_viewport_cmd(egui::ViewportCommand::Close);
     }
 
     fn cancel_close(&mut self) {
-        self.close_prompt = false;
-        self.discard_prompt = None;
+        self.prompts.close = false;
+        self.prompts.discard = None;
     }
 
     /// Drops the changes, then carries out what waited for the answer.
     fn discard_and_continue(&mut self, ctx: &egui::Context) {
-        if let Some(next) = self.discard_prompt.take() {
+        if let Some(next) = self.prompts.discard.take() {
             self.discard_changes();
             self.apply(next, ctx);
         }
@@ -529,20 +606,20 @@ impl App {
 
     /// Saves, then carries out what waited for the answer.
     fn save_and_continue(&mut self, ctx: &egui::Context) {
-        if let Some(next) = self.discard_prompt.take() {
+        if let Some(next) = self.prompts.discard.take() {
             self.save_then(next, ctx);
         }
     }
 
     fn save_and_close(&mut self, ctx: &egui::Context) {
-        self.close_prompt = false;
+        self.prompts.close = false;
         if self.document.path.is_none() {
             // Saved once a path is given, then the window closes as asked.
             self.save_then(Command::Quit, ctx);
         } else {
             self.apply(Command::Save, ctx);
             if !self.document.dirty {
-                self.allow_close = true;
+                self.prompts.allow_close = true;
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
             }
         }
@@ -580,7 +657,7 @@ impl App {
                 node = palette::with_required_nulls(node, catalog.as_ref());
             }
             let id = self.document.add_wired(node, pos, pins, catalog.as_ref());
-            self.inspected = Some(id);
+            self.session.inspected = Some(id);
         }
     }
 
@@ -644,6 +721,7 @@ impl App {
         then: Option<Command>,
     ) {
         let native = *self
+            .prompts
             .native_dialogs
             .get_or_insert_with(files::native_dialogs_available);
         let file_name = format!("{}.agentloom.json", self.document.name);
@@ -680,10 +758,11 @@ impl App {
 
     pub(super) fn after_structure_change(&mut self) {
         if self
+            .session
             .inspected
             .is_some_and(|n| self.document.snarl.get_node(n).is_none())
         {
-            self.inspected = None;
+            self.session.inspected = None;
         }
         self.inspector.clear();
     }
@@ -691,7 +770,7 @@ impl App {
     /// Whether Open, Save As, Import and Export use the platform's file dialogs (found out on
     /// first use when not set) or the in-app path prompt.
     pub fn set_native_file_dialogs(&mut self, available: bool) {
-        self.native_dialogs = Some(available);
+        self.prompts.native_dialogs = Some(available);
     }
 }
 

@@ -52,10 +52,14 @@ pub use files::{load_graph, save_graph};
 pub use native::run_native;
 
 use canvas::CanvasState;
+use canvas::session::CanvasSession;
 use inspector::InspectorState;
 use palette::PaletteEntry;
+use panels::graph_info::GraphInfoTyping;
 use run::RunView;
 use run_panel::RunForm;
+use windows::Windows;
+use windows::prompts::Prompts;
 
 /// The example graph shown on first launch.
 pub const EXAMPLE_GRAPH: &str = include_str!("../../assets/examples/hello.agentloom.json");
@@ -100,10 +104,10 @@ pub struct App {
     palette: Vec<PaletteEntry>,
     pub document: Document,
     canvas: CanvasState,
-    inspected: Option<NodeId>,
+    /// The node inspected, the selection, wires picked or dragged, the copied blocks.
+    session: CanvasSession,
     inspector: InspectorState,
     credentials: credentials::Credentials,
-    mcp_window: mcp_servers::McpServersWindow,
     mcp_connector: mcp_servers::McpConnector,
     /// Where trust in graph files is recorded (`None`: trust lasts for this session).
     trust_store: Option<agentloom_runner::trust::TrustStore>,
@@ -133,52 +137,24 @@ pub struct App {
     problems_revision: u64,
     /// Last message for the status bar.
     pub notice: Option<String>,
-    clipboard: Option<GraphDoc>,
     data: Option<files::DataFiles>,
     autosave_due: Option<Instant>,
     autosave_delay: Duration,
-    close_prompt: bool,
-    /// What waits for an answer to "save changes?" before it replaces the graph.
-    discard_prompt: Option<Command>,
-    /// The graphs walked down from to the one shown (graph-call nodes opened), first first.
-    callers: Vec<subgraph::Caller>,
-    allow_close: bool,
+    /// "Save changes?", the examples, quick add, which file dialogs.
+    prompts: Prompts,
     first_frame: Option<Instant>,
-    pending_fit: bool,
-    /// Fits still to do once the nodes are laid out (the first fit of a graph guesses their
-    /// sizes, and their detail, hence size, follows the zoom the fit chose).
-    refits_after_layout: u8,
-    last_selection: Vec<NodeId>,
-    /// Bumped to clear the canvas selection (see [`App::canvas_id`]).
-    selection_epoch: u64,
-    /// The graph's name or description is being typed (one undo step for it).
-    graph_info_editing: bool,
-    /// The graph-info field that has the keyboard.
-    graph_info_focus: Option<egui::Id>,
+    /// The graph's name or description being typed.
+    graph_info: GraphInfoTyping,
     /// The workspace given at start (`--workspace`), over the graph's folder.
     workspace: Option<PathBuf>,
-    /// Whether native file dialogs can appear here; asked on first use.
-    native_dialogs: Option<bool>,
     /// The in-app file prompt used where they cannot.
     path_prompt: Option<path_prompt::PathPrompt>,
-    /// The wire being dragged, to say why it cannot end where the pointer is.
-    wire_drag: wiring::WireDrag,
-    /// The quick-add search, when open.
-    quick_add: Option<quick_add::QuickAdd>,
-    /// The examples gallery is showing.
-    examples_open: bool,
-    /// The group whose title is being typed (one undo step for it).
-    group_title_editing: Option<String>,
-    /// The wire picked by a click (Delete removes it).
-    selected_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
-    /// The menu of a right-clicked wire, while open.
-    wire_menu: Option<wire_menu::WireMenu>,
     pub evaluations: evaluations::EvaluationsPanel,
+    timeline: run_timeline::RunTimeline,
     /// The Knowledge window (View → Knowledge).
     pub knowledge: windows::knowledge::KnowledgeWindow,
-    timeline: run_timeline::RunTimeline,
-    /// The editing tools served to an MCP client for the open graph, and their window.
-    assistant_edit: windows::assistant_edit::AssistantEdit,
+    /// The MCP servers and assistant-editing windows.
+    windows: Windows,
     /// Breakpoints, a run paused at one, forks of past runs.
     debugger: debugger::Debugger,
     /// [`App::logic`] ran for the coming frame.
@@ -224,10 +200,9 @@ impl App {
             palette,
             document,
             canvas: CanvasState::with_prefs_in(paths.data_dir.as_deref()),
-            inspected: None,
+            session: CanvasSession::default(),
             inspector: InspectorState::default(),
             credentials,
-            mcp_window: mcp_servers::McpServersWindow::default(),
             mcp_connector: mcp_servers::McpConnector::for_graph_file(
                 path.clone(),
                 untrusted.is_none(),
@@ -251,35 +226,19 @@ impl App {
             problems_by_node: HashMap::new(),
             problems_revision: u64::MAX,
             notice,
-            clipboard: None,
+            prompts: Prompts::default(),
+            graph_info: GraphInfoTyping::default(),
             data: paths.data_dir.clone().map(files::DataFiles::new),
             autosave_due: None,
             autosave_delay: AUTOSAVE_DELAY,
-            close_prompt: false,
-            discard_prompt: None,
-            callers: Vec::new(),
-            allow_close: false,
             first_frame: None,
-            pending_fit: true,
-            refits_after_layout: 0,
-            last_selection: Vec::new(),
-            selection_epoch: 0,
-            graph_info_editing: false,
-            graph_info_focus: None,
-            native_dialogs: None,
             path_prompt: None,
             workspace: paths.workspace.clone(),
-            wire_drag: wiring::WireDrag::default(),
-            quick_add: None,
-            examples_open: false,
-            selected_wire: None,
-            wire_menu: None,
             evaluations: evaluations::EvaluationsPanel::default(),
-            knowledge: windows::knowledge::KnowledgeWindow::default(),
             timeline: run_timeline::RunTimeline::default(),
-            assistant_edit: windows::assistant_edit::AssistantEdit::default(),
             debugger: debugger::Debugger::kept_in(paths.data_dir.as_deref()),
-            group_title_editing: None,
+            knowledge: windows::knowledge::KnowledgeWindow::default(),
+            windows: Windows::default(),
             logic_ran: false,
         };
         app.secrets_follow_trust();
@@ -345,7 +304,8 @@ impl App {
 
     /// The node shown in the inspector, by document id.
     pub fn inspected_id(&self) -> Option<&str> {
-        self.inspected
+        self.session
+            .inspected
             .and_then(|n| self.document.snarl.get_node(n))
             .map(|n| n.doc.id.as_str())
     }
@@ -388,7 +348,7 @@ impl App {
 
     /// Whether the "save changes?" prompt is showing.
     pub fn close_prompt_open(&self) -> bool {
-        self.close_prompt || self.discard_prompt.is_some()
+        self.prompts.close || self.prompts.discard.is_some()
     }
 }
 
@@ -439,7 +399,17 @@ impl App {
                 trust_banner::banner_ui(ui, untrusted, &mut self.commands);
             });
         }
-        self.breadcrumbs_panel(ui);
+        // While the graph shown was opened from a caller: the way back.
+        if !self.session.callers.is_empty() {
+            egui::Panel::top("breadcrumbs").show(ui, |ui| {
+                subgraph::breadcrumbs_ui(
+                    ui,
+                    &self.session.callers,
+                    (self.document.path.as_deref(), &self.document.name),
+                    &mut self.commands,
+                );
+            });
+        }
         egui::CentralPanel::no_frame().show(ui, |ui| self.canvas_ui(ui));
         let waiting: Vec<Option<egui::Rect>> = (self.run.approvals.iter())
             .map(|prompt| self.node_screen_rect(&prompt.node))
@@ -453,16 +423,21 @@ impl App {
         );
         self.debugger_windows_ui(&ctx);
 
-        examples::examples_ui(&ctx, &mut self.examples_open, &mut self.commands);
-        if let Some(menu) = &mut self.wire_menu
+        examples::examples_ui(&ctx, &mut self.prompts.examples_open, &mut self.commands);
+        if let Some(menu) = &mut self.session.wire_menu
             && !wire_menu::wire_menu_ui(&ctx, menu, &mut self.commands)
         {
-            self.wire_menu = None;
+            self.session.wire_menu = None;
         }
-        quick_add::quick_add_ui(&ctx, &mut self.quick_add, &self.palette, &mut self.commands);
+        quick_add::quick_add_ui(
+            &ctx,
+            &mut self.prompts.quick_add,
+            &self.palette,
+            &mut self.commands,
+        );
         path_prompt::path_prompt_ui(&ctx, &mut self.path_prompt, &mut self.commands);
         self.credentials.window_ui(&ctx);
-        if let Some(edit) = self.mcp_window.window_ui(
+        if let Some(edit) = self.windows.mcp.window_ui(
             &ctx,
             &self.document.mcp_servers,
             &self.mcp_problems,
@@ -490,7 +465,8 @@ impl App {
     fn targets(&self, ctx: &egui::Context) -> Vec<NodeId> {
         let selected = self.selected_nodes(ctx);
         if selected.is_empty() {
-            self.inspected
+            self.session
+                .inspected
                 .filter(|n| self.document.snarl.get_node(*n).is_some())
                 .into_iter()
                 .collect()

@@ -18,7 +18,7 @@ impl App {
             | Command::DuplicateNodes(nodes)
             | Command::DeleteNodes(nodes)
             | Command::ToggleBypass(nodes) => !nodes.is_empty(),
-            Command::Paste => self.clipboard.is_some(),
+            Command::Paste => self.session.clipboard.is_some(),
             Command::Run => !self.run.is_running(),
             Command::StopRun => self.run.is_running(),
             _ => true,
@@ -174,15 +174,15 @@ impl App {
     /// its fields are disabled and so never take the keyboard.
     fn dialog_open(&self) -> bool {
         self.credentials.open
-            || self.mcp_window.open
-            || self.examples_open
+            || self.windows.mcp.open
+            || self.prompts.examples_open
             || self.path_prompt.is_some()
             || self.evaluations.open
             || self.run_form.open
             || self.close_prompt_open()
-            || self.wire_menu.is_some()
+            || self.session.wire_menu.is_some()
             || self.canvas.wire_drop.is_some()
-            || self.quick_add.is_some()
+            || self.prompts.quick_add.is_some()
     }
 
     /// Whether the canvas has the keyboard: no widget has it (a field, or a button reached
@@ -227,7 +227,7 @@ impl App {
                 return;
             }
             if i.key_pressed(Key::Delete) || i.key_pressed(Key::Backspace) {
-                found.push(match self.selected_wire {
+                found.push(match self.session.selected_wire {
                     Some((from, to)) if selected.is_empty() => Command::DeleteWire(from, to),
                     _ => Command::DeleteNodes(selected.clone()),
                 });
@@ -251,7 +251,7 @@ impl App {
                     }
                     egui::Event::Paste(text) => {
                         if let Ok(doc) = GraphDoc::from_json_str(text) {
-                            self.clipboard = Some(doc);
+                            self.session.clipboard = Some(doc);
                         }
                         found.push(Command::Paste);
                     }

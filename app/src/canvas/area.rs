@@ -64,7 +64,7 @@ impl App {
     /// The canvas widget's id (its selection is read back with it). Snarl's selection can
     /// only be added to, so clearing it starts the widget's state afresh under a new id.
     pub(crate) fn canvas_id(&self) -> egui::Id {
-        egui::Id::new("agentloom-canvas").with(self.selection_epoch)
+        egui::Id::new("agentloom-canvas").with(self.session.selection_epoch)
     }
 
     /// The nodes selected on the canvas (shift-click, shift-drag a box, Select all).
@@ -111,12 +111,12 @@ impl App {
     pub(crate) fn clear_selection(&mut self, ctx: &egui::Context) {
         self.canvas.also_selected.clear();
         if egui_snarl::ui::get_selected_nodes(self.canvas_id(), ctx).is_empty() {
-            self.last_selection.clear();
+            self.session.last_selection.clear();
             return;
         }
-        self.selection_epoch += 1;
+        self.session.selection_epoch += 1;
         self.canvas.set_transform = Some(self.canvas.transform);
-        self.last_selection.clear();
+        self.session.last_selection.clear();
     }
 
     /// Zoom out, the zoom level (click: actual size), zoom in and fit, at the canvas's
@@ -176,7 +176,7 @@ impl App {
         canvas: egui::Order,
     ) {
         let snarl = &self.document.snarl;
-        if let Some((from, to)) = self.selected_wire {
+        if let Some((from, to)) = self.session.selected_wire {
             match wiring::wire_points(&self.canvas, snarl, from, to)
                 .filter(|_| snarl.wires().any(|w| w == (from, to)))
             {
@@ -191,7 +191,7 @@ impl App {
                         egui::Stroke::new(4.0, theme::ACCENT.gamma_multiply(0.8)),
                     ));
                 }
-                None => self.selected_wire = None,
+                None => self.session.selected_wire = None,
             }
         }
         let Some(pos) = pointer else { return };
@@ -213,8 +213,8 @@ impl App {
         let ctx = ui.ctx().clone();
         let rect = ui.available_rect_before_wrap();
         self.canvas.screen_rect = rect;
-        if self.pending_fit
-            || self.refits_after_layout > 0
+        if self.session.pending_fit
+            || self.session.refits_after_layout > 0
             || self.canvas.fit_is_stale(&self.document.snarl)
         {
             let view = self.canvas.fit_transform(&self.document.snarl);
@@ -227,12 +227,12 @@ impl App {
                 .snarl
                 .node_ids()
                 .any(|(id, _)| !self.canvas.node_rects.contains_key(&id));
-            self.refits_after_layout = if self.pending_fit && guessed {
+            self.session.refits_after_layout = if self.session.pending_fit && guessed {
                 2
             } else {
-                self.refits_after_layout.saturating_sub(1)
+                self.session.refits_after_layout.saturating_sub(1)
             };
-            self.pending_fit = false;
+            self.session.pending_fit = false;
         }
         let pointer = ctx.input(|i| i.pointer.hover_pos());
         let over_canvas = pointer.is_some_and(|p| rect.contains(p));
@@ -240,7 +240,7 @@ impl App {
             self.document.begin_move();
         }
 
-        let dragged_into = self.wire_drag.dragged_into(&self.document.snarl);
+        let dragged_into = self.session.wire_drag.dragged_into(&self.document.snarl);
         self.document.settle_outputs(dragged_into.as_ref());
 
         // A right-click where a wire is hovered opens that wire's menu: the same hit test
@@ -290,7 +290,7 @@ impl App {
             &self.run,
             &self.problems_by_node,
             &mut self.canvas,
-            self.inspected,
+            self.session.inspected,
             groups.as_slice(),
             &mut self.commands,
         );
@@ -311,11 +311,12 @@ impl App {
         if let Some((from, to)) = self.canvas.wire_menu_request.take().or(right_clicked_wire)
             && let Some(at) = pointer
         {
-            self.selected_wire = Some((from, to));
-            self.wire_menu = Some(wire_menu::WireMenu::new(from, to, at));
+            self.session.selected_wire = Some((from, to));
+            self.session.wire_menu = Some(wire_menu::WireMenu::new(from, to, at));
         }
         if let Some(reason) =
-            self.wire_drag
+            self.session
+                .wire_drag
                 .update(&ctx, &self.canvas, &self.document.snarl, pointer)
         {
             self.notice = Some(format!("Connection refused: {reason}"));
@@ -332,7 +333,7 @@ impl App {
             &self.document.groups,
             &mut self.commands,
         ) {
-            self.group_title_editing = None;
+            self.session.group_title_editing = None;
         }
         if self.canvas.prefs.minimap
             && let Some(view) = minimap::minimap_ui(
@@ -388,8 +389,8 @@ impl App {
             // A plain click replaces the selection: the clicked node alone, a wire, or
             // nothing.
             self.clear_selection(&ctx);
-            self.inspected = hit;
-            self.selected_wire = if hit.is_none() {
+            self.session.inspected = hit;
+            self.session.selected_wire = if hit.is_none() {
                 self.wire_under(pos)
             } else {
                 None
@@ -419,21 +420,21 @@ impl App {
         // Shift adds to the selection (a click or a box): the block a plain click picked
         // counts as selected, so it stays in (snarl's selection starts with what shift
         // touched).
-        if self.last_selection.is_empty()
+        if self.session.last_selection.is_empty()
             && !selected.is_empty()
             && ctx.input(|i| i.modifiers.shift)
-            && let Some(shown) = self.inspected
+            && let Some(shown) = self.session.inspected
             && !selected.contains(&shown)
             && self.document.snarl.get_node(shown).is_some()
         {
             self.canvas.also_selected.push(shown);
             selected.push(shown);
         }
-        if selected != self.last_selection {
+        if selected != self.session.last_selection {
             if let [one] = selected.as_slice() {
-                self.inspected = Some(*one);
+                self.session.inspected = Some(*one);
             }
-            self.last_selection = selected;
+            self.session.last_selection = selected;
         }
     }
 

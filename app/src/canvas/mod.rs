@@ -11,6 +11,7 @@ pub mod minimap;
 pub mod model;
 pub mod prefs;
 pub mod quick_add;
+pub(crate) mod session;
 mod state;
 mod viewer;
 pub mod wire_drop;

@@ -8,6 +8,7 @@ pub mod debugger;
 pub mod debugger_breakpoints;
 pub mod debugger_fork;
 pub mod debugger_pause;
+pub mod graph_info;
 pub mod history;
 pub mod inspector;
 pub mod json_tree;
@@ -21,7 +22,7 @@ pub mod trust_banner;
 use agentloom_engine::RunStatus;
 use egui::RichText;
 
-use crate::{App, Command, mcp_servers, run_panel, theme};
+use crate::{App, mcp_servers, run_panel, theme};
 
 impl App {
     pub(crate) fn bottom_ui(&mut self, ui: &mut egui::Ui) {
@@ -86,6 +87,7 @@ impl App {
             if !self.run_form.open
                 && self.selected_ids(ui.ctx()).len() <= 1
                 && let Some((id, node)) = self
+                    .session
                     .inspected
                     .and_then(|n| self.document.snarl.get_node(n).map(|c| (n, c)))
             {
@@ -138,7 +140,12 @@ impl App {
                         return;
                     }
                     // No block (or a block since removed) in the inspector.
-                    self.graph_info_ui(ui);
+                    graph_info::graph_info_ui(
+                        ui,
+                        &self.document,
+                        &mut self.graph_info,
+                        &mut self.commands,
+                    );
                     ui.label(
                         RichText::new(format!(
                             "{} blocks. Select a block to edit it.",
@@ -148,42 +155,5 @@ impl App {
                     );
                 });
         });
-    }
-
-    /// The graph's name and description, editable; one undo step per field edit.
-    pub(crate) fn graph_info_ui(&mut self, ui: &mut egui::Ui) {
-        let mut name = self.document.name.clone();
-        let mut description = self.document.description.clone();
-        ui.label(RichText::new("Graph").strong());
-        let name_edit = ui.add(
-            egui::TextEdit::singleline(&mut name)
-                .hint_text("Name")
-                .desired_width(f32::INFINITY),
-        );
-        name_edit.widget_info(|| {
-            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Graph name")
-        });
-        let description_edit = ui.add(
-            egui::TextEdit::multiline(&mut description)
-                .hint_text("What this graph does")
-                .desired_rows(3)
-                .desired_width(f32::INFINITY),
-        );
-        description_edit.widget_info(|| {
-            egui::WidgetInfo::labeled(egui::WidgetType::TextEdit, true, "Graph description")
-        });
-        // Another field (or none) takes the keyboard: its typing is a new undo step.
-        let focused = [&name_edit, &description_edit]
-            .into_iter()
-            .find(|r| r.has_focus())
-            .map(|r| r.id);
-        if focused != self.graph_info_focus {
-            self.graph_info_focus = focused;
-            self.graph_info_editing = false;
-        }
-        if name_edit.changed() || description_edit.changed() {
-            self.commands
-                .push(Command::SetGraphInfo { name, description });
-        }
     }
 }

@@ -456,22 +456,22 @@ impl crate::App {
             catalog_problems: self.mcp_problems.clone(),
             path: self.document.path.clone(),
         };
-        self.assistant_edit.open(with, ctx);
+        self.windows.assistant_edit.open(with, ctx);
     }
 
     /// Applies the edits an assistant sent since the last frame, in order, each as one
     /// undoable step; answers its reads with the graph as shown. Runs every frame, drawn or
     /// not, after the person's own commands.
     pub(crate) fn take_assistant_edits(&mut self) {
-        if !self.assistant_edit.is_serving() {
+        if !self.windows.assistant_edit.is_serving() {
             return;
         }
-        self.assistant_edit.follow(
+        self.windows.assistant_edit.follow(
             &self.catalog,
             &self.mcp_problems,
             self.document.path.as_ref(),
         );
-        for incoming in self.assistant_edit.take_requests() {
+        for incoming in self.windows.assistant_edit.take_requests() {
             match incoming {
                 Incoming::Read(reply) => reply.send(self.document.to_doc()),
                 Incoming::Edit(edit) => self.apply_assistant_edit(edit),
@@ -492,16 +492,18 @@ impl crate::App {
         let catalog = self.catalog.clone();
         self.document.replace(&after, catalog.as_ref());
         let shown = self.document.to_doc();
-        self.assistant_edit.highlight_changes(&before, &shown);
+        self.windows
+            .assistant_edit
+            .highlight_changes(&before, &shown);
         reply.send(answer, shown);
     }
 
     /// The window and the highlight of the nodes the assistant changed.
     pub(crate) fn assistant_edit_ui(&mut self, ctx: &egui::Context) {
-        if self.assistant_edit.window_ui(ctx) {
+        if self.windows.assistant_edit.window_ui(ctx) {
             self.open_assistant_edit(ctx);
         }
-        let rings: Vec<(egui::Rect, f32)> = (self.assistant_edit.highlights().into_iter())
+        let rings: Vec<(egui::Rect, f32)> = (self.windows.assistant_edit.highlights().into_iter())
             .filter_map(|(id, strength)| Some((self.node_screen_rect(&id)?, strength)))
             .collect();
         draw_highlights(ctx, self.canvas.screen_rect, &rings);

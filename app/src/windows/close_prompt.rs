@@ -5,9 +5,9 @@ use crate::{App, Command};
 impl App {
     /// "Save changes?" before the window closes or another graph replaces this one.
     pub(crate) fn close_prompt_ui(&mut self, ctx: &egui::Context) {
-        let (save, discard) = if self.close_prompt {
+        let (save, discard) = if self.prompts.close {
             (Command::SaveAndClose, Command::DiscardAndClose)
-        } else if self.discard_prompt.is_some() {
+        } else if self.prompts.discard.is_some() {
             (Command::SaveAndContinue, Command::DiscardAndContinue)
         } else {
             return;
@@ -38,10 +38,10 @@ impl App {
 
     /// Asks the window to close; with unsaved changes a prompt shows first.
     pub(crate) fn handle_close(&mut self, ctx: &egui::Context) {
-        if ctx.input(|i| i.viewport().close_requested()) && !self.allow_close {
+        if ctx.input(|i| i.viewport().close_requested()) && !self.prompts.allow_close {
             if self.document.dirty {
                 ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
-                self.close_prompt = true;
+                self.prompts.close = true;
             } else if let Some(data) = &self.data {
                 data.clear_autosave();
             }
