@@ -2,6 +2,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+mod plain;
+
 use crate::jinja::SharedTemplate;
 use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigCtx, ConfigError, ConfigField, ConfigReader,
@@ -68,6 +70,7 @@ impl Block for TextTemplate {
         // Parsed without the lock: other nodes are made meanwhile.
         let mut template =
             SharedTemplate::parse(source).map_err(|why| ConfigError::new("template", why))?;
+        let plain = plain::PlainTemplate::of(template.source(), template.variables());
         // The names live on as the input ports, not twice.
         let inputs = template
             .take_variables()
@@ -79,7 +82,11 @@ impl Block for TextTemplate {
             vec![PortSpec::new("text", ValueType::Text).describe("The rendered text.")],
         );
         let made_from = Arc::clone(template.source());
-        let node = Arc::new(TemplateNode { template, ports });
+        let node = Arc::new(TemplateNode {
+            template,
+            plain,
+            ports,
+        });
         *self.remembered() = Some((made_from, Arc::clone(&node)));
         Ok(node)
     }
@@ -87,6 +94,8 @@ impl Block for TextTemplate {
 
 struct TemplateNode {
     template: SharedTemplate,
+    /// The template joined piece by piece, when it only puts texts between literal text.
+    plain: Option<plain::PlainTemplate>,
     ports: Ports,
 }
 
@@ -97,6 +106,11 @@ impl NodeImpl for TemplateNode {
     }
 
     async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        if !ctx.cancel_token().is_cancelled()
+            && let Some(text) = self.plain.as_ref().and_then(|plain| plain.render(&inputs))
+        {
+            return Ok(agentloom_core::outputs([("text", text.into())]));
+        }
         // The output is mostly the inputs' texts and the template's own.
         let expected = self.template.source().len()
             + inputs

@@ -7,7 +7,10 @@
 //!   longer than its input, without the run log (N from `AGENTLOOM_BENCH_GROWING_N`, default
 //!   100,000): every node must write its whole text once, so this is the one chain whose
 //!   cost grows with N², and any further copy per node shows as a multiple of it. Beside it,
-//!   in turns, the baseline: the same texts made by copying each once; and their ratio.
+//!   in turns, two baselines: the same texts made by copying each once, and the same chain
+//!   of `"{{ s }}"` handing one character on (what a node costs whatever its text); then the
+//!   chain's ratio to copying, and what the text's growth adds to the flat chain against
+//!   copying (1.0 when rendering copies the text once and nothing else grows with it).
 //!
 //! Arguments name the sections to run; none runs them all.
 
@@ -71,6 +74,12 @@ fn handing_chain(n: usize, value: &str) -> GraphDoc {
 /// `"x"`, then `n - 1` templates each adding a character to the text.
 fn growing_chain(n: usize) -> GraphDoc {
     let template = json!({ "template": "{{ s }}." });
+    chain(n, "x", "text.template", &template, ("s", "text"))
+}
+
+/// `"x"`, then `n - 1` templates handing it on as it is.
+fn flat_chain(n: usize) -> GraphDoc {
+    let template = json!({ "template": "{{ s }}" });
     chain(n, "x", "text.template", &template, ("s", "text"))
 }
 
@@ -174,27 +183,43 @@ fn growing(runtime: &tokio::runtime::Runtime, executor: &Executor, registry: &Ar
         .and_then(|n| n.parse().ok())
         .unwrap_or(100_000);
     let valid = Arc::new(validate(&growing_chain(n), registry.as_ref()).expect("valid"));
-    // Baseline, in turns with the chain: the text copied once per node into a new text one
-    // character longer, each handed on as a shared value, what any chain must at least do.
-    let (mut chain_samples, mut copy_samples) = (Vec::new(), Vec::new());
+    let flat = Arc::new(validate(&flat_chain(n), registry.as_ref()).expect("valid"));
+    // Baselines, in turns with the chain: the text copied once per node into a new text one
+    // character longer, each handed on as a shared value, what any chain must at least do;
+    // and the chain's nodes without the growth, what they cost whatever their text.
+    let (mut chain_samples, mut copy_samples, mut flat_samples) =
+        (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
         copy_samples.push(copy_growing_text(n));
         chain_samples.push(run_once(runtime, executor, &valid, None));
+        flat_samples.push(run_once(runtime, executor, &flat, None));
     }
-    let (took, copying) = (median(chain_samples), median(copy_samples));
+    let (took, copying, flat) = (
+        median(chain_samples),
+        median(copy_samples),
+        median(flat_samples),
+    );
     #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
     let per_node = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
     println!(
         "\ngrowing text: {n} text.template nodes \"{{{{ s }}}}.\", no log (median of 3, in turns), load {}:",
         support::load()
     );
+    let copying_s = copying.as_secs_f64().max(1e-9);
     println!(
         "  chain {:.3} s ({:.2} µs/node); copying the text once per node {:.3} s ({:.2} µs/node); ratio {:.2}",
         took.as_secs_f64(),
         per_node(took),
         copying.as_secs_f64(),
         per_node(copying),
-        took.as_secs_f64() / copying.as_secs_f64().max(1e-9)
+        took.as_secs_f64() / copying_s
+    );
+    println!(
+        "  the same chain not growing (\"{{{{ s }}}}\") {:.3} s ({:.2} µs/node); the growth adds {:.3} s: {:.2}x copying",
+        flat.as_secs_f64(),
+        per_node(flat),
+        took.as_secs_f64() - flat.as_secs_f64(),
+        (took.as_secs_f64() - flat.as_secs_f64()) / copying_s
     );
 }
 
