@@ -8,14 +8,15 @@
 #                   (scripts/package-windows.sh: cross-built with mingw-w64, NSIS)
 #   --profile NAME  the cargo profile to build and package (default: dist, optimised with
 #                   symbols stripped; see [profile.dist] in Cargo.toml; `dev` is quick)
-#   --binary PATH   package this agentloom binary as it is, building nothing (CI packages the
-#                   binary its tests built)
+#   --binary PATH   package this agentloom binary as it is, building only the small AppImage
+#                   runtime (CI packages the binary its tests built)
 #
-# The .deb is made by dpkg-deb, its dependencies found by dpkg-shlibdeps. The AppImage is the
-# type-2 AppImage runtime followed by a squashfs image of the AppDir (mksquashfs). The runtime
-# comes from crates.io: the `appimage` crate ships it, and its SHA-256 is checked below.
-# Needs: cargo, python3, dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip (binutils), mksquashfs
-# (squashfs-tools).
+# The .deb is made by dpkg-deb, its dependencies found by dpkg-shlibdeps. The AppImage is a
+# type-2 AppImage: a runtime followed by a squashfs image of the AppDir (mksquashfs). The
+# runtime is built here from packaging/appimage-runtime, statically linked: it unpacks the
+# image into the user's cache instead of mounting it, so it needs neither libfuse nor FUSE.
+# Needs: cargo, python3, dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip and readelf (binutils),
+# mksquashfs (squashfs-tools), the static C library (libc6-dev, part of build-essential).
 set -euo pipefail
 for arg in "$@"; do
     [ "$arg" = --windows ] && exec bash "$(dirname "$0")/package-windows.sh" "$@"
@@ -30,12 +31,12 @@ while [ $# -gt 0 ]; do
         --profile) profile=${2:?--profile needs a cargo profile name (dist, release, dev)}; shift 2 ;;
         --binary) binary=${2:?--binary needs the path of a built agentloom binary}; shift 2
             [[ "$binary" = /* ]] || binary="$caller/$binary" ;;
-        -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "package.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 
-for tool in cargo python3 dpkg-deb dpkg-shlibdeps strip mksquashfs; do
+for tool in cargo python3 dpkg-deb dpkg-shlibdeps strip readelf mksquashfs; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "package.sh: $tool is not installed (Debian: apt-get install build-essential dpkg-dev squashfs-tools)" >&2
         exit 2
@@ -94,7 +95,7 @@ Architecture: $deb_arch
 Maintainer: Agentloom developers <agentloom@example.invalid>
 Installed-Size: $(du -sk --exclude=DEBIAN "$tree" | cut -f1)
 Depends: $depends
-Recommends: libegl1, libgl1, libx11-xcb1, libxcursor1, libxi6, libxrandr2, libxkbcommon-x11-0, libwayland-client0, libwayland-egl1, xdg-desktop-portal
+Recommends: libegl1, libgl1, libx11-xcb1, libxcursor1, libxi6, libxrandr2, libxkbcommon-x11-0, libwayland-client0, libwayland-egl1, xdg-desktop-portal, xdg-desktop-portal-gtk | xdg-desktop-portal-backend
 Suggests: bubblewrap, gnome-keyring
 Section: devel
 Priority: optional
@@ -107,24 +108,24 @@ EOF
 deb="$out/agentloom_${version}_${deb_arch}.deb"
 dpkg-deb --root-owner-group -Zxz --build "$tree" "$deb" >/dev/null
 
-# The AppImage: the runtime, then the AppDir as squashfs. The runtime mounts the image with
-# FUSE (or unpacks it with --appimage-extract-and-run) and starts AppRun.
+# The AppImage: the runtime, then the AppDir as squashfs. The runtime is our own
+# (packaging/appimage-runtime), linked statically: it needs no libfuse and no FUSE, unpacking
+# the image once into the user's cache and starting AppRun from there.
 appimage_runtime() {
-    local crate=appimage-0.4.0 sha256=328e0d745c5c6817048c27bc3e8314871703f8f47ffa81a37cb06cd95a94b323
-    local registry="${CARGO_HOME:-$HOME/.cargo}/registry/src" found
-    found=$(find "$registry" -path "*/$crate/assets/runtime-x86_64" 2>/dev/null | head -n1 || true)
-    if [ -z "$found" ]; then
-        local fetch="$stage/runtime-fetch"
-        mkdir -p "$fetch/src"
-        printf '[package]\nname = "runtime-fetch"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nappimage = "=0.4.0"\n[workspace]\n' >"$fetch/Cargo.toml"
-        : >"$fetch/src/lib.rs"
-        cargo fetch --quiet --manifest-path "$fetch/Cargo.toml" --target x86_64-unknown-linux-gnu >&2
-        found=$(find "$registry" -path "*/$crate/assets/runtime-x86_64" | head -n1)
+    local manifest=packaging/appimage-runtime/Cargo.toml built
+    # crt-static only for this target-triple build: the main workspace's builds are untouched.
+    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+        cargo build --quiet --locked --release --manifest-path "$manifest" \
+        --target x86_64-unknown-linux-gnu --target-dir "$target_dir" >&2
+    built="$target_dir/x86_64-unknown-linux-gnu/release/appimage-runtime"
+    if readelf -d "$built" | grep -q NEEDED; then
+        echo "package.sh: the AppImage runtime $built is not static: $(readelf -d "$built" | grep NEEDED)" >&2
+        return 1
     fi
-    [ -n "$found" ] || { echo "package.sh: the AppImage runtime was not found in $registry after cargo fetch" >&2; return 1; }
-    echo "$sha256  $found" | sha256sum --check --quiet >&2 ||
-        { echo "package.sh: $found is not the AppImage runtime this script was written for" >&2; return 1; }
-    echo "$found"
+    cp "$built" "$stage/runtime"
+    # The AppImage's magic ("AI", type 2) in the ELF header's padding, as the specification says.
+    printf 'AI\002' | dd of="$stage/runtime" bs=1 seek=8 conv=notrunc status=none
+    echo "$stage/runtime"
 }
 if [ "$machine" != x86_64 ]; then
     echo "package.sh: no AppImage runtime for $machine here (only x86_64); built only $deb" >&2
@@ -138,7 +139,9 @@ ln -s usr/bin/agentloom "$appdir/AppRun"
 cp assets/linux/agentloom.desktop "$appdir/agentloom.desktop"
 cp assets/icons/agentloom-256.png "$appdir/agentloom.png"
 ln -s agentloom.png "$appdir/.DirIcon"
-mksquashfs "$appdir" "$stage/appdir.squashfs" -root-owned -noappend -quiet -no-progress -comp xz >/dev/null
+# gzip: what the runtime reads without a C library.
+mksquashfs "$appdir" "$stage/appdir.squashfs" -root-owned -noappend -quiet -no-progress -comp gzip \
+    -Xcompression-level 9 >/dev/null
 appimage="$out/Agentloom-$version-$machine.AppImage"
 cat "$runtime" "$stage/appdir.squashfs" >"$appimage"
 chmod 755 "$appimage"
