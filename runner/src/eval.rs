@@ -245,45 +245,7 @@ pub fn run_evaluation_on(
     }
     check_cases_fit(&plan.cases_file, &cases, &runner).map_err(|e| invalid(e.to_string()))?;
     let baseline = match &plan.baseline {
-        Some(id) => {
-            let found = find_evaluation(&store, id)
-                .map_err(|reason| invalid(format!("--baseline {}: {reason}", shown_id(id))))?;
-            let Some(agentloom_engine::EvaluationDetail {
-                row,
-                summary: Some(summary),
-                ..
-            }) = found
-            else {
-                return Err(invalid(format!(
-                    "--baseline {}: no finished evaluation with that id in {}; `agentloom evals` lists them",
-                    escape_control(id),
-                    store.path().display()
-                )));
-            };
-            let this_file = graph_file.display().to_string();
-            if row.graph_file != this_file || row.graph_name != runner.name() {
-                return Err(invalid(format!(
-                    "--baseline {}: that evaluation is of graph `{}` ({}), not of `{}` ({}); a baseline is an earlier evaluation of the same graph file",
-                    escape_control(&row.id),
-                    escape_control(&row.graph_name),
-                    escape_control(&row.graph_file),
-                    escape_control(&runner.name()),
-                    escape_control(&this_file)
-                )));
-            }
-            if let Some(stop) = stopped(&summary)
-                && !options.allow_partial_baseline
-            {
-                return Err(invalid(format!(
-                    "--baseline {}: that evaluation was stopped after {}/{} runs ({} cases not started), so its cases not run would read as changes; `agentloom eval --allow-partial-baseline` compares with it anyway",
-                    escape_control(&row.id),
-                    stop.runs,
-                    stop.planned,
-                    stop.not_started
-                )));
-            }
-            Some((row, summary))
-        }
+        Some(id) => Some(read_baseline(&store, id, &graph_file, &runner, options)?),
         None => None,
     };
     // Before the evaluation is recorded: a server that cannot be reached leaves no trace.
@@ -302,98 +264,31 @@ pub fn run_evaluation_on(
     };
 
     let eval_id = new_run_id();
-    let mut row = EvaluationRow {
-        id: eval_id.clone(),
-        graph_name: runner.name(),
-        graph_file: graph_file.display().to_string(),
-        cases_file: std::fs::canonicalize(&plan.cases_file)
-            .unwrap_or_else(|_| plan.cases_file.clone())
-            .display()
-            .to_string(),
-        started_at_ms: now_ms(),
-        duration_ms: None,
-        passed: 0,
-        failed: 0,
-        pass_rate: None,
-        cost_usd: 0.0,
-        input_tokens: 0,
-        output_tokens: 0,
-    };
+    let mut row = evaluation_row(&eval_id, &runner, &graph_file, plan);
     store.begin_evaluation(&row).map_err(|e| failed(&e))?;
     let started = Instant::now();
-    let total_runs = cases.len() * plan.repeat as usize;
-    let done = std::sync::atomic::AtomicUsize::new(0);
+    let case_runs = CaseRuns {
+        plan,
+        cases: &cases,
+        recordings: recordings.as_ref(),
+        runner: &runner,
+        judge: &judge,
+        store: &store,
+        cancel: &cancel,
+        eval_id: &eval_id,
+        progress,
+        total_runs: cases.len() * plan.repeat as usize,
+        done: std::sync::atomic::AtomicUsize::new(0),
+    };
     let jobs: Vec<(usize, u32)> = (0..cases.len())
         .flat_map(|case| (0..plan.repeat).map(move |repeat| (case, repeat)))
         .collect();
-    let results: Vec<Option<(usize, u32, CaseRun, Usage)>> = runtime.block_on(async {
+    let results: Vec<Option<(usize, u32, CaseRun, Usage)>> = runtime.block_on(
         futures::stream::iter(jobs)
-            .map(|(index, repeat)| {
-                let case = &cases[index];
-                // A case the replayed evaluation did not have has nothing recorded.
-                let recorded = recordings
-                    .as_ref()
-                    .map(|r| r.of(&case.name, repeat, plan.replay_miss));
-                let replay = recorded.as_ref().map(|r| r.run.clone());
-                let judge_calls = recorded.map(|r| r.judge);
-                let replaying = recordings.is_some();
-                let (runner, judge, store, cancel, done) =
-                    (&runner, &judge, &store, &cancel, &done);
-                let eval_id = &eval_id;
-                async move {
-                    // Stopped: the runs not started yet are left out.
-                    if cancel.is_cancelled() {
-                        return None;
-                    }
-                    let finished = runner
-                        .run_replaying(
-                            case.inputs.clone(),
-                            &plan.workspace,
-                            cancel.child_token(),
-                            replay,
-                        )
-                        .await;
-                    let (mut run, judge_usage) =
-                        check_run(case, repeat, &finished, runner, judge, judge_calls.as_ref())
-                            .await;
-                    if replaying {
-                        run.live_calls = Some(live_calls(store, &run.run_id));
-                    }
-                    let linked = EvaluationRun {
-                        case_name: case.name.clone(),
-                        repeat,
-                        run_id: run.run_id.clone(),
-                        passed: run.passed,
-                        checks: serde_json::to_value(&run.checks).unwrap_or_default(),
-                    };
-                    if let Err(err) = store.record_evaluation_run(eval_id, &linked) {
-                        tracing::warn!(%err, "the case's run is not linked to the evaluation");
-                    }
-                    let count = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    let mut shown = if plan.repeat > 1 {
-                        format!("{} (run {})", case.name, repeat + 1)
-                    } else {
-                        case.name.clone()
-                    };
-                    if cancel.is_cancelled()
-                        && !run.passed
-                        && run.status == RunStatus::Cancelled.as_str()
-                    {
-                        shown.push_str(" (cut short by the stop)");
-                    }
-                    progress(EvalProgress {
-                        done: count,
-                        total: total_runs,
-                        case: shown,
-                        passed: run.passed,
-                    });
-                    Some((index, repeat, run, judge_usage))
-                }
-            })
+            .map(|(index, repeat)| case_runs.run(index, repeat))
             .buffer_unordered(plan.concurrency.max(1))
-            .collect()
-            .await
-    });
+            .collect(),
+    );
 
     let results = results.into_iter().flatten().collect();
     let mut summary = summarize(
@@ -404,6 +299,151 @@ pub fn run_evaluation_on(
         started.elapsed(),
         cancel.is_cancelled(),
     );
+    complete_summary(&mut summary, plan, case_runs.total_runs);
+    record_totals(&mut row, &summary);
+    if let Some((base_row, base_summary)) = &baseline {
+        summary["baseline"] = compare(base_row, base_summary, &summary);
+    }
+    store
+        .finish_evaluation(&row, &summary)
+        .map_err(|e| failed(&e))?;
+    Ok(summary)
+}
+
+/// The evaluation `--baseline ID` names, with its summary: refused unless it finished, is
+/// of the same graph file, and ran to its end (or `options` allow a stopped one).
+fn read_baseline(
+    store: &RunStore,
+    id: &str,
+    graph_file: &Path,
+    runner: &GraphRunner,
+    options: EvalOptions,
+) -> Result<(EvaluationRow, serde_json::Value), EvalFailure> {
+    let invalid = EvalFailure::Invalid;
+    let found = find_evaluation(store, id)
+        .map_err(|reason| invalid(format!("--baseline {}: {reason}", shown_id(id))))?;
+    let Some(agentloom_engine::EvaluationDetail {
+        row,
+        summary: Some(summary),
+        ..
+    }) = found
+    else {
+        return Err(invalid(format!(
+            "--baseline {}: no finished evaluation with that id in {}; `agentloom evals` lists them",
+            escape_control(id),
+            store.path().display()
+        )));
+    };
+    let this_file = graph_file.display().to_string();
+    if row.graph_file != this_file || row.graph_name != runner.name() {
+        return Err(invalid(format!(
+            "--baseline {}: that evaluation is of graph `{}` ({}), not of `{}` ({}); a baseline is an earlier evaluation of the same graph file",
+            escape_control(&row.id),
+            escape_control(&row.graph_name),
+            escape_control(&row.graph_file),
+            escape_control(&runner.name()),
+            escape_control(&this_file)
+        )));
+    }
+    if let Some(stop) = stopped(&summary)
+        && !options.allow_partial_baseline
+    {
+        return Err(invalid(format!(
+            "--baseline {}: that evaluation was stopped after {}/{} runs ({} cases not started), so its cases not run would read as changes; `agentloom eval --allow-partial-baseline` compares with it anyway",
+            escape_control(&row.id),
+            stop.runs,
+            stop.planned,
+            stop.not_started
+        )));
+    }
+    Ok((row, summary))
+}
+
+/// What every run of an evaluation's cases shares.
+struct CaseRuns<'a> {
+    plan: &'a EvalPlan,
+    cases: &'a [eval::Case],
+    recordings: Option<&'a Recordings>,
+    runner: &'a GraphRunner,
+    judge: &'a Judge,
+    store: &'a Arc<RunStore>,
+    cancel: &'a CancellationToken,
+    eval_id: &'a str,
+    progress: &'a (dyn Fn(EvalProgress) + Sync),
+    total_runs: usize,
+    /// Runs checked so far.
+    done: std::sync::atomic::AtomicUsize,
+}
+
+impl CaseRuns<'_> {
+    /// Runs case `index` once more (its run `repeat`), checks it, links it to the
+    /// evaluation and tells `progress`; `None` when the evaluation was stopped first.
+    async fn run(&self, index: usize, repeat: u32) -> Option<(usize, u32, CaseRun, Usage)> {
+        let (plan, case) = (self.plan, &self.cases[index]);
+        // A case the replayed evaluation did not have has nothing recorded.
+        let recorded = self
+            .recordings
+            .map(|r| r.of(&case.name, repeat, plan.replay_miss));
+        let replay = recorded.as_ref().map(|r| r.run.clone());
+        let judge_calls = recorded.map(|r| r.judge);
+        // Stopped: the runs not started yet are left out.
+        if self.cancel.is_cancelled() {
+            return None;
+        }
+        let finished = self
+            .runner
+            .run_replaying(
+                case.inputs.clone(),
+                &plan.workspace,
+                self.cancel.child_token(),
+                replay,
+            )
+            .await;
+        let (mut run, judge_usage) = check_run(
+            case,
+            repeat,
+            &finished,
+            self.runner,
+            self.judge,
+            judge_calls.as_ref(),
+        )
+        .await;
+        if self.recordings.is_some() {
+            run.live_calls = Some(live_calls(self.store, &run.run_id));
+        }
+        let linked = EvaluationRun {
+            case_name: case.name.clone(),
+            repeat,
+            run_id: run.run_id.clone(),
+            passed: run.passed,
+            checks: serde_json::to_value(&run.checks).unwrap_or_default(),
+        };
+        if let Err(err) = self.store.record_evaluation_run(self.eval_id, &linked) {
+            tracing::warn!(%err, "the case's run is not linked to the evaluation");
+        }
+        let count = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut shown = if plan.repeat > 1 {
+            format!("{} (run {})", case.name, repeat + 1)
+        } else {
+            case.name.clone()
+        };
+        if self.cancel.is_cancelled() && !run.passed && run.status == RunStatus::Cancelled.as_str()
+        {
+            shown.push_str(" (cut short by the stop)");
+        }
+        (self.progress)(EvalProgress {
+            done: count,
+            total: self.total_runs,
+            case: shown,
+            passed: run.passed,
+        });
+        Some((index, repeat, run, judge_usage))
+    }
+}
+
+/// Adds to an evaluation's summary how it was run (repeats, concurrency, what it replayed,
+/// the runs planned), and drops its stop when every run was made anyway.
+fn complete_summary(summary: &mut serde_json::Value, plan: &EvalPlan, total_runs: usize) {
     summary["repeat"] = json!(plan.repeat);
     summary["concurrency"] = json!(plan.concurrency.max(1));
     if let Some(from) = &plan.replay {
@@ -434,6 +474,36 @@ pub fn run_evaluation_on(
             object.remove(key);
         }
     }
+}
+
+/// The run-log row of evaluation `id` as it starts: what it evaluates, no totals yet.
+fn evaluation_row(
+    id: &str,
+    runner: &GraphRunner,
+    graph_file: &Path,
+    plan: &EvalPlan,
+) -> EvaluationRow {
+    EvaluationRow {
+        id: id.to_owned(),
+        graph_name: runner.name(),
+        graph_file: graph_file.display().to_string(),
+        cases_file: std::fs::canonicalize(&plan.cases_file)
+            .unwrap_or_else(|_| plan.cases_file.clone())
+            .display()
+            .to_string(),
+        started_at_ms: now_ms(),
+        duration_ms: None,
+        passed: 0,
+        failed: 0,
+        pass_rate: None,
+        cost_usd: 0.0,
+        input_tokens: 0,
+        output_tokens: 0,
+    }
+}
+
+/// The evaluation's row takes its totals from its summary.
+fn record_totals(row: &mut EvaluationRow, summary: &serde_json::Value) {
     row.duration_ms = summary["duration_ms"].as_u64();
     row.passed = summary["passed"].as_u64().unwrap_or_default();
     row.failed = summary["failed"].as_u64().unwrap_or_default();
@@ -445,13 +515,6 @@ pub fn run_evaluation_on(
     row.output_tokens = summary["usage"]["output_tokens"]
         .as_u64()
         .unwrap_or_default();
-    if let Some((base_row, base_summary)) = &baseline {
-        summary["baseline"] = compare(base_row, base_summary, &summary);
-    }
-    store
-        .finish_evaluation(&row, &summary)
-        .map_err(|e| failed(&e))?;
-    Ok(summary)
 }
 
 /// How many candidates an ambiguous id names.
