@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use agentloom_core::{GraphDoc, Usage, Value, ValueMap};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Transaction, params};
 use serde::Serialize;
 
 use super::approvals::UNDECIDED;
@@ -1186,6 +1186,26 @@ fn recorded_run(conn: &Connection, run_id: &str) -> rusqlite::Result<Option<Reco
     }))
 }
 
+/// A node's row, its stored inputs and outputs kept when ?20 and ?21 say so (a row written
+/// before holds them, and this batch does not).
+const UPSERT_NODE_ROW: &str = "
+    INSERT INTO node_runs (run_id, node_id, block, status, attempts, started_at_ms, finished_at_ms,
+                           duration_ms, inputs_json, outputs_json, error, error_caught, skip_reason,
+                           partial_json, input_tokens, output_tokens, cost_usd, started_seq,
+                           finished_seq)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+    ON CONFLICT (run_id, node_id) DO UPDATE SET
+       block = excluded.block, status = excluded.status, attempts = excluded.attempts,
+       started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
+       duration_ms = excluded.duration_ms,
+       inputs_json = CASE WHEN ?20 THEN node_runs.inputs_json ELSE excluded.inputs_json END,
+       outputs_json = CASE WHEN ?21 THEN node_runs.outputs_json ELSE excluded.outputs_json END,
+       error = excluded.error, error_caught = excluded.error_caught,
+       skip_reason = excluded.skip_reason, partial_json = excluded.partial_json,
+       input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+       cost_usd = excluded.cost_usd, started_seq = excluded.started_seq,
+       finished_seq = excluded.finished_seq";
+
 /// What one transaction writes: the run row, the changed node rows, the new events.
 struct Batch<'a> {
     graph: &'a StoredGraph,
@@ -1197,56 +1217,67 @@ struct Batch<'a> {
 }
 
 impl Batch<'_> {
+    /// Writes the batch in one transaction.
     fn write(&self, conn: &mut Connection) -> rusqlite::Result<()> {
-        let Batch {
-            graph,
-            run,
-            slots,
-            usage,
-            values,
-            with_partials,
-        } = *self;
         // IMMEDIATE: take the write lock first (waiting for it), never upgrade a read.
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        if run.inserted {
-            if run.dirty {
-                // A going run asking a person is listed as waiting (see
-                // `RunStore::save_approval_request`).
-                tx.prepare_cached(&format!(
-                "UPDATE runs SET status = CASE WHEN ?2 = 'running' AND {UNDECIDED} THEN 'waiting' ELSE ?2 END,
-                        finished_at_ms = ?3, duration_ms = ?4, outputs_json = ?5,
-                        error = ?6, input_tokens = ?7, output_tokens = ?8, cost_usd = ?9, heartbeat_at_ms = ?10
-                 WHERE id = ?1"
-            ))?
-            .execute(params![
-                run.id,
-                run.status.as_str(),
-                run.finished_at_ms.map(to_i64),
-                run.duration_ms.map(to_i64),
-                run.outputs_json,
-                run.error,
-                to_i64(usage.input_tokens),
-                to_i64(usage.output_tokens),
-                usage.cost_usd,
-                to_i64(run.heartbeat_at_ms),
-            ])?;
-            }
-        } else {
-            // A run id recorded before (a rerun under the same id) starts from a clean slate,
-            // unless this is the same run resumed.
-            if !run.continues {
-                tx.prepare_cached("DELETE FROM events WHERE run_id = ?1")?
-                    .execute(params![run.id])?;
-                tx.prepare_cached("DELETE FROM node_runs WHERE run_id = ?1")?
-                    .execute(params![run.id])?;
-                tx.prepare_cached("DELETE FROM run_calls WHERE run_id = ?1")?
-                    .execute(params![run.id])?;
-            }
-            tx.prepare_cached(
-            &format!("INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
-                               inputs_json, outputs_json, error, input_tokens, output_tokens, cost_usd,
-                               node_count, pid, owner, heartbeat_at_ms)
-             VALUES (?1, ?2, CASE WHEN ?3 = 'running' AND {UNDECIDED} THEN 'waiting' ELSE ?3 END, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+        let run = self.run;
+        if !run.inserted {
+            self.insert_run(&tx)?;
+        } else if run.dirty {
+            self.update_run(&tx)?;
+        }
+        insert_values(&tx, &run.id, self.values)?;
+        self.upsert_nodes(&tx)?;
+        self.insert_events(&tx)?;
+        self.insert_calls(&tx)?;
+        tx.commit()
+    }
+
+    /// The run's row as it stands now, the run inserted before.
+    fn update_run(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let (run, usage) = (self.run, self.usage);
+        // A going run asking a person is listed as waiting (see
+        // `RunStore::save_approval_request`).
+        let sql = format!(
+            "UPDATE runs SET status = CASE WHEN ?2 = 'running' AND {UNDECIDED} THEN 'waiting' ELSE ?2 END,
+                    finished_at_ms = ?3, duration_ms = ?4, outputs_json = ?5, error = ?6,
+                    input_tokens = ?7, output_tokens = ?8, cost_usd = ?9, heartbeat_at_ms = ?10
+             WHERE id = ?1"
+        );
+        tx.prepare_cached(&sql)?.execute(params![
+            run.id,
+            run.status.as_str(),
+            run.finished_at_ms.map(to_i64),
+            run.duration_ms.map(to_i64),
+            run.outputs_json,
+            run.error,
+            to_i64(usage.input_tokens),
+            to_i64(usage.output_tokens),
+            usage.cost_usd,
+            to_i64(run.heartbeat_at_ms),
+        ])?;
+        Ok(())
+    }
+
+    /// The run's first row and its graph; a run id recorded before (a rerun under the same
+    /// id) starts from a clean slate, unless this is the same run resumed.
+    fn insert_run(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let (graph, run, usage) = (self.graph, self.run, self.usage);
+        if !run.continues {
+            tx.prepare_cached("DELETE FROM events WHERE run_id = ?1")?
+                .execute(params![run.id])?;
+            tx.prepare_cached("DELETE FROM node_runs WHERE run_id = ?1")?
+                .execute(params![run.id])?;
+            tx.prepare_cached("DELETE FROM run_calls WHERE run_id = ?1")?
+                .execute(params![run.id])?;
+        }
+        let sql = format!(
+            "INSERT INTO runs (id, graph_name, status, started_at_ms, finished_at_ms, duration_ms,
+                               inputs_json, outputs_json, error, input_tokens, output_tokens,
+                               cost_usd, node_count, pid, owner, heartbeat_at_ms)
+             VALUES (?1, ?2, CASE WHEN ?3 = 'running' AND {UNDECIDED} THEN 'waiting' ELSE ?3 END,
+                     ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
              ON CONFLICT (id) DO UPDATE SET
                 graph_name = excluded.graph_name, status = excluded.status,
                 started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
@@ -1254,144 +1285,136 @@ impl Batch<'_> {
                 outputs_json = excluded.outputs_json, error = excluded.error,
                 input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
                 cost_usd = excluded.cost_usd, node_count = excluded.node_count, pid = excluded.pid,
-                owner = excluded.owner, heartbeat_at_ms = excluded.heartbeat_at_ms"),
-            )?.execute(params![
-                run.id,
-                run.graph_name,
-                run.status.as_str(),
-                to_i64(run.started_at_ms),
-                run.finished_at_ms.map(to_i64),
-                run.duration_ms.map(to_i64),
-                run.inputs_json,
-                run.outputs_json,
-                run.error,
-                to_i64(usage.input_tokens),
-                to_i64(usage.output_tokens),
-                usage.cost_usd,
-                to_i64(u64::try_from(run.node_count).unwrap_or(u64::MAX)),
-                i64::from(std::process::id()),
-                this_process_token(),
-                to_i64(run.heartbeat_at_ms),
-            ],
-        )?;
-            let (graph_text, graph_deflated) = graph.columns();
-            tx.prepare_cached(
-                "INSERT INTO run_graphs (run_id, graph_json, graph_deflated) VALUES (?1, ?2, ?3)
+                owner = excluded.owner, heartbeat_at_ms = excluded.heartbeat_at_ms"
+        );
+        tx.prepare_cached(&sql)?.execute(params![
+            run.id,
+            run.graph_name,
+            run.status.as_str(),
+            to_i64(run.started_at_ms),
+            run.finished_at_ms.map(to_i64),
+            run.duration_ms.map(to_i64),
+            run.inputs_json,
+            run.outputs_json,
+            run.error,
+            to_i64(usage.input_tokens),
+            to_i64(usage.output_tokens),
+            usage.cost_usd,
+            to_i64(u64::try_from(run.node_count).unwrap_or(u64::MAX)),
+            i64::from(std::process::id()),
+            this_process_token(),
+            to_i64(run.heartbeat_at_ms),
+        ])?;
+        let (graph_text, graph_deflated) = graph.columns();
+        tx.prepare_cached(
+            "INSERT INTO run_graphs (run_id, graph_json, graph_deflated) VALUES (?1, ?2, ?3)
              ON CONFLICT (run_id) DO UPDATE SET graph_json = excluded.graph_json,
                                                 graph_deflated = excluded.graph_deflated",
-            )?
-            .execute(params![run.id, graph_text, graph_deflated])?;
-        }
-        insert_values(&tx, &run.id, values)?;
-        {
-            let mut upsert = tx.prepare_cached(
-            "INSERT INTO node_runs (run_id, node_id, block, status, attempts, started_at_ms, finished_at_ms,
-                                    duration_ms, inputs_json, outputs_json, error, error_caught, skip_reason,
-                                    partial_json, input_tokens, output_tokens, cost_usd, started_seq,
-                                    finished_seq)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-                     ?19)
-             ON CONFLICT (run_id, node_id) DO UPDATE SET
-                block = excluded.block, status = excluded.status, attempts = excluded.attempts,
-                started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
-                duration_ms = excluded.duration_ms,
-                inputs_json = CASE WHEN ?20 THEN node_runs.inputs_json ELSE excluded.inputs_json END,
-                outputs_json = CASE WHEN ?21 THEN node_runs.outputs_json ELSE excluded.outputs_json END,
-                error = excluded.error,
-                error_caught = excluded.error_caught, skip_reason = excluded.skip_reason,
-                partial_json = excluded.partial_json, input_tokens = excluded.input_tokens,
-                output_tokens = excluded.output_tokens, cost_usd = excluded.cost_usd,
-                started_seq = excluded.started_seq, finished_seq = excluded.finished_seq",
-        )?;
-            let partials = if with_partials {
-                run.partial_nodes.as_slice()
-            } else {
-                &[]
+        )?
+        .execute(params![run.id, graph_text, graph_deflated])?;
+        Ok(())
+    }
+
+    /// The rows of the nodes changed since the last batch (and, when asked, of those with
+    /// partial output only).
+    fn upsert_nodes(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let (run, slots) = (self.run, self.slots);
+        let mut upsert = tx.prepare_cached(UPSERT_NODE_ROW)?;
+        let partials = if self.with_partials {
+            run.partial_nodes.as_slice()
+        } else {
+            &[]
+        };
+        let rows = run
+            .dirty_nodes
+            .iter()
+            .map(|&slot| (slot, Queued::Row))
+            .chain(partials.iter().map(|&slot| (slot, Queued::Partial)));
+        for (slot, listed) in rows {
+            let (Some(Some(node)), Some(id), Some(block)) =
+                (run.nodes.get(slot), slots.id(slot), slots.block(slot))
+            else {
+                continue;
             };
-            let rows = run
-                .dirty_nodes
-                .iter()
-                .map(|&slot| (slot, Queued::Row))
-                .chain(partials.iter().map(|&slot| (slot, Queued::Partial)));
-            for (slot, listed) in rows {
-                let (Some(Some(node)), Some(id), Some(block)) =
-                    (run.nodes.get(slot), slots.id(slot), slots.block(slot))
-                else {
-                    continue;
-                };
-                // A partial row that became dirty since is written with the dirty ones.
-                if node.queued != listed {
-                    continue;
-                }
-                let progress = &node.progress;
-                let partial =
-                    (!progress.partial.is_empty()).then(|| json_text(&progress.partial, "{}"));
-                upsert.execute(params![
-                    run.id,
-                    id,
-                    block,
-                    progress.status.as_str(),
-                    progress.attempts,
-                    node.started_at_ms.map(to_i64),
-                    node.finished_at_ms.map(to_i64),
-                    progress.duration_ms.map(to_i64),
-                    progress.inputs.text(),
-                    progress.outputs.text(),
-                    progress.error,
-                    progress.error_caught,
-                    progress.skip_reason,
-                    partial,
-                    to_i64(progress.usage.input_tokens),
-                    to_i64(progress.usage.output_tokens),
-                    progress.usage.cost_usd,
-                    node.started_seq.map(to_i64),
-                    node.finished_seq.map(to_i64),
-                    progress.inputs.is_stored(),
-                    progress.outputs.is_stored(),
-                ])?;
+            // A partial row that became dirty since is written with the dirty ones.
+            if node.queued != listed {
+                continue;
             }
+            let progress = &node.progress;
+            let partial =
+                (!progress.partial.is_empty()).then(|| json_text(&progress.partial, "{}"));
+            upsert.execute(params![
+                run.id,
+                id,
+                block,
+                progress.status.as_str(),
+                progress.attempts,
+                node.started_at_ms.map(to_i64),
+                node.finished_at_ms.map(to_i64),
+                progress.duration_ms.map(to_i64),
+                progress.inputs.text(),
+                progress.outputs.text(),
+                progress.error,
+                progress.error_caught,
+                progress.skip_reason,
+                partial,
+                to_i64(progress.usage.input_tokens),
+                to_i64(progress.usage.output_tokens),
+                progress.usage.cost_usd,
+                node.started_seq.map(to_i64),
+                node.finished_seq.map(to_i64),
+                progress.inputs.is_stored(),
+                progress.outputs.is_stored(),
+            ])?;
         }
-        {
-            // Plain INSERT: a rerun under the same id deleted its old events, and a failed batch
-            // was rolled back whole.
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO events (run_id, seq, at_ms, kind, node_id, payload_json)
+        Ok(())
+    }
+
+    /// The events since the last batch. Plain INSERT: a rerun under the same id deleted its
+    /// old events, and a failed batch was rolled back whole.
+    fn insert_events(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let run = self.run;
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO events (run_id, seq, at_ms, kind, node_id, payload_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
-            for event in &run.events {
-                insert.execute(params![
-                    run.id,
-                    to_i64(event.seq),
-                    to_i64(event.at_ms),
-                    event.kind.name(),
-                    event.kind.node(),
-                    stored_payload(&event.kind),
-                ])?;
-            }
+        )?;
+        for event in &run.events {
+            insert.execute(params![
+                run.id,
+                to_i64(event.seq),
+                to_i64(event.at_ms),
+                event.kind.name(),
+                event.kind.node(),
+                stored_payload(&event.kind),
+            ])?;
         }
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO run_calls (run_id, seq, node_id, attempt, request_hash, method, url,
-                                        status, headers_json, response_json, body_size)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?;
-            for call in &run.calls {
-                insert.execute(params![
-                    run.id,
-                    to_i64(call.seq),
-                    call.node,
-                    call.attempt,
-                    call.request_hash,
-                    call.method,
-                    call.url,
-                    call.status,
-                    call.headers_json,
-                    call.response_json,
-                    to_i64(u64::try_from(call.body_size).unwrap_or(u64::MAX)),
-                ])?;
-            }
+        Ok(())
+    }
+
+    /// The calls to the outside world recorded since the last batch.
+    fn insert_calls(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let run = self.run;
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO run_calls (run_id, seq, node_id, attempt, request_hash, method, url,
+                                    status, headers_json, response_json, body_size)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?;
+        for call in &run.calls {
+            insert.execute(params![
+                run.id,
+                to_i64(call.seq),
+                call.node,
+                call.attempt,
+                call.request_hash,
+                call.method,
+                call.url,
+                call.status,
+                call.headers_json,
+                call.response_json,
+                to_i64(u64::try_from(call.body_size).unwrap_or(u64::MAX)),
+            ])?;
         }
-        tx.commit()
+        Ok(())
     }
 }
 
