@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::block::{Block, BlockCatalog, BlockMeta, GraphInterface, NodeImpl, RunInput};
+use crate::block::{Block, BlockCatalog, BlockMeta, GraphInterface, NodeImpl, PortSpec, RunInput};
 use crate::escape::{Escaped, escape_control};
-use crate::graph::{GraphDoc, NodeDoc, RetryPolicy};
+use crate::graph::{EdgeDoc, GraphDoc, NodeDoc, RetryPolicy};
 use crate::types::{Compat, ValueType, compatibility};
 
 /// What is wrong, as a machine-readable kind.
@@ -225,6 +225,51 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
     let mut problems = Vec::new();
 
     check_control_characters(doc, &mut problems);
+    let index_by_id = index_by_id(doc, &mut problems);
+    let instances = instantiate_all(doc, catalog, &mut problems);
+    check_interface_names(doc, &instances, &mut problems);
+    check_pinned_ports(doc, &instances, &mut problems);
+    let (inputs, wired_from) = resolve_wires(doc, &index_by_id, &instances, &mut problems);
+    check_required_inputs(doc, &instances, &inputs, &wired_from, &mut problems);
+    let topo_order = match topological_order(doc, &inputs) {
+        Ok(order) => order,
+        Err(cycle) => {
+            problems.push(cycle_problem(doc, &cycle));
+            Vec::new()
+        }
+    };
+
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+
+    let mut topo_rank = vec![0; doc.nodes.len()];
+    for (rank, &i) in topo_order.iter().enumerate() {
+        topo_rank[i] = rank;
+    }
+    let mut nodes = Vec::with_capacity(doc.nodes.len());
+    for (i, ((doc_node, instance), inputs)) in
+        doc.nodes.iter().zip(instances).zip(inputs).enumerate()
+    {
+        let Some((meta, node)) = instance else {
+            continue;
+        };
+        nodes.push(ValidNode {
+            id: doc_node.id.clone(),
+            meta,
+            node,
+            timeout: doc_node.timeout_ms.map(Duration::from_millis),
+            retry: doc_node.retry.clone().unwrap_or_default(),
+            inputs,
+            outputs: output_fanouts(wired_from.of(i)),
+            bypass: doc_node.bypass,
+        });
+    }
+    Ok((nodes, topo_order, topo_rank))
+}
+
+/// Each node's index by id; an id used twice is a problem.
+fn index_by_id<'d>(doc: &'d GraphDoc, problems: &mut Vec<Problem>) -> HashMap<&'d str, usize> {
     let mut index_by_id: HashMap<&str, usize> = HashMap::with_capacity(doc.nodes.len());
     for (i, node) in doc.nodes.iter().enumerate() {
         if index_by_id.insert(node.id.as_str(), i).is_some() {
@@ -240,7 +285,16 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
             });
         }
     }
+    index_by_id
+}
 
+/// Every node instantiated (`None` for one that cannot be, its problem added); nodes of one
+/// block kind share its metadata.
+fn instantiate_all(
+    doc: &GraphDoc,
+    catalog: &dyn BlockCatalog,
+    problems: &mut Vec<Problem>,
+) -> Vec<Option<Instance>> {
     let mut instances: Vec<Option<Instance>> = Vec::with_capacity(doc.nodes.len());
     let mut metas: HashMap<&str, Arc<BlockMeta>> = HashMap::new();
     for (i, node) in doc.nodes.iter().enumerate() {
@@ -258,12 +312,38 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
             }
         }
     }
+    instances
+}
 
-    check_interface_names(doc, &instances, &mut problems);
-    check_pinned_ports(doc, &instances, &mut problems);
+/// The graph's resolved wires, grouped by the node and port they come from.
+struct WiresFrom<'d>(Vec<Wire<'d>>);
 
-    // Resolve wires. Slots are per input port of the target node. Each node's slots are
-    // allocated at their final size: a graph keeps them for as long as it runs.
+impl<'d> WiresFrom<'d> {
+    /// Grouped by source node, then port; a stable sort keeps each port's targets in edge
+    /// order.
+    fn grouped(mut wires: Vec<Wire<'d>>) -> Self {
+        wires.sort_by(|a, b| (a.from, a.port).cmp(&(b.from, b.port)));
+        WiresFrom(wires)
+    }
+
+    /// The wires out of node `i`.
+    fn of(&self, i: usize) -> &[Wire<'d>] {
+        let start = self.0.partition_point(|w| w.from < i);
+        let end = self.0.partition_point(|w| w.from <= i);
+        &self.0[start..end]
+    }
+}
+
+/// Resolves every wire to its nodes and ports: each node's input slots (per input port of
+/// the target node) and the wires out of each node, or a problem for each wire that does not
+/// hold. Each node's slots are allocated at their final size: a graph keeps them for as
+/// long as it runs.
+fn resolve_wires<'d>(
+    doc: &'d GraphDoc,
+    index_by_id: &HashMap<&str, usize>,
+    instances: &[Option<Instance>],
+    problems: &mut Vec<Problem>,
+) -> (Vec<Vec<InputSlot>>, WiresFrom<'d>) {
     let mut wires_in = vec![0usize; doc.nodes.len()];
     for edge in &doc.edges {
         if let Some(&to_index) = index_by_id.get(edge.to.0.as_str()) {
@@ -302,42 +382,10 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
         else {
             continue;
         };
-        let Some(out_spec) = from_node.ports().output(from_port) else {
-            problems.push(unknown_port(
-                e,
-                "from",
-                from_id,
-                from_port,
-                "output",
-                &from_node.ports().outputs_with_error(),
-            ));
-            continue;
-        };
-        let Some(in_spec) = to_node.ports().input(to_port) else {
-            problems.push(unknown_port(
-                e,
-                "to",
-                to_id,
-                to_port,
-                "input",
-                &to_node.ports().inputs,
-            ));
-            continue;
-        };
-        // Each wire into a many-wire list input brings one item.
-        let wire_ty = in_spec.wire_type().clone();
-        let compat = match compatibility(&out_spec.ty, &wire_ty) {
-            Ok(compat) => compat,
-            Err(mismatch) => {
-                problems.push(Problem {
-                    kind: ProblemKind::TypeMismatch,
-                    node: Some(to_id.clone()),
-                    port: Some(to_port.clone()),
-                    path: format!("$.edges[{e}]"),
-                    message: format!(
-                        "wire `{from_id}.{from_port}` -> `{to_id}.{to_port}`: {mismatch}"
-                    ),
-                });
+        let (in_spec, wire_ty, compat) = match check_wire(e, edge, from_node, to_node) {
+            Ok(checked) => checked,
+            Err(problem) => {
+                problems.push(problem);
                 continue;
             }
         };
@@ -372,20 +420,70 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
             slot,
         });
     }
-    // Grouped by source node, then port; a stable sort keeps each port's targets in edge order.
-    wired_from.sort_by(|a, b| (a.from, a.port).cmp(&(b.from, b.port)));
-    let wires_of = |i: usize| {
-        let start = wired_from.partition_point(|w| w.from < i);
-        let end = wired_from.partition_point(|w| w.from <= i);
-        &wired_from[start..end]
-    };
+    (inputs, WiresFrom::grouped(wired_from))
+}
 
+/// Wire `e` between two instantiated nodes: the input it goes into, the type one wire
+/// brings there and how the value fits it, or why it cannot be (a port either node lacks,
+/// types that do not fit).
+fn check_wire<'n>(
+    e: usize,
+    edge: &EdgeDoc,
+    from_node: &Arc<dyn NodeImpl>,
+    to_node: &'n Arc<dyn NodeImpl>,
+) -> Result<(&'n PortSpec, ValueType, Compat), Problem> {
+    let (from_id, from_port) = (&edge.from.0, &edge.from.1);
+    let (to_id, to_port) = (&edge.to.0, &edge.to.1);
+    let Some(out_spec) = from_node.ports().output(from_port) else {
+        return Err(unknown_port(
+            e,
+            "from",
+            from_id,
+            from_port,
+            "output",
+            &from_node.ports().outputs_with_error(),
+        ));
+    };
+    let Some(in_spec) = to_node.ports().input(to_port) else {
+        return Err(unknown_port(
+            e,
+            "to",
+            to_id,
+            to_port,
+            "input",
+            &to_node.ports().inputs,
+        ));
+    };
+    // Each wire into a many-wire list input brings one item.
+    let wire_ty = in_spec.wire_type().clone();
+    match compatibility(&out_spec.ty, &wire_ty) {
+        Ok(compat) => Ok((in_spec, wire_ty, compat)),
+        Err(mismatch) => Err(Problem {
+            kind: ProblemKind::TypeMismatch,
+            node: Some(to_id.clone()),
+            port: Some(to_port.clone()),
+            path: format!("$.edges[{e}]"),
+            message: format!("wire `{from_id}.{from_port}` -> `{to_id}.{to_port}`: {mismatch}"),
+        }),
+    }
+}
+
+/// Every required input is wired, except on a node offered as a tool (its caller's
+/// arguments give them) or bypassed (not run).
+fn check_required_inputs(
+    doc: &GraphDoc,
+    instances: &[Option<Instance>],
+    inputs: &[Vec<InputSlot>],
+    wired_from: &WiresFrom<'_>,
+    problems: &mut Vec<Problem>,
+) {
     for (i, node) in doc.nodes.iter().enumerate() {
         let Some((meta, imp)) = &instances[i] else {
             continue;
         };
         // A node offered as a tool gets its unwired inputs from the caller's arguments.
-        let is_tool = wires_of(i)
+        let is_tool = wired_from
+            .of(i)
             .iter()
             .any(|w| w.port == crate::block::TOOL_PORT);
         // A bypassed node is not run: it needs none of its inputs.
@@ -416,52 +514,21 @@ fn resolve(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> Result<Resolved, Vec<P
             }
         }
     }
+}
 
-    let topo_order = match topological_order(doc, &inputs) {
-        Ok(order) => order,
-        Err(cycle) => {
-            let names: Vec<&str> = cycle.iter().map(|&i| doc.nodes[i].id.as_str()).collect();
-            problems.push(Problem {
-                kind: ProblemKind::Cycle,
-                node: names.first().map(|s| (*s).to_owned()),
-                port: None,
-                path: format!("$.nodes[{}]", cycle.first().copied().unwrap_or(0)),
-                message: format!(
-                    "the wires form a cycle through {}; a graph must not loop back on itself (use a for-each or agent block to repeat)",
-                    cycle_path(&names)
-                ),
-            });
-            Vec::new()
-        }
-    };
-
-    if !problems.is_empty() {
-        return Err(problems);
+/// The problem of the wires forming `cycle` (node indices in order).
+fn cycle_problem(doc: &GraphDoc, cycle: &[usize]) -> Problem {
+    let names: Vec<&str> = cycle.iter().map(|&i| doc.nodes[i].id.as_str()).collect();
+    Problem {
+        kind: ProblemKind::Cycle,
+        node: names.first().map(|s| (*s).to_owned()),
+        port: None,
+        path: format!("$.nodes[{}]", cycle.first().copied().unwrap_or(0)),
+        message: format!(
+            "the wires form a cycle through {}; a graph must not loop back on itself (use a for-each or agent block to repeat)",
+            cycle_path(&names)
+        ),
     }
-
-    let mut topo_rank = vec![0; doc.nodes.len()];
-    for (rank, &i) in topo_order.iter().enumerate() {
-        topo_rank[i] = rank;
-    }
-    let mut nodes = Vec::with_capacity(doc.nodes.len());
-    for (i, ((doc_node, instance), inputs)) in
-        doc.nodes.iter().zip(instances).zip(inputs).enumerate()
-    {
-        let Some((meta, node)) = instance else {
-            continue;
-        };
-        nodes.push(ValidNode {
-            id: doc_node.id.clone(),
-            meta,
-            node,
-            timeout: doc_node.timeout_ms.map(Duration::from_millis),
-            retry: doc_node.retry.clone().unwrap_or_default(),
-            inputs,
-            outputs: output_fanouts(wires_of(i)),
-            bypass: doc_node.bypass,
-        });
-    }
-    Ok((nodes, topo_order, topo_rank))
 }
 
 /// Pinned outputs name outputs the node has: a pin for a port it lacks would feed nothing.
