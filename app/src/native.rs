@@ -5,6 +5,8 @@ use std::time::Instant;
 
 use super::{App, AppPaths};
 
+mod window_class;
+
 /// The eframe wrapper.
 struct DesktopApp {
     app: App,
@@ -60,7 +62,8 @@ pub fn run_native(
     eframe::run_native(
         "Agentloom",
         options,
-        Box::new(move |_cc| {
+        Box::new(move |cc| {
+            window_class::name_x11_window(cc, "agentloom");
             let app = App::startup(path, &paths);
             Ok(Box::new(DesktopApp {
                 app,
