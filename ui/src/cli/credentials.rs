@@ -73,109 +73,18 @@ pub enum CredentialsCmd {
 pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
     let store = Arc::new(CredentialStore::open_default()?);
     match cmd {
-        CredentialsCmd::List { json } => {
-            let list = store.list()?;
-            if json {
-                out!("{}", serde_json::to_string_pretty(&list)?);
-            } else if list.is_empty() {
-                out!(
-                    "No credentials. Add one with `agentloom credentials add NAME` or `agentloom credentials login PROVIDER`."
-                );
-            } else {
-                let now = unix_now();
-                for c in &list {
-                    let expiry = c.expires_at.map_or_else(
-                        || "-".to_owned(),
-                        |at| {
-                            if at > now {
-                                format!("in {} min", (at - now) / 60)
-                            } else {
-                                "expired".to_owned()
-                            }
-                        },
-                    );
-                    let hosts = if c.hosts.is_empty() {
-                        "(no host)".to_owned()
-                    } else {
-                        c.hosts.join(",")
-                    };
-                    out!(
-                        "{:<24} {:<7} {:<12} {:<18} {:<12} {:<28} {}",
-                        c.name,
-                        c.kind.to_string(),
-                        c.provider,
-                        c.status(now),
-                        expiry,
-                        hosts,
-                        c.scopes.join(" ")
-                    );
-                }
-            }
-            if !json {
-                out!(
-                    "Secrets are kept in {}; the list is {}.",
-                    credentials::KEYCHAIN_NAME,
-                    store.index_path().display()
-                );
-            }
-            if let Err(e) = store.check_available() {
-                eprintln!("warning: {e}");
-            }
-            Ok(0)
-        }
+        CredentialsCmd::List { json } => list(&store, json)?,
         CredentialsCmd::Add {
             name,
             provider,
             hosts,
-        } => {
-            let hosts = BoundHosts::parse(&hosts).map_err(|e| anyhow::anyhow!("--host: {e}"))?;
-            store.check_available()?;
-            let secret = read_secret(&name)?;
-            let info = store.put_with_hosts(
-                &name,
-                &StoredSecret::ApiKey {
-                    provider,
-                    key: secret,
-                },
-                &hosts,
-            )?;
-            out!(
-                "Stored credential `{name}` in the keychain; it may be sent to {}.",
-                shown_hosts(&info.hosts)
-            );
-            Ok(0)
-        }
+        } => add(&store, &name, provider, &hosts)?,
         CredentialsCmd::Hosts {
             name,
             add,
             remove,
             set,
-        } => {
-            let info = store
-                .info(&name)?
-                .ok_or_else(|| CredentialError::NotFound { name: name.clone() })?;
-            let info = if !set.is_empty() {
-                store.set_hosts(&name, &parse_hosts("--set", &set)?)?
-            } else if add.is_empty() && remove.is_empty() {
-                info
-            } else {
-                let added = parse_hosts("--add", &add)?.to_strings();
-                let removed = parse_hosts("--remove", &remove)?.to_strings();
-                let mut hosts = info.hosts;
-                hosts.retain(|h| !removed.contains(h));
-                hosts.extend(added);
-                anyhow::ensure!(
-                    !hosts.is_empty(),
-                    "credential `{name}` would be bound to no host; use --set to replace its hosts"
-                );
-                store.set_hosts(&name, &parse_hosts("the stored hosts", &hosts)?)?
-            };
-            out!(
-                "Credential `{name}` may be sent to {}.",
-                shown_hosts(&info.hosts)
-            );
-            Ok(0)
-        }
+        } => change_hosts(&store, &name, &add, &remove, &set)?,
         CredentialsCmd::Login {
             provider,
             name,
@@ -191,46 +100,9 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
             }
             store.check_available()?;
             let client_id = client_id.context("--client-id is required: create an OAuth app and pass its client id (see docs/credentials.md)")?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let tokens = runtime.block_on(async {
-                let profile = match provider.as_str() {
-                    "github" => match &issuer {
-                        Some(base) => Provider::github_at(base, &client_id),
-                        None => Provider::github(&client_id),
-                    },
-                    "google" => {
-                        let secret = std::env::var("AGENTLOOM_OAUTH_CLIENT_SECRET").ok();
-                        Provider::google(&client_id, secret.as_deref())
-                    }
-                    "oidc" => {
-                        let issuer = issuer.clone().context("`oidc` needs --issuer URL")?;
-                        Provider::discover(&issuer, &client_id).await?
-                    }
-                    other => {
-                        anyhow::bail!("unknown provider `{other}`: use github, google or oidc")
-                    }
-                };
-                let scopes = profile.default_scopes.clone();
-                let tokens = if device {
-                    oauth::authorize_device(&profile, &scopes, &|code| {
-                        eprintln!(
-                            "Open {} and enter the code {}",
-                            code.verification_uri, code.user_code
-                        );
-                    })
-                    .await?
-                } else {
-                    eprintln!("Opening the browser to sign in (waiting up to 5 minutes)…");
-                    oauth::authorize_code(
-                        &profile,
-                        &scopes,
-                        &PrintingBrowser,
-                        Duration::from_secs(300),
-                    )
-                    .await?
-                };
-                Ok(tokens)
-            })?;
+            let runtime = super::async_runtime()?;
+            let tokens =
+                runtime.block_on(sign_in(&provider, &client_id, issuer.as_deref(), device))?;
             let name = name.unwrap_or_else(|| provider.clone());
             let stored = StoredSecret::OAuth(tokens);
             let info = if hosts.is_empty() {
@@ -242,10 +114,9 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
                 "Signed in; stored as credential `{name}`; it may be sent to {}.",
                 shown_hosts(&info.hosts)
             );
-            Ok(0)
         }
         CredentialsCmd::Remove { name } => {
-            let runtime = tokio::runtime::Runtime::new()?;
+            let runtime = super::async_runtime()?;
             let removal = runtime.block_on(oauth::remove_credential(&store, &name))?;
             if removal.revoked {
                 out!("Revoked and removed `{name}`.");
@@ -255,9 +126,168 @@ pub fn credentials_command(cmd: CredentialsCmd) -> anyhow::Result<i32> {
             if let Some(note) = removal.note {
                 eprintln!("note: {note}");
             }
-            Ok(0)
         }
     }
+    Ok(0)
+}
+
+/// `credentials list`: each credential's kind, provider, status, expiry, hosts and scopes.
+fn list(store: &CredentialStore, json: bool) -> anyhow::Result<()> {
+    let list = store.list()?;
+    if json {
+        out!("{}", serde_json::to_string_pretty(&list)?);
+    } else if list.is_empty() {
+        out!(
+            "No credentials. Add one with `agentloom credentials add NAME` or `agentloom credentials login PROVIDER`."
+        );
+    } else {
+        let now = unix_now();
+        for c in &list {
+            let expiry = c.expires_at.map_or_else(
+                || "-".to_owned(),
+                |at| {
+                    if at > now {
+                        format!("in {} min", (at - now) / 60)
+                    } else {
+                        "expired".to_owned()
+                    }
+                },
+            );
+            let hosts = if c.hosts.is_empty() {
+                "(no host)".to_owned()
+            } else {
+                c.hosts.join(",")
+            };
+            out!(
+                "{:<24} {:<7} {:<12} {:<18} {:<12} {:<28} {}",
+                c.name,
+                c.kind.to_string(),
+                c.provider,
+                c.status(now),
+                expiry,
+                hosts,
+                c.scopes.join(" ")
+            );
+        }
+    }
+    if !json {
+        out!(
+            "Secrets are kept in {}; the list is {}.",
+            credentials::KEYCHAIN_NAME,
+            store.index_path().display()
+        );
+    }
+    if let Err(e) = store.check_available() {
+        eprintln!("warning: {e}");
+    }
+    Ok(())
+}
+
+/// `credentials add`: an API key or token read from stdin or a hidden prompt.
+fn add(
+    store: &CredentialStore,
+    name: &str,
+    provider: String,
+    hosts: &[String],
+) -> anyhow::Result<()> {
+    let hosts = BoundHosts::parse(hosts).map_err(|e| anyhow::anyhow!("--host: {e}"))?;
+    store.check_available()?;
+    let secret = read_secret(name)?;
+    let info = store.put_with_hosts(
+        name,
+        &StoredSecret::ApiKey {
+            provider,
+            key: secret,
+        },
+        &hosts,
+    )?;
+    out!(
+        "Stored credential `{name}` in the keychain; it may be sent to {}.",
+        shown_hosts(&info.hosts)
+    );
+    Ok(())
+}
+
+/// `credentials hosts`: shows the hosts credential `name` may be sent to, or replaces
+/// them (`set`), or adds and removes some.
+fn change_hosts(
+    store: &CredentialStore,
+    name: &str,
+    add: &[String],
+    remove: &[String],
+    set: &[String],
+) -> anyhow::Result<()> {
+    let info = store.info(name)?.ok_or_else(|| CredentialError::NotFound {
+        name: name.to_owned(),
+    })?;
+    let info = if !set.is_empty() {
+        store.set_hosts(name, &parse_hosts("--set", set)?)?
+    } else if add.is_empty() && remove.is_empty() {
+        info
+    } else {
+        let added = parse_hosts("--add", add)?.to_strings();
+        let removed = parse_hosts("--remove", remove)?.to_strings();
+        let mut hosts = info.hosts;
+        hosts.retain(|h| !removed.contains(h));
+        hosts.extend(added);
+        anyhow::ensure!(
+            !hosts.is_empty(),
+            "credential `{name}` would be bound to no host; use --set to replace its hosts"
+        );
+        store.set_hosts(name, &parse_hosts("the stored hosts", &hosts)?)?
+    };
+    out!(
+        "Credential `{name}` may be sent to {}.",
+        shown_hosts(&info.hosts)
+    );
+    Ok(())
+}
+
+/// Signs in with `provider` (`github`, `google`, `oidc` at `issuer`) as OAuth app
+/// `client_id`, in the browser or with the device flow.
+async fn sign_in(
+    provider: &str,
+    client_id: &str,
+    issuer: Option<&str>,
+    device: bool,
+) -> anyhow::Result<agentloom_engine::OAuthTokens> {
+    let profile = match provider {
+        "github" => match issuer {
+            Some(base) => Provider::github_at(base, client_id),
+            None => Provider::github(client_id),
+        },
+        "google" => {
+            let secret = std::env::var("AGENTLOOM_OAUTH_CLIENT_SECRET").ok();
+            Provider::google(client_id, secret.as_deref())
+        }
+        "oidc" => {
+            let issuer = issuer.context("`oidc` needs --issuer URL")?;
+            Provider::discover(issuer, client_id).await?
+        }
+        other => {
+            anyhow::bail!("unknown provider `{other}`: use github, google or oidc")
+        }
+    };
+    let scopes = profile.default_scopes.clone();
+    let tokens = if device {
+        oauth::authorize_device(&profile, &scopes, &|code| {
+            eprintln!(
+                "Open {} and enter the code {}",
+                code.verification_uri, code.user_code
+            );
+        })
+        .await?
+    } else {
+        eprintln!("Opening the browser to sign in (waiting up to 5 minutes)…");
+        oauth::authorize_code(
+            &profile,
+            &scopes,
+            &PrintingBrowser,
+            Duration::from_secs(300),
+        )
+        .await?
+    };
+    Ok(tokens)
 }
 
 fn parse_hosts(flag: &str, hosts: &[String]) -> anyhow::Result<BoundHosts> {
