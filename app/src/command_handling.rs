@@ -96,7 +96,7 @@ impl App {
         self.secrets_follow_trust();
         self.connect_mcp(doc);
         self.document = Document::from_doc(doc, self.catalog.as_ref(), path);
-        self.autosave_due = None;
+        self.autosave.due = None;
         self.after_document_change();
     }
 
@@ -140,7 +140,7 @@ impl App {
                     data.clear_autosave();
                     data.remember_last(path);
                 }
-                self.autosave_due = None;
+                self.autosave.due = None;
                 self.notice = Some(format!("Saved {}", path.display()));
                 true
             }
@@ -218,7 +218,7 @@ impl App {
             // Runs.
             Command::Run => self.press_run(ctx),
             Command::StartRun => self.start_run(ctx),
-            Command::CloseRunForm => self.run_form.open = false,
+            Command::CloseRunForm => self.run_setup.form.open = false,
             Command::StopRun => self.stop_run(),
             Command::Approve(node, decision) => self.decide_approval(&node, decision, ctx),
             Command::RunFromHere(node) => self.run_from_here(node, ctx),

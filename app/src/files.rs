@@ -2,6 +2,7 @@
 //! the autosave (crash recovery) and the last opened graph.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use agentloom_core::GraphDoc;
 
@@ -56,6 +57,14 @@ pub fn save_graph(doc: &GraphDoc, path: &Path) -> Result<(), FileError> {
         path: path.to_owned(),
         source,
     })
+}
+
+/// When unsaved changes are next written to the data files.
+pub(crate) struct AutosaveTimer {
+    /// Due then (`None`: nothing to write).
+    pub(crate) due: Option<Instant>,
+    /// How long changes wait before they are written.
+    pub(crate) delay: Duration,
 }
 
 /// Where unsaved work and the last-graph note are kept.

@@ -35,7 +35,6 @@ use panels::{
 pub(crate) use windows::examples;
 use windows::{credentials, evaluations, mcp_servers, path_prompt};
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,8 +55,10 @@ use canvas::session::CanvasSession;
 use inspector::InspectorState;
 use palette::PaletteEntry;
 use panels::graph_info::GraphInfoTyping;
+use panels::problems::Problems;
+use panels::run_list::RunList;
 use run::RunView;
-use run_panel::RunForm;
+use run_panel::{RunForm, RunSetup};
 use windows::Windows;
 use windows::prompts::Prompts;
 
@@ -96,6 +97,15 @@ impl AppPaths {
     }
 }
 
+/// Marks of the frames drawn.
+#[derive(Default)]
+struct Frames {
+    /// When the first frame was drawn.
+    first: Option<Instant>,
+    /// [`App::logic`] ran for the coming frame.
+    logic_ran: bool,
+}
+
 /// The app.
 pub struct App {
     catalog: Arc<Registry>,
@@ -113,40 +123,30 @@ pub struct App {
     trust_store: Option<agentloom_runner::trust::TrustStore>,
     /// The open graph's file when it is not trusted.
     untrusted: Option<trust_banner::Untrusted>,
-    /// The graph's MCP servers that could not be reached (shown with the problems).
-    mcp_problems: Vec<Problem>,
     commands: Vec<Command>,
     search: String,
     /// The run shown on the canvas.
     pub run: RunView,
-    run_form: RunForm,
+    /// The run form and the workspace given at start.
+    run_setup: RunSetup,
     runtime: Option<tokio::runtime::Runtime>,
     /// Where a trusted run's credentials come from (`App::secrets_follow_trust`); an
     /// untrusted file's runs get none whatever this says.
     run_credentials: agentloom_runner::Credentials,
     store: Option<Arc<RunStore>>,
-    history: Vec<RunRow>,
-    /// The history lists every graph's runs, not only the shown graph's.
-    history_all_graphs: bool,
-    /// The graph the history was listed for (`None`: all), and when, while a run is live.
-    history_of: Option<String>,
-    history_listed_at: Option<Instant>,
-    /// Validation problems of the current document, recomputed when it changes.
-    problems: Vec<Problem>,
-    problems_by_node: HashMap<String, Vec<String>>,
-    problems_revision: u64,
+    /// The runs the history lists.
+    history: RunList,
+    /// Validation problems of the current document, recomputed when it changes, and the
+    /// MCP servers that could not be reached.
+    problems: Problems,
     /// Last message for the status bar.
     pub notice: Option<String>,
     data: Option<files::DataFiles>,
-    autosave_due: Option<Instant>,
-    autosave_delay: Duration,
+    autosave: files::AutosaveTimer,
     /// "Save changes?", the examples, quick add, which file dialogs.
     prompts: Prompts,
-    first_frame: Option<Instant>,
     /// The graph's name or description being typed.
     graph_info: GraphInfoTyping,
-    /// The workspace given at start (`--workspace`), over the graph's folder.
-    workspace: Option<PathBuf>,
     /// The in-app file prompt used where they cannot.
     path_prompt: Option<path_prompt::PathPrompt>,
     pub evaluations: evaluations::EvaluationsPanel,
@@ -157,8 +157,8 @@ pub struct App {
     windows: Windows,
     /// Breakpoints, a run paused at one, forks of past runs.
     debugger: debugger::Debugger,
-    /// [`App::logic`] ran for the coming frame.
-    logic_ran: bool,
+    /// When the first frame was drawn; whether [`App::logic`] ran for the coming one.
+    frames: Frames,
 }
 
 impl App {
@@ -209,37 +209,34 @@ impl App {
             ),
             trust_store,
             untrusted,
-            mcp_problems: Vec::new(),
             graph_file: path,
             commands: Vec::new(),
             search: String::new(),
             run: RunView::default(),
-            run_form: RunForm::default(),
+            run_setup: RunSetup {
+                form: RunForm::default(),
+                workspace: paths.workspace.clone(),
+            },
             runtime,
             run_credentials: agentloom_runner::Credentials::Default,
             store,
-            history: Vec::new(),
-            history_all_graphs: false,
-            history_of: None,
-            history_listed_at: None,
-            problems: Vec::new(),
-            problems_by_node: HashMap::new(),
-            problems_revision: u64::MAX,
+            history: RunList::default(),
+            problems: Problems::default(),
             notice,
             prompts: Prompts::default(),
             graph_info: GraphInfoTyping::default(),
             data: paths.data_dir.clone().map(files::DataFiles::new),
-            autosave_due: None,
-            autosave_delay: AUTOSAVE_DELAY,
-            first_frame: None,
+            autosave: files::AutosaveTimer {
+                due: None,
+                delay: AUTOSAVE_DELAY,
+            },
             path_prompt: None,
-            workspace: paths.workspace.clone(),
             evaluations: evaluations::EvaluationsPanel::default(),
             timeline: run_timeline::RunTimeline::default(),
             debugger: debugger::Debugger::kept_in(paths.data_dir.as_deref()),
             knowledge: windows::knowledge::KnowledgeWindow::default(),
             windows: Windows::default(),
-            logic_ran: false,
+            frames: Frames::default(),
         };
         app.secrets_follow_trust();
         // The servers' tool nodes show their ports and wires once connected.
@@ -294,12 +291,12 @@ impl App {
 
     /// Validation problems of the document as last checked.
     pub fn problems(&self) -> &[Problem] {
-        &self.problems
+        &self.problems.list
     }
 
     /// The runs listed in the history panel.
     pub fn history(&self) -> &[RunRow] {
-        &self.history
+        &self.history.rows
     }
 
     /// The node shown in the inspector, by document id.
@@ -342,7 +339,7 @@ impl App {
     /// Sets how long unsaved changes wait before they are autosaved (3 s by default).
     #[must_use]
     pub fn with_autosave_delay(mut self, delay: Duration) -> Self {
-        self.autosave_delay = delay;
+        self.autosave.delay = delay;
         self
     }
 
@@ -358,12 +355,12 @@ impl App {
     /// Draws the whole app into `ui` and carries out what the person asked for.
     pub fn show(&mut self, ui: &mut egui::Ui) {
         let ctx = ui.ctx().clone();
-        if self.first_frame.is_none() {
-            self.first_frame = Some(Instant::now());
+        if self.frames.first.is_none() {
+            self.frames.first = Some(Instant::now());
             theme::apply(&ctx);
         }
         // eframe runs it before each frame; the tests' harness draws frames only.
-        if !std::mem::take(&mut self.logic_ran) {
+        if !std::mem::take(&mut self.frames.logic_ran) {
             self.logic(&ctx);
         }
         self.handle_close(&ctx);
@@ -440,7 +437,7 @@ impl App {
         if let Some(edit) = self.windows.mcp.window_ui(
             &ctx,
             &self.document.mcp_servers,
-            &self.mcp_problems,
+            &self.problems.mcp,
             self.mcp_connector.connecting(),
         ) {
             self.commands.push(Command::EditMcpServers(edit));

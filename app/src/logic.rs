@@ -23,7 +23,7 @@ const WAITING_HISTORY_POLL: Duration = Duration::from_secs(1);
 impl App {
     /// One step of the non-UI work; call once per frame, drawn or not.
     pub fn logic(&mut self, ctx: &egui::Context) {
-        self.logic_ran = true;
+        self.frames.logic_ran = true;
         if self.run.drain() {
             self.refresh_history();
         } else {
@@ -40,33 +40,35 @@ impl App {
 
     /// Checks the document again if it changed.
     pub(super) fn revalidate(&mut self) {
-        if self.problems_revision == self.document.revision {
+        if self.problems.revision == self.document.revision {
             return;
         }
-        self.problems_revision = self.document.revision;
+        self.problems.revision = self.document.revision;
         let doc = self.document.to_doc();
-        self.problems = self.mcp_problems.clone();
+        self.problems.list = self.problems.mcp.clone();
         if let Err(mut problems) = validate(&doc, self.catalog.as_ref()) {
             if self.untrusted.is_some() {
                 agentloom_runner::trust::drop_offline_tool_nodes(&mut problems, &doc);
             }
-            self.problems.extend(problems);
+            self.problems.list.extend(problems);
         }
-        self.problems_by_node.clear();
-        for problem in &self.problems {
+        self.problems.by_node.clear();
+        for problem in &self.problems.list {
             if let Some(node) = &problem.node {
-                self.problems_by_node
+                self.problems
+                    .by_node
                     .entry(node.clone())
                     .or_default()
                     .push(problem.message.clone());
             }
         }
         if self.document.dirty && self.data.is_some() {
-            self.autosave_due
-                .get_or_insert_with(|| Instant::now() + self.autosave_delay);
+            self.autosave
+                .due
+                .get_or_insert_with(|| Instant::now() + self.autosave.delay);
         } else if !self.document.dirty {
             // Back to what the file holds (an undo): nothing left to recover.
-            self.autosave_due = None;
+            self.autosave.due = None;
             if let Some(data) = &self.data {
                 data.clear_autosave();
             }
@@ -74,13 +76,13 @@ impl App {
     }
 
     pub(super) fn autosave_tick(&mut self, ctx: &egui::Context) {
-        let Some(due) = self.autosave_due else { return };
+        let Some(due) = self.autosave.due else { return };
         let now = Instant::now();
         if now < due {
             ctx.request_repaint_after(due - now);
             return;
         }
-        self.autosave_due = None;
+        self.autosave.due = None;
         if let Some(data) = &self.data
             && self.document.dirty
             && let Err(err) = data.autosave(&self.document.to_doc(), self.document.path.as_deref())
@@ -92,25 +94,25 @@ impl App {
     /// Lists the runs of the graph shown again (of every graph with "All graphs").
     pub(super) fn refresh_history(&mut self) {
         let Some(store) = &self.store else { return };
-        let graph = (!self.history_all_graphs).then(|| self.document.name.clone());
+        let graph = (!self.history.all_graphs).then(|| self.document.name.clone());
         let listed = match &graph {
             Some(name) => store.list_runs_of_graph(name, history::HISTORY_LIMIT),
             None => store.list_runs(history::HISTORY_LIMIT),
         };
         match listed {
-            Ok(runs) => self.history = runs,
+            Ok(runs) => self.history.rows = runs,
             Err(err) => self.notice = Some(err.to_string()),
         }
-        self.history_of = graph;
-        self.history_listed_at = Some(Instant::now());
+        self.history.of = graph;
+        self.history.listed_at = Some(Instant::now());
     }
 
     /// Keeps the history up to date: for the graph shown (opened, renamed), and while the
     /// live run is not listed as it is (not yet listed, or asking a person and not listed
     /// as waiting), every [`LIVE_HISTORY_POLL`].
     fn follow_history(&mut self, ctx: &egui::Context) {
-        let wanted = (!self.history_all_graphs).then_some(self.document.name.as_str());
-        if self.history_of.as_deref() != wanted {
+        let wanted = (!self.history.all_graphs).then_some(self.document.name.as_str());
+        if self.history.of.as_deref() != wanted {
             self.refresh_history();
             return;
         }
@@ -124,6 +126,7 @@ impl App {
         };
         let listed = self
             .history
+            .rows
             .iter()
             .find(|run| self.run.run_id.as_deref() == Some(run.id.as_str()))
             .map(|run| run.status);
@@ -136,7 +139,8 @@ impl App {
             LIVE_HISTORY_POLL
         };
         let due = self
-            .history_listed_at
+            .history
+            .listed_at
             .map_or(Instant::now(), |at| at + poll);
         let now = Instant::now();
         if now >= due {
@@ -180,11 +184,11 @@ impl App {
     }
 
     pub(super) fn use_catalog(&mut self, connected: mcp_servers::Connected) {
-        self.mcp_problems = connected.problems;
+        self.problems.mcp = connected.problems;
         self.catalog = Arc::new(connected.catalog);
         self.palette = palette::entries(self.catalog.as_ref());
         // Problems are recomputed on the next frame.
-        self.problems_revision = u64::MAX;
+        self.problems.revision = u64::MAX;
     }
 
     /// Records trust in the graph file at `path` as it is now (for this session only when

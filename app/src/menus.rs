@@ -178,7 +178,7 @@ impl App {
             || self.prompts.examples_open
             || self.path_prompt.is_some()
             || self.evaluations.open
-            || self.run_form.open
+            || self.run_setup.form.open
             || self.close_prompt_open()
             || self.session.wire_menu.is_some()
             || self.canvas.wire_drop.is_some()

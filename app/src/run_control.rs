@@ -104,11 +104,11 @@ impl App {
             Ok(graph) => {
                 let inputs = graph.interface_inputs();
                 if inputs.is_empty() {
-                    self.run_form.fields.clear();
+                    self.run_setup.form.fields.clear();
                     self.start_run(ctx);
                 } else {
-                    self.run_form.prepare(&inputs);
-                    self.run_form.open = true;
+                    self.run_setup.form.prepare(&inputs);
+                    self.run_setup.form.open = true;
                 }
             }
             Err(problems) => {
@@ -126,7 +126,7 @@ impl App {
 
     /// Starts the run with the inputs typed in the form.
     pub(super) fn start_run(&mut self, ctx: &egui::Context) {
-        self.run_form.open = false;
+        self.run_setup.form.open = false;
         let prepared = match self.prepare_run() {
             Ok(prepared) => prepared,
             Err(err) => {
@@ -138,7 +138,7 @@ impl App {
         for run_panel::RunFormField {
             input: RunInput { name, ty, .. },
             text,
-        } in &self.run_form.fields
+        } in &self.run_setup.form.fields
         {
             if text.is_empty() {
                 continue;
@@ -149,7 +149,7 @@ impl App {
                 }
                 Err(err) => {
                     self.notice = Some(format!("Input `{name}`: {err}"));
-                    self.run_form.open = true;
+                    self.run_setup.form.open = true;
                     return;
                 }
             }
@@ -226,7 +226,8 @@ impl App {
     /// the folder of the graph's file (a graph and the files it reads travel together), else
     /// the current directory.
     pub fn run_workspace(&self) -> PathBuf {
-        self.workspace
+        self.run_setup
+            .workspace
             .clone()
             .unwrap_or_else(|| self.graph_folder())
     }
@@ -269,8 +270,8 @@ impl App {
         };
         // The recorded inputs fill the run form, as if typed.
         if let Ok(graph) = validate(&self.runnable_doc(), self.catalog.as_ref()) {
-            self.run_form.prepare(&graph.interface_inputs());
-            for field in &mut self.run_form.fields {
+            self.run_setup.form.prepare(&graph.interface_inputs());
+            for field in &mut self.run_setup.form.fields {
                 if let Some(value) = detail.inputs.get(&field.input.name) {
                     field.text = value.to_text();
                 }

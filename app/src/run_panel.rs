@@ -3,6 +3,7 @@
 //! tokens, cost).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use agentloom_core::{RunInput, Value};
@@ -18,6 +19,14 @@ pub struct RunFormField {
     pub input: RunInput,
     /// What is typed (the default to start with).
     pub text: String,
+}
+
+/// How the next run starts: the form asking its inputs, and the workspace given at start.
+#[derive(Default)]
+pub(crate) struct RunSetup {
+    pub(crate) form: RunForm,
+    /// The workspace given at start (`--workspace`), over the graph's folder.
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 /// The inputs form: one text per graph input.

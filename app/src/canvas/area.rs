@@ -288,7 +288,7 @@ impl App {
         let mut viewer = Viewer::new(
             &self.palette,
             &self.run,
-            &self.problems_by_node,
+            &self.problems.by_node,
             &mut self.canvas,
             self.session.inspected,
             groups.as_slice(),

@@ -206,7 +206,7 @@ impl App {
         let store = self.store.clone();
         self.debugger
             .lineage
-            .follow(store.as_deref(), &self.history);
+            .follow(store.as_deref(), &self.history.rows);
     }
 
     /// The pauses a waiting run shown from the history waits at, to continue from.

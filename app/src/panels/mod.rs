@@ -15,6 +15,7 @@ pub mod json_tree;
 pub mod palette;
 pub mod pinned;
 pub mod problems;
+pub mod run_list;
 pub mod run_timeline;
 pub mod subgraph;
 pub mod trust_banner;
@@ -38,7 +39,7 @@ impl App {
                 );
             }
             // The head stays in view; the outputs, whole, scroll under it.
-            let waiting = (self.history.iter()).find(|run| {
+            let waiting = (self.history.rows.iter()).find(|run| {
                 run.status == RunStatus::Waiting && run.graph_name == self.document.name
             });
             run_panel::run_summary_header_ui(&mut cols[0], &self.run, waiting, &mut self.commands);
@@ -59,7 +60,7 @@ impl App {
                     &format!("MCP servers: {}", servers.join(", ")),
                 );
             }
-            problems::problems_ui(&mut cols[1], &self.problems, &mut self.commands);
+            problems::problems_ui(&mut cols[1], &self.problems.list, &mut self.commands);
         });
     }
 
@@ -74,17 +75,17 @@ impl App {
                 let shown = self.run.run_id.clone();
                 history::history_ui(
                     ui,
-                    &self.history,
+                    &self.history.rows,
                     shown.as_deref(),
                     &self.document.name,
-                    &mut self.history_all_graphs,
+                    &mut self.history.all_graphs,
                     &self.debugger.lineage,
                     &mut self.commands,
                 );
             });
         egui::CentralPanel::default_margins().show(ui, |ui| {
             // A block's inspector scrolls each of its tabs itself, below their heads.
-            if !self.run_form.open
+            if !self.run_setup.form.open
                 && self.selected_ids(ui.ctx()).len() <= 1
                 && let Some((id, node)) = self
                     .session
@@ -124,8 +125,8 @@ impl App {
             egui::ScrollArea::vertical()
                 .id_salt("inspector")
                 .show(ui, |ui| {
-                    if self.run_form.open {
-                        run_panel::run_form_ui(ui, &mut self.run_form, &mut self.commands);
+                    if self.run_setup.form.open {
+                        run_panel::run_form_ui(ui, &mut self.run_setup.form, &mut self.commands);
                         return;
                     }
                     // Several selected blocks: the inspector names the set Delete acts on.

@@ -453,7 +453,7 @@ impl crate::App {
             store: self.store.clone(),
             workspace: self.run_workspace(),
             catalog: self.catalog.clone(),
-            catalog_problems: self.mcp_problems.clone(),
+            catalog_problems: self.problems.mcp.clone(),
             path: self.document.path.clone(),
         };
         self.windows.assistant_edit.open(with, ctx);
@@ -468,7 +468,7 @@ impl crate::App {
         }
         self.windows.assistant_edit.follow(
             &self.catalog,
-            &self.mcp_problems,
+            &self.problems.mcp,
             self.document.path.as_ref(),
         );
         for incoming in self.windows.assistant_edit.take_requests() {

@@ -848,7 +848,7 @@ impl crate::App {
             workspace: self.run_workspace(),
             shown_run: self.run.run_id.as_deref(),
             trusted: self.untrusted.is_none(),
-            runs: &self.history,
+            runs: &self.history.rows,
         };
         let was_running = self.evaluations.is_running();
         if let Some(EvaluationAction::OpenRun(run_id)) = self.evaluations.show(ctx, &env) {
