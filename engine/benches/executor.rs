@@ -7,7 +7,11 @@
 //!   the engine running the same chain in this process, with the log and without; and a
 //!   chain of 10,000 `text.template "{{ value }}"` nodes: µs/node both ways and the peak RSS
 //!   per node of its `agentloom run` above a 10-node run;
-//! - the wall time of a fan-out of 100 `control.delay` blocks of 100 ms, default settings;
+//! - the wall time of a fan-out of 100 `control.delay` blocks of 100 ms, default settings,
+//!   in this process; then through `agentloom run`, beside a 1-node run taking turns with
+//!   it, and what it takes beyond that start-up over the ideal 100 ms;
+//! - `startup`: `agentloom run` of a 1-node graph with the run log, with `--no-log`, and
+//!   starting a process that does nothing (`true`), in turns: the floor any process pays;
 //! - memory per node of a chain of `text.template` nodes, against one minijinja
 //!   environment per node (how templates were kept before) measured in the same run; each
 //!   figure is the RSS growth of a fresh process (this one run again), the median of three,
@@ -19,7 +23,7 @@
 //! directly in a loop, so the ratio shows what the scheduling costs on this machine today;
 //! the run log's figures are set against the same chain without the log.
 //!
-//! Arguments name the sections to run (`chain`, `process`, `fan-out`, `memory`,
+//! Arguments name the sections to run (`chain`, `process`, `startup`, `fan-out`, `memory`,
 //! `log-size`); none runs them all.
 
 use std::path::{Path, PathBuf};
@@ -142,8 +146,11 @@ fn main() {
     if wanted("process") {
         process_figures(&runtime, &executor, &registry, scratch.path());
     }
+    if wanted("startup") {
+        startup_figures(scratch.path());
+    }
     if wanted("fan-out") {
-        fan_out_figures(&runtime, &executor, registry.as_ref());
+        fan_out_figures(&runtime, &executor, registry.as_ref(), scratch.path());
     }
     if wanted("memory") {
         memory_figures();
@@ -205,6 +212,7 @@ fn fan_out_figures(
     runtime: &tokio::runtime::Runtime,
     executor: &Executor,
     registry: &dyn BlockCatalog,
+    scratch: &Path,
 ) {
     println!(
         "\nfan-out of 100 control.delay blocks of 100 ms, default settings, load {}:",
@@ -229,6 +237,105 @@ fn fan_out_figures(
         "  wall {:.1} ms (ideal 100 ms, ratio {:.3})",
         wall.as_secs_f64() * 1e3,
         wall.as_secs_f64() / 0.1
+    );
+    let Some(binary) = agentloom_binary() else {
+        return;
+    };
+    let fan_out = write_graph(scratch, "fan-out", &fan_out(100, 100));
+    let one = write_graph(scratch, "one-node", &chain(1));
+    let db = scratch.join("fan-out.sqlite3");
+    let (mut fan_samples, mut one_samples) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        one_samples.push(agentloom_run(&binary, &one, Some(&db)));
+        fan_samples.push(agentloom_run(&binary, &fan_out, Some(&db)));
+    }
+    let (fan, one) = (median(fan_samples), median(one_samples));
+    let beyond_ms = (fan.as_secs_f64() - one.as_secs_f64()) * 1e3 - 100.0;
+    println!(
+        "  `agentloom run` with the log: {:.1} ms, a 1-node run {:.1} ms (medians of 7 in turns, load {}): {beyond_ms:.1} ms beyond start-up over the ideal",
+        fan.as_secs_f64() * 1e3,
+        one.as_secs_f64() * 1e3,
+        support::load()
+    );
+}
+
+/// The `agentloom` binary the process figures time: `AGENTLOOM_BIN`, else the release
+/// build; `None` (said) when there is none.
+fn agentloom_binary() -> Option<PathBuf> {
+    let binary = std::env::var_os("AGENTLOOM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/agentloom")
+        });
+    if binary.exists() {
+        return Some(binary);
+    }
+    println!(
+        "\n(agentloom run: no binary at {}; build with `cargo build --release` to include it)",
+        binary.display()
+    );
+    None
+}
+
+/// `doc` written to `name`.json in `scratch`.
+fn write_graph(scratch: &Path, name: &str, doc: &GraphDoc) -> PathBuf {
+    let path = scratch.join(format!("{name}.json"));
+    std::fs::write(&path, doc.to_json_string()).expect("graph written");
+    path
+}
+
+/// The wall time of one `agentloom run --json` of `graph`, with the run log in `db`, or
+/// `--no-log` without one.
+fn agentloom_run(binary: &Path, graph: &Path, db: Option<&Path>) -> Duration {
+    let mut command = std::process::Command::new(binary);
+    command.args(["run", "--json"]);
+    match db {
+        Some(db) => command.arg("--db").arg(db),
+        None => command.arg("--no-log"),
+    };
+    command
+        .arg(graph)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let started = Instant::now();
+    let status = command.status().expect("agentloom runs");
+    let took = started.elapsed();
+    assert!(status.success(), "{} failed", graph.display());
+    took
+}
+
+/// Process start: a 1-node graph through `agentloom run` with the run log and without,
+/// beside a process that does nothing, 15 turns of the three.
+fn startup_figures(scratch: &Path) {
+    let Some(binary) = agentloom_binary() else {
+        return;
+    };
+    let one = write_graph(scratch, "one-node", &chain(1));
+    let db = scratch.join("startup.sqlite3");
+    let nothing = || {
+        let started = Instant::now();
+        let status = std::process::Command::new("true")
+            .status()
+            .expect("true runs");
+        assert!(status.success());
+        started.elapsed()
+    };
+    agentloom_run(&binary, &one, Some(&db));
+    let (mut logged, mut unlogged, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..15 {
+        floor.push(nothing());
+        logged.push(agentloom_run(&binary, &one, Some(&db)));
+        unlogged.push(agentloom_run(&binary, &one, None));
+    }
+    let ms = |samples: Vec<Duration>| median(samples).as_secs_f64() * 1e3;
+    let (logged, unlogged, floor) = (ms(logged), ms(unlogged), ms(floor));
+    println!(
+        "\nprocess start: `agentloom run` of a 1-node graph (medians of 15 in turns), load {}:",
+        support::load()
+    );
+    println!(
+        "  with the log {logged:.2} ms, --no-log {unlogged:.2} ms (ratio {:.2}); a process doing nothing {floor:.2} ms",
+        logged / unlogged.max(1e-6)
     );
 }
 
@@ -484,44 +591,15 @@ fn process_figures(
     registry: &Registry,
     scratch: &Path,
 ) {
-    let binary = std::env::var_os("AGENTLOOM_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/agentloom")
-        });
-    if !binary.exists() {
-        println!(
-            "\n(agentloom run: no binary at {}; build with `cargo build --release` to include it)",
-            binary.display()
-        );
+    let Some(binary) = agentloom_binary() else {
         return;
-    }
+    };
     let db = scratch.join("process.sqlite3");
     let engine_db = scratch.join("process-engine.sqlite3");
-    let write_graph = |name: &str, doc: &GraphDoc| -> PathBuf {
-        let path = scratch.join(format!("{name}.json"));
-        std::fs::write(&path, doc.to_json_string()).expect("graph written");
-        path
-    };
+    let write_graph = |name: &str, doc: &GraphDoc| write_graph(scratch, name, doc);
     // One `agentloom run` of `path`, with the log or without it (`--no-log`).
-    let run_once = |path: &Path, logged: bool| -> Duration {
-        let started = Instant::now();
-        let mut command = std::process::Command::new(&binary);
-        command.args(["run", "--json"]);
-        if logged {
-            command.arg("--db").arg(&db);
-        } else {
-            command.arg("--no-log");
-        }
-        let status = command
-            .arg(path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("agentloom runs");
-        assert!(status.success());
-        started.elapsed()
-    };
+    let run_once =
+        |path: &Path, logged: bool| agentloom_run(&binary, path, logged.then_some(db.as_path()));
     let time_run = |path: &Path, logged: bool| -> Duration {
         median((0..7).map(|_| run_once(path, logged)).collect())
     };
