@@ -308,7 +308,9 @@ impl RunView {
                     .approvals
                     .push(ApprovalPrompt::live(node, request, reply)),
                 RunMsg::Finished(report, record_error) => {
-                    self.state.apply_report(&report, record_error);
+                    let error = report.error.clone().or(record_error);
+                    self.state
+                        .apply_report(&report.run_id, report.status, error);
                     self.live = None;
                     finished = true;
                 }

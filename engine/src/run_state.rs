@@ -10,7 +10,6 @@ use agentloom_core::{GraphDoc, Usage, ValueMap};
 use serde::{Deserialize, Serialize};
 
 use crate::events::{EventKind, NodeStatus, RunStatus};
-use crate::executor::RunReport;
 
 /// Streamed output kept per node port; beyond it the text stops growing (the node's
 /// outputs hold the final value).
@@ -234,14 +233,14 @@ impl RunState {
         }
     }
 
-    /// Applies the run's own report of its end, which may say what its events did not (a
-    /// run that stopped before it started, a recording that failed): its id and status, and
-    /// its error (`record_error` when it has none) unless the events said one.
-    pub fn apply_report(&mut self, report: &RunReport, record_error: Option<String>) {
-        self.run_id = Some(report.run_id.clone());
-        self.end(report.status);
+    /// Applies the run's own report of its end (the executor's `RunReport`), which may say
+    /// what its events did not (a run that stopped before it started, a recording that
+    /// failed): its id and status, and its error unless the events said one.
+    pub fn apply_report(&mut self, run_id: &str, status: RunStatus, error: Option<String>) {
+        self.run_id = Some(run_id.to_owned());
+        self.end(status);
         if self.error.is_none() {
-            self.error = report.error.clone().or(record_error);
+            self.error = error;
         }
     }
 

@@ -77,6 +77,54 @@ fn no_file_imports_a_file_that_imports_it_back() {
     );
 }
 
+/// Every source file of every crate is in the check: a room in a folder of its own
+/// (runner/src/remote, engine/src/executor) is read like any other file, and a file the
+/// module tree does not reach (test code, a binary's own files) is named here.
+#[test]
+fn every_source_file_of_a_crate_is_read() {
+    let root = workspace();
+    let mut unread = Vec::new();
+    for (krate, _) in LAYERS {
+        let src = root.join(krate).join("src");
+        let graph = file_graph(&root, &src.join("lib.rs"));
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            let name = relative(&root, &file);
+            if !graph.contains_key(&file) && !OUTSIDE_THE_TREE.contains(&name.as_str()) {
+                unread.push(name);
+            }
+        }
+    }
+    assert!(
+        unread.is_empty(),
+        "source files the import check does not read (declare them with `mod`, or list them \
+         in OUTSIDE_THE_TREE when only tests or a binary use them):\n  {}",
+        unread.join("\n  ")
+    );
+}
+
+/// Source files outside a crate's library module tree: test code (`#[cfg(test)]`
+/// modules draw no arrow) and the binary's `main.rs`.
+const OUTSIDE_THE_TREE: &[&str] = &[
+    "ui/src/main.rs",
+    "blocks/src/llm/tests.rs",
+    "engine/src/store/tests.rs",
+    "engine/src/store/values_tests.rs",
+];
+
+/// Every `.rs` file under `dir`, at any depth.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
 #[test]
 fn no_crate_depends_on_a_crate_above_its_layer() {
     let root = workspace();
@@ -406,6 +454,17 @@ fn read_module_file(krate: &mut Crate, path: ModPath, file: &Path, owns_dir: boo
             }
         };
         let owns = owns || child_file.file_name().is_some_and(|n| n == "mod.rs");
+        // The same module once per OS (`#[cfg(…)] #[path = "x_macos.rs"] mod x;`): each
+        // file is read as a module of its own, so that its imports are drawn from it.
+        let child_path = match krate.modules.get(&child_path) {
+            Some(read) if read.file != child_file => {
+                let mut alternate = child_path;
+                let name = alternate.pop().unwrap_or_default();
+                alternate.push(format!("{name}@{}", child_file.display()));
+                alternate
+            }
+            _ => child_path,
+        };
         read_module_file(krate, child_path, &child_file, owns);
     }
 }
