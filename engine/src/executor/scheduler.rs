@@ -78,55 +78,7 @@ impl Scheduler {
         if self.shared.path_prefix.is_empty() {
             self.shared.record_catalog_calls();
         }
-        // Seeded nodes finish first, in topological order, so their dependents see them;
-        // all are marked first so that none is started by a seeded upstream. A node that
-        // finished in an earlier segment of this run (a resumed run) finishes as recorded:
-        // its attempts, duration and usage (already in the run's total, not spent again),
-        // and a failure its error output caught fails the same way again.
-        let shared = Arc::clone(&self.shared);
-        let known: Vec<(usize, Result<ValueMap, BlockError>)> = graph
-            .topo_order
-            .iter()
-            .filter_map(|&index| {
-                let node = &graph.nodes[index];
-                // A node wired only as a tool starts again: that binds its wired inputs
-                // for the calls to come, and hands over its description.
-                if only_a_tool(node) {
-                    return None;
-                }
-                if let Some(outputs) = seeded.get(&node.id) {
-                    return Some((index, Ok(outputs.clone())));
-                }
-                let recorded = shared.recorded_final(&node.id)?;
-                let caught = recorded.status == NodeStatus::Failed
-                    && recorded.error_caught
-                    && node
-                        .outputs
-                        .iter()
-                        .any(|f| f.port == agentloom_core::ERROR_PORT);
-                caught.then(|| {
-                    let message = recorded.error.clone().unwrap_or_default();
-                    (index, Err(BlockError::permanent(message)))
-                })
-            })
-            .collect();
-        for (index, result) in &known {
-            self.states[*index].status = if result.is_ok() {
-                NodeStatus::Done
-            } else {
-                NodeStatus::Failed
-            };
-        }
-        for (index, result) in known {
-            let recorded = shared.recorded_final(&graph.nodes[index].id);
-            self.finish(NodeOutcome {
-                index,
-                result,
-                attempts: recorded.map_or(0, |r| r.attempts),
-                duration_ms: recorded.and_then(|r| r.duration_ms).unwrap_or(0),
-                usage: recorded.map(|r| r.usage).unwrap_or_default(),
-            });
-        }
+        self.finish_known(seeded);
         self.restate_recorded();
         for &index in &graph.topo_order {
             if graph.nodes[index].inputs.is_empty() && !self.states[index].status.is_final() {
@@ -193,6 +145,59 @@ impl Scheduler {
         }
         drop(running);
         self.report()
+    }
+
+    /// Seeded nodes finish first, in topological order, so their dependents see them;
+    /// all are marked first so that none is started by a seeded upstream. A node that
+    /// finished in an earlier segment of this run (a resumed run) finishes as recorded:
+    /// its attempts, duration and usage (already in the run's total, not spent again),
+    /// and a failure its error output caught fails the same way again.
+    fn finish_known(&mut self, seeded: &BTreeMap<String, ValueMap>) {
+        let graph = Arc::clone(&self.graph);
+        let shared = Arc::clone(&self.shared);
+        let known: Vec<(usize, Result<ValueMap, BlockError>)> = graph
+            .topo_order
+            .iter()
+            .filter_map(|&index| {
+                let node = &graph.nodes[index];
+                // A node wired only as a tool starts again: that binds its wired inputs
+                // for the calls to come, and hands over its description.
+                if only_a_tool(node) {
+                    return None;
+                }
+                if let Some(outputs) = seeded.get(&node.id) {
+                    return Some((index, Ok(outputs.clone())));
+                }
+                let recorded = shared.recorded_final(&node.id)?;
+                let caught = recorded.status == NodeStatus::Failed
+                    && recorded.error_caught
+                    && node
+                        .outputs
+                        .iter()
+                        .any(|f| f.port == agentloom_core::ERROR_PORT);
+                caught.then(|| {
+                    let message = recorded.error.clone().unwrap_or_default();
+                    (index, Err(BlockError::permanent(message)))
+                })
+            })
+            .collect();
+        for (index, result) in &known {
+            self.states[*index].status = if result.is_ok() {
+                NodeStatus::Done
+            } else {
+                NodeStatus::Failed
+            };
+        }
+        for (index, result) in known {
+            let recorded = shared.recorded_final(&graph.nodes[index].id);
+            self.finish(NodeOutcome {
+                index,
+                result,
+                attempts: recorded.map_or(0, |r| r.attempts),
+                duration_ms: recorded.and_then(|r| r.duration_ms).unwrap_or(0),
+                usage: recorded.map(|r| r.usage).unwrap_or_default(),
+            });
+        }
     }
 
     /// Restates the rows recorded in earlier segments of this run that no node of this run
