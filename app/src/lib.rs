@@ -343,13 +343,23 @@ impl App {
         self
     }
 
+    /// Asks the window to close; with unsaved changes "save changes?" shows first.
+    fn handle_close(&mut self, ctx: &egui::Context) {
+        if ctx.input(|i| i.viewport().close_requested()) && !self.prompts.allow_close {
+            if self.document.dirty {
+                ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
+                self.prompts.close = true;
+            } else if let Some(data) = &self.data {
+                data.clear_autosave();
+            }
+        }
+    }
+
     /// Whether the "save changes?" prompt is showing.
     pub fn close_prompt_open(&self) -> bool {
         self.prompts.close || self.prompts.discard.is_some()
     }
 }
-
-impl App {}
 
 impl App {
     /// Draws the whole app into `ui` and carries out what the person asked for.
@@ -443,9 +453,25 @@ impl App {
             self.commands.push(Command::EditMcpServers(edit));
         }
         self.evaluations_ui(&ctx);
-        self.knowledge_ui(&ctx);
+        if self.knowledge.open {
+            let env = windows::knowledge::KnowledgeEnv {
+                document: &self.document,
+                workspace: self.run_workspace(),
+                data_dir: self.data.as_ref().map(|d| d.dir.as_path()),
+                trusted: self.untrusted.is_none(),
+                runtime: self.runtime.as_ref(),
+                catalog: &self.catalog,
+                credentials: &self.run_credentials,
+            };
+            self.knowledge.show(&ctx, &env);
+        }
         self.assistant_edit_ui(&ctx);
-        self.close_prompt_ui(&ctx);
+        windows::close_prompt::close_prompt_ui(
+            &ctx,
+            &self.prompts,
+            &self.document.name,
+            &mut self.commands,
+        );
 
         let commands = std::mem::take(&mut self.commands);
         for command in commands {

@@ -7,13 +7,16 @@
 //! through the runner, not recorded; without such a node it searches by keywords only.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 
 use agentloom_blocks::knowledge::store::{Collection, DocumentInfo, KnowledgeStore};
 use agentloom_core::{GraphDoc, Value, ValueMap};
 use agentloom_runner::{Launch, Prepared, Trust, Workspace};
 
-use crate::App;
+use agentloom_blocks::Registry;
+
+use crate::document::Document;
 
 /// The store file a `knowledge.*` node uses when its config names none.
 const DEFAULT_STORE: &str = "knowledge.sqlite";
@@ -237,21 +240,34 @@ fn shown_hits(hits: &Value) -> Vec<ShownHit> {
         .unwrap_or_default()
 }
 
-impl App {
+/// What the Knowledge window reads of the app: the graph shown, where its runs go, and how
+/// a search runs.
+pub(crate) struct KnowledgeEnv<'a> {
+    pub(crate) document: &'a Document,
+    /// The workspace the graph's runs use.
+    pub(crate) workspace: PathBuf,
+    /// The data folder (`data:` stores live in its `knowledge/`).
+    pub(crate) data_dir: Option<&'a Path>,
+    pub(crate) trusted: bool,
+    pub(crate) runtime: Option<&'a tokio::runtime::Runtime>,
+    pub(crate) catalog: &'a Arc<Registry>,
+    pub(crate) credentials: &'a agentloom_runner::Credentials,
+}
+
+impl KnowledgeWindow {
     /// Starts searching the chosen collection for the typed query.
-    fn start_knowledge_search(&mut self) {
-        let doc = self.document.to_doc();
-        let workspace = self.run_workspace();
-        let data_dir = self.data.as_ref().map(|d| d.dir.clone());
-        let trust = Trust::of(self.untrusted.is_none(), self.document.path.as_deref());
-        let runtime = self.runtime.as_ref().map(|r| r.handle().clone());
-        let window = &mut self.knowledge;
-        let (Some((store_index, name)), Some(stores)) = (&window.chosen, &window.stores) else {
+    fn start_search(&mut self, env: &KnowledgeEnv) {
+        let doc = env.document.to_doc();
+        let workspace = &env.workspace;
+        let data_dir = env.data_dir;
+        let trust = Trust::of(env.trusted, env.document.path.as_deref());
+        let runtime = env.runtime.map(|r| r.handle().clone());
+        let (Some((store_index, name)), Some(stores)) = (&self.chosen, &self.stores) else {
             return;
         };
-        let query = window.query.trim().to_owned();
+        let query = self.query.trim().to_owned();
         if query.is_empty() {
-            window.status = "Type what to look for.".to_owned();
+            self.status = "Type what to look for.".to_owned();
             return;
         }
         let Some(store) = stores.get(*store_index) else {
@@ -271,7 +287,7 @@ impl App {
             .iter()
             .filter(|n| matches!(n.block.as_str(), "knowledge.search" | "knowledge.add"))
             .filter(|n| {
-                store_file(&store_of(&n.config), &workspace, data_dir.as_deref()).as_deref()
+                store_file(&store_of(&n.config), workspace, data_dir).as_deref()
                     == Some(store.path.as_path())
             })
             .filter(|n| {
@@ -283,23 +299,22 @@ impl App {
             .collect();
         configured.sort_by_key(|n| n.block != "knowledge.search");
         let settings = configured.first().map(|n| &n.config);
-        window.status = match settings {
+        self.status = match settings {
             Some(_) => format!("Searching with {} (as the graph's node sets it up)…", collection.model.name),
             None => "Searching by keywords only: the open graph has no knowledge node of this collection to take its embedding settings from…".to_owned(),
         };
         let graph = search_graph(settings, &file, collection);
-        let prepared =
-            Prepared::with_catalog(self.catalog.clone(), graph, trust, &self.run_credentials);
+        let prepared = Prepared::with_catalog(env.catalog.clone(), graph, trust, env.credentials);
         let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(problems) => {
                 let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
-                window.status = format!("Cannot search: {}", problems.join("; "));
+                self.status = format!("Cannot search: {}", problems.join("; "));
                 return;
             }
         };
         let Some(runtime) = runtime else {
-            window.status = "Cannot search: the run threads did not start.".to_owned();
+            self.status = "Cannot search: the run threads did not start.".to_owned();
             return;
         };
         let (sender, receiver) = channel();
@@ -321,44 +336,42 @@ impl App {
             };
             let _ = sender.send(outcome);
         });
-        window.searching = Some(receiver);
-        window.hits.clear();
+        self.searching = Some(receiver);
+        self.hits.clear();
     }
 
     /// The Knowledge window, when open.
-    pub(crate) fn knowledge_ui(&mut self, ctx: &egui::Context) {
-        if !self.knowledge.open {
+    pub(crate) fn show(&mut self, ctx: &egui::Context, env: &KnowledgeEnv) {
+        if !self.open {
             return;
         }
-        if self.knowledge.stores.is_none() {
-            let doc = self.document.to_doc();
-            let data_dir = self.data.as_ref().map(|d| d.dir.clone());
-            let stores = store_files(&doc, &self.run_workspace(), data_dir.as_deref())
+        if self.stores.is_none() {
+            let doc = env.document.to_doc();
+            let stores = store_files(&doc, &env.workspace, env.data_dir)
                 .into_iter()
                 .map(|(path, place)| list_store(path, place))
                 .collect();
-            self.knowledge.stores = Some(stores);
+            self.stores = Some(stores);
         }
-        if let Some(receiver) = &self.knowledge.searching {
+        if let Some(receiver) = &self.searching {
             match receiver.try_recv() {
                 Ok(Ok(hits)) => {
-                    self.knowledge.status = match hits.len() {
+                    self.status = match hits.len() {
                         0 => "No passage matches.".to_owned(),
                         1 => "1 hit.".to_owned(),
                         n => format!("{n} hits."),
                     };
-                    self.knowledge.hits = hits;
-                    self.knowledge.searching = None;
+                    self.hits = hits;
+                    self.searching = None;
                 }
                 Ok(Err(error)) => {
-                    self.knowledge.status = format!("Search failed: {error}");
-                    self.knowledge.searching = None;
+                    self.status = format!("Search failed: {error}");
+                    self.searching = None;
                 }
                 Err(std::sync::mpsc::TryRecvError::Empty) => ctx.request_repaint(),
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                    self.knowledge.status =
-                        "Search failed: it stopped before answering.".to_owned();
-                    self.knowledge.searching = None;
+                    self.status = "Search failed: it stopped before answering.".to_owned();
+                    self.searching = None;
                 }
             }
         }
@@ -369,14 +382,14 @@ impl App {
             .default_width(560.0)
             .default_height(480.0)
             .show(ctx, |ui| {
-                search = self.knowledge.window_ui(ui);
+                search = self.window_ui(ui);
             });
         if search {
-            self.start_knowledge_search();
+            self.start_search(env);
         }
-        self.knowledge.open = open;
+        self.open = open;
         if !open {
-            self.knowledge.forget_listing();
+            self.forget_listing();
         }
     }
 }

@@ -2,7 +2,7 @@
 //! file prompt and "save changes?" ([`prompts`]), knowledge and assistant editing.
 
 pub mod assistant_edit;
-mod close_prompt;
+pub(crate) mod close_prompt;
 pub mod credentials;
 pub mod evaluations;
 pub mod examples;
