@@ -23,6 +23,7 @@ mod resume;
 mod run;
 mod run_control;
 mod run_panel;
+mod tasks;
 pub mod theme;
 mod windows;
 
@@ -130,6 +131,8 @@ pub struct App {
     /// The run form and the workspace given at start.
     run_setup: RunSetup,
     runtime: Option<tokio::runtime::Runtime>,
+    /// Work off the window's thread, on `runtime`.
+    tasks: tasks::BackgroundTasks,
     /// Where a trusted run's credentials come from (`App::secrets_follow_trust`); an
     /// untrusted file's runs get none whatever this says.
     run_credentials: agentloom_runner::Credentials,
@@ -184,6 +187,7 @@ impl App {
             .build()
             .map_err(|e| tracing::error!(error = %e, "cannot start the run threads"))
             .ok();
+        let tasks = tasks::BackgroundTasks::on(runtime.as_ref().map(|r| r.handle().clone()));
         let mut notice = None;
         let store = paths
             .run_log
@@ -218,6 +222,7 @@ impl App {
                 workspace: paths.workspace.clone(),
             },
             runtime,
+            tasks,
             run_credentials: agentloom_runner::Credentials::Default,
             store,
             history: RunList::default(),
@@ -481,6 +486,17 @@ impl App {
         self.take_assistant_edits();
         self.revalidate();
         self.autosave_tick(&ctx);
+    }
+
+    /// The window and the highlight of the nodes the assistant changed.
+    fn assistant_edit_ui(&mut self, ctx: &egui::Context) {
+        if self.windows.assistant_edit.window_ui(ctx) {
+            self.open_assistant_edit(ctx);
+        }
+        let rings: Vec<(egui::Rect, f32)> = (self.windows.assistant_edit.highlights().into_iter())
+            .filter_map(|(id, strength)| Some((self.node_screen_rect(&id)?, strength)))
+            .collect();
+        windows::assistant_edit::draw_highlights(ctx, self.canvas.screen_rect, &rings);
     }
 
     /// The nodes Delete, Duplicate and Copy act on: the canvas selection, else the node in

@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 use agentloom_core::{GraphDoc, validate};
 use agentloom_engine::RunStatus;
 
+use agentloom_blocks::Registry;
+use agentloom_core::Problem;
+
+use super::tasks::Report;
 use super::{App, history, mcp_servers, palette};
 
-/// How often a window waiting for MCP servers looks whether they are connected.
-const MCP_POLL: Duration = Duration::from_millis(100);
 /// How often the history is listed again while the live run is not listed as it is (its
 /// row not written yet, or not yet waiting while a person is asked).
 const LIVE_HISTORY_POLL: Duration = Duration::from_millis(250);
@@ -24,18 +26,46 @@ impl App {
     /// One step of the non-UI work; call once per frame, drawn or not.
     pub fn logic(&mut self, ctx: &egui::Context) {
         self.frames.logic_ran = true;
+        self.take_reports(ctx);
         if self.run.drain() {
             self.refresh_history();
         } else {
             self.follow_history(ctx);
         }
-        self.take_mcp_connection();
         self.take_assistant_edits();
-        if self.mcp_connector.connecting().is_some() {
-            ctx.request_repaint_after(MCP_POLL);
-        }
+        self.evaluations
+            .follow_history(self.store.as_deref(), self.document.path.as_deref());
         self.revalidate();
         self.autosave_tick(ctx);
+    }
+
+    /// Hands what the background tasks reported since the last frame to the rooms that
+    /// started them.
+    fn take_reports(&mut self, ctx: &egui::Context) {
+        for report in self.tasks.poll(ctx) {
+            match report {
+                Report::EvaluationProgress(_) | Report::EvaluationDone(_) => {
+                    self.take_evaluation_report(report);
+                }
+                Report::McpConnected(catalog, problems) => {
+                    self.take_mcp_connection(catalog, problems);
+                }
+                Report::Models { base, listed } => self.inspector.models_listed(&base, listed),
+                Report::RunRead { run_id, detail } => self.timeline.read(&run_id, detail),
+                Report::SignInDevice(_) | Report::SignInBrowser(_) | Report::CredentialsDone(_) => {
+                    self.credentials.take_report(report)
+                }
+            }
+        }
+        // Work the frame drawn last asked for.
+        self.inspector.ask_models(&mut self.tasks);
+        self.credentials.start_asked(&mut self.tasks);
+        self.timeline.follow(self.store.as_ref(), &mut self.tasks);
+    }
+
+    /// How many background tasks are under way (see [`crate::tasks`]).
+    pub fn background_tasks(&self) -> usize {
+        self.tasks.count()
     }
 
     /// Checks the document again if it changed.
@@ -156,15 +186,19 @@ impl App {
     pub(super) fn connect_mcp(&mut self, doc: &GraphDoc) {
         let store = self.credentials.store();
         let trusted = self.untrusted.is_none();
-        let ready = self
-            .mcp_connector
-            .connect(doc, self.graph_file.as_deref(), trusted, || {
+        let ready = self.mcp_connector.connect(
+            &mut self.tasks,
+            doc,
+            self.graph_file.as_deref(),
+            trusted,
+            || {
                 let credentials = agentloom_runner::Credentials::of_store(store);
                 agentloom_runner::launch::secrets_for(
                     &agentloom_runner::Trust::Trusted,
                     &credentials,
                 )
-            });
+            },
+        );
         if let Some(connected) = ready {
             self.use_catalog(connected);
         }
@@ -172,8 +206,8 @@ impl App {
 
     /// Once connected, the servers' tools are blocks (in the palette, for validation and
     /// runs), their nodes get their ports, and unreachable servers are problems.
-    pub(super) fn take_mcp_connection(&mut self) {
-        let Some(connected) = self.mcp_connector.poll() else {
+    fn take_mcp_connection(&mut self, catalog: Registry, problems: Vec<Problem>) {
+        let Some(connected) = self.mcp_connector.connected(catalog, problems) else {
             return;
         };
         self.use_catalog(connected);

@@ -4,11 +4,10 @@
 //! Numbers are typed as text: an unset one stays empty with its default as the hint. Long
 //! text and JSON values scroll in an editor of bounded height. Credential fields pick from
 //! the stored credentials and those given as `AGENTLOOM_SECRET_<NAME>`; the `model` field of
-//! a block talking to Ollama offers the models that Ollama has installed (asked off the UI
-//! thread, cached per base URL).
+//! a block talking to Ollama offers the models that Ollama has installed (asked by a
+//! background task, see [`crate::tasks`], cached per base URL).
 
-use std::collections::HashMap;
-use std::sync::mpsc;
+use std::collections::{HashMap, HashSet};
 
 use agentloom_core::{BlockCatalog, ConfigField, FieldKind, ValueType};
 use agentloom_engine::credentials::CredentialInfo;
@@ -18,6 +17,7 @@ use egui_snarl::NodeId;
 
 use crate::Command;
 use crate::document::CanvasNode;
+use crate::tasks::{BackgroundTasks, Report, Task};
 use crate::theme;
 
 /// What the inspector keeps between frames.
@@ -32,6 +32,8 @@ pub struct InspectorState {
     other_credential: HashMap<(NodeId, Option<String>), bool>,
     /// The models of each Ollama asked, by base URL.
     models: HashMap<String, Models>,
+    /// The Ollamas whose models the inspector showed since the app's logic last looked.
+    models_shown: HashSet<String>,
     /// Pinned outputs being edited.
     pinned: super::pinned::PinnedEditor,
     /// The tab shown.
@@ -54,9 +56,53 @@ impl InspectorState {
 
 /// The models an Ollama has installed, as far as known.
 enum Models {
-    Loading(mpsc::Receiver<Result<Vec<String>, String>>),
+    /// To be asked (by the app's logic, before the next frame).
+    Wanted,
+    /// Being asked; dropping the task stops asking.
+    Loading {
+        _asking: Task,
+    },
     Ready(Vec<String>),
     Failed(String),
+}
+
+impl InspectorState {
+    /// Asks the Ollamas whose models are wanted, and stops asking those the inspector no
+    /// longer shows (another node inspected, the field gone).
+    pub(crate) fn ask_models(&mut self, tasks: &mut BackgroundTasks) {
+        let shown = std::mem::take(&mut self.models_shown);
+        self.models.retain(|base, models| {
+            !matches!(models, Models::Loading { .. }) || shown.contains(base)
+        });
+        for (base, models) in &mut self.models {
+            if !matches!(models, Models::Wanted) {
+                continue;
+            }
+            let asked = base.clone();
+            *models = match tasks.spawn(move |_, _| async move {
+                let listed = agentloom_blocks::list_local_ollama_models(&asked)
+                    .await
+                    .map_err(|e| e.to_string());
+                Report::Models {
+                    base: asked,
+                    listed,
+                }
+            }) {
+                Ok(task) => Models::Loading { _asking: task },
+                Err(e) => Models::Failed(format!("could not ask Ollama for its models: {e}")),
+            };
+        }
+    }
+
+    /// What the Ollama at `base` answered.
+    pub(crate) fn models_listed(&mut self, base: &str, listed: Result<Vec<String>, String>) {
+        if let Some(models) = self.models.get_mut(base) {
+            *models = match listed {
+                Ok(list) => Models::Ready(list),
+                Err(why) => Models::Failed(why),
+            };
+        }
+    }
 }
 
 /// The inspector's two tabs, as n8n splits them.
@@ -275,36 +321,13 @@ fn field_ui(
         .on_hover_text(&field.help)
         .id;
     if let FieldKind::Credential { provider } = &field.kind {
-        // A `provider` choice in the same config (LLM blocks) says whose key is wanted.
-        let provider = node
-            .doc
-            .config
-            .get("provider")
-            .and_then(|v| v.as_str())
-            .filter(|p| !p.is_empty())
-            .unwrap_or(provider);
-        let other = state
-            .other_credential
-            .entry((node_id, Some(field.name.clone())))
-            .or_default();
-        let picked = credential_picker_ui(
-            ui,
-            // One per field: an agent has a model and a search credential.
-            ("field_credential", node_id, &field.name),
+        let field_of = FieldOf {
+            node_id,
+            node,
+            field,
             label_id,
-            current.and_then(|v| v.as_str()),
-            provider,
-            credentials,
-            other,
-            commands,
-        );
-        if let Some(name) = picked {
-            commands.push(Command::SetConfig {
-                node: node_id,
-                field: field.name.clone(),
-                value: name.map(serde_json::Value::String),
-            });
-        }
+        };
+        credential_field_ui(ui, state, &field_of, provider, credentials, commands);
         return;
     }
     if field.name == "model"
@@ -325,24 +348,7 @@ fn field_ui(
     };
     match &field.kind {
         FieldKind::Text | FieldKind::Credential { .. } => {
-            let mut text = current
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_owned();
-            // A one-line value that wraps at the panel's width, so a long one (a list of
-            // tools) shows whole: Enter adds no line and a pasted line break is dropped.
-            let edit = egui::TextEdit::multiline(&mut text)
-                .desired_rows(1)
-                .return_key(None)
-                .desired_width(f32::INFINITY);
-            let response = ui.add(edit).labelled_by_name(&field.label);
-            ui.ctx().accesskit_node_builder(response.id, |node| {
-                node.set_role(egui::accesskit::Role::TextInput);
-            });
-            if response.changed() {
-                let line = text.replace(['\r', '\n'], "");
-                set(Some(serde_json::Value::String(line)));
-            }
+            line_field_ui(ui, field, current, &mut set)
         }
         FieldKind::Multiline | FieldKind::Template => {
             let mut text = current
@@ -383,69 +389,162 @@ fn field_ui(
             }
         }
         FieldKind::Choice { options } => {
-            let selected = shown
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_owned();
-            egui::ComboBox::from_id_salt(("choice", node_id, &field.name))
-                .selected_text(&selected)
-                .show_ui(ui, |ui| {
-                    for option in options {
-                        if ui.selectable_label(*option == selected, option).clicked() {
-                            set(Some(serde_json::Value::String(option.clone())));
-                        }
-                    }
-                })
-                .response
-                .labelled_by(label_id);
+            let selected = shown.and_then(|v| v.as_str()).unwrap_or_default();
+            let names = options.iter().map(String::as_str);
+            choice_ui(
+                ui,
+                ("choice", node_id, &field.name),
+                selected,
+                names,
+                &mut set,
+            )
+            .labelled_by(label_id);
         }
         FieldKind::Type => {
-            let selected = current
-                .and_then(|v| v.as_str())
-                .unwrap_or("text")
-                .to_owned();
-            egui::ComboBox::from_id_salt(("type", node_id, &field.name))
-                .selected_text(&selected)
-                .show_ui(ui, |ui| {
-                    for ty in ValueType::common() {
-                        let name = ty.to_string();
-                        if ui.selectable_label(name == selected, &name).clicked() {
-                            set(Some(serde_json::Value::String(name)));
-                        }
-                    }
-                });
+            let selected = current.and_then(|v| v.as_str()).unwrap_or("text");
+            let names: Vec<String> = ValueType::common().iter().map(|t| t.to_string()).collect();
+            let names = names.iter().map(String::as_str);
+            choice_ui(
+                ui,
+                ("type", node_id, &field.name),
+                selected,
+                names,
+                &mut set,
+            );
         }
-        FieldKind::Json => {
-            let key = (node_id, field.name.clone());
-            let buffer = state.json_buffers.entry(key).or_insert_with(|| {
-                current.map_or_else(String::new, |v| {
-                    serde_json::to_string_pretty(v).unwrap_or_default()
-                })
-            });
-            let edit = egui::TextEdit::multiline(buffer)
-                .desired_rows(2)
-                .code_editor()
-                .desired_width(f32::INFINITY);
-            if bounded(ui, ("json", node_id, &field.name), edit)
-                .labelled_by_name(&field.label)
-                .changed()
-            {
-                if buffer.trim().is_empty() {
-                    set(None);
-                } else if let Ok(value) = serde_json::from_str::<serde_json::Value>(buffer) {
-                    set(Some(value));
+        FieldKind::Json => json_field_ui(ui, state, node_id, field, current, &mut set),
+    }
+}
+
+/// Which field of which node a part of the form is for.
+struct FieldOf<'a> {
+    node_id: NodeId,
+    node: &'a CanvasNode,
+    field: &'a ConfigField,
+    /// The field's heading, which names its widgets.
+    label_id: egui::Id,
+}
+
+/// A credential field: the picker, for the provider the node's config names.
+fn credential_field_ui(
+    ui: &mut Ui,
+    state: &mut InspectorState,
+    of: &FieldOf<'_>,
+    provider: &str,
+    credentials: &[CredentialInfo],
+    commands: &mut Vec<Command>,
+) {
+    let (node_id, field) = (of.node_id, of.field);
+    // A `provider` choice in the same config (LLM blocks) says whose key is wanted.
+    let provider = (of.node.doc.config.get("provider"))
+        .and_then(|v| v.as_str())
+        .filter(|p| !p.is_empty())
+        .unwrap_or(provider);
+    let other = state
+        .other_credential
+        .entry((node_id, Some(field.name.clone())))
+        .or_default();
+    let picked = credential_picker_ui(
+        ui,
+        // One per field: an agent has a model and a search credential.
+        ("field_credential", node_id, &field.name),
+        of.label_id,
+        of.node.doc.config.get(&field.name).and_then(|v| v.as_str()),
+        provider,
+        credentials,
+        other,
+        commands,
+    );
+    if let Some(name) = picked {
+        commands.push(Command::SetConfig {
+            node: node_id,
+            field: field.name.clone(),
+            value: name.map(serde_json::Value::String),
+        });
+    }
+}
+
+/// A one-line value that wraps at the panel's width, so a long one (a list of tools) shows
+/// whole: Enter adds no line and a pasted line break is dropped.
+fn line_field_ui(
+    ui: &mut Ui,
+    field: &ConfigField,
+    current: Option<&serde_json::Value>,
+    set: &mut impl FnMut(Option<serde_json::Value>),
+) {
+    let mut text = current
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let edit = egui::TextEdit::multiline(&mut text)
+        .desired_rows(1)
+        .return_key(None)
+        .desired_width(f32::INFINITY);
+    let response = ui.add(edit).labelled_by_name(&field.label);
+    ui.ctx().accesskit_node_builder(response.id, |node| {
+        node.set_role(egui::accesskit::Role::TextInput);
+    });
+    if response.changed() {
+        let line = text.replace(['\r', '\n'], "");
+        set(Some(serde_json::Value::String(line)));
+    }
+}
+
+/// A combo box of `names`, `selected` shown; picking one sets it.
+fn choice_ui<'a>(
+    ui: &mut Ui,
+    id_salt: impl std::hash::Hash + std::fmt::Debug,
+    selected: &str,
+    names: impl Iterator<Item = &'a str>,
+    set: &mut impl FnMut(Option<serde_json::Value>),
+) -> egui::Response {
+    egui::ComboBox::from_id_salt(id_salt)
+        .selected_text(selected)
+        .show_ui(ui, |ui| {
+            for name in names {
+                if ui.selectable_label(name == selected, name).clicked() {
+                    set(Some(serde_json::Value::String(name.to_owned())));
                 }
             }
-            if !buffer.trim().is_empty()
-                && serde_json::from_str::<serde_json::Value>(buffer).is_err()
-            {
-                ui.label(
-                    RichText::new("Not valid JSON yet")
-                        .small()
-                        .color(theme::WARN),
-                );
-            }
+        })
+        .response
+}
+
+/// A JSON value, typed as text and kept until it parses; emptied, the field is unset.
+fn json_field_ui(
+    ui: &mut Ui,
+    state: &mut InspectorState,
+    node_id: NodeId,
+    field: &ConfigField,
+    current: Option<&serde_json::Value>,
+    set: &mut impl FnMut(Option<serde_json::Value>),
+) {
+    let key = (node_id, field.name.clone());
+    let buffer = state.json_buffers.entry(key).or_insert_with(|| {
+        current.map_or_else(String::new, |v| {
+            serde_json::to_string_pretty(v).unwrap_or_default()
+        })
+    });
+    let edit = egui::TextEdit::multiline(buffer)
+        .desired_rows(2)
+        .code_editor()
+        .desired_width(f32::INFINITY);
+    if bounded(ui, ("json", node_id, &field.name), edit)
+        .labelled_by_name(&field.label)
+        .changed()
+    {
+        if buffer.trim().is_empty() {
+            set(None);
+        } else if let Ok(value) = serde_json::from_str::<serde_json::Value>(buffer) {
+            set(Some(value));
         }
+    }
+    if !buffer.trim().is_empty() && serde_json::from_str::<serde_json::Value>(buffer).is_err() {
+        ui.label(
+            RichText::new("Not valid JSON yet")
+                .small()
+                .color(theme::WARN),
+        );
     }
 }
 
@@ -590,7 +689,7 @@ fn credential_picker_ui(
     other: &mut bool,
     commands: &mut Vec<Command>,
 ) -> Option<Option<String>> {
-    use agentloom_engine::credentials::{environment_credential, environment_credentials};
+    use agentloom_engine::credentials::environment_credential;
 
     let current = current.filter(|c| !c.trim().is_empty());
     let stored = current.and_then(|c| credentials.iter().find(|info| info.name == c));
@@ -622,49 +721,8 @@ fn credential_picker_ui(
             {
                 picked = Some(None);
             }
-            let mut item = |ui: &mut Ui, info: &CredentialInfo| {
-                if ui
-                    .selectable_label(current == Some(info.name.as_str()), &info.name)
-                    .on_hover_text(format!(
-                        "In the keychain: {}, {}, {}",
-                        info.kind,
-                        info.provider,
-                        info.status(now)
-                    ))
-                    .clicked()
-                {
-                    picked = Some(Some(info.name.clone()));
-                }
-            };
-            for info in &matching {
-                item(ui, info);
-            }
-            if !others.is_empty() {
-                ui.separator();
-                ui.label(
-                    RichText::new("For other providers")
-                        .small()
-                        .color(theme::TEXT_WEAK),
-                );
-                for info in &others {
-                    item(ui, info);
-                }
-            }
-            let env_names = environment_credentials();
-            if !env_names.is_empty() {
-                ui.separator();
-                for name in env_names {
-                    if ui
-                        .selectable_label(current == Some(name.as_str()), env_label(&name))
-                        .on_hover_text(format!(
-                            "Given to this process as {}",
-                            agentloom_core::secret_env_var(&name)
-                        ))
-                        .clicked()
-                    {
-                        picked = Some(Some(name));
-                    }
-                }
+            if let Some(name) = credential_items_ui(ui, current, &matching, &others, now) {
+                picked = Some(Some(name));
             }
             ui.separator();
             if ui
@@ -696,6 +754,79 @@ fn credential_picker_ui(
             picked = Some((!name.is_empty()).then_some(name));
         }
     }
+    credential_note_ui(ui, current, stored, from_env, now);
+    if ui.small_button("Manage credentials…").clicked() {
+        commands.push(Command::OpenCredentials);
+    }
+    picked
+}
+
+/// The picker's credentials: the stored ones for the provider, then those for others, then
+/// those given in the environment. Returns the one clicked.
+fn credential_items_ui(
+    ui: &mut Ui,
+    current: Option<&str>,
+    matching: &[&CredentialInfo],
+    others: &[&CredentialInfo],
+    now: u64,
+) -> Option<String> {
+    let mut picked = None;
+    let mut item = |ui: &mut Ui, info: &CredentialInfo| {
+        if ui
+            .selectable_label(current == Some(info.name.as_str()), &info.name)
+            .on_hover_text(format!(
+                "In the keychain: {}, {}, {}",
+                info.kind,
+                info.provider,
+                info.status(now)
+            ))
+            .clicked()
+        {
+            picked = Some(info.name.clone());
+        }
+    };
+    for info in matching {
+        item(ui, info);
+    }
+    if !others.is_empty() {
+        ui.separator();
+        ui.label(
+            RichText::new("For other providers")
+                .small()
+                .color(theme::TEXT_WEAK),
+        );
+        for info in others {
+            item(ui, info);
+        }
+    }
+    let env_names = agentloom_engine::credentials::environment_credentials();
+    if !env_names.is_empty() {
+        ui.separator();
+        for name in env_names {
+            if ui
+                .selectable_label(current == Some(name.as_str()), env_label(&name))
+                .on_hover_text(format!(
+                    "Given to this process as {}",
+                    agentloom_core::secret_env_var(&name)
+                ))
+                .clicked()
+            {
+                picked = Some(name);
+            }
+        }
+    }
+    picked
+}
+
+/// Where the credential picked comes from, when a person should know: the environment
+/// first, a bad `_HOSTS` list, not stored at all, or a stored one that needs attention.
+fn credential_note_ui(
+    ui: &mut Ui,
+    current: Option<&str>,
+    stored: Option<&CredentialInfo>,
+    from_env: Option<Result<bool, agentloom_core::SecretError>>,
+    now: u64,
+) {
     let note = |ui: &mut Ui, text: String, color| {
         ui.label(RichText::new(text).small().color(color));
     };
@@ -722,10 +853,6 @@ fn credential_picker_ui(
         }
         _ => {}
     }
-    if ui.small_button("Manage credentials…").clicked() {
-        commands.push(Command::OpenCredentials);
-    }
-    picked
 }
 
 /// How a credential given in the environment is named in the picker.
@@ -756,33 +883,6 @@ fn ollama_base_url(config: &agentloom_core::Config) -> Option<String> {
     Some(base.strip_suffix("/v1").unwrap_or(base).to_owned())
 }
 
-/// Asks the Ollama at `base` for its models on a thread of its own.
-fn fetch_models(ctx: &egui::Context, base: &str) -> Models {
-    let (tx, rx) = mpsc::channel();
-    let base = base.to_owned();
-    let ctx = ctx.clone();
-    let spawned = std::thread::Builder::new()
-        .name("agentloom-models".to_owned())
-        .spawn(move || {
-            let result = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime
-                    .block_on(agentloom_blocks::list_local_ollama_models(&base))
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(format!("could not start the network runtime: {e}")),
-            };
-            // The inspector may be gone: nothing to tell then.
-            let _ = tx.send(result);
-            ctx.request_repaint();
-        });
-    match spawned {
-        Ok(_) => Models::Loading(rx),
-        Err(e) => Models::Failed(format!("could not ask Ollama for its models: {e}")),
-    }
-}
-
 /// The `model` field of a block talking to Ollama: its installed models, and a text field
 /// for any other name.
 #[allow(clippy::too_many_arguments, reason = "a field_ui branch")]
@@ -796,21 +896,12 @@ fn model_picker_ui(
     base: &str,
     commands: &mut Vec<Command>,
 ) {
-    let ctx = ui.ctx().clone();
+    state.models_shown.insert(base.to_owned());
     let models = state
         .models
         .entry(base.to_owned())
-        .or_insert_with(|| fetch_models(&ctx, base));
-    if let Models::Loading(rx) = models {
-        match rx.try_recv() {
-            Ok(Ok(list)) => *models = Models::Ready(list),
-            Ok(Err(e)) => *models = Models::Failed(e),
-            Err(mpsc::TryRecvError::Empty) => {}
-            Err(mpsc::TryRecvError::Disconnected) => {
-                *models = Models::Failed("the model list could not be fetched".to_owned());
-            }
-        }
-    }
+        .or_insert(Models::Wanted);
+    let asking = matches!(models, Models::Wanted | Models::Loading { .. });
     let mut text = current
         .and_then(|v| v.as_str())
         .unwrap_or_default()
@@ -845,7 +936,7 @@ fn model_picker_ui(
                         .color(theme::TEXT_WEAK),
                 );
             }
-            Models::Loading(_) => {
+            Models::Wanted | Models::Loading { .. } => {
                 ui.spinner();
                 ui.label(
                     RichText::new("Asking Ollama…")
@@ -861,7 +952,7 @@ fn model_picker_ui(
                 );
             }
         }
-        if !matches!(models, Models::Loading(_)) {
+        if !asking {
             let button = ui.small_button("⟳").on_hover_text("Ask Ollama again");
             button.widget_info(|| {
                 egui::WidgetInfo::labeled(egui::WidgetType::Button, true, "Refresh models")
@@ -898,9 +989,7 @@ fn model_picker_ui(
         });
     }
     if refresh {
-        state
-            .models
-            .insert(base.to_owned(), fetch_models(&ctx, base));
+        state.models.insert(base.to_owned(), Models::Wanted);
     }
 }
 

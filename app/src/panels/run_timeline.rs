@@ -1,10 +1,15 @@
 //! The run timeline: each node of the shown run as a bar from its start to its end, so
 //! parallelism and slow nodes are seen at a glance. Read from the run log (the node rows'
-//! start and finish times), again while the run goes on.
+//! start and finish times), again while the run goes on. Drawing only says which run it
+//! shows; the app's logic reads the log in a background task (see [`crate::tasks`]), so a
+//! slow or locked log never holds up a frame.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentloom_engine::{NodeStatus, RunStore};
+use agentloom_engine::{NodeStatus, RunDetail, RunStore};
+
+use crate::tasks::{BackgroundTasks, Report, Task};
 
 /// How often the timeline of a run still going is read again.
 const REFRESH: Duration = Duration::from_millis(500);
@@ -26,63 +31,125 @@ pub struct Bar {
 /// The timeline of one run, kept between frames.
 #[derive(Default)]
 pub struct RunTimeline {
+    /// The run last asked for, and the bars read of it.
     run_id: Option<String>,
     bars: Vec<Bar>,
+    /// The bars are of `run_id` (read at least once).
+    read: bool,
     read_at: Option<Instant>,
     /// The live run's messages taken when last read (see [`crate::run::RunView`]).
     read_after: u64,
+    /// The last read failed (the log busy): it is tried again.
+    failed: bool,
+    /// What the timeline drawn since the app's logic last looked shows.
+    wanted: Option<Wanted>,
+    /// The read under way.
+    reading: Option<Task>,
+}
+
+/// The run a drawn timeline shows, and how it goes.
+struct Wanted {
+    run_id: String,
+    /// How often to read it again while it goes on.
+    every: Option<Duration>,
+    /// It waits for a person or has ended.
+    settled: bool,
+    /// The run's messages taken so far.
+    messages: u64,
 }
 
 impl RunTimeline {
-    /// The bars of run `run_id` from `store`, read again when the run changed or, while it
-    /// goes on (`every`: how often), every half second, or second while it waits; and at
-    /// once as it begins to wait or ends (`messages`: the run's messages taken so far), so
-    /// neither a paused nor a finished run shows the timeline of before.
-    fn refresh(
-        &mut self,
-        store: &RunStore,
-        run_id: &str,
-        every: Option<Duration>,
-        settled: bool,
-        messages: u64,
-    ) {
-        let stale = self.run_id.as_deref() != Some(run_id)
+    /// Reads the bars of the run the timeline showed, from `store` in the background, again
+    /// when the run changed or, while it goes on, every half second, or second while it
+    /// waits; and at once as it begins to wait or ends, so neither a paused nor a finished
+    /// run shows the timeline of before. Nothing while the timeline is folded.
+    pub(crate) fn follow(&mut self, store: Option<&Arc<RunStore>>, tasks: &mut BackgroundTasks) {
+        let (Some(wanted), Some(store)) = (self.wanted.take(), store) else {
+            return;
+        };
+        let every = wanted
+            .every
+            .or(self.failed.then_some(REFRESH))
+            .filter(|_| self.reading.is_none());
+        let stale = self.run_id.as_deref() != Some(wanted.run_id.as_str())
             || every.is_some_and(|every| self.read_at.is_none_or(|at| at.elapsed() >= every))
-            || (settled && messages != self.read_after);
+            || (wanted.settled && wanted.messages != self.read_after);
         if !stale {
             return;
         }
-        self.run_id = Some(run_id.to_owned());
+        if self.run_id.as_deref() != Some(wanted.run_id.as_str()) {
+            self.bars.clear();
+            self.read = false;
+        }
+        self.run_id = Some(wanted.run_id.clone());
         self.read_at = Some(Instant::now());
-        self.read_after = messages;
-        self.bars = match store.get_run(run_id) {
-            Ok(Some(detail)) => bars_of(&detail),
-            _ => Vec::new(),
+        self.read_after = wanted.messages;
+        let store = store.clone();
+        let run_id = wanted.run_id;
+        // A read still under way is of before: dropping it drops what it finds.
+        self.reading = match tasks.spawn_blocking(move |_, _| {
+            let detail = store.get_run(&run_id).map_err(|e| e.to_string());
+            Report::RunRead { run_id, detail }
+        }) {
+            Ok(task) => Some(task),
+            Err(why) => {
+                tracing::warn!("the timeline cannot be read: {why}");
+                None
+            }
         };
+    }
+
+    /// What the log held of run `run_id`.
+    pub(crate) fn read(&mut self, run_id: &str, detail: Result<Option<RunDetail>, String>) {
+        if self.run_id.as_deref() != Some(run_id) {
+            return;
+        }
+        self.reading = None;
+        self.failed = detail.is_err();
+        match detail {
+            Ok(detail) => {
+                self.bars = detail.as_ref().map(bars_of).unwrap_or_default();
+                self.read = true;
+            }
+            Err(why) => tracing::debug!("the timeline's run could not be read: {why}"),
+        }
     }
 
     pub fn bars(&self) -> &[Bar] {
         &self.bars
     }
 
-    /// Draws the timeline of `run_id` (nothing when there is no run or no log).
+    /// Draws the timeline of `run_id` (nothing when there is no run or no log), as last
+    /// read.
     pub fn show(
         &mut self,
         ui: &mut egui::Ui,
-        store: Option<&RunStore>,
+        logged: bool,
         run_id: Option<&str>,
         running: bool,
         waiting: bool,
         messages: u64,
     ) {
-        let (Some(store), Some(run_id)) = (store, run_id) else {
+        let (true, Some(run_id)) = (logged, run_id) else {
             ui.weak("Run the graph to see its timeline.");
             return;
         };
         let every = running.then_some(if waiting { REFRESH_WAITING } else { REFRESH });
-        self.refresh(store, run_id, every, waiting || !running, messages);
-        if let Some(every) = every {
-            ui.ctx().request_repaint_after(every);
+        self.wanted = Some(Wanted {
+            run_id: run_id.to_owned(),
+            every,
+            settled: waiting || !running,
+            messages,
+        });
+        match every {
+            Some(every) => ui.ctx().request_repaint_after(every),
+            // The read is asked for by the next frame's logic.
+            None if self.run_id.as_deref() != Some(run_id) => ui.ctx().request_repaint(),
+            None => {}
+        }
+        if self.run_id.as_deref() != Some(run_id) || !self.read {
+            ui.weak("Reading the timeline…");
+            return;
         }
         if self.bars.is_empty() {
             ui.weak("No node has started yet.");
@@ -176,7 +243,7 @@ impl crate::App {
             .show(ui, |ui| {
                 self.timeline.show(
                     ui,
-                    self.store.as_deref(),
+                    self.store.is_some(),
                     self.run.run_id.as_deref(),
                     self.run.is_running(),
                     self.run.is_waiting(),

@@ -2,14 +2,13 @@
 //! hosts and scopes; add an API key; edit the hosts a credential may be sent to; sign in with a provider (browser or device flow);
 //! re-authorize; remove (revoking OAuth tokens where the provider allows it).
 //!
-//! Everything that talks to the keychain or the network runs as a [`Job`] on a thread of its
-//! own (never on a tokio worker: the Secret Service client blocks on a runtime of its own),
-//! so the window never freezes. Secrets typed here go straight to the keychain: they are
+//! Everything that talks to the keychain or the network runs as a [`Job`], a background
+//! task of the app (see [`crate::tasks`]) on the runtime's blocking threads (never on a
+//! tokio worker: the Secret Service client blocks), so the window never freezes. Secrets typed here go straight to the keychain: they are
 //! never shown again, logged, or kept in the window's state after "Add".
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc;
 
 use agentloom_core::BoundHosts;
 use agentloom_engine::credentials::oauth::{self, BrowserOpener, DeviceCode, Provider};
@@ -18,6 +17,8 @@ use agentloom_engine::credentials::{
 };
 use egui::{RichText, Ui};
 use tokio_util::sync::CancellationToken;
+
+use crate::tasks::{BackgroundTasks, Report, Reporter, Task};
 
 use crate::theme;
 
@@ -76,52 +77,35 @@ impl Default for SignInForm {
     }
 }
 
-/// What a running job reports to the window.
-enum JobEvent {
-    /// The device flow's code, to type at the verification URL.
-    Device(DeviceCode),
-    /// The sign-in page the browser was asked to open.
-    Browser(String),
-    /// Finished: what to tell the person.
-    Done(Result<String, String>),
-}
+/// What a job does, on a blocking thread: it reports as it goes and ends with what to tell
+/// the person.
+type JobWork =
+    Box<dyn FnOnce(&Reporter, &CancellationToken) -> Result<String, String> + Send + 'static>;
 
-/// Work running on its own thread.
+/// Work asked of the keychain or the network, started by the app's logic.
 struct Job {
     /// What is happening, e.g. "Signing in to GitHub as `github`".
     what: String,
-    events: mpsc::Receiver<JobEvent>,
-    /// Set for sign-ins (removals and additions run to the end).
-    cancel: Option<CancellationToken>,
+    /// The work, until it is started.
+    work: Option<JobWork>,
+    /// The task doing it, once started.
+    task: Option<Task>,
+    /// Sign-ins can be cancelled (removals and additions run to the end).
+    cancellable: bool,
     device: Option<DeviceCode>,
     browser_url: Option<String>,
-}
-
-/// The job's side of the channel.
-#[derive(Clone)]
-struct JobLink {
-    events: mpsc::Sender<JobEvent>,
-    ctx: egui::Context,
-}
-
-impl JobLink {
-    fn send(&self, event: JobEvent) {
-        // The window may be gone (app closing): nothing to tell then.
-        let _ = self.events.send(event);
-        self.ctx.request_repaint();
-    }
 }
 
 /// Opens the system browser (or the test's opener) and tells the window the URL, so that it
 /// can be opened by hand.
 struct ReportingBrowser {
-    link: JobLink,
+    reporter: Reporter,
     inner: Arc<dyn BrowserOpener>,
 }
 
 impl BrowserOpener for ReportingBrowser {
     fn open(&self, url: &str) -> Result<(), String> {
-        self.link.send(JobEvent::Browser(url.to_owned()));
+        self.reporter.report(Report::SignInBrowser(url.to_owned()));
         self.inner.open(url)
     }
 }
@@ -233,69 +217,65 @@ impl Credentials {
     }
 
     /// Takes what the running job reported.
-    fn poll(&mut self) {
+    pub(crate) fn take_report(&mut self, report: Report) {
         let Some(job) = &mut self.job else { return };
-        let mut done = None;
-        while let Ok(event) = job.events.try_recv() {
-            match event {
-                JobEvent::Device(code) => job.device = Some(code),
-                JobEvent::Browser(url) => job.browser_url = Some(url),
-                JobEvent::Done(result) => done = Some(result),
+        let result = match report {
+            Report::SignInDevice(code) => {
+                job.device = Some(code);
+                return;
             }
-        }
-        if done.is_none() && matches!(job.events.try_recv(), Err(mpsc::TryRecvError::Disconnected))
-        {
-            done = Some(Err("the operation stopped unexpectedly".to_owned()));
-        }
-        if let Some(result) = done {
-            self.job = None;
-            self.notice = Some(match result {
-                Ok(text) => Notice { text, error: false },
-                Err(text) => Notice { text, error: true },
-            });
-            self.reload();
-        }
+            Report::SignInBrowser(url) => {
+                job.browser_url = Some(url);
+                return;
+            }
+            Report::CredentialsDone(result) => result,
+            _ => return,
+        };
+        self.job = None;
+        self.notice = Some(match result {
+            Ok(text) => Notice { text, error: false },
+            Err(text) => Notice { text, error: true },
+        });
+        self.reload();
     }
 
-    /// Runs `work` on a thread of its own.
-    fn spawn(
-        &mut self,
-        ctx: &egui::Context,
-        what: String,
-        cancellable: bool,
-        work: impl FnOnce(&JobLink, &CancellationToken) -> Result<String, String> + Send + 'static,
-    ) {
-        let (tx, rx) = mpsc::channel();
-        let link = JobLink {
-            events: tx,
-            ctx: ctx.clone(),
-        };
-        let cancel = CancellationToken::new();
-        let token = cancel.clone();
-        let spawned = std::thread::Builder::new()
-            .name("agentloom-credentials".to_owned())
-            .spawn(move || {
-                let result = work(&link, &token);
-                link.send(JobEvent::Done(result));
-            });
-        match spawned {
-            Ok(_) => {
-                self.notice = None;
-                self.job = Some(Job {
-                    what,
-                    events: rx,
-                    cancel: cancellable.then_some(cancel),
-                    device: None,
-                    browser_url: None,
-                });
-            }
+    /// Starts the job asked for since the last frame.
+    pub(crate) fn start_asked(&mut self, tasks: &mut BackgroundTasks) {
+        let Some(job) = &mut self.job else { return };
+        let Some(work) = job.work.take() else { return };
+        match tasks
+            .spawn_blocking(move |reporter, cancel| Report::CredentialsDone(work(reporter, cancel)))
+        {
+            Ok(task) => job.task = Some(task),
             Err(e) => {
+                self.job = None;
                 self.notice = Some(Notice {
                     text: format!("Could not start: {e}"),
                     error: true,
                 });
             }
         }
+    }
+
+    /// Asks for `work` to be done in the background (see [`Credentials::start_asked`]).
+    fn spawn(
+        &mut self,
+        ctx: &egui::Context,
+        what: String,
+        cancellable: bool,
+        work: impl FnOnce(&Reporter, &CancellationToken) -> Result<String, String> + Send + 'static,
+    ) {
+        self.notice = None;
+        self.job = Some(Job {
+            what,
+            work: Some(Box::new(work)),
+            task: None,
+            cancellable,
+            device: None,
+            browser_url: None,
+        });
+        // The app's logic starts it before the next frame.
+        ctx.request_repaint();
     }
 
     fn add_api_key(&mut self, ctx: &egui::Context) {
@@ -353,8 +333,7 @@ impl Credentials {
             return;
         };
         self.spawn(ctx, format!("Removing `{name}`"), false, move |_, _| {
-            let runtime = current_thread_runtime()?;
-            let removal = runtime
+            let removal = app_runtime()?
                 .block_on(oauth::remove_credential(&store, &name))
                 .map_err(|e| e.to_string())?;
             let mut text = if removal.revoked {
@@ -431,15 +410,13 @@ impl Credentials {
             }
         };
         let browser = self.browser.clone();
-        self.spawn(ctx, what, true, move |link, cancel| {
-            let runtime = current_thread_runtime()?;
-            let tokens = runtime.block_on(async {
+        self.spawn(ctx, what, true, move |reporter, cancel| {
+            let tokens = app_runtime()?.block_on(async {
                 tokio::select! {
-                    tokens = sign_in(&store, &request, link, browser) => tokens,
+                    tokens = sign_in(&store, &request, reporter, browser) => tokens,
                     () = cancel.cancelled() => Err("Sign-in cancelled.".to_owned()),
                 }
             })?;
-            drop(runtime);
             store
                 .put(&request.name, &StoredSecret::OAuth(tokens))
                 .map_err(|e| e.to_string())?;
@@ -452,17 +429,11 @@ impl Credentials {
 
     /// Draws the window when it is open.
     pub fn window_ui(&mut self, ctx: &egui::Context) {
-        self.poll();
         if !self.open {
             return;
         }
         if !self.list_loaded {
             self.reload();
-        }
-        if self.job.is_some() {
-            // Device-flow polling and browser sign-ins report from their thread; keep the
-            // spinner turning meanwhile.
-            ctx.request_repaint_after(std::time::Duration::from_millis(250));
         }
         let mut open = true;
         egui::Window::new("Credentials")
@@ -562,12 +533,13 @@ impl Credentials {
                     }
                 });
             }
-            if job.cancel.is_some() && ui.button("Cancel").clicked() {
+            if job.cancellable && ui.button("Cancel").clicked() {
                 cancel = true;
             }
         });
-        if cancel && let Some(token) = self.job.as_ref().and_then(|j| j.cancel.as_ref()) {
-            token.cancel();
+        if cancel && let Some(task) = self.job.as_ref().and_then(|j| j.task.as_ref()) {
+            // The sign-in stops and says so.
+            task.stop();
         }
     }
 
@@ -920,7 +892,7 @@ struct SignInRequest {
 async fn sign_in(
     store: &CredentialStore,
     request: &SignInRequest,
-    link: &JobLink,
+    reporter: &Reporter,
     browser: Arc<dyn BrowserOpener>,
 ) -> Result<OAuthTokens, String> {
     let (provider, scopes) = match &request.source {
@@ -966,14 +938,14 @@ async fn sign_in(
         }
     };
     let tokens = if request.device {
-        let show_link = link.clone();
+        let shown = reporter.clone();
         oauth::authorize_device(&provider, &scopes, &move |code: &DeviceCode| {
-            show_link.send(JobEvent::Device(code.clone()));
+            shown.report(Report::SignInDevice(code.clone()));
         })
         .await
     } else {
         let opener = ReportingBrowser {
-            link: link.clone(),
+            reporter: reporter.clone(),
             inner: browser,
         };
         oauth::authorize_code(&provider, &scopes, &opener, oauth::DEFAULT_SIGN_IN_TIMEOUT).await
@@ -1008,11 +980,9 @@ async fn stored_provider(tokens: &OAuthTokens) -> Result<Provider, String> {
     }
 }
 
-fn current_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("could not start the network runtime: {e}"))
+/// The app's runtime, which a job on its blocking threads waits on for network work.
+fn app_runtime() -> Result<tokio::runtime::Handle, String> {
+    tokio::runtime::Handle::try_current().map_err(|e| format!("no network runtime: {e}"))
 }
 
 #[cfg(test)]

@@ -1,16 +1,16 @@
 //! The Evaluations panel (View → Evaluations): choose or create a cases file (a case can
-//! be added from the shown run's inputs and outputs), run it with progress on a thread of
-//! its own, see ✔/❌ per check, open a case's run on the canvas, and follow pass rate and
+//! be added from the shown run's inputs and outputs), run it with progress as a background
+//! task of the app (see [`crate::tasks`]), see ✔/❌ per check, open a case's run on the canvas, and follow pass rate and
 //! cost over the graph's evaluations on a chart. The same evaluation as `agentloom eval`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, TryRecvError};
 
 use agentloom_engine::{EvaluationRow, RunStore};
-use tokio_util::sync::CancellationToken;
 
-use agentloom_runner::eval::{EvalPlan, EvalProgress, ReplayMissArg, run_evaluation};
+use agentloom_runner::eval::{EvalOptions, EvalPlan, EvalProgress, ReplayMissArg};
+
+use crate::tasks::{BackgroundTasks, Report, Task};
 
 /// What the panel asks of the app.
 pub enum EvaluationAction {
@@ -30,16 +30,6 @@ pub struct EvaluationEnv<'a> {
     pub trusted: bool,
     /// The graph's recent runs, newest first: each can be replayed.
     pub runs: &'a [agentloom_engine::RunRow],
-}
-
-enum Msg {
-    Progress(EvalProgress),
-    Done(Result<serde_json::Value, String>),
-}
-
-struct Worker {
-    rx: Receiver<Msg>,
-    cancel: CancellationToken,
 }
 
 /// How many times each case runs, and how many runs go at once, unless the panel says.
@@ -63,7 +53,10 @@ pub struct EvaluationsPanel {
     pub replay_misses_live: bool,
     pub status: String,
     progress: Option<EvalProgress>,
-    worker: Option<Worker>,
+    /// The evaluation under way.
+    task: Option<Task>,
+    /// "Run evaluation" was pressed this frame.
+    start_asked: bool,
     /// The last evaluation's summary (as `agentloom eval --json` prints it).
     pub result: Option<serde_json::Value>,
     history: Vec<EvaluationRow>,
@@ -74,11 +67,11 @@ pub struct EvaluationsPanel {
 
 impl EvaluationsPanel {
     pub fn is_running(&self) -> bool {
-        self.worker.is_some()
+        self.task.is_some()
     }
 
-    /// Starts evaluating the graph against the cases file on a thread of its own.
-    pub fn start(&mut self, env: &EvaluationEnv<'_>) {
+    /// Starts evaluating the graph against the cases file, in the background.
+    fn start(&mut self, env: &EvaluationEnv<'_>, tasks: &mut BackgroundTasks) {
         let (Some(graph), Some(store)) = (env.graph_file, env.store) else {
             self.status =
                 "Save the graph to a file first; evaluations are kept in the run log.".to_owned();
@@ -114,76 +107,89 @@ impl EvaluationsPanel {
             trust: env.trusted,
             nats: None,
         };
-        let (tx, rx) = mpsc::channel();
-        let cancel = CancellationToken::new();
         let store = Arc::clone(store);
-        let stop = cancel.clone();
-        let spawned = std::thread::Builder::new()
-            .name("agentloom-eval".to_owned())
-            .spawn(move || {
-                let progress_tx = tx.clone();
-                let progress = move |p: EvalProgress| {
-                    let _ = progress_tx.send(Msg::Progress(p));
-                };
-                let done = run_evaluation(&plan, store, &progress, stop);
-                let _ = tx.send(Msg::Done(done.map_err(|e| e.to_string())));
-            });
-        match spawned {
-            Ok(_) => {
+        // On the runtime's blocking threads: the evaluation waits for its runs, which go on
+        // the app's runtime (no runtime of its own).
+        let started = tasks.spawn_blocking(move |reporter, stop| {
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return Report::EvaluationDone(Err("the evaluation has no runtime".to_owned()));
+            };
+            let progress = |p: EvalProgress| reporter.report(Report::EvaluationProgress(p));
+            let done = agentloom_runner::eval::run_evaluation_on(
+                &runtime,
+                &plan,
+                EvalOptions::default(),
+                store,
+                &progress,
+                stop.clone(),
+            );
+            Report::EvaluationDone(done.map_err(|e| e.to_string()))
+        });
+        match started {
+            Ok(task) => {
                 self.status = "Evaluating…".to_owned();
                 self.progress = None;
-                self.worker = Some(Worker { rx, cancel });
+                self.task = Some(task);
             }
             Err(e) => self.status = format!("cannot start the evaluation: {e}"),
         }
     }
 
-    /// Takes what the worker sent since the last frame.
-    fn drain(&mut self) {
-        let Some(worker) = &self.worker else {
+    /// One run more checked.
+    pub(crate) fn progressed(&mut self, progress: EvalProgress) {
+        self.progress = Some(progress);
+    }
+
+    /// The evaluation ended with `done`: its summary, or why it did not run.
+    pub(crate) fn finished(&mut self, done: Result<serde_json::Value, String>) {
+        match done {
+            Ok(summary) => {
+                let mut counts =
+                    format!("{} passed, {} failed", summary["passed"], summary["failed"]);
+                if let Some(from) = summary["replay"]["from"].as_str() {
+                    counts = format!(
+                        "Replay of {}: {counts}",
+                        agentloom_core::escape_control(from)
+                    );
+                }
+                self.status = if summary["stopped"] == true {
+                    let total = self.progress.as_ref().map_or(0, |p| p.total);
+                    format!(
+                        "Stopped after {} of {total} runs: {counts}, {} not started",
+                        summary["runs"], summary["not_started"]
+                    )
+                } else {
+                    counts
+                };
+                self.result = Some(summary);
+            }
+            Err(message) => self.status = message,
+        }
+        self.task = None;
+        // The chart reads the new evaluation.
+        self.history_of = None;
+    }
+
+    /// Reads the graph's past evaluations for the chart again when the graph changed or an
+    /// evaluation ended (from the app's logic, not while drawing).
+    pub(crate) fn follow_history(&mut self, store: Option<&RunStore>, graph: Option<&Path>) {
+        let (Some(store), Some(graph)) = (store, graph) else {
             return;
         };
-        loop {
-            match worker.rx.try_recv() {
-                Ok(Msg::Progress(p)) => self.progress = Some(p),
-                Ok(Msg::Done(done)) => {
-                    match done {
-                        Ok(summary) => {
-                            let mut counts = format!(
-                                "{} passed, {} failed",
-                                summary["passed"], summary["failed"]
-                            );
-                            if let Some(from) = summary["replay"]["from"].as_str() {
-                                counts = format!(
-                                    "Replay of {}: {counts}",
-                                    agentloom_core::escape_control(from)
-                                );
-                            }
-                            self.status = if summary["stopped"] == true {
-                                let total = self.progress.as_ref().map_or(0, |p| p.total);
-                                format!(
-                                    "Stopped after {} of {total} runs: {counts}, {} not started",
-                                    summary["runs"], summary["not_started"]
-                                )
-                            } else {
-                                counts
-                            };
-                            self.result = Some(summary);
-                        }
-                        Err(message) => self.status = message,
-                    }
-                    self.worker = None;
-                    // The chart reads the new evaluation.
-                    self.history_of = None;
-                    return;
-                }
-                Err(TryRecvError::Empty) => return,
-                Err(TryRecvError::Disconnected) => {
-                    self.status = "the evaluation stopped unexpectedly".to_owned();
-                    self.worker = None;
-                    return;
-                }
-            }
+        if !self.open || self.history_of.as_deref() == Some(graph) {
+            return;
+        }
+        let file = std::fs::canonicalize(graph).unwrap_or_else(|_| graph.to_owned());
+        self.history = store
+            .list_evaluations(Some(&file.display().to_string()), 50)
+            .unwrap_or_default();
+        self.history.reverse();
+        self.history_of = Some(graph.to_owned());
+        // The cases file of the graph's last evaluation, unless one is named already.
+        if self.cases_path.trim().is_empty()
+            && let Some(last) = self.history.last()
+        {
+            self.cases_path.clone_from(&last.cases_file);
         }
     }
 
@@ -222,28 +228,8 @@ impl EvaluationsPanel {
         ctx: &egui::Context,
         env: &EvaluationEnv<'_>,
     ) -> Option<EvaluationAction> {
-        self.drain();
         if !self.open {
             return None;
-        }
-        if self.is_running() {
-            ctx.request_repaint_after(std::time::Duration::from_millis(100));
-        }
-        if let (Some(store), Some(graph)) = (env.store, env.graph_file)
-            && self.history_of.as_deref() != Some(graph)
-        {
-            let file = std::fs::canonicalize(graph).unwrap_or_else(|_| graph.to_owned());
-            self.history = store
-                .list_evaluations(Some(&file.display().to_string()), 50)
-                .unwrap_or_default();
-            self.history.reverse();
-            self.history_of = Some(graph.to_owned());
-            // The cases file of the graph's last evaluation, unless one is named already.
-            if self.cases_path.trim().is_empty()
-                && let Some(last) = self.history.last()
-            {
-                self.cases_path.clone_from(&last.cases_file);
-            }
         }
         let mut action = None;
         let mut open = self.open;
@@ -284,13 +270,13 @@ impl EvaluationsPanel {
                 .add_enabled(!running, egui::Button::new("Run evaluation"))
                 .clicked()
             {
-                self.start(env);
+                self.start_asked = true;
             }
             if running
                 && ui.button("Stop").clicked()
-                && let Some(worker) = &self.worker
+                && let Some(task) = &self.task
             {
-                worker.cancel.cancel();
+                task.stop();
             }
             if ui
                 .add_enabled(
@@ -850,13 +836,24 @@ impl crate::App {
             trusted: self.untrusted.is_none(),
             runs: &self.history.rows,
         };
-        let was_running = self.evaluations.is_running();
         if let Some(EvaluationAction::OpenRun(run_id)) = self.evaluations.show(ctx, &env) {
             self.commands.push(crate::Command::OpenRun(run_id));
         }
-        // The cases' runs join the history once the evaluation is over.
-        if was_running && !self.evaluations.is_running() {
-            self.commands.push(crate::Command::RefreshHistory);
+        if std::mem::take(&mut self.evaluations.start_asked) {
+            self.evaluations.start(&env, &mut self.tasks);
+        }
+    }
+
+    /// What the evaluation under way reported.
+    pub(crate) fn take_evaluation_report(&mut self, report: Report) {
+        match report {
+            Report::EvaluationProgress(progress) => self.evaluations.progressed(progress),
+            Report::EvaluationDone(done) => {
+                self.evaluations.finished(done);
+                // The cases' runs join the history now the evaluation is over.
+                self.commands.push(crate::Command::RefreshHistory);
+            }
+            _ => {}
         }
     }
 }

@@ -1,15 +1,17 @@
 //! File → MCP servers…: the graph's MCP servers, to add (a stdio command or an HTTP URL,
 //! with an optional credential name) and remove. Their tools appear in the palette as blocks
-//! once connected; connecting runs on a thread of its own, so a slow or unreachable server
-//! never holds up the window.
+//! once connected; connecting is a background task of the app (see [`crate::tasks`]), so a
+//! slow or unreachable server never holds up the window.
 
 use agentloom_runner::Trust;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 
 use agentloom_blocks::Registry;
 use agentloom_core::{GraphDoc, McpServerDoc, Problem, SecretSource};
+
+use crate::tasks::{BackgroundTasks, Report, Task};
 
 /// Connects to the graph's MCP servers in the background and hands back the catalog with
 /// their tools (and `graph.call` resolving against the graph's file).
@@ -39,7 +41,8 @@ impl CatalogFor {
 
 struct PendingConnection {
     wanted: CatalogFor,
-    result: mpsc::Receiver<(Registry, Vec<Problem>)>,
+    /// Dropped when the app wants other servers: what it would connect is not wanted.
+    _task: Task,
 }
 
 /// A finished connection: the built-in blocks plus the servers' tools.
@@ -67,6 +70,7 @@ impl McpConnector {
     /// new catalog is returned at once.
     pub fn connect(
         &mut self,
+        tasks: &mut BackgroundTasks,
         doc: &GraphDoc,
         graph_file: Option<&Path>,
         trusted: bool,
@@ -97,28 +101,29 @@ impl McpConnector {
             self.connected = wanted;
             return Some(Connected { catalog, problems });
         }
-        let (sender, result) = mpsc::channel();
         let servers = doc.clone();
         let secrets = secrets();
-        let for_thread = wanted.clone();
-        let spawned = std::thread::Builder::new()
-            .name("agentloom-mcp-connect".to_owned())
-            .spawn(move || {
-                let file = for_thread.graph_file.as_deref();
-                let (catalog, problems) = agentloom_runner::catalog::for_editing_with_servers(
-                    &servers,
-                    file,
-                    &Trust::Trusted,
-                    secrets.as_ref(),
-                );
-                // The app may have moved on to other servers; then nobody listens.
-                let _ = sender.send((catalog, problems));
-            });
-        if let Err(err) = spawned {
-            tracing::error!("cannot start connecting to the MCP servers: {err}");
-            return None;
+        let for_task = wanted.clone();
+        // Connecting waits for the servers (on the MCP runtime): a blocking thread's work.
+        let spawned = tasks.spawn_blocking(move |_, _| {
+            let file = for_task.graph_file.as_deref();
+            let (catalog, problems) = agentloom_runner::catalog::for_editing_with_servers(
+                &servers,
+                file,
+                &Trust::Trusted,
+                secrets.as_ref(),
+            );
+            Report::McpConnected(catalog, problems)
+        });
+        match spawned {
+            Ok(task) => {
+                self.pending = Some(PendingConnection {
+                    wanted,
+                    _task: task,
+                })
+            }
+            Err(err) => tracing::error!("cannot start connecting to the MCP servers: {err}"),
         }
-        self.pending = Some(PendingConnection { wanted, result });
         None
     }
 
@@ -129,23 +134,9 @@ impl McpConnector {
             .map(|p| p.wanted.servers.keys().map(String::as_str).collect())
     }
 
-    /// The finished connection, once.
-    pub fn poll(&mut self) -> Option<Connected> {
-        let pending = self.pending.as_ref()?;
-        let (catalog, problems) = match pending.result.try_recv() {
-            Ok(done) => done,
-            Err(mpsc::TryRecvError::Empty) => return None,
-            Err(mpsc::TryRecvError::Disconnected) => (
-                pending.wanted.builtin(),
-                vec![Problem {
-                    kind: agentloom_core::ProblemKind::McpServer,
-                    node: None,
-                    port: None,
-                    path: "$.mcp_servers".to_owned(),
-                    message: "connecting to the MCP servers stopped unexpectedly; change a server to try again".to_owned(),
-                }],
-            ),
-        };
+    /// The connection under way ended with `catalog` and the `problems` of the servers
+    /// that could not be reached: the app's catalog from now on.
+    pub fn connected(&mut self, catalog: Registry, problems: Vec<Problem>) -> Option<Connected> {
         let pending = self.pending.take()?;
         self.connected = pending.wanted;
         Some(Connected { catalog, problems })
