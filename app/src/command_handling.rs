@@ -12,6 +12,7 @@ use super::document::{self, Document};
 use super::path_prompt::{self, PathPurpose};
 use super::run::RunView;
 use super::subgraph::Caller;
+use super::windows::assistant_edit;
 use super::{
     App, Command, examples, files, groups, load_graph, mcp_servers, palette, quick_add, wiring,
 };
@@ -771,6 +772,62 @@ impl App {
     /// first use when not set) or the in-app path prompt.
     pub fn set_native_file_dialogs(&mut self, available: bool) {
         self.prompts.native_dialogs = Some(available);
+    }
+}
+
+/// The assistant's edits: served, then applied as the person's own, one undo step each.
+impl App {
+    /// File → "Let an assistant edit this graph…": serves the open document and shows how
+    /// to connect.
+    pub(crate) fn open_assistant_edit(&mut self, ctx: &egui::Context) {
+        let with = assistant_edit::StartWith {
+            runtime: self.runtime.as_ref(),
+            store: self.store.clone(),
+            workspace: self.run_workspace(),
+            catalog: self.catalog.clone(),
+            catalog_problems: self.problems.mcp.clone(),
+            path: self.document.path.clone(),
+        };
+        self.windows.assistant_edit.open(with, ctx);
+    }
+
+    /// Applies the edits an assistant sent since the last frame, in order, each as one
+    /// undoable step; answers its reads with the graph as shown. Runs every frame, drawn or
+    /// not, after the person's own commands.
+    pub(crate) fn take_assistant_edits(&mut self) {
+        if !self.windows.assistant_edit.is_serving() {
+            return;
+        }
+        self.windows.assistant_edit.follow(
+            &self.catalog,
+            &self.problems.mcp,
+            self.document.path.as_ref(),
+        );
+        for incoming in self.windows.assistant_edit.take_requests() {
+            match incoming {
+                assistant_edit::Incoming::Read(reply) => reply.send(self.document.to_doc()),
+                assistant_edit::Incoming::Edit(edit) => self.apply_assistant_edit(edit),
+            }
+        }
+    }
+
+    /// One edit of the assistant on the document as it is now: one undoable step.
+    fn apply_assistant_edit(&mut self, edit: assistant_edit::IncomingEdit) {
+        let before = self.document.to_doc();
+        let Some((after, answer, reply)) = edit.run(&before) else {
+            return;
+        };
+        if after == before {
+            reply.send(answer, before);
+            return;
+        }
+        let catalog = self.catalog.clone();
+        self.document.replace(&after, catalog.as_ref());
+        let shown = self.document.to_doc();
+        self.windows
+            .assistant_edit
+            .highlight_changes(&before, &shown);
+        reply.send(answer, shown);
     }
 }
 
