@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::{App, AppPaths};
 
+mod wheel_notches;
 mod window_class;
 
 /// The eframe wrapper.
@@ -12,6 +13,8 @@ struct DesktopApp {
     app: App,
     started: Instant,
     logged_first_frame: bool,
+    /// X11: a wheel notch may come as two events (see `wheel_notches`).
+    wheel_may_double: bool,
 }
 
 impl eframe::App for DesktopApp {
@@ -31,7 +34,17 @@ impl eframe::App for DesktopApp {
         }
     }
 
+    fn raw_input_hook(&mut self, _ctx: &egui::Context, raw_input: &mut egui::RawInput) {
+        if self.wheel_may_double {
+            wheel_notches::one_event_per_notch(raw_input);
+        }
+    }
+
     fn on_exit(&mut self, _gl: Option<&eframe::glow::Context>) {
+        tracing::debug!(
+            zoom = self.app.canvas.transform.scaling,
+            "the canvas's zoom as the window closes"
+        );
         self.app.close();
     }
 }
@@ -69,6 +82,7 @@ pub fn run_native(
                 app,
                 started,
                 logged_first_frame: false,
+                wheel_may_double: wheel_notches::wheel_may_double(),
             }))
         }),
     )
