@@ -119,7 +119,7 @@ impl App {
             self.document.name = name;
             self.document.touch();
         }
-        let doc = self.document.to_doc();
+        let doc = self.document.to_file_doc(self.catalog.as_ref());
         match save_graph(&doc, path) {
             Ok(()) => {
                 self.document.mark_saved(path.to_owned());
@@ -381,7 +381,8 @@ impl App {
 
     /// Writes the graph to `path`, leaving the document's own file as it is.
     fn export_to(&mut self, path: &Path) {
-        self.notice = Some(match save_graph(&self.document.to_doc(), path) {
+        let doc = self.document.to_file_doc(self.catalog.as_ref());
+        self.notice = Some(match save_graph(&doc, path) {
             Ok(()) => format!("Exported {}", path.display()),
             Err(err) => err.to_string(),
         });

@@ -382,6 +382,21 @@ impl Document {
         doc
     }
 
+    /// The document as its file is written: each config without the values its block
+    /// declares as defaults (see [`agentloom_core::without_declared_defaults`]). The nodes
+    /// shown lose them too, so the document stays equal to its file once saved.
+    pub fn to_file_doc(&mut self, catalog: &dyn BlockCatalog) -> GraphDoc {
+        for node in self.snarl.nodes_mut() {
+            if let Some(block) = catalog.block(&node.doc.block) {
+                agentloom_core::leave_out_declared_defaults(&mut node.doc.config, block.meta());
+            }
+            if node.doc.label.as_deref().is_some_and(str::is_empty) {
+                node.doc.label = None;
+            }
+        }
+        agentloom_core::without_declared_defaults(&self.to_doc(), catalog)
+    }
+
     /// Records the current state as an undo step; call before changing anything.
     pub fn checkpoint(&mut self) {
         let snapshot = self.to_doc();

@@ -66,9 +66,11 @@ impl Registry {
         r
     }
 
-    /// Adds `block`, replacing a block of the same kind if there is one.
+    /// Adds `block`, replacing a block of the same kind if there is one. It is configured
+    /// with its declared defaults filled in, as a graph file leaves them out.
     pub fn register(&mut self, block: Box<dyn Block>) {
-        self.blocks.insert(block.meta().kind.clone(), block);
+        self.blocks
+            .insert(block.meta().kind.clone(), Box::new(DeclaredDefaults(block)));
     }
 
     /// [`Registry::register`], by value, for chaining.
@@ -134,6 +136,25 @@ impl Registry {
 
     pub fn is_empty(&self) -> bool {
         self.blocks.is_empty()
+    }
+}
+
+/// A block configured with the defaults its fields declare wherever its config leaves them
+/// out (see [`agentloom_core::with_declared_defaults`]).
+struct DeclaredDefaults(Box<dyn Block>);
+
+impl Block for DeclaredDefaults {
+    fn meta(&self) -> &agentloom_core::BlockMeta {
+        self.0.meta()
+    }
+
+    fn instantiate(
+        &self,
+        config: &agentloom_core::Config,
+        ctx: &ConfigCtx<'_>,
+    ) -> Result<Arc<dyn agentloom_core::NodeImpl>, agentloom_core::ConfigError> {
+        let config = agentloom_core::with_declared_defaults(config, self.0.meta());
+        self.0.instantiate(&config, ctx)
     }
 }
 
@@ -305,5 +326,41 @@ mod tests {
             Some("A2".to_owned())
         );
         assert!(r.block("nope").is_none());
+    }
+
+    /// Refuses to configure unless `size` is there, and says what it was given.
+    struct Sized(BlockMeta);
+
+    impl Block for Sized {
+        fn meta(&self) -> &BlockMeta {
+            &self.0
+        }
+        fn instantiate(
+            &self,
+            config: &Config,
+            _: &ConfigCtx<'_>,
+        ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+            Err(ConfigError::new(
+                "size",
+                format!("given {:?}", config.get("size")),
+            ))
+        }
+    }
+
+    #[test]
+    fn a_field_left_out_is_configured_with_its_declared_default() {
+        let meta = BlockMeta::new("data.sized", "Sized", "Data", "s.").field(
+            agentloom_core::ConfigField::json("size", "Size").default_value(serde_json::json!(3)),
+        );
+        let r = Registry::new().with(Box::new(Sized(meta)));
+        let block = r.block("data.sized").unwrap();
+        let said = |config: &Config| match block.instantiate(config, &r.config_ctx()) {
+            Err(err) => err.to_string(),
+            Ok(_) => String::new(),
+        };
+        assert!(said(&Config::new()).contains("given Some(Number(3))"));
+        let mut zero = Config::new();
+        zero.insert("size".to_owned(), serde_json::json!(0));
+        assert!(said(&zero).contains("given Some(Number(0))"));
     }
 }

@@ -1,9 +1,14 @@
 //! Reading graph files safely: a size cap checked before parsing, a UTF-8 byte-order mark
 //! accepted, and duplicate keys refused (JSON parsers keep the last one silently, so a
-//! hand-edited file could run something other than what its reader saw).
+//! hand-edited file could run something other than what its reader saw). Writing them
+//! short: a config value equal to its block's declared default is left out of the file,
+//! and a value left out is that default when the node is configured.
 
+use std::borrow::Cow;
 use std::path::Path;
 
+use crate::block::{BlockCatalog, BlockMeta};
+use crate::config::Config;
 use crate::graph::{GraphDoc, LoadError};
 
 /// Graph files larger than this are refused unless [`MAX_GRAPH_BYTES_ENV`] says otherwise.
@@ -79,6 +84,54 @@ pub fn read_graph_text(path: &Path, max_bytes: u64) -> Result<String, GraphFileE
         });
     }
     Ok(text)
+}
+
+/// `doc` as its file holds it: each node's config without the values equal to the default
+/// its block declares (a value that only looks alike, `0` or `""` where the default is
+/// something else, stays), and without an empty label. Nodes of blocks `catalog` does not
+/// know keep their config whole. The app and the editing tools save through this, so a
+/// file saved, opened and saved again is the same bytes.
+pub fn without_declared_defaults(doc: &GraphDoc, catalog: &dyn BlockCatalog) -> GraphDoc {
+    let mut short = doc.clone();
+    for node in &mut short.nodes {
+        if let Some(block) = catalog.block(&node.block) {
+            leave_out_declared_defaults(&mut node.config, block.meta());
+        }
+        if node.label.as_deref().is_some_and(str::is_empty) {
+            node.label = None;
+        }
+    }
+    short
+}
+
+/// Removes from `config` the values equal to the defaults `meta` declares.
+pub fn leave_out_declared_defaults(config: &mut Config, meta: &BlockMeta) {
+    config.retain(|name, value| {
+        meta.config
+            .iter()
+            .find(|field| field.name == *name)
+            .and_then(|field| field.default.as_ref())
+            .is_none_or(|default| default != value)
+    });
+}
+
+/// `config` with each field `meta` declares a default for, and `config` leaves out, set to
+/// that default: what a block is configured with, so a value left out of a file is its
+/// default whatever the block reads when it is missing.
+pub fn with_declared_defaults<'c>(config: &'c Config, meta: &BlockMeta) -> Cow<'c, Config> {
+    let missing = |field: &&crate::config::ConfigField| {
+        field.default.is_some() && !config.contains_key(&field.name)
+    };
+    if !meta.config.iter().any(|field| missing(&field)) {
+        return Cow::Borrowed(config);
+    }
+    let mut filled = config.clone();
+    for field in meta.config.iter().filter(missing) {
+        if let Some(default) = &field.default {
+            filled.insert(field.name.clone(), default.clone());
+        }
+    }
+    Cow::Owned(filled)
 }
 
 fn file_kind(kind: std::fs::FileType) -> &'static str {

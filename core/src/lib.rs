@@ -46,8 +46,9 @@ pub use graph::{
     RetryPolicy, RunSettings,
 };
 pub use graph_file::{
-    DEFAULT_MAX_GRAPH_BYTES, GraphFileError, MAX_GRAPH_BYTES_ENV, max_graph_bytes, read_graph_file,
-    read_graph_text,
+    DEFAULT_MAX_GRAPH_BYTES, GraphFileError, MAX_GRAPH_BYTES_ENV, leave_out_declared_defaults,
+    max_graph_bytes, read_graph_file, read_graph_text, with_declared_defaults,
+    without_declared_defaults,
 };
 pub use hosts::{BoundHosts, host_of, preset_hosts, refused_message, secret_env_var};
 pub use json_schema::{value_type_from_schema, value_type_schema};

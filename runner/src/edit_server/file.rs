@@ -35,9 +35,11 @@ impl GraphFile {
         GraphDoc::new(name)
     }
 
-    /// Writes through the app's save path. The trust record is left as it is.
+    /// Writes through the app's save path, without the built-in blocks' declared defaults.
+    /// The trust record is left as it is.
     fn save(&self, doc: &GraphDoc) -> Result<(), String> {
-        crate::save::write_graph_file(doc, &self.path)
+        let short = agentloom_core::without_declared_defaults(doc, &Registry::builtin());
+        crate::save::write_graph_file(&short, &self.path)
             .map_err(|err| format!("cannot write {}: {err}", self.path.display()))
     }
 
