@@ -256,15 +256,15 @@ impl DataFiles {
 }
 
 /// Whether a native file dialog can appear. On Linux rfd asks the xdg desktop portal over
-/// D-Bus, then falls back to zenity; with neither it returns nothing, just as if the person
-/// had cancelled, so the app asks first and types paths in a prompt of its own instead.
+/// D-Bus, then falls back to zenity (GTK); with neither it returns nothing, just as if the
+/// person had cancelled, so the app asks first and types paths in a prompt of its own instead.
 pub fn native_dialogs_available() -> bool {
     #[cfg(target_os = "linux")]
     {
         let zenity = std::env::var_os("PATH").is_some_and(|paths| {
             std::env::split_paths(&paths).any(|dir| dir.join("zenity").is_file())
         });
-        zenity || portal_on_session_bus()
+        zenity || portal_shows_file_dialogs()
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -272,28 +272,33 @@ pub fn native_dialogs_available() -> bool {
     }
 }
 
-/// Whether the session bus has (or can start) the desktop portal.
+/// Whether the desktop portal on the session bus (started by the bus when it is installed)
+/// offers its file chooser: a portal without a backend that implements it (only
+/// xdg-desktop-portal, say) has none, and would leave every dialog silently cancelled.
 #[cfg(target_os = "linux")]
-fn portal_on_session_bus() -> bool {
-    const PORTAL: &str = "org.freedesktop.portal.Desktop";
+fn portal_shows_file_dialogs() -> bool {
     // A blocking D-Bus connection must not be made on an async runtime's thread.
-    let asked = std::thread::spawn(|| -> zbus::Result<bool> {
-        let connection = zbus::blocking::Connection::session()?;
-        let bus = zbus::blocking::fdo::DBusProxy::new(&connection)?;
-        let portal = zbus::names::BusName::try_from(PORTAL)?;
-        if bus.name_has_owner(portal)? {
-            return Ok(true);
-        }
-        Ok(bus
-            .list_activatable_names()?
-            .iter()
-            .any(|name| name.as_str() == PORTAL))
+    let asked = std::thread::spawn(|| -> zbus::Result<u32> {
+        let connection = zbus::blocking::connection::Builder::session()?
+            // Starting the portal takes a moment; a hung one must not hang the window.
+            .method_timeout(std::time::Duration::from_secs(5))
+            .build()?;
+        let portal = zbus::blocking::fdo::PropertiesProxy::builder(&connection)
+            .destination("org.freedesktop.portal.Desktop")?
+            .path("/org/freedesktop/portal/desktop")?
+            .build()?;
+        let chooser = zbus::names::InterfaceName::try_from("org.freedesktop.portal.FileChooser")?;
+        let version = portal.get(chooser, "version")?;
+        Ok(u32::try_from(version).unwrap_or(0))
     })
     .join();
     match asked {
-        Ok(Ok(found)) => found,
+        Ok(Ok(version)) => {
+            tracing::debug!(version, "file dialogs through the desktop portal");
+            true
+        }
         Ok(Err(err)) => {
-            tracing::info!(error = %err, "no session bus to reach the file dialog portal");
+            tracing::info!(error = %err, "no desktop portal with a file chooser: paths are typed in the app");
             false
         }
         Err(_) => false,

@@ -1,5 +1,5 @@
-//! The in-app file prompt: where no native file dialog can appear (a desktop without the
-//! xdg portal and without zenity), Open, Save As, Import and Export ask for a path in a small
+//! The in-app file prompt: where no native file dialog can appear (a desktop without an xdg
+//! portal that offers a file chooser and without zenity), Open, Save As, Import and Export ask for a path in a small
 //! window instead of doing nothing.
 
 use std::path::PathBuf;
@@ -116,7 +116,8 @@ pub fn path_prompt_ui(
                 }
                 _ => {
                     "No file dialog is available on this desktop (it needs the xdg desktop \
-                     portal or zenity). Type the file's path:"
+                     portal with a file chooser, such as xdg-desktop-portal-gtk, or zenity). \
+                     Type the file's path:"
                 }
             };
             ui.label(RichText::new(why).color(theme::TEXT_WEAK));
