@@ -652,12 +652,9 @@ impl App {
             [pin] => self.document.pin_name(*pin),
             _ => None,
         };
-        if let Some(mut node) =
+        if let Some(node) =
             palette::new_node_for_pin(entry, &doc, catalog.as_ref(), pin_name.as_deref())
         {
-            if !pins.is_empty() {
-                node = palette::with_required_nulls(node, catalog.as_ref());
-            }
             let id = self.document.add_wired(node, pos, pins, catalog.as_ref());
             self.session.inspected = Some(id);
         }

@@ -164,9 +164,19 @@ impl App {
         if self.canvas.node_rects.values().any(|r| r.contains(at)) {
             return None;
         }
-        let radius = 6.0 / self.canvas.transform.scaling.max(f32::EPSILON);
-        wiring::wire_at(&self.canvas, &self.document.snarl, at, radius)
+        wiring::wire_at(&self.canvas, &self.document.snarl, at, self.wire_reach())
     }
+
+    /// How far from a wire's middle line a pointer still touches it, in graph units: half
+    /// its drawn width and a hand's slack (10 points at 100 %, scaled with the zoom), never
+    /// less than 6 points on screen, so a wire zoomed far out can still be hit.
+    fn wire_reach(&self) -> f32 {
+        const SLACK: f32 = 9.0;
+        const LEAST_ON_SCREEN: f32 = 6.0;
+        let scale = self.canvas.transform.scaling.max(f32::EPSILON);
+        (theme::WIRE_WIDTH / 2.0 + SLACK).max(LEAST_ON_SCREEN / scale)
+    }
+
 
     /// The picked wire drawn over, and a hovered wire's ends, types and last value.
     pub(crate) fn wire_hover_ui(

@@ -38,14 +38,10 @@ pub fn entries(catalog: &dyn BlockCatalog) -> Vec<PaletteEntry> {
                 inputs: Vec::new(),
                 outputs: Vec::new(),
             };
-            // A required field without a default (a constant's value) is probed as null,
-            // so the block's ports are known to the wire-drop search all the same.
+            // A new node (a constant's value null until written) shows the block's ports to
+            // the wire-drop search.
             if let Some(node) = new_node(&entry, &probe, catalog)
-                && let Ok((_, imp)) = agentloom_core::instantiate_node(
-                    0,
-                    &with_required_nulls(node, catalog),
-                    catalog,
-                )
+                && let Ok((_, imp)) = agentloom_core::instantiate_node(0, &node, catalog)
             {
                 entry.inputs = imp.ports().inputs.clone();
                 entry.outputs = crate::document::every_output(
@@ -97,13 +93,14 @@ pub fn new_node_for_pin(
             serde_json::Value::String(node.id.clone()),
         );
     }
-    Some(node)
+    // A constant shows its output (and takes wires) before its value is written.
+    Some(with_required_nulls(node, catalog))
 }
 
 /// `node` with each required field it lacks set to null, when its block then configures:
-/// a block added at a dropped wire has ports to wire (a constant's output) while its value
-/// is still to be written. Otherwise `node` as it was.
-pub fn with_required_nulls(node: NodeDoc, catalog: &dyn BlockCatalog) -> NodeDoc {
+/// a block added from the palette or at a dropped wire has ports to wire (a constant's
+/// output) while its value is still to be written. Otherwise `node` as it was.
+fn with_required_nulls(node: NodeDoc, catalog: &dyn BlockCatalog) -> NodeDoc {
     let Some(block) = catalog.block(&node.block) else {
         return node;
     };
