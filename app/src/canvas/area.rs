@@ -177,7 +177,6 @@ impl App {
         (theme::WIRE_WIDTH / 2.0 + SLACK).max(LEAST_ON_SCREEN / scale)
     }
 
-
     /// The picked wire drawn over, and a hovered wire's ends, types and last value.
     pub(crate) fn wire_hover_ui(
         &mut self,
@@ -223,6 +222,78 @@ impl App {
         let ctx = ui.ctx().clone();
         let rect = ui.available_rect_before_wrap();
         self.canvas.screen_rect = rect;
+        self.fit_when_due();
+        let pointer = ctx.input(|i| i.pointer.hover_pos());
+        let over_canvas = pointer.is_some_and(|p| rect.contains(p));
+        if over_canvas && ctx.input(|i| i.pointer.primary_pressed()) {
+            self.document.begin_move();
+        }
+
+        let dragged_into = self.session.wire_drag.dragged_into(&self.document.snarl);
+        self.document.settle_outputs(dragged_into.as_ref());
+
+        let canvas_layer = ui.layer_id().order;
+        let right_clicked_wire = self.canvas_menu_origin(&ctx, pointer, over_canvas, canvas_layer);
+        self.plain_wheel_zoom(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
+        self.snarl_ui(ui);
+        self.wire_gestures_ui(&ctx, pointer, right_clicked_wire);
+        self.canvas_overlays_ui(&ctx, rect);
+        self.palette_drop_ui(&ctx, pointer.filter(|_| over_canvas));
+        self.canvas_clicks(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
+        self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
+        self.follow_selection(&ctx);
+    }
+
+    /// Over the canvas: the zoom buttons, the group titles and the minimap.
+    fn canvas_overlays_ui(&mut self, ctx: &egui::Context, rect: egui::Rect) {
+        self.zoom_buttons_ui(ctx, rect);
+        if !groups::group_titles_ui(
+            ctx,
+            &self.canvas,
+            &self.document.snarl,
+            &self.document.groups,
+            &mut self.commands,
+        ) {
+            self.session.group_title_editing = None;
+        }
+        if self.canvas.prefs.minimap
+            && let Some(view) = minimap::minimap_ui(
+                ctx,
+                rect,
+                &self.canvas,
+                &self.document.snarl,
+                &self.document.groups,
+            )
+        {
+            self.canvas.set_transform = Some(view);
+        }
+    }
+
+    /// A block dragged from the palette: where it will go, and where it is dropped.
+    fn palette_drop_ui(&mut self, ctx: &egui::Context, on_canvas: Option<Pos2>) {
+        // A block dragged from the palette shows where it will go.
+        if let Some(payload) = egui::DragAndDrop::payload::<PaletteDrag>(ctx)
+            && let Some(pos) = on_canvas
+            && let Some(entry) = self.palette.iter().find(|e| e.kind == payload.0)
+        {
+            ghost::palette_ghost_ui(ctx, &self.canvas, entry, pos);
+        }
+        // A block dropped from the palette.
+        if egui::DragAndDrop::has_payload_of_type::<PaletteDrag>(ctx)
+            && ctx.input(|i| i.pointer.any_released())
+            && let Some(payload) = egui::DragAndDrop::take_payload::<PaletteDrag>(ctx)
+            && let Some(pos) = on_canvas
+        {
+            self.commands.push(Command::AddBlock {
+                kind: payload.0.clone(),
+                pos: Some(self.canvas.to_graph(pos)),
+            });
+        }
+    }
+
+    /// Fits the view to the graph when asked, and again while the first frames measure
+    /// its nodes or the canvas settles.
+    fn fit_when_due(&mut self) {
         if self.session.pending_fit
             || self.session.refits_after_layout > 0
             || self.canvas.fit_is_stale(&self.document.snarl)
@@ -244,18 +315,20 @@ impl App {
             };
             self.session.pending_fit = false;
         }
-        let pointer = ctx.input(|i| i.pointer.hover_pos());
-        let over_canvas = pointer.is_some_and(|p| rect.contains(p));
-        if over_canvas && ctx.input(|i| i.pointer.primary_pressed()) {
-            self.document.begin_move();
-        }
+    }
 
-        let dragged_into = self.session.wire_drag.dragged_into(&self.document.snarl);
-        self.document.settle_outputs(dragged_into.as_ref());
-
+    /// Where canvas menus open (where the pointer was right-clicked or a wire was dropped,
+    /// known before the canvas widget runs, which opens a dropped wire's menu in the same
+    /// frame), and the wire right-clicked, if one was.
+    fn canvas_menu_origin(
+        &mut self,
+        ctx: &egui::Context,
+        pointer: Option<Pos2>,
+        over_canvas: bool,
+        canvas_layer: egui::Order,
+    ) -> Option<(egui_snarl::OutPinId, egui_snarl::InPinId)> {
         // A right-click where a wire is hovered opens that wire's menu: the same hit test
         // as the hover, so whatever shows a wire's note offers Disconnect.
-        let canvas_layer = ui.layer_id().order;
         let right_clicked_wire = pointer
             .filter(|_| over_canvas && ctx.input(|i| i.pointer.secondary_clicked()))
             .filter(|pos| {
@@ -264,8 +337,6 @@ impl App {
             })
             .and_then(|pos| self.wire_under(pos));
         self.canvas.right_click_on_wire = right_clicked_wire.is_some();
-        // Canvas menus open where the pointer was right-clicked or a wire was dropped: known
-        // before the canvas widget runs, which opens a dropped wire's menu in the same frame.
         if let Some(pos) = pointer.filter(|_| over_canvas)
             && ctx.input(|i| i.pointer.secondary_clicked() || i.pointer.primary_released())
             && ctx
@@ -275,10 +346,19 @@ impl App {
             self.canvas.menu_origin = Some(self.canvas.to_graph(pos));
         }
 
-        // With "Zoom with the mouse wheel" on, the plain wheel over the canvas zooms about
-        // the pointer (Shift+wheel still scrolls; Ctrl+wheel zooms either way).
+        right_clicked_wire
+    }
+
+    /// With "Zoom with the mouse wheel" on, the plain wheel over the canvas zooms about
+    /// the pointer (Shift+wheel still scrolls; Ctrl+wheel zooms either way).
+    fn plain_wheel_zoom(
+        &mut self,
+        ctx: &egui::Context,
+        on_canvas: Option<Pos2>,
+        canvas_layer: egui::Order,
+    ) {
         if self.canvas.prefs.wheel_zooms
-            && let Some(pos) = pointer.filter(|_| over_canvas)
+            && let Some(pos) = on_canvas
             && ctx
                 .layer_id_at(pos)
                 .is_none_or(|layer| layer.order == canvas_layer)
@@ -290,7 +370,10 @@ impl App {
                 self.canvas.set_transform = Some(self.canvas.zoom_about(pos, factor));
             }
         }
+    }
 
+    /// The snarl widget with its viewer: the nodes, their pins and the wires.
+    fn snarl_ui(&mut self, ui: &mut egui::Ui) {
         // Text inside nodes is not selectable: a press on a node's title grabs the node.
         ui.style_mut().interaction.selectable_labels = false;
         let canvas_id = self.canvas_id();
@@ -309,9 +392,18 @@ impl App {
             .id(canvas_id)
             .style(theme::snarl_style())
             .show(snarl, &mut viewer, ui);
+    }
 
+    /// A dropped wire's block search, a right-clicked wire's menu, and the wire being
+    /// dragged (refused connections said).
+    fn wire_gestures_ui(
+        &mut self,
+        ctx: &egui::Context,
+        pointer: Option<Pos2>,
+        right_clicked_wire: Option<(egui_snarl::OutPinId, egui_snarl::InPinId)>,
+    ) {
         wire_drop::wire_drop_ui(
-            &ctx,
+            ctx,
             &mut self.canvas,
             &self.palette,
             &self.document.snarl,
@@ -327,61 +419,28 @@ impl App {
         if let Some(reason) =
             self.session
                 .wire_drag
-                .update(&ctx, &self.canvas, &self.document.snarl, pointer)
+                .update(ctx, &self.canvas, &self.document.snarl, pointer)
         {
             self.notice = Some(format!("Connection refused: {reason}"));
         }
         if ctx.input(|i| i.pointer.primary_released()) {
             self.commands.push(Command::FinishMove);
         }
+    }
 
-        self.zoom_buttons_ui(&ctx, rect);
-        if !groups::group_titles_ui(
-            &ctx,
-            &self.canvas,
-            &self.document.snarl,
-            &self.document.groups,
-            &mut self.commands,
-        ) {
-            self.session.group_title_editing = None;
-        }
-        if self.canvas.prefs.minimap
-            && let Some(view) = minimap::minimap_ui(
-                &ctx,
-                rect,
-                &self.canvas,
-                &self.document.snarl,
-                &self.document.groups,
-            )
-        {
-            self.canvas.set_transform = Some(view);
-        }
-
-        // A block dragged from the palette shows where it will go.
-        if let Some(payload) = egui::DragAndDrop::payload::<PaletteDrag>(&ctx)
-            && let Some(pos) = pointer.filter(|_| over_canvas)
-            && let Some(entry) = self.palette.iter().find(|e| e.kind == payload.0)
-        {
-            ghost::palette_ghost_ui(&ctx, &self.canvas, entry, pos);
-        }
-        // A block dropped from the palette.
-        if egui::DragAndDrop::has_payload_of_type::<PaletteDrag>(&ctx)
-            && ctx.input(|i| i.pointer.any_released())
-            && over_canvas
-            && let Some(payload) = egui::DragAndDrop::take_payload::<PaletteDrag>(&ctx)
-            && let Some(pos) = pointer
-        {
-            self.commands.push(Command::AddBlock {
-                kind: payload.0.clone(),
-                pos: Some(self.canvas.to_graph(pos)),
-            });
-        }
-
+    /// Clicks on the canvas: a press takes the keyboard back, a plain click inspects a
+    /// node (or the graph, or picks a wire), a double-click opens a called graph.
+    fn canvas_clicks(
+        &mut self,
+        ctx: &egui::Context,
+        on_canvas: Option<Pos2>,
+        canvas_layer: egui::Order,
+    ) {
         // A plain click on a node shows it in the inspector; on empty canvas, the graph.
         // A press on the canvas takes the keyboard from whichever widget has it, so that
         // the canvas's keys work again. egui leaves it with a widget pressed on, and Tab
         // from the inspector walks it onto the canvas widget itself.
-        if let Some(pos) = pointer.filter(|_| over_canvas)
+        if let Some(pos) = on_canvas
             && ctx.input(|i| i.pointer.any_pressed())
             && ctx
                 .layer_id_at(pos)
@@ -389,7 +448,7 @@ impl App {
         {
             ctx.memory_mut(egui::Memory::stop_text_input);
         }
-        if let Some(pos) = pointer.filter(|_| over_canvas)
+        if let Some(pos) = on_canvas
             && ctx.input(|i| i.pointer.primary_clicked() && i.modifiers.is_none())
             && ctx
                 .layer_id_at(pos)
@@ -398,7 +457,7 @@ impl App {
             let hit = self.node_at(self.canvas.to_graph(pos));
             // A plain click replaces the selection: the clicked node alone, a wire, or
             // nothing.
-            self.clear_selection(&ctx);
+            self.clear_selection(ctx);
             self.session.inspected = hit;
             self.session.selected_wire = if hit.is_none() {
                 self.wire_under(pos)
@@ -407,7 +466,7 @@ impl App {
             };
         }
         // A double-click on a node that calls a graph file opens that file.
-        if let Some(pos) = pointer.filter(|_| over_canvas)
+        if let Some(pos) = on_canvas
             && ctx.input(|i| {
                 i.pointer
                     .button_double_clicked(egui::PointerButton::Primary)
@@ -424,9 +483,11 @@ impl App {
                 Err(message) => self.notice = Some(message),
             }
         }
-        self.wire_hover_ui(&ctx, pointer.filter(|_| over_canvas), canvas_layer);
+    }
 
-        let mut selected = self.selected_nodes(&ctx);
+    /// Keeps the inspector on the one selected node, and a shift-click's selection whole.
+    fn follow_selection(&mut self, ctx: &egui::Context) {
+        let mut selected = self.selected_nodes(ctx);
         // Shift adds to the selection (a click or a box): the block a plain click picked
         // counts as selected, so it stays in (snarl's selection starts with what shift
         // touched).
