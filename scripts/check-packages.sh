@@ -154,7 +154,7 @@ xvfb-run -a -s "-screen 0 1280x800x24 -nolisten tcp" \
 # Runs a command where libfuse.so.2 and /dev/fuse do not exist, as on a system with FUSE 3
 # only: a mount namespace (bubblewrap) whose library folder holds everything but libfuse.so.2.
 # The folder of the C library, where libfuse.so.2 is installed too.
-libdir=$(dirname "$(readlink -f "$(ldconfig -p | sed -n 's/^\tlibc.so.6 .*=> //p' | head -n1)")")
+libdir=$(dirname "$(readlink -f "$(PATH="$PATH:/usr/sbin:/sbin" ldconfig -p | sed -n 's/^\tlibc.so.6 .*=> //p' | head -n1)")")
 without_libfuse2() {
     local entry args=(--dev-bind / / --tmpfs "$libdir")
     for entry in "$libdir"/*; do
