@@ -24,7 +24,8 @@
 //! the run log's figures are set against the same chain without the log.
 //!
 //! Arguments name the sections to run (`chain`, `process`, `startup`, `fan-out`, `memory`,
-//! `log-size`); none runs them all.
+//! `log-size`); none runs them all. `AGENTLOOM_BENCH_QUICK=1` leaves out the chains of
+//! 100,000 nodes (a check that every section runs, not figures to quote).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -82,6 +83,16 @@ fn fan_out(n: usize, ms: u64) -> GraphDoc {
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
+}
+
+/// The chain lengths measured out of `sizes`: all, or under `AGENTLOOM_BENCH_QUICK` those
+/// below 100,000.
+fn lengths<const N: usize>(sizes: [usize; N]) -> Vec<usize> {
+    let quick = std::env::var_os("AGENTLOOM_BENCH_QUICK").is_some_and(|v| v != "0");
+    sizes
+        .into_iter()
+        .filter(|&n| !quick || n < 100_000)
+        .collect()
 }
 
 fn repetitions(n: usize) -> usize {
@@ -175,7 +186,7 @@ fn chain_figures(
         "{:>8}  {:>14}  {:>14}  {:>10}  {:>10}",
         "N", "executor µs", "with log µs", "vs direct", "log vs no"
     );
-    for n in [10, 1_000, 10_000, 100_000] {
+    for n in lengths([10, 1_000, 10_000, 100_000]) {
         let valid = Arc::new(validate(&chain(n), registry.as_ref()).expect("valid chain"));
         let samples: Vec<Duration> = (0..repetitions(n))
             .map(|_| {
@@ -653,7 +664,7 @@ fn process_figures(
         "{:>10}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  {:>8}",
         "N", "engine log", "run log", "ratio", "engine none", "run --no-log", "ratio"
     );
-    for n in [1_000, 10_000, 100_000] {
+    for n in lengths([1_000, 10_000, 100_000]) {
         let doc = chain(n);
         let path = write_graph(&format!("chain-{n}"), &doc);
         let runs = (20_000 / n).clamp(3, 7);
@@ -709,7 +720,7 @@ fn process_figures(
     }
 
     println!("\n`agentloom run` peak RSS (with the run log, median of 3):");
-    for n in [10, 10_000, 100_000] {
+    for n in lengths([10, 10_000, 100_000]) {
         let path = scratch.join(format!("chain-{n}.json"));
         if !path.exists() {
             write_graph(&format!("chain-{n}"), &chain(n));
