@@ -93,6 +93,9 @@ fn run() -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Some("--appimage-extract") => {
+            if rest.len() > 1 {
+                bail!("--appimage-extract unpacks the whole image and takes no pattern");
+            }
             extract_here(&appimage)?;
             return Ok(ExitCode::SUCCESS);
         }
@@ -148,6 +151,8 @@ fn start_app_run(
     let app_run = appdir.join("AppRun");
     let mut command = Command::new(&app_run);
     command
+        // The name the person typed, so that the app's usage lines name the AppImage.
+        .arg0(&argv0)
         .args(args)
         .env("APPIMAGE", appimage)
         .env("APPDIR", appdir)
