@@ -27,7 +27,7 @@ pub fn squashfs_offset(appimage: &Path) -> anyhow::Result<u64> {
     let section_headers = u64::from_le_bytes(header[0x28..0x30].try_into().expect("8 bytes"));
     let entry_size = u16::from_le_bytes([header[0x3a], header[0x3b]]);
     let entries = u16::from_le_bytes([header[0x3c], header[0x3d]]);
-    let offset = section_headers + u64::from(entry_size) * u64::from(entries);
+    let offset = section_headers.saturating_add(u64::from(entry_size) * u64::from(entries));
 
     let mut magic = [0u8; 4];
     file.seek(SeekFrom::Start(offset))?;
