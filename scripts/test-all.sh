@@ -57,7 +57,7 @@ install_system_packages() {
     build-essential xvfb xauth x11-utils imagemagick xdotool libx11-6 libx11-xcb1 libxcursor1 \
     libxi6 libxrandr2 libxkbcommon-x11-0 libegl1 libegl-mesa0 libgl1-mesa-dri libvulkan1 \
     mesa-vulkan-drivers dbus-daemon gnome-keyring libsecret-tools keyutils bsdutils bubblewrap \
-    dpkg-dev squashfs-tools desktop-file-utils shared-mime-info libglib2.0-bin libfuse2 nats-server \
+    dpkg-dev squashfs-tools desktop-file-utils shared-mime-info libglib2.0-bin nats-server \
     gcc-mingw-w64-x86-64 nsis p7zip-full >/dev/null
 }
 
