@@ -88,9 +88,11 @@ fn a_cases_file_runs_from_the_panel_and_a_case_opens_its_run() {
         agentloom_core::Value::from("Hello, Ada!")
     );
 
-    // The timeline of the shown run lists its nodes.
+    // The timeline of the shown run lists its nodes (read from the log in the background).
     h.get_by_label("Timeline").click();
-    h.run_steps(3);
+    wait_until(&mut h, "the timeline", |h| {
+        h.query_by_label_contains("Timeline:").is_some()
+    });
     h.get_by_label_contains("Timeline:");
     let bars = h.state().timeline_bars();
     assert!(
