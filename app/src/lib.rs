@@ -13,6 +13,7 @@
 mod canvas;
 mod command;
 mod command_handling;
+mod debugging;
 mod document;
 pub(crate) mod files;
 mod logic;
