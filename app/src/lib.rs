@@ -20,7 +20,6 @@ mod logic;
 mod menus;
 mod native;
 mod panels;
-mod resume;
 mod run;
 mod run_control;
 mod run_panel;
