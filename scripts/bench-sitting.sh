@@ -124,15 +124,15 @@ executor = "cargo bench -p agentloom-engine --bench executor"
 engine_log, run_log, ratio = find("executor", r"^\s+10000\s+([\d.]+) µs\s+([\d.]+) µs\s+([\d.]+)x")
 row("`agentloom run` per node, 10,000-node passthrough chain, with the log, vs the engine with the log",
     f"{ratio:.2f}× (target ≤ 2×)", ratio <= 2 and run_log <= 10,
-    f"{run_log:.2} µs/node (target ≤ 10); engine {engine_log:.2} µs/node", "executor", f"{executor} process")
+    f"{run_log:.2f} µs/node (target ≤ 10); engine {engine_log:.2f} µs/node", "executor", f"{executor} process")
 engine_t, run_t, ratio = find("executor", r"^\s+engine ([\d.]+) µs/node; `agentloom run` ([\d.]+) µs/node.*ratio ([\d.]+)")
 row("`agentloom run` per node, 10,000 `text.template \"{{ value }}\"`, with the log, vs the engine",
     f"{ratio:.2f}× (target ≤ 2×)", ratio <= 2 and run_t <= 10,
-    f"{run_t:.2} µs/node (target ≤ 10); engine {engine_t:.2} µs/node", "executor", f"{executor} process")
+    f"{run_t:.2f} µs/node (target ≤ 10); engine {engine_t:.2f} µs/node", "executor", f"{executor} process")
 logged, unlogged, ratio, floor = find("executor", r"^\s+with the log ([\d.]+) ms, --no-log ([\d.]+) ms \(ratio ([\d.]+)\); a process doing nothing ([\d.]+) ms")
 row("Process start, a 1-node graph, with the log, vs `--no-log`",
     f"{ratio:.2f}×", logged <= 8,
-    f"{logged:.2} ms (target ≤ 8); --no-log {unlogged:.2} ms; a process doing nothing {floor:.2} ms",
+    f"{logged:.2f} ms (target ≤ 8); --no-log {unlogged:.2f} ms; a process doing nothing {floor:.2f} ms",
     "executor", f"{executor} startup")
 fan, one, beyond = find("executor", r"^\s+`agentloom run` with the log: ([\d.]+) ms, a 1-node run ([\d.]+) ms.*: (-?[\d.]+) ms beyond")
 row("Fan-out 100 × 100 ms `control.delay`, whole process, beyond start-up over the ideal",
@@ -143,12 +143,13 @@ took_s, copy_s, ratio = find("values", r"chain ([\d.]+) s \([\d.]+ µs/node\); c
 flat_s, growth = find("values", r"not growing \(.*\) ([\d.]+) s \([\d.]+ µs/node\); the growth adds [-\d.]+ s: (-?[\d.]+)x copying")
 n = int(find("values", r"growing text: (\d+) text.template")[0])
 row(f"Growing text `\"{{{{ s }}}}.\"`, {n:,} templates, engine, no log, vs copying the text once per node",
-    f"{ratio:.2f}× (target ≤ 1.5×); the growth alone {growth:.2}× copying", ratio <= 1.5,
+    f"{ratio:.2f}× (target ≤ 1.5×); the growth alone {growth:.2f}× copying", ratio <= 1.5,
     f"{took_s:.3f} s; copying {copy_s:.3f} s; the same chain not growing {flat_s:.3f} s",
     "values", "cargo bench -p agentloom-engine --bench values growing")
-large, = find("values", r"^\s+with log\s+[\d.]+\s+[\d.]+\s+([\d.]+)x")
+small_hop, large_hop, large = find("values", r"^\s+with log\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x")
 row("Handing on a 100 KB text instead of 1 character, 1,000 nodes, with the log", f"{large:.2f}×", None,
-    "", "values", "cargo bench -p agentloom-engine --bench values handing")
+    f"{large_hop:.2f} µs per hop; 1 character {small_hop:.2f} µs", "values",
+    "cargo bench -p agentloom-engine --bench values handing")
 
 peers = last_json("peers")
 agentloom = peers.get("Agentloom", {})
@@ -157,7 +158,7 @@ for key, label, unit in [("start_ms", "Process start (1 node, whole process, wit
                          ("fanout_ms", "100 × 100 ms fan-out (the run's own time)", "ms")]:
     mine = agentloom.get(key)
     others = [(peer, peers[peer][key]) for peer in ("Rivet", "Node-RED") if key in peers.get(peer, {})]
-    ratio = ", ".join(f"{mine / theirs:.2f}× {peer}'s" for peer, theirs in others if theirs)
+    ratio = ", ".join(f"{mine / theirs:.3g}× {peer}'s" for peer, theirs in others if theirs)
     absolute = f"{mine:.1f} {unit}; " + ", ".join(f"{peer} {theirs:.1f} {unit}" for peer, theirs in others)
     row(f"{label}: Agentloom vs the peers", ratio, None, absolute, "peers")
 
