@@ -51,7 +51,11 @@ impl App {
                     self.take_mcp_connection(catalog, problems);
                 }
                 Report::Models { base, listed } => self.inspector.models_listed(&base, listed),
-                Report::RunRead { run_id, detail } => self.timeline.read(&run_id, detail),
+                Report::RunRead {
+                    run_id,
+                    detail,
+                    unchanged,
+                } => self.timeline.read(&run_id, detail, unchanged),
                 Report::SignInDevice(_) | Report::SignInBrowser(_) | Report::CredentialsDone(_) => {
                     self.credentials.take_report(report)
                 }

@@ -43,11 +43,27 @@ pub(crate) enum Report {
         base: String,
         listed: Result<Vec<String>, String>,
     },
-    /// Run `run_id` as the run log holds it now.
+    /// Run `run_id` as the run log holds it now; `unchanged`: as last read, so nothing new
+    /// to draw.
     RunRead {
         run_id: String,
         detail: Result<Option<RunDetail>, String>,
+        unchanged: bool,
     },
+}
+
+impl Report {
+    /// Whether the window has something new to draw (a report that has not waits for the
+    /// next frame, and wakes nothing).
+    fn wakes(&self) -> bool {
+        !matches!(
+            self,
+            Report::RunRead {
+                unchanged: true,
+                ..
+            }
+        )
+    }
 }
 
 /// Which task a report comes from.
@@ -82,6 +98,7 @@ impl Reporter {
     }
 
     fn send(&self, report: Report, last: bool) {
+        let wakes = report.wakes();
         let message = Message {
             task: self.task,
             report,
@@ -89,6 +106,7 @@ impl Reporter {
         };
         // The app may be gone (closing): nobody to tell then.
         if self.sender.send(message).is_ok()
+            && wakes
             && let Some(ctx) = self
                 .waker
                 .lock()

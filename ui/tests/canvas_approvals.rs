@@ -185,6 +185,10 @@ fn the_timeline_follows_a_run_through_its_approval_to_its_end() {
     press(&mut h, "Approve");
     wait_until(&mut h, "the run to end", |h| !h.state().run.is_running());
     h.run_steps(3);
+    // The timeline reads the log in the background: its last read is in.
+    wait_until(&mut h, "the timeline's last read", |h| {
+        h.state().background_tasks() == 0
+    });
     assert_eq!(h.state().run.status, Some(RunStatus::Completed));
     let bars = h.state().timeline_bars();
     assert_eq!(bars.len(), 3, "{bars:?}");

@@ -86,10 +86,20 @@ impl RunTimeline {
         self.read_after = wanted.messages;
         let store = store.clone();
         let run_id = wanted.run_id;
+        let shown = self.read.then(|| self.bars.clone());
         // A read still under way is of before: dropping it drops what it finds.
         self.reading = match tasks.spawn_blocking(move |_, _| {
             let detail = store.get_run(&run_id).map_err(|e| e.to_string());
-            Report::RunRead { run_id, detail }
+            // Read again while a run waits, mostly the same: nothing to wake the window for.
+            let unchanged = match (&detail, &shown) {
+                (Ok(Some(detail)), Some(shown)) => bars_of(detail) == *shown,
+                _ => false,
+            };
+            Report::RunRead {
+                run_id,
+                detail,
+                unchanged,
+            }
         }) {
             Ok(task) => Some(task),
             Err(why) => {
@@ -99,12 +109,21 @@ impl RunTimeline {
         };
     }
 
-    /// What the log held of run `run_id`.
-    pub(crate) fn read(&mut self, run_id: &str, detail: Result<Option<RunDetail>, String>) {
+    /// What the log held of run `run_id` (`unchanged`: the bars shown).
+    pub(crate) fn read(
+        &mut self,
+        run_id: &str,
+        detail: Result<Option<RunDetail>, String>,
+        unchanged: bool,
+    ) {
         if self.run_id.as_deref() != Some(run_id) {
             return;
         }
         self.reading = None;
+        if unchanged {
+            self.failed = false;
+            return;
+        }
         self.failed = detail.is_err();
         match detail {
             Ok(detail) => {
@@ -237,7 +256,7 @@ impl crate::App {
     }
 
     /// The shown run's timeline, folded under the run summary.
-    pub(super) fn timeline_ui(&mut self, ui: &mut egui::Ui) {
+    pub(crate) fn timeline_ui(&mut self, ui: &mut egui::Ui) {
         egui::CollapsingHeader::new("Timeline")
             .default_open(false)
             .show(ui, |ui| {
