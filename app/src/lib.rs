@@ -8,7 +8,9 @@
 //! Rooms: `command` (what can be asked, with menu labels and shortcuts), `menus` (menu bar
 //! and shortcuts), `command_handling` (`apply`, the only code that edits the [`Document`]),
 //! `logic` (work that goes on while the window is hidden), `run_control` (run, stop, run
-//! from here), `run` (the run shown), `canvas/`, `panels/` and `windows/`.
+//! from here, resume), `run` (the run shown), `debugging` (the debugger driven),
+//! `canvas/`, `panels/` and `windows/`. [`App`]'s fields are few: what belongs together is
+//! one struct of the room that owns it (the canvas session, the prompts, the problems…).
 
 mod canvas;
 mod command;
