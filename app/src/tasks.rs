@@ -8,10 +8,12 @@
 //! Starting a task gives a [`Task`]: dropping it aborts the task
 //! (or, for blocking work, which cannot be interrupted, sets its cancel token) and anything
 //! it still reports is dropped. [`Task::stop`] only asks it to stop: it still reports how far
-//! it got.
+//! it got. A task that panics reports what its room said it would hear then (`lost`), so no
+//! window waits for it for ever.
 
 use std::collections::HashSet;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -20,6 +22,7 @@ use agentloom_core::Problem;
 use agentloom_engine::RunDetail;
 use agentloom_engine::credentials::oauth::DeviceCode;
 use agentloom_runner::eval::EvalProgress;
+use futures::FutureExt as _;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
@@ -203,11 +206,13 @@ impl BackgroundTasks {
         Ok((runtime, reporter, task))
     }
 
-    /// Runs the future `work` makes on the runtime's workers; its output is its last report.
-    /// Work that blocks a thread goes to [`BackgroundTasks::spawn_blocking`].
+    /// Runs the future `work` makes on the runtime's workers; its output is its last report
+    /// (`lost`, told why, if it panics). Work that blocks a thread goes to
+    /// [`BackgroundTasks::spawn_blocking`].
     pub(crate) fn spawn<F>(
         &mut self,
         work: impl FnOnce(Reporter, CancellationToken) -> F,
+        lost: impl FnOnce(String) -> Report + Send + 'static,
     ) -> Result<Task, String>
     where
         F: Future<Output = Report> + Send + 'static,
@@ -215,7 +220,10 @@ impl BackgroundTasks {
         let (runtime, reporter, mut task) = self.start()?;
         let future = work(reporter.clone(), task.cancel.clone());
         let handle = runtime.spawn(async move {
-            let report = future.await;
+            let report = match AssertUnwindSafe(future).catch_unwind().await {
+                Ok(report) => report,
+                Err(panic) => lost(panic_text(panic.as_ref())),
+            };
             reporter.send(report, true);
         });
         task.abort = Some(handle.abort_handle());
@@ -223,16 +231,19 @@ impl BackgroundTasks {
     }
 
     /// Runs `work` on the runtime's blocking threads (the keychain, SQLite, a connection
-    /// made synchronously); its result is its last report. It may wait for futures with
-    /// the runtime's handle (`Handle::block_on`), and should watch the token.
+    /// made synchronously); its result is its last report (`lost`, told why, if it panics).
+    /// It may wait for futures with the runtime's handle (`Handle::block_on`), and should
+    /// watch the token.
     pub(crate) fn spawn_blocking(
         &mut self,
         work: impl FnOnce(&Reporter, &CancellationToken) -> Report + Send + 'static,
+        lost: impl FnOnce(String) -> Report + Send + 'static,
     ) -> Result<Task, String> {
         let (runtime, reporter, mut task) = self.start()?;
         let cancel = task.cancel.clone();
         let handle = runtime.spawn_blocking(move || {
-            let report = work(&reporter, &cancel);
+            let report = std::panic::catch_unwind(AssertUnwindSafe(|| work(&reporter, &cancel)))
+                .unwrap_or_else(|panic| lost(panic_text(panic.as_ref())));
             reporter.send(report, true);
         });
         task.abort = Some(handle.abort_handle());
@@ -264,6 +275,14 @@ impl BackgroundTasks {
     }
 }
 
+/// What a panic said, for a person.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    let said = (panic.downcast_ref::<&str>().copied())
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no reason given");
+    format!("it stopped unexpectedly ({said})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +310,10 @@ mod tests {
         all
     }
 
+    fn lost(why: String) -> Report {
+        Report::CredentialsDone(Err(why))
+    }
+
     fn text(report: &Report) -> Option<&str> {
         match report {
             Report::CredentialsDone(Ok(text)) => Some(text),
@@ -303,19 +326,25 @@ mod tests {
         let runtime = runtime();
         let mut tasks = BackgroundTasks::on(Some(runtime.handle().clone()));
         let finished = tasks
-            .spawn(|reporter, _| async move {
-                reporter.report(Report::SignInBrowser("https://id.test".to_owned()));
-                Report::CredentialsDone(Ok("done".to_owned()))
-            })
+            .spawn(
+                |reporter, _| async move {
+                    reporter.report(Report::SignInBrowser("https://id.test".to_owned()));
+                    Report::CredentialsDone(Ok("done".to_owned()))
+                },
+                lost,
+            )
             .unwrap_or_else(|e| panic!("{e}"));
         let (started_tx, started) = std::sync::mpsc::channel::<()>();
         let (release, released) = std::sync::mpsc::channel::<()>();
         let cancelled = tasks
-            .spawn_blocking(move |_, _| {
-                let _ = started_tx.send(());
-                let _ = released.recv();
-                Report::CredentialsDone(Ok("too late".to_owned()))
-            })
+            .spawn_blocking(
+                move |_, _| {
+                    let _ = started_tx.send(());
+                    let _ = released.recv();
+                    Report::CredentialsDone(Ok("too late".to_owned()))
+                },
+                lost,
+            )
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(tasks.count(), 2);
         // Cancelled while it runs (blocking work cannot be interrupted: it runs on).
@@ -346,14 +375,17 @@ mod tests {
             }
         }
         let task = tasks
-            .spawn(move |_, _| {
-                let tell = Tell(dropped_tx);
-                async move {
-                    let _tell = tell;
-                    std::future::pending::<()>().await;
-                    Report::CredentialsDone(Ok("never".to_owned()))
-                }
-            })
+            .spawn(
+                move |_, _| {
+                    let tell = Tell(dropped_tx);
+                    async move {
+                        let _tell = tell;
+                        std::future::pending::<()>().await;
+                        Report::CredentialsDone(Ok("never".to_owned()))
+                    }
+                },
+                lost,
+            )
             .unwrap_or_else(|e| panic!("{e}"));
         drop(task);
         assert!(
@@ -364,9 +396,36 @@ mod tests {
     }
 
     #[test]
+    fn a_task_that_panics_reports_what_its_room_hears_then() {
+        let runtime = runtime();
+        let mut tasks = BackgroundTasks::on(Some(runtime.handle().clone()));
+        let _blocking = tasks
+            .spawn_blocking(|_, _| panic!("the keychain went away"), lost)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _future = tasks
+            .spawn(|_, _| async { panic!("no answer") }, lost)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let failed = |r: &Report| match r {
+            Report::CredentialsDone(Err(why)) => Some(why.clone()),
+            _ => None,
+        };
+        let reports = poll_until(&mut tasks, |all| all.iter().filter_map(failed).count() == 2);
+        let mut said: Vec<String> = reports.iter().filter_map(failed).collect();
+        said.sort();
+        assert_eq!(
+            said,
+            [
+                "it stopped unexpectedly (no answer)",
+                "it stopped unexpectedly (the keychain went away)"
+            ]
+        );
+        assert_eq!(tasks.count(), 0);
+    }
+
+    #[test]
     fn without_a_runtime_a_task_says_why_it_cannot_start() {
         let mut tasks = BackgroundTasks::on(None);
-        let refused = tasks.spawn_blocking(|_, _| Report::CredentialsDone(Ok(String::new())));
+        let refused = tasks.spawn_blocking(|_, _| Report::CredentialsDone(Ok(String::new())), lost);
         assert!(refused.is_err());
     }
 }

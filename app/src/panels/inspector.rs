@@ -79,15 +79,23 @@ impl InspectorState {
                 continue;
             }
             let asked = base.clone();
-            *models = match tasks.spawn(move |_, _| async move {
-                let listed = agentloom_blocks::list_local_ollama_models(&asked)
-                    .await
-                    .map_err(|e| e.to_string());
-                Report::Models {
-                    base: asked,
-                    listed,
-                }
-            }) {
+            let lost_base = base.clone();
+            let lost = move |why: String| Report::Models {
+                base: lost_base,
+                listed: Err(format!("the model list could not be fetched: {why}")),
+            };
+            *models = match tasks.spawn(
+                move |_, _| async move {
+                    let listed = agentloom_blocks::list_local_ollama_models(&asked)
+                        .await
+                        .map_err(|e| e.to_string());
+                    Report::Models {
+                        base: asked,
+                        listed,
+                    }
+                },
+                lost,
+            ) {
                 Ok(task) => Models::Loading { _asking: task },
                 Err(e) => Models::Failed(format!("could not ask Ollama for its models: {e}")),
             };

@@ -86,21 +86,30 @@ impl RunTimeline {
         self.read_after = wanted.messages;
         let store = store.clone();
         let run_id = wanted.run_id;
+        let lost_run = run_id.clone();
         let shown = self.read.then(|| self.bars.clone());
+        let lost = move |why: String| Report::RunRead {
+            run_id: lost_run,
+            detail: Err(why),
+            unchanged: false,
+        };
         // A read still under way is of before: dropping it drops what it finds.
-        self.reading = match tasks.spawn_blocking(move |_, _| {
-            let detail = store.get_run(&run_id).map_err(|e| e.to_string());
-            // Read again while a run waits, mostly the same: nothing to wake the window for.
-            let unchanged = match (&detail, &shown) {
-                (Ok(Some(detail)), Some(shown)) => bars_of(detail) == *shown,
-                _ => false,
-            };
-            Report::RunRead {
-                run_id,
-                detail,
-                unchanged,
-            }
-        }) {
+        self.reading = match tasks.spawn_blocking(
+            move |_, _| {
+                let detail = store.get_run(&run_id).map_err(|e| e.to_string());
+                // Read again while a run waits, mostly the same: nothing to wake the window for.
+                let unchanged = match (&detail, &shown) {
+                    (Ok(Some(detail)), Some(shown)) => bars_of(detail) == *shown,
+                    _ => false,
+                };
+                Report::RunRead {
+                    run_id,
+                    detail,
+                    unchanged,
+                }
+            },
+            lost,
+        ) {
             Ok(task) => Some(task),
             Err(why) => {
                 tracing::warn!("the timeline cannot be read: {why}");

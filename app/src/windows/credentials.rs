@@ -243,9 +243,10 @@ impl Credentials {
     pub(crate) fn start_asked(&mut self, tasks: &mut BackgroundTasks) {
         let Some(job) = &mut self.job else { return };
         let Some(work) = job.work.take() else { return };
-        match tasks
-            .spawn_blocking(move |reporter, cancel| Report::CredentialsDone(work(reporter, cancel)))
-        {
+        match tasks.spawn_blocking(
+            move |reporter, cancel| Report::CredentialsDone(work(reporter, cancel)),
+            |why| Report::CredentialsDone(Err(format!("The operation failed: {why}."))),
+        ) {
             Ok(task) => job.task = Some(task),
             Err(e) => {
                 self.job = None;

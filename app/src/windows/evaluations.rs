@@ -110,21 +110,24 @@ impl EvaluationsPanel {
         let store = Arc::clone(store);
         // On the runtime's blocking threads: the evaluation waits for its runs, which go on
         // the app's runtime (no runtime of its own).
-        let started = tasks.spawn_blocking(move |reporter, stop| {
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                return Report::EvaluationDone(Err("the evaluation has no runtime".to_owned()));
-            };
-            let progress = |p: EvalProgress| reporter.report(Report::EvaluationProgress(p));
-            let done = agentloom_runner::eval::run_evaluation_on(
-                &runtime,
-                &plan,
-                EvalOptions::default(),
-                store,
-                &progress,
-                stop.clone(),
-            );
-            Report::EvaluationDone(done.map_err(|e| e.to_string()))
-        });
+        let started = tasks.spawn_blocking(
+            move |reporter, stop| {
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    return Report::EvaluationDone(Err("the evaluation has no runtime".to_owned()));
+                };
+                let progress = |p: EvalProgress| reporter.report(Report::EvaluationProgress(p));
+                let done = agentloom_runner::eval::run_evaluation_on(
+                    &runtime,
+                    &plan,
+                    EvalOptions::default(),
+                    store,
+                    &progress,
+                    stop.clone(),
+                );
+                Report::EvaluationDone(done.map_err(|e| e.to_string()))
+            },
+            |why| Report::EvaluationDone(Err(format!("The evaluation failed: {why}."))),
+        );
         match started {
             Ok(task) => {
                 self.status = "Evaluating…".to_owned();

@@ -104,17 +104,32 @@ impl McpConnector {
         let servers = doc.clone();
         let secrets = secrets();
         let for_task = wanted.clone();
+        let builtin = wanted.clone();
         // Connecting waits for the servers (on the MCP runtime): a blocking thread's work.
-        let spawned = tasks.spawn_blocking(move |_, _| {
-            let file = for_task.graph_file.as_deref();
-            let (catalog, problems) = agentloom_runner::catalog::for_editing_with_servers(
-                &servers,
-                file,
-                &Trust::Trusted,
-                secrets.as_ref(),
-            );
-            Report::McpConnected(catalog, problems)
-        });
+        let spawned = tasks.spawn_blocking(
+            move |_, _| {
+                let file = for_task.graph_file.as_deref();
+                let (catalog, problems) = agentloom_runner::catalog::for_editing_with_servers(
+                    &servers,
+                    file,
+                    &Trust::Trusted,
+                    secrets.as_ref(),
+                );
+                Report::McpConnected(catalog, problems)
+            },
+            move |why| {
+                let problem = Problem {
+                    kind: agentloom_core::ProblemKind::McpServer,
+                    node: None,
+                    port: None,
+                    path: "$.mcp_servers".to_owned(),
+                    message: format!(
+                        "connecting to the MCP servers failed: {why}; change a server to try again"
+                    ),
+                };
+                Report::McpConnected(builtin.builtin(), vec![problem])
+            },
+        );
         match spawned {
             Ok(task) => {
                 self.pending = Some(PendingConnection {
