@@ -81,12 +81,16 @@ fn unsaved_work_is_autosaved_and_recovered_after_a_crash_and_a_save_reopens_next
         "a save clears the autosave"
     );
     assert!(h.query_all_by_label_contains("mine.agentloom.json").count() >= 1);
+    // The file holds the edit without the values its blocks declare as defaults.
+    let saved =
+        agentloom_core::without_declared_defaults(&edited, &agentloom_blocks::Registry::builtin());
+    assert_eq!(h.state().document.to_doc(), saved);
     drop(h);
 
     // Next launch reopens the saved graph, clean, with no recovery notice.
     let h = harness_for(App::startup(None, &paths).with_autosave_delay(AUTOSAVE));
     assert_eq!(h.state().document.path.as_deref(), Some(file.as_path()));
-    assert_eq!(h.state().document.to_doc(), edited);
+    assert_eq!(h.state().document.to_doc(), saved);
     assert!(!h.state().document.dirty);
     assert!(h.query_by_label_contains("Recovered").is_none());
 }
