@@ -187,12 +187,15 @@ fn the_inspector_builds_the_hello_example_tool_by_tool_and_runs_it() {
     let checked = call("validate", &[]);
     assert_eq!(checked, json!({"valid": true, "problems": []}));
 
-    // The file holds the hello example's nodes and wires (the example's label aside).
+    // The file holds the hello example's nodes and wires (the example's label aside),
+    // without the values its blocks declare as defaults, as the app saves.
     let built = GraphDoc::from_json_str(&std::fs::read_to_string(&graph).unwrap()).unwrap();
     let mut hello = agentloom::app::load_graph(&examples().join("hello.agentloom.json")).unwrap();
     for node in &mut hello.nodes {
         node.label = None;
     }
+    let hello =
+        agentloom_core::without_declared_defaults(&hello, &agentloom_blocks::Registry::builtin());
     assert_eq!(built.nodes, hello.nodes);
     assert_eq!(built.edges, hello.edges);
     // Written in the canonical form, as the app saves.

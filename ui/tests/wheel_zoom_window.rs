@@ -31,7 +31,7 @@ fn three_ctrl_wheel_notches_zoom_a_tenth_each_in_the_real_window() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let display = xvfb::Display::start(200..280);
+    let display = xvfb::Display::start();
     let log = dir.path().join("app.log");
     let graph =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");

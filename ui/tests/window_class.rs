@@ -14,7 +14,7 @@ fn the_window_class_is_the_desktop_entrys() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let display = xvfb::Display::start(120..200);
+    let display = xvfb::Display::start();
     let graph =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/examples/hello.agentloom.json");
     let _app = display.open_app(&graph, dir.path(), None, &[]);

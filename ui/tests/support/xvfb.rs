@@ -41,34 +41,63 @@ pub fn tools_present(tools: &[&str]) -> bool {
 /// An Xvfb display of 1280×800, stopped when dropped.
 pub struct Display {
     pub name: String,
-    _xvfb: Killed,
+    _xvfb: Stopped,
+}
+
+/// Xvfb, asked to stop (SIGTERM) when the test ends, so it removes its lock file and socket:
+/// a killed server leaves them behind and its number is lost to the next tests.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 impl Display {
-    /// A new display on the first free number of `numbers`.
-    pub fn start(numbers: std::ops::Range<u32>) -> Display {
-        let number = numbers
-            .into_iter()
-            .find(|n| !Path::new(&format!("/tmp/.X{n}-lock")).exists())
+    /// A new display on a number Xvfb finds free itself (`-displayfd`): choosing one from
+    /// the lock files races with other servers starting and with stale files.
+    pub fn start() -> Display {
+        use std::io::BufRead as _;
+        let mut child = Command::new("Xvfb")
+            .args([
+                "-displayfd",
+                "1",
+                "-screen",
+                "0",
+                "1280x800x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
             .unwrap();
-        let name = format!(":{number}");
-        let xvfb = Killed(
-            Command::new("Xvfb")
-                .args([
-                    name.as_str(),
-                    "-screen",
-                    "0",
-                    "1280x800x24",
-                    "-nolisten",
-                    "tcp",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
+        let mut number = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut number)
+            .unwrap();
+        let xvfb = Stopped(child);
+        let number = number.trim();
+        assert!(
+            !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()),
+            "Xvfb did not say which display it took ({number:?})"
         );
-        std::thread::sleep(Duration::from_millis(800));
-        Display { name, _xvfb: xvfb }
+        Display {
+            name: format!(":{number}"),
+            _xvfb: xvfb,
+        }
     }
 
     /// `agentloom open GRAPH` on this display, its run log and data inside `dir`, its
