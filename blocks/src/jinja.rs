@@ -45,7 +45,16 @@ fn pool_env() -> &'static Environment<'static> {
 /// Source text kept compiled at most; then the compiled templates are all dropped at once.
 const MAX_COMPILED_BYTES: usize = 4 << 20;
 
-/// Source bytes compiled into the current [`compiled_env`].
+/// Templates kept compiled at most, however short: a compiled template holds several KiB
+/// whatever its source, so a process meeting many distinct templates (a server, a large
+/// graph) would otherwise keep hundreds of MiB within the source budget.
+const MAX_COMPILED_TEMPLATES: usize = 512;
+
+/// What each compiled template counts against [`MAX_COMPILED_BYTES`] besides its source.
+const COMPILED_TEMPLATE_WEIGHT: usize = MAX_COMPILED_BYTES / MAX_COMPILED_TEMPLATES;
+
+/// Source bytes compiled into the current [`compiled_env`], each template weighing
+/// [`COMPILED_TEMPLATE_WEIGHT`] more.
 static COMPILED_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 /// What names a compiled template: a number drawn per process, then the template's source.
@@ -79,7 +88,7 @@ fn compiling_environment() -> Environment<'static> {
     let mut env = environment(INLINE_FUEL);
     env.set_loader(|name| {
         Ok(name.strip_prefix(compiled_name_prefix()).map(|source| {
-            COMPILED_BYTES.fetch_add(source.len(), Ordering::Relaxed);
+            COMPILED_BYTES.fetch_add(source.len() + COMPILED_TEMPLATE_WEIGHT, Ordering::Relaxed);
             source.to_owned()
         }))
     });
@@ -324,5 +333,27 @@ mod tests {
         // A source too long to remember is parsed all the same.
         let long = format!("{}{{{{ tail }}}}", "x".repeat(MAX_REMEMBERED_SOURCE));
         assert_eq!(SharedTemplate::parse(&long).unwrap().variables(), ["tail"]);
+    }
+
+    #[test]
+    fn many_short_templates_are_not_all_kept_compiled() {
+        // 2,000 distinct short templates are far under the source budget, but each keeps
+        // several KiB compiled: the number kept is bounded too.
+        for i in 0..2_000 {
+            let name = format!("{}step {i}: {{{{ x | length }}}}", compiled_name_prefix());
+            let env = compiled_env();
+            let rendered = env
+                .get_template(&name)
+                .unwrap()
+                .render(minijinja::context! { x => "abc" })
+                .unwrap();
+            assert_eq!(rendered, format!("step {i}: 3"));
+        }
+        // Other tests of this process may compile a few at the same moment.
+        let kept = compiled_env().templates().count();
+        assert!(
+            kept <= MAX_COMPILED_TEMPLATES + 16,
+            "{kept} templates kept compiled"
+        );
     }
 }
