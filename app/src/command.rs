@@ -4,13 +4,20 @@
 
 use std::path::PathBuf;
 
+use agentloom_core::McpServerDoc;
 use egui::{Key, KeyboardShortcut, Modifiers, Pos2};
 use egui_snarl::NodeId;
 
 use super::canvas::model::Pin;
 use super::debug_command::DebugCommand;
 use super::document::NodeFlag;
-use super::mcp_servers;
+
+/// A change the MCP servers window asks for; the app applies it as one undo step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum McpEdit {
+    Add(String, McpServerDoc),
+    Remove(String),
+}
 
 /// Everything the UI can ask of the app. Pushed by panels, carried out by [`App::apply`].
 #[derive(Clone, Debug)]
@@ -126,7 +133,7 @@ pub enum Command {
     /// Zoom about the middle of the canvas by this factor.
     Zoom(f32),
     /// Change how the canvas is viewed (View menu); kept between sessions.
-    SetViewPrefs(crate::canvas::prefs::ViewPrefs),
+    SetViewPrefs(crate::canvas::model::ViewPrefs),
     /// Press Run: ask for inputs if the graph has any, else start.
     Run,
     /// Start the run with the inputs in the form.
@@ -170,7 +177,7 @@ pub enum Command {
     /// connect (File → Let an assistant edit this graph…).
     OpenAssistantEdit,
     /// Add or remove one of the graph's MCP servers.
-    EditMcpServers(mcp_servers::McpEdit),
+    EditMcpServers(McpEdit),
     /// Trust the open graph file as it is now, and connect its MCP servers.
     TrustAndConnect,
     /// Leave the open graph file untrusted and hide the trust banner.

@@ -8,14 +8,13 @@ use agentloom_core::GraphDoc;
 use egui::Pos2;
 use egui_snarl::NodeId;
 
+use super::command::McpEdit;
 use super::document::{self, Document};
 use super::path_prompt::{self, PathPurpose};
 use super::run::RunView;
 use super::subgraph::Caller;
 use super::windows::assistant_edit;
-use super::{
-    App, Command, examples, files, groups, load_graph, mcp_servers, palette, quick_add, wiring,
-};
+use super::{App, Command, examples, files, groups, load_graph, palette, quick_add, wiring};
 use super::{save_graph, theme, trust_banner};
 
 impl App {
@@ -29,13 +28,13 @@ impl App {
         false
     }
 
-    pub(super) fn edit_mcp_servers(&mut self, edit: mcp_servers::McpEdit) {
+    pub(super) fn edit_mcp_servers(&mut self, edit: McpEdit) {
         let mut doc = self.document.to_doc();
         match edit {
-            mcp_servers::McpEdit::Add(name, server) => {
+            McpEdit::Add(name, server) => {
                 doc.mcp_servers.insert(name, server);
             }
-            mcp_servers::McpEdit::Remove(name) => {
+            McpEdit::Remove(name) => {
                 doc.mcp_servers.remove(&name);
             }
         }
@@ -538,7 +537,7 @@ impl App {
         self.session.inspected = None;
     }
 
-    fn set_view_prefs(&mut self, prefs: crate::canvas::prefs::ViewPrefs) {
+    fn set_view_prefs(&mut self, prefs: crate::canvas::model::ViewPrefs) {
         if let Err(err) = self.canvas.set_prefs(prefs) {
             self.notice = Some(format!("The View settings are not kept: {err}"));
         }

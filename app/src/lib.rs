@@ -55,9 +55,9 @@ pub use files::{load_graph, save_graph};
 pub use native::run_native;
 
 use canvas::CanvasState;
+use canvas::model::PaletteEntry;
 use canvas::session::CanvasSession;
 use inspector::InspectorState;
-use palette::PaletteEntry;
 use panels::graph_info::GraphInfoTyping;
 use panels::problems::Problems;
 use panels::run_list::RunList;

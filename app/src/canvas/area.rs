@@ -6,8 +6,8 @@ use egui_snarl::ui::SnarlWidget;
 
 use super::viewer::Viewer;
 use super::{ghost, groups, minimap, wire_drop, wire_menu, wiring};
+use crate::canvas::model::PaletteDrag;
 use crate::document::Document;
-use crate::palette::PaletteDrag;
 use crate::{App, Command, subgraph, theme};
 
 impl App {

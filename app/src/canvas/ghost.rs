@@ -4,8 +4,8 @@
 use agentloom_core::{ERROR_PORT, PortSpec, TOOL_PORT};
 use egui::{Pos2, RichText, Vec2};
 
+use super::model::PaletteEntry;
 use super::state::CanvasState;
-use crate::panels::palette::PaletteEntry;
 use crate::theme;
 
 /// The smallest text in the ghost, however far out the view is.

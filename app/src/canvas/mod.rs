@@ -9,7 +9,6 @@ mod glyphs;
 pub mod groups;
 pub mod minimap;
 pub mod model;
-pub mod prefs;
 pub mod quick_add;
 pub(crate) mod session;
 mod state;

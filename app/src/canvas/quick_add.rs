@@ -3,8 +3,8 @@
 
 use egui::{Pos2, RichText};
 
+use super::model::{PaletteEntry, search_entries};
 use crate::Command;
-use crate::panels::palette::{PaletteEntry, search_entries};
 use crate::theme;
 
 /// How many matches the quick add lists.

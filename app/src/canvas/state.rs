@@ -10,8 +10,7 @@ use egui::epaint::MarginF32;
 use egui::{Id, IdMap, Pos2, Rect, Vec2};
 use egui_snarl::{InPinId, NodeId, OutPinId, Snarl};
 
-use super::model::{Geometry, Lod, MINIMAP_MARGIN, MINIMAP_SIZE, WireDrop};
-use super::prefs::{self, ViewPrefs};
+use super::model::{self, Geometry, Lod, MINIMAP_MARGIN, MINIMAP_SIZE, ViewPrefs, WireDrop};
 use crate::document::CanvasNode;
 use crate::theme;
 
@@ -113,7 +112,7 @@ impl Default for CanvasState {
 impl CanvasState {
     /// A canvas with the View settings kept in the data directory `data_dir`.
     pub fn with_prefs_in(data_dir: Option<&Path>) -> Self {
-        let prefs_file = data_dir.map(prefs::prefs_file);
+        let prefs_file = data_dir.map(model::prefs_file);
         CanvasState {
             prefs: ViewPrefs::load(prefs_file.as_deref()),
             prefs_file,

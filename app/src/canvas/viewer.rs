@@ -25,13 +25,12 @@ use egui_snarl::{InPin, NodeId, OutPin, Snarl};
 
 use super::breakpoints;
 use super::glyphs::node_text;
-use super::model::{Geometry, Lod, Pin, WireDrop};
+use super::model::{Geometry, Lod, PaletteEntry, Pin, WireDrop};
 use super::state::CanvasState;
 use super::wiring::WireCurve;
 use crate::Command;
 use crate::document::{CanvasNode, NodeFlag};
 use crate::panels::debugger::DebugMarks;
-use crate::panels::palette::PaletteEntry;
 use crate::run::NodeBadge;
 use crate::run::RunView;
 use crate::theme;

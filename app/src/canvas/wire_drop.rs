@@ -6,12 +6,11 @@ use agentloom_core::{ERROR_PORT, PortSpec, compatibility};
 use egui::{Pos2, RichText};
 use egui_snarl::Snarl;
 
-use super::model::{Pin, WireDrop};
+use super::model::{PaletteEntry, Pin, WireDrop, search_entries};
 use super::state::CanvasState;
 use super::wiring::WireCurve;
 use crate::Command;
 use crate::document::CanvasNode;
-use crate::panels::palette::{PaletteEntry, search_entries};
 use crate::theme;
 
 /// Room kept between the menu and the canvas's edges.

@@ -1,26 +1,12 @@
 //! The block palette: searchable, grouped by category, each block with its description.
 //! Click a block to add it in the middle of the view, or drag it onto the canvas.
 
-use agentloom_core::{BlockCatalog, GraphDoc, NodeDoc, PortSpec};
+use agentloom_core::{BlockCatalog, GraphDoc, NodeDoc};
 use egui::{RichText, Sense, Ui};
 
 use crate::Command;
+use crate::canvas::model::{PaletteDrag, PaletteEntry, search_entries};
 use crate::theme;
-
-/// One block as the palette lists it, with the ports it has with its default config.
-#[derive(Clone, Debug)]
-pub struct PaletteEntry {
-    pub kind: String,
-    pub title: String,
-    pub category: String,
-    pub description: String,
-    pub inputs: Vec<PortSpec>,
-    pub outputs: Vec<PortSpec>,
-}
-
-/// The payload of a block dragged from the palette.
-#[derive(Clone, Debug)]
-pub struct PaletteDrag(pub String);
 
 /// Every block of the catalog, sorted by category then title.
 pub fn entries(catalog: &dyn BlockCatalog) -> Vec<PaletteEntry> {
@@ -181,66 +167,4 @@ pub fn palette_ui(
                 }
             }
         });
-}
-
-/// How well `needle` matches `text` as a fuzzy search: its characters in order, not
-/// necessarily together (`tmpl` finds "template"). Higher is better; `None`: no match.
-pub fn fuzzy_score(needle: &str, text: &str) -> Option<i32> {
-    let text: Vec<char> = text.to_lowercase().chars().collect();
-    let mut score = 0;
-    let mut at = 0;
-    let mut previous: Option<usize> = None;
-    for wanted in needle.to_lowercase().chars().filter(|c| !c.is_whitespace()) {
-        let found = text[at..].iter().position(|c| *c == wanted)? + at;
-        // Letters together, and letters starting a word, count more.
-        if previous.is_some_and(|p| p + 1 == found) {
-            score += 3;
-        }
-        if found == 0 || text[found - 1] == ' ' || text[found - 1] == '.' {
-            score += 2;
-        }
-        score += 1;
-        previous = Some(found);
-        at = found + 1;
-    }
-    Some(score)
-}
-
-/// The entries matching `query` (fuzzy, on title, kind and description), best first; all
-/// of them, in palette order, for an empty query.
-pub fn search_entries<'e>(entries: &'e [PaletteEntry], query: &str) -> Vec<&'e PaletteEntry> {
-    if query.trim().is_empty() {
-        return entries.iter().collect();
-    }
-    let mut scored: Vec<(i32, usize, &PaletteEntry)> = entries
-        .iter()
-        .enumerate()
-        .filter_map(|(order, entry)| {
-            // The name counts over the description, which only has to contain the words.
-            let name = fuzzy_score(query, &entry.title)
-                .max(fuzzy_score(query, &entry.kind))
-                .map(|s| s + 100);
-            let described = entry
-                .description
-                .to_lowercase()
-                .contains(&query.trim().to_lowercase())
-                .then_some(0);
-            name.or(described).map(|score| (score, order, entry))
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.into_iter().map(|(_, _, entry)| entry).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::fuzzy_score;
-
-    #[test]
-    fn fuzzy_matching_takes_letters_in_order_and_prefers_them_together() {
-        assert!(fuzzy_score("tmpl", "text.template").is_some());
-        assert!(fuzzy_score("lpmt", "text.template").is_none());
-        assert!(fuzzy_score("temp", "template") > fuzzy_score("temp", "the mop"));
-        assert_eq!(fuzzy_score("", "anything"), Some(0));
-    }
 }

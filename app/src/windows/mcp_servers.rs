@@ -11,6 +11,7 @@ use std::sync::Arc;
 use agentloom_blocks::Registry;
 use agentloom_core::{GraphDoc, McpServerDoc, Problem, SecretSource};
 
+use crate::command::McpEdit;
 use crate::tasks::{BackgroundTasks, Report, Task};
 
 /// Connects to the graph's MCP servers in the background and hands back the catalog with
@@ -164,13 +165,6 @@ pub fn connecting_ui(ui: &mut egui::Ui, what: &str) {
         ui.spinner();
         ui.label(format!("Connecting to {what}…"));
     });
-}
-
-/// A change the window asks for; the app applies it as one undo step.
-#[derive(Clone, Debug, PartialEq)]
-pub enum McpEdit {
-    Add(String, McpServerDoc),
-    Remove(String),
 }
 
 /// The window and its add form.
