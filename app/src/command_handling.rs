@@ -537,6 +537,28 @@ impl App {
         self.session.inspected = None;
     }
 
+    /// Asks for the cases file to add run `run_id` to, prefilled with the last one used.
+    fn ask_cases_file_for(&mut self, run_id: String) {
+        let folder = self.graph_folder();
+        let suggested = self
+            .evaluations
+            .ask_cases_file_for(run_id, self.store.as_deref(), &folder);
+        self.path_prompt = Some(path_prompt::PathPrompt::new(
+            PathPurpose::AddToCases,
+            suggested,
+        ));
+    }
+
+    /// Adds the run asked about to the cases file `path`, and says so.
+    fn add_asked_case_to(&mut self, path: &std::path::Path) {
+        if let Some(said) = self
+            .evaluations
+            .add_asked_case_to(self.store.as_deref(), path)
+        {
+            self.commands.push(Command::Notify(said));
+        }
+    }
+
     fn set_view_prefs(&mut self, prefs: crate::canvas::model::ViewPrefs) {
         if let Err(err) = self.canvas.set_prefs(prefs) {
             self.notice = Some(format!("The View settings are not kept: {err}"));

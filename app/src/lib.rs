@@ -364,14 +364,56 @@ impl App {
     }
 
     /// Whether the "save changes?" prompt is showing.
+    /// The bars of the timeline last drawn.
+    pub fn timeline_bars(&self) -> Vec<run_timeline::Bar> {
+        self.timeline.bars().to_vec()
+    }
+
     pub fn close_prompt_open(&self) -> bool {
         self.prompts.close || self.prompts.discard.is_some()
+    }
+}
+
+impl App {
+    /// The Evaluations window, when open; a case clicked opens its run on the canvas, and
+    /// "Run evaluation" starts one in the background.
+    fn evaluations_window_ui(&mut self, ctx: &egui::Context) {
+        let env = evaluations::EvaluationEnv {
+            graph_file: self.document.path.as_deref(),
+            store: self.store.as_ref(),
+            workspace: self.run_workspace(),
+            shown_run: self.run.run_id.as_deref(),
+            trusted: self.untrusted.is_none(),
+            runs: &self.history.rows,
+        };
+        if let Some(evaluations::EvaluationAction::OpenRun(run_id)) =
+            self.evaluations.show(ctx, &env)
+        {
+            self.commands.push(Command::OpenRun(run_id));
+        }
+        self.evaluations.start_if_asked(&env, &mut self.tasks);
     }
 }
 
 /// The panels around the canvas: the run and problems below it, the inspector, history
 /// and graph info beside it.
 impl App {
+    /// The shown run's timeline, folded under the run summary.
+    fn timeline_ui(&mut self, ui: &mut egui::Ui) {
+        egui::CollapsingHeader::new("Timeline")
+            .default_open(false)
+            .show(ui, |ui| {
+                self.timeline.show(
+                    ui,
+                    self.store.is_some(),
+                    self.run.run_id.as_deref(),
+                    self.run.is_running(),
+                    self.run.is_waiting(),
+                    self.run.messages_taken,
+                );
+            });
+    }
+
     pub(crate) fn bottom_ui(&mut self, ui: &mut egui::Ui) {
         ui.add_space(4.0);
         if let Some(notice) = &self.notice {
@@ -596,7 +638,7 @@ impl App {
         ) {
             self.commands.push(Command::EditMcpServers(edit));
         }
-        self.evaluations_ui(&ctx);
+        self.evaluations_window_ui(&ctx);
         if self.knowledge.open {
             let env = windows::knowledge::KnowledgeEnv {
                 document: &self.document,

@@ -210,6 +210,19 @@ impl App {
 
     /// Once connected, the servers' tools are blocks (in the palette, for validation and
     /// runs), their nodes get their ports, and unreachable servers are problems.
+    /// What the evaluation under way reported.
+    fn take_evaluation_report(&mut self, report: Report) {
+        match report {
+            Report::EvaluationProgress(progress) => self.evaluations.progressed(progress),
+            Report::EvaluationDone(done) => {
+                self.evaluations.finished(done);
+                // The cases' runs join the history now the evaluation is over.
+                self.commands.push(crate::Command::RefreshHistory);
+            }
+            _ => {}
+        }
+    }
+
     fn take_mcp_connection(&mut self, catalog: Registry, problems: Vec<Problem>) {
         let Some(connected) = self.mcp_connector.connected(catalog, problems) else {
             return;

@@ -257,26 +257,3 @@ pub fn bars_of(detail: &agentloom_engine::RunDetail) -> Vec<Bar> {
     bars.sort_by(|a, b| (a.start_ms, &a.node).cmp(&(b.start_ms, &b.node)));
     bars
 }
-
-impl crate::App {
-    /// The bars of the timeline last drawn.
-    pub fn timeline_bars(&self) -> Vec<Bar> {
-        self.timeline.bars().to_vec()
-    }
-
-    /// The shown run's timeline, folded under the run summary.
-    pub(crate) fn timeline_ui(&mut self, ui: &mut egui::Ui) {
-        egui::CollapsingHeader::new("Timeline")
-            .default_open(false)
-            .show(ui, |ui| {
-                self.timeline.show(
-                    ui,
-                    self.store.is_some(),
-                    self.run.run_id.as_deref(),
-                    self.run.is_running(),
-                    self.run.is_waiting(),
-                    self.run.messages_taken,
-                );
-            });
-    }
-}

@@ -797,66 +797,42 @@ fn add_case_to(store: &RunStore, run_id: &str, path: &Path) -> String {
     }
 }
 
-impl crate::App {
-    /// Asks for the cases file to add run `run_id` to, prefilled with the last one used.
-    pub(crate) fn ask_cases_file_for(&mut self, run_id: String) {
-        let suggested = self
-            .evaluations
-            .last_cases_file(self.store.as_deref())
-            .unwrap_or_else(|| {
-                self.graph_folder()
-                    .join("cases.jsonl")
-                    .display()
-                    .to_string()
-            });
-        self.evaluations.case_run = Some(run_id);
-        self.path_prompt = Some(super::path_prompt::PathPrompt::new(
-            super::path_prompt::PathPurpose::AddToCases,
-            suggested,
-        ));
+impl EvaluationsPanel {
+    /// Keeps run `run_id` to add as a case once a cases file is given; returns the file to
+    /// suggest, the last one used or `cases.jsonl` in `folder`.
+    pub(crate) fn ask_cases_file_for(
+        &mut self,
+        run_id: String,
+        store: Option<&RunStore>,
+        folder: &Path,
+    ) -> String {
+        self.case_run = Some(run_id);
+        self.last_cases_file(store)
+            .unwrap_or_else(|| folder.join("cases.jsonl").display().to_string())
     }
 
     /// Adds the run asked about to the cases file `path`; the panel then names that file.
-    pub(crate) fn add_asked_case_to(&mut self, path: &Path) {
-        let (Some(run_id), Some(store)) = (self.evaluations.case_run.take(), &self.store) else {
-            return;
+    /// What was done, to tell; `None` when no run was asked about or there is no log.
+    pub(crate) fn add_asked_case_to(
+        &mut self,
+        store: Option<&RunStore>,
+        path: &Path,
+    ) -> Option<String> {
+        let (Some(run_id), Some(store)) = (self.case_run.take(), store) else {
+            return None;
         };
         let said = add_case_to(store, &run_id, path);
         if said.starts_with("added case") {
-            self.evaluations.cases_path = path.display().to_string();
+            self.cases_path = path.display().to_string();
         }
-        self.evaluations.status.clone_from(&said);
-        self.commands.push(crate::Command::Notify(said));
+        self.status.clone_from(&said);
+        Some(said)
     }
 
-    /// The Evaluations panel, when open; a case clicked opens its run on the canvas.
-    pub(crate) fn evaluations_ui(&mut self, ctx: &egui::Context) {
-        let env = EvaluationEnv {
-            graph_file: self.document.path.as_deref(),
-            store: self.store.as_ref(),
-            workspace: self.run_workspace(),
-            shown_run: self.run.run_id.as_deref(),
-            trusted: self.untrusted.is_none(),
-            runs: &self.history.rows,
-        };
-        if let Some(EvaluationAction::OpenRun(run_id)) = self.evaluations.show(ctx, &env) {
-            self.commands.push(crate::Command::OpenRun(run_id));
-        }
-        if std::mem::take(&mut self.evaluations.start_asked) {
-            self.evaluations.start(&env, &mut self.tasks);
-        }
-    }
-
-    /// What the evaluation under way reported.
-    pub(crate) fn take_evaluation_report(&mut self, report: Report) {
-        match report {
-            Report::EvaluationProgress(progress) => self.evaluations.progressed(progress),
-            Report::EvaluationDone(done) => {
-                self.evaluations.finished(done);
-                // The cases' runs join the history now the evaluation is over.
-                self.commands.push(crate::Command::RefreshHistory);
-            }
-            _ => {}
+    /// Starts the evaluation "Run evaluation" asked for in the frame just drawn.
+    pub(crate) fn start_if_asked(&mut self, env: &EvaluationEnv<'_>, tasks: &mut BackgroundTasks) {
+        if std::mem::take(&mut self.start_asked) {
+            self.start(env, tasks);
         }
     }
 }
