@@ -787,8 +787,9 @@ impl App {
         self.inspector.clear();
     }
 
-    /// Whether Open, Save As, Import and Export use the platform's file dialogs (found out on
-    /// first use when not set) or the in-app path prompt.
+    /// Whether Open, Save As, Import and Export use the platform's file dialogs (when not
+    /// set, found out once per process, in the background as the app starts) or the in-app
+    /// path prompt.
     pub fn set_native_file_dialogs(&mut self, available: bool) {
         self.prompts.native_dialogs = Some(available);
     }

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use agentloom_core::GraphDoc;
 
+use crate::tasks::{BackgroundTasks, Report, Task};
+
 pub use agentloom_runner::data_dir;
 
 /// How an autosave file's name ends inside the data directory.
@@ -255,33 +257,85 @@ impl DataFiles {
     }
 }
 
-/// Whether a native file dialog can appear. On Linux rfd asks the xdg desktop portal over
-/// D-Bus, then falls back to zenity (GTK); with neither it returns nothing, just as if the
-/// person had cancelled, so the app asks first and types paths in a prompt of its own instead.
+/// Whether a native file dialog can appear, one answer per process for every dialog of
+/// the app. On Linux rfd asks the xdg desktop portal over D-Bus, then falls back to zenity
+/// (GTK); with neither it returns nothing, just as if the person had cancelled, so the app
+/// asks first and types paths in a prompt of its own instead.
+static NATIVE_DIALOGS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Whether a native file dialog can appear (see [`NATIVE_DIALOGS`]): the answer found in
+/// the background as the app started ([`find_native_dialogs`]), or, before that comes,
+/// found out now and kept.
 pub fn native_dialogs_available() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let zenity = std::env::var_os("PATH").is_some_and(|paths| {
-            std::env::split_paths(&paths).any(|dir| dir.join("zenity").is_file())
-        });
-        zenity || portal_shows_file_dialogs()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        true
-    }
+    *NATIVE_DIALOGS.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
+            zenity_on_path() || portal_shows_file_dialogs_now()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            true
+        }
+    })
 }
 
-/// Whether the desktop portal on the session bus (started by the bus when it is installed)
-/// offers its file chooser: a portal without a backend that implements it (only
-/// xdg-desktop-portal, say) has none, and would leave every dialog silently cancelled.
+/// Finds out whether native file dialogs can appear, as a task on the app's runtime, and
+/// keeps the answer for [`native_dialogs_available`]; it comes as [`Report::FileDialogs`]
+/// (`None` if the task failed).
+pub(crate) fn find_native_dialogs(tasks: &mut BackgroundTasks) -> Option<Task> {
+    tasks
+        .spawn(
+            |_, _| async {
+                if let Some(known) = NATIVE_DIALOGS.get() {
+                    return Report::FileDialogs(Some(*known));
+                }
+                #[cfg(target_os = "linux")]
+                let found = zenity_on_path() || portal_says(portal_file_chooser().await);
+                #[cfg(not(target_os = "linux"))]
+                let found = true;
+                Report::FileDialogs(Some(*NATIVE_DIALOGS.get_or_init(|| found)))
+            },
+            |_| Report::FileDialogs(None),
+        )
+        .map_err(|err| tracing::debug!(error = %err, "file dialogs found out on first use"))
+        .ok()
+}
+
 #[cfg(target_os = "linux")]
-fn portal_shows_file_dialogs() -> bool {
-    // A blocking D-Bus connection must not be made on an async runtime's thread.
+fn zenity_on_path() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("zenity").is_file()))
+}
+
+/// Starting the portal takes a moment; a hung one must not hang what waits for it.
+#[cfg(target_os = "linux")]
+const PORTAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The version of the desktop portal's file chooser on the session bus (started by the bus
+/// when it is installed), asked on the runtime this runs on.
+#[cfg(target_os = "linux")]
+async fn portal_file_chooser() -> zbus::Result<u32> {
+    let connection = zbus::connection::Builder::session()?
+        .method_timeout(PORTAL_TIMEOUT)
+        .build()
+        .await?;
+    let portal = zbus::fdo::PropertiesProxy::builder(&connection)
+        .destination("org.freedesktop.portal.Desktop")?
+        .path("/org/freedesktop/portal/desktop")?
+        .build()
+        .await?;
+    let chooser = zbus::names::InterfaceName::try_from("org.freedesktop.portal.FileChooser")?;
+    let version = portal.get(chooser, "version").await?;
+    Ok(u32::try_from(version).unwrap_or(0))
+}
+
+/// [`portal_file_chooser`] asked without a runtime, on a thread of its own (a blocking D-Bus
+/// connection must not be made on an async runtime's thread).
+#[cfg(target_os = "linux")]
+fn portal_shows_file_dialogs_now() -> bool {
     let asked = std::thread::spawn(|| -> zbus::Result<u32> {
         let connection = zbus::blocking::connection::Builder::session()?
-            // Starting the portal takes a moment; a hung one must not hang the window.
-            .method_timeout(std::time::Duration::from_secs(5))
+            .method_timeout(PORTAL_TIMEOUT)
             .build()?;
         let portal = zbus::blocking::fdo::PropertiesProxy::builder(&connection)
             .destination("org.freedesktop.portal.Desktop")?
@@ -292,16 +346,23 @@ fn portal_shows_file_dialogs() -> bool {
         Ok(u32::try_from(version).unwrap_or(0))
     })
     .join();
+    asked.is_ok_and(portal_says)
+}
+
+/// Whether the portal offers its file chooser: a portal without a backend that implements
+/// it (only xdg-desktop-portal, say) has none, and would leave every dialog silently
+/// cancelled.
+#[cfg(target_os = "linux")]
+fn portal_says(asked: zbus::Result<u32>) -> bool {
     match asked {
-        Ok(Ok(version)) => {
+        Ok(version) => {
             tracing::debug!(version, "file dialogs through the desktop portal");
             true
         }
-        Ok(Err(err)) => {
+        Err(err) => {
             tracing::info!(error = %err, "no desktop portal with a file chooser: paths are typed in the app");
             false
         }
-        Err(_) => false,
     }
 }
 

@@ -190,7 +190,10 @@ impl App {
             .build()
             .map_err(|e| tracing::error!(error = %e, "cannot start the run threads"))
             .ok();
-        let tasks = tasks::BackgroundTasks::on(runtime.as_ref().map(|r| r.handle().clone()));
+        let mut tasks = tasks::BackgroundTasks::on(runtime.as_ref().map(|r| r.handle().clone()));
+        // Whether file dialogs can appear is a D-Bus round trip on Linux: asked now, in the
+        // background, so no dialog waits for it.
+        let finding_dialogs = files::find_native_dialogs(&mut tasks);
         let mut notice = None;
         let store = paths
             .run_log
@@ -231,7 +234,10 @@ impl App {
             history: RunList::default(),
             problems: Problems::default(),
             notice,
-            prompts: Prompts::default(),
+            prompts: Prompts {
+                finding_dialogs,
+                ..Prompts::default()
+            },
             graph_info: GraphInfoTyping::default(),
             data: paths.data_dir.clone().map(files::DataFiles::new),
             autosave: files::AutosaveTimer {

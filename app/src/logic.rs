@@ -50,6 +50,12 @@ impl App {
                 Report::McpConnected(catalog, problems) => {
                     self.take_mcp_connection(catalog, problems);
                 }
+                Report::FileDialogs(available) => {
+                    self.prompts.finding_dialogs = None;
+                    if let Some(available) = available {
+                        self.prompts.native_dialogs.get_or_insert(available);
+                    }
+                }
                 Report::Models { base, listed } => self.inspector.models_listed(&base, listed),
                 Report::RunRead {
                     run_id,

@@ -46,6 +46,9 @@ pub(crate) enum Report {
         base: String,
         listed: Result<Vec<String>, String>,
     },
+    /// Whether native file dialogs can appear here (see [`crate::files`]); `None`: it
+    /// could not be found out in the background.
+    FileDialogs(Option<bool>),
     /// Run `run_id` as the run log holds it now; `unchanged`: as last read, so nothing new
     /// to draw.
     RunRead {
@@ -64,7 +67,7 @@ impl Report {
             Report::RunRead {
                 unchanged: true,
                 ..
-            }
+            } | Report::FileDialogs(_)
         )
     }
 }

@@ -255,6 +255,7 @@ impl EvaluationsPanel {
             );
             if ui.button("Browse…").clicked() {
                 // With no desktop portal or zenity, the dialog would answer as if cancelled.
+                // Found out once, for every dialog (usually in the background at start-up).
                 if !crate::files::native_dialogs_available() {
                     self.status = "No file dialog here: type the cases file's path.".to_owned();
                 } else if let Some(path) = rfd::FileDialog::new()

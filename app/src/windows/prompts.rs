@@ -14,8 +14,11 @@ pub(crate) struct Prompts {
     pub(crate) discard: Option<Command>,
     /// The window may close now (the person answered).
     pub(crate) allow_close: bool,
-    /// Whether native file dialogs can appear here; asked on first use.
+    /// Whether native file dialogs can appear here: found out in the background as the app
+    /// starts, or on first use if that has not answered yet.
     pub(crate) native_dialogs: Option<bool>,
+    /// Finding that out, in the background.
+    pub(crate) finding_dialogs: Option<crate::tasks::Task>,
     /// The quick-add search, when open.
     pub(crate) quick_add: Option<QuickAdd>,
     /// The examples gallery is showing.
