@@ -56,28 +56,45 @@ impl RunDetail {
 }
 
 impl From<&RunDetail> for RunState {
-    /// A run as recorded: the nodes that never started are pending.
+    /// A run as recorded: the nodes that never started are pending. The run's own fields
+    /// come from the one reducer: a run that finished (its row has the duration
+    /// `run_finished` gave) folds that event again, as the live view did; one that did not
+    /// (still going, waiting, or interrupted) takes its status and error as a run's report
+    /// (`RunState::apply_report`), and its usage as the row sums its nodes' so far, which no
+    /// event carries before the run finishes.
     fn from(detail: &RunDetail) -> Self {
         let mut state = RunState {
-            run_id: Some(detail.run.id.clone()),
-            status: Some(detail.run.status),
             nodes: detail
                 .nodes
                 .iter()
                 .map(|row| (row.node_id.clone(), row.progress.clone()))
                 .collect(),
-            outputs: detail.outputs.clone(),
-            error: detail.run.error.clone(),
-            usage: detail.run.usage,
-            duration_ms: detail.run.duration_ms,
             reused: detail
                 .nodes
                 .iter()
                 .filter(|row| row.status == NodeStatus::Done && row.attempts == 0)
                 .map(|row| row.node_id.clone())
                 .collect(),
+            ..RunState::default()
         };
-        state.mark_cancelled();
+        let run = &detail.run;
+        match run.duration_ms {
+            Some(duration_ms) => {
+                state.run_id = Some(run.id.clone());
+                state.apply(&EventKind::RunFinished {
+                    status: run.status,
+                    outputs: detail.outputs.clone(),
+                    error: run.error.clone(),
+                    usage: run.usage,
+                    duration_ms,
+                });
+            }
+            None => {
+                state.apply_report(&run.id, run.status, run.error.clone());
+                state.outputs = detail.outputs.clone();
+                state.usage = run.usage;
+            }
+        }
         state
     }
 }

@@ -21,7 +21,7 @@ use super::liveness::{HEARTBEAT_INTERVAL_MS, this_process_token};
 use super::values::{LogPolicy, StoredGraph, StoredValue, ValueLog, insert_values};
 use super::{StoreError, now_ms, to_i64};
 use crate::events::{EventKind, EventSink, RunEvent, RunStatus};
-use crate::run_state::{KeptValues, NodeProgress};
+use crate::run_state::{KeptValues, NodeProgress, RunState};
 
 /// Events wait at most this long before they are written.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
@@ -313,15 +313,16 @@ struct RunEntry {
     /// The row changed since it was last written.
     dirty: bool,
     graph_name: String,
-    status: RunStatus,
+    /// The run's own fields (status, error, totals, duration) as the one reducer of run
+    /// events (`RunState::apply`) sets them from `run_started` and `run_finished`; its
+    /// nodes stay empty (their rows are `nodes`) and its outputs are kept as
+    /// `outputs_json`.
+    fields: RunState,
     started_at_ms: u64,
+    /// When the run ended, which its events do not say (the row's own column).
     finished_at_ms: Option<u64>,
-    duration_ms: Option<u64>,
     inputs_json: String,
     outputs_json: String,
-    error: Option<String>,
-    /// Set by `RunFinished`; until then the sum of the nodes' usage.
-    final_usage: Option<Usage>,
     node_count: usize,
     heartbeat_at_ms: u64,
     /// By slot (see [`Slots`]); `None` for a node that has not started.
@@ -369,11 +370,17 @@ impl RunEntry {
         self.events.len() + self.dirty_nodes.len() >= MAX_BATCH
     }
 
-    /// The run's usage: final once the run has finished, until then the sum of its nodes'
-    /// (summed again only after a node's usage changed).
+    /// The run's status: running until `run_finished` says otherwise.
+    fn status(&self) -> RunStatus {
+        self.fields.status.unwrap_or(RunStatus::Running)
+    }
+
+    /// The run's usage: final once the run has finished (`run_finished` sets it with the
+    /// duration), until then the sum of its nodes' (summed again only after a node's usage
+    /// changed), which no event carries while the run goes on.
     fn usage(&mut self, slots: &Slots) -> Usage {
-        if let Some(usage) = self.final_usage {
-            return usage;
+        if self.fields.duration_ms.is_some() {
+            return self.fields.usage;
         }
         if self.usage_stale {
             let mut total = Usage::default();
@@ -777,7 +784,7 @@ impl Writer {
         if !run.partial_nodes.is_empty() {
             consider(self.last_partial_write + PARTIAL_INTERVAL);
         }
-        if run.status == RunStatus::Running {
+        if run.status() == RunStatus::Running {
             consider(self.last_heartbeat + Duration::from_millis(HEARTBEAT_INTERVAL_MS));
         }
         match (deadline, self.retry_at) {
@@ -885,14 +892,18 @@ impl Writer {
                 continues: false,
                 dirty: true,
                 graph_name: graph_name.clone(),
-                status: RunStatus::Running,
+                fields: {
+                    let mut fields = RunState {
+                        status: Some(RunStatus::Running),
+                        ..RunState::default()
+                    };
+                    fields.apply(&event.kind);
+                    fields
+                },
                 started_at_ms,
                 finished_at_ms: None,
-                duration_ms: None,
                 inputs_json: json_text(inputs, "{}"),
                 outputs_json: "{}".to_owned(),
-                error: None,
-                final_usage: None,
                 node_count: *node_count,
                 heartbeat_at_ms: now,
                 // Rows are kept and written as nodes change; a node that never started has
@@ -1000,17 +1011,14 @@ impl Writer {
                 run.apply_to_node(slot, &event.kind).finished_at_ms = Some(at);
             }
             EventKind::RunFinished {
-                status,
                 outputs,
-                error,
-                usage,
                 duration_ms,
+                ..
             } => {
-                run.status = *status;
+                run.fields.apply(&event.kind);
+                // The row holds the outputs as text; the reducer's copy is not kept.
                 run.outputs_json = json_text(outputs, "{}");
-                run.error.clone_from(error);
-                run.final_usage = Some(*usage);
-                run.duration_ms = Some(*duration_ms);
+                run.fields.outputs = ValueMap::default();
                 // A resumed run's duration leaves out the time it waited paused.
                 run.finished_at_ms = Some(if run.continues {
                     run.at(event.at_ms)
@@ -1031,7 +1039,7 @@ impl Writer {
             return;
         };
         let now = Instant::now();
-        if run.status == RunStatus::Running
+        if run.status() == RunStatus::Running
             && now.duration_since(self.last_heartbeat)
                 >= Duration::from_millis(HEARTBEAT_INTERVAL_MS)
         {
@@ -1247,11 +1255,11 @@ impl Batch<'_> {
         );
         tx.prepare_cached(&sql)?.execute(params![
             run.id,
-            run.status.as_str(),
+            run.status().as_str(),
             run.finished_at_ms.map(to_i64),
-            run.duration_ms.map(to_i64),
+            run.fields.duration_ms.map(to_i64),
             run.outputs_json,
-            run.error,
+            run.fields.error,
             to_i64(usage.input_tokens),
             to_i64(usage.output_tokens),
             usage.cost_usd,
@@ -1290,13 +1298,13 @@ impl Batch<'_> {
         tx.prepare_cached(&sql)?.execute(params![
             run.id,
             run.graph_name,
-            run.status.as_str(),
+            run.status().as_str(),
             to_i64(run.started_at_ms),
             run.finished_at_ms.map(to_i64),
-            run.duration_ms.map(to_i64),
+            run.fields.duration_ms.map(to_i64),
             run.inputs_json,
             run.outputs_json,
-            run.error,
+            run.fields.error,
             to_i64(usage.input_tokens),
             to_i64(usage.output_tokens),
             usage.cost_usd,
