@@ -106,7 +106,7 @@ impl NodeImpl for TemplateNode {
     }
 
     async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
-        if !ctx.cancel_token().is_cancelled()
+        if !ctx.is_cancelled()
             && let Some(text) = self.plain.as_ref().and_then(|plain| plain.render(&inputs))
         {
             return Ok(agentloom_core::outputs([("text", text.into())]));

@@ -441,6 +441,11 @@ pub trait RunCtx: Send + Sync {
     fn previous_error(&self) -> Option<&str>;
     /// Cancelled when the run is stopped or this node timed out.
     fn cancel_token(&self) -> &CancellationToken;
+    /// Whether [`RunCtx::cancel_token`] is cancelled, asked without making the token when
+    /// the context makes it only once a node asks for it.
+    fn is_cancelled(&self) -> bool {
+        self.cancel_token().is_cancelled()
+    }
     /// Streams a piece of output as it arrives (e.g. LLM tokens) to the canvas.
     fn partial(&self, port: &str, chunk: &str);
     /// Adds tokens and cost to this node and the run; the run's cost limit is checked here.

@@ -2,7 +2,7 @@
 //! list of [`Problem`]s, each naming the node, the port and the JSON path.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -99,11 +99,24 @@ pub struct ValidGraph {
     pub topo_order: Vec<usize>,
     /// Each node's position in `topo_order`.
     pub topo_rank: Vec<usize>,
+    /// Node indices sorted by node id, found the first time they are asked for.
+    by_id: OnceLock<Vec<usize>>,
 }
 
 impl ValidGraph {
     pub fn index_of(&self, id: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.id == id)
+    }
+
+    /// Node indices in the order of their ids (a run's report lists its nodes so): sorted
+    /// once per graph, however often it runs.
+    pub fn order_by_id(&self) -> &[usize] {
+        self.by_id.get_or_init(|| {
+            let mut order: Vec<usize> = (0..self.nodes.len()).collect();
+            // Ids are unique: the unstable sort puts them in the one order there is.
+            order.sort_unstable_by(|&a, &b| self.nodes[a].id.cmp(&self.nodes[b].id));
+            order
+        })
     }
 
     /// The graph's declared inputs, sorted by name.
@@ -215,6 +228,7 @@ pub fn validate_shared(
         nodes,
         topo_order,
         topo_rank,
+        by_id: OnceLock::new(),
     })
 }
 

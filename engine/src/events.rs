@@ -258,6 +258,12 @@ impl EventKind {
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: &RunEvent);
 
+    /// Whether [`EventSink::emit`] does anything with the events: a run builds none for a
+    /// sink that drops them all. Asked once per run.
+    fn wants_events(&self) -> bool {
+        true
+    }
+
     /// Keeps the response of one outbound call of the run (already redacted), for replay.
     /// Only the run log keeps them.
     fn record_call(&self, call: &RecordedCall) {
@@ -299,6 +305,10 @@ pub struct NullSink;
 
 impl EventSink for NullSink {
     fn emit(&self, _event: &RunEvent) {}
+
+    fn wants_events(&self) -> bool {
+        false
+    }
 }
 
 /// Sends every event to several sinks in order.
@@ -309,6 +319,10 @@ impl EventSink for FanoutSink {
         for sink in &self.0 {
             sink.emit(event);
         }
+    }
+
+    fn wants_events(&self) -> bool {
+        self.0.iter().any(|sink| sink.wants_events())
     }
 
     fn record_call(&self, call: &RecordedCall) {

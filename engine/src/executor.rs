@@ -262,6 +262,7 @@ impl Executor {
             executor: self.clone(),
             inputs,
             outputs: Mutex::new(seed.graph_outputs.clone()),
+            events_wanted: sink.wants_events(),
             sink,
             started: Instant::now(),
             at_before_ms: inherited.before.since_start_ms,

@@ -106,6 +106,10 @@ impl RunLimits {
 
     /// Gives back (up to) `amount_usd` this node reserved.
     pub(crate) fn release(&self, node_budget: &NodeBudget, amount_usd: f64) {
+        // Without a cost limit nothing is ever set aside.
+        if self.max_cost_usd.is_none() {
+            return;
+        }
         let released = match node_budget.reserved_usd.lock() {
             Ok(mut mine) => {
                 let released = amount_usd.max(0.0).min(*mine);
@@ -114,6 +118,10 @@ impl RunLimits {
             }
             Err(_) => return,
         };
+        // Nothing set aside (no cost limit, or all settled): the run's total stays as it is.
+        if released <= 0.0 {
+            return;
+        }
         if let Ok(mut money) = self.money.lock() {
             money.reserved_usd = (money.reserved_usd - released).max(0.0);
         }

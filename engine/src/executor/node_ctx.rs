@@ -2,7 +2,7 @@
 //! usage and cost, secrets, egress checks, replay and recording, the workspace, sub-runs,
 //! approvals, tools, request and CPU slots), and one attempt bounded by its timeout.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use agentloom_core::{
@@ -24,7 +24,12 @@ pub(super) struct NodeCtx {
     pub(super) node_id: String,
     pub(super) attempt: u32,
     pub(super) previous_error: Option<String>,
-    pub(super) cancel: CancellationToken,
+    /// Cancelled when its parent is or this node timed out: made when first asked for
+    /// (most nodes never ask), a child of `parent_cancel`.
+    pub(super) cancel: OnceLock<CancellationToken>,
+    /// The token this node's is a child of: the calling node's for a tool call, the run's
+    /// when `None`.
+    pub(super) parent_cancel: Option<CancellationToken>,
     pub(super) usage: Mutex<Usage>,
     pub(super) budget: NodeBudget,
 }
@@ -48,7 +53,15 @@ impl RunCtx for NodeCtx {
     }
 
     fn cancel_token(&self) -> &CancellationToken {
-        &self.cancel
+        self.cancel
+            .get_or_init(|| self.parent_cancel().child_token())
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancel
+            .get()
+            .unwrap_or_else(|| self.parent_cancel())
+            .is_cancelled()
     }
 
     fn partial(&self, port: &str, chunk: &str) {
@@ -193,7 +206,7 @@ impl RunCtx for NodeCtx {
         let report = sub_runs::run_nested(
             &self.shared,
             &self.node_id,
-            &self.cancel,
+            self.cancel_token(),
             graph,
             inputs,
             scope,
@@ -277,7 +290,8 @@ impl RunCtx for NodeCtx {
             node_id: tool.id.clone(),
             attempt: 1,
             previous_error: None,
-            cancel: self.cancel.child_token(),
+            cancel: OnceLock::new(),
+            parent_cancel: Some(self.cancel_token().clone()),
             usage: Mutex::new(Usage::default()),
             budget: NodeBudget::default(),
         };
@@ -320,7 +334,7 @@ impl RunCtx for NodeCtx {
             permit = host.acquire_owned() => permit
                 .map(RequestSlot::holding)
                 .map_err(|_| BlockError::cancelled()),
-            () = self.cancel.cancelled() => Err(BlockError::cancelled()),
+            () = self.cancel_token().cancelled() => Err(BlockError::cancelled()),
         }
     }
 
@@ -329,7 +343,7 @@ impl RunCtx for NodeCtx {
             permit = Arc::clone(&self.shared.cpu_slots).acquire_owned() => {
                 permit.map_err(|_| BlockError::cancelled())?
             }
-            () = self.cancel.cancelled() => return Err(BlockError::cancelled()),
+            () = self.cancel_token().cancelled() => return Err(BlockError::cancelled()),
         };
         // The slot stays taken until the job really ends, even when the node stopped
         // waiting for it: the core is busy until then.
@@ -339,7 +353,7 @@ impl RunCtx for NodeCtx {
         });
         tokio::select! {
             joined = work => joined.map_err(|e| BlockError::permanent(format!("the work stopped: {e}"))),
-            () = self.cancel.cancelled() => Err(BlockError::cancelled()),
+            () = self.cancel_token().cancelled() => Err(BlockError::cancelled()),
         }
     }
 }
@@ -357,6 +371,12 @@ impl NodeCtx {
             node: self.node_id.clone(),
             usage,
         });
+    }
+}
+
+impl NodeCtx {
+    fn parent_cancel(&self) -> &CancellationToken {
+        self.parent_cancel.as_ref().unwrap_or(&self.shared.cancel)
     }
 }
 
@@ -380,7 +400,10 @@ pub(super) async fn run_attempt(
             Some(limit) => match tokio::time::timeout(limit, work).await {
                 Ok(result) => result,
                 Err(_) => {
-                    ctx.cancel.cancel();
+                    // Unmade, nobody holds it: nothing to tell.
+                    if let Some(cancel) = ctx.cancel.get() {
+                        cancel.cancel();
+                    }
                     Err(BlockError::transient(format!(
                         "timed out after {} ms",
                         limit.as_millis()
@@ -393,6 +416,7 @@ pub(super) async fn run_attempt(
     tokio::select! {
         biased;
         result = bounded => result,
-        () = ctx.cancel.cancelled() => Err(BlockError::cancelled()),
+        // The node's own token is cancelled only with its parent's, or above on a timeout.
+        () = ctx.parent_cancel().cancelled() => Err(BlockError::cancelled()),
     }
 }

@@ -1,7 +1,7 @@
 //! One node of the dataflow run through its breakpoints, its approval and side-effect gate,
 //! and its attempts with retries and backoff.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use agentloom_core::{
@@ -69,7 +69,7 @@ pub(super) async fn run_node(
     let mut attempt = 0;
     let result = loop {
         attempt += 1;
-        shared.emit(EventKind::NodeStarted {
+        shared.emit_with(|| EventKind::NodeStarted {
             node: node.id.clone(),
             attempt,
             inputs: inputs.clone(),
@@ -85,12 +85,19 @@ pub(super) async fn run_node(
             node_id: node.id.clone(),
             attempt,
             previous_error: previous_error.take(),
-            cancel: shared.cancel.child_token(),
+            cancel: OnceLock::new(),
+            parent_cancel: None,
             usage: Mutex::new(Usage::default()),
             budget: NodeBudget::default(),
         };
+        // The last attempt there may be takes the inputs; an earlier one, a copy for the next.
+        let attempt_inputs = if attempt < node.retry.max_attempts {
+            inputs.clone()
+        } else {
+            std::mem::take(&mut inputs)
+        };
         let attempt_result =
-            run_attempt(node.node.as_ref(), inputs.clone(), &ctx, node.timeout).await;
+            run_attempt(node.node.as_ref(), attempt_inputs, &ctx, node.timeout).await;
         if let (Ok(mut total), Ok(mine)) = (node_usage.lock(), ctx.usage.lock()) {
             *total += *mine;
         }

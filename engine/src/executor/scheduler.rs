@@ -4,6 +4,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::future::Ready;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use agentloom_core::{
     BlockError, Compat, ErrorClass, TOOL_PORT, Usage, ValidGraph, Value, ValueMap, coerce,
 };
 use futures::StreamExt;
-use futures::future::BoxFuture;
+use futures::future::Either;
 use futures::stream::FuturesUnordered;
 
 use super::node_run::{self, NodeOutcome};
@@ -91,12 +92,15 @@ impl Scheduler {
             let left = ms.saturating_sub(self.shared.duration_before_ms);
             tokio::time::Instant::now() + Duration::from_millis(left)
         });
-        let mut running: FuturesUnordered<BoxFuture<'static, NodeOutcome>> =
-            FuturesUnordered::new();
+        let mut running = FuturesUnordered::new();
         loop {
             // Every ready node starts: a node that waits holds no slot, and CPU-bound work
             // is bounded by `cpu_slots` instead.
-            while self.failure.is_none() && !self.shared.cancel.is_cancelled() {
+            // The token is asked only when a node waits to start.
+            while !self.ready.is_empty()
+                && self.failure.is_none()
+                && !self.shared.cancel.is_cancelled()
+            {
                 let Some(Reverse((_, index))) = self.ready.pop() else {
                     break;
                 };
@@ -239,14 +243,18 @@ impl Scheduler {
         if only_a_tool(node) {
             return;
         }
-        self.shared.emit(EventKind::NodeQueued {
+        self.shared.emit_with(|| EventKind::NodeQueued {
             node: node.id.clone(),
             block: node.meta.kind.clone(),
         });
     }
 
-    /// Builds the future that runs node `index` through all its attempts.
-    fn start(&mut self, index: usize) -> BoxFuture<'static, NodeOutcome> {
+    /// Builds the future that runs node `index` through all its attempts (held in the
+    /// running set itself, not boxed apart).
+    fn start(
+        &mut self,
+        index: usize,
+    ) -> Either<Ready<NodeOutcome>, impl Future<Output = NodeOutcome> + Send + 'static> {
         let state = &mut self.states[index];
         state.status = NodeStatus::Running;
         let node = &self.graph.nodes[index];
@@ -291,7 +299,7 @@ impl Scheduler {
             bound.insert(index, inputs.clone());
         }
         if only_a_tool(node) {
-            return Box::pin(std::future::ready(NodeOutcome {
+            return Either::Left(std::future::ready(NodeOutcome {
                 index,
                 result: Ok(ValueMap::new()),
                 attempts: 0,
@@ -301,13 +309,13 @@ impl Scheduler {
         }
         if node.bypass {
             // Not run: no approval, no side effect; its inputs are handed on.
-            self.shared.emit(EventKind::NodeStarted {
+            self.shared.emit_with(|| EventKind::NodeStarted {
                 node: node.id.clone(),
                 attempt: 1,
                 inputs: inputs.clone(),
             });
             let outputs = agentloom_core::bypass_outputs(node.node.ports(), &inputs);
-            return Box::pin(std::future::ready(NodeOutcome {
+            return Either::Left(std::future::ready(NodeOutcome {
                 index,
                 result: Ok(outputs),
                 attempts: 1,
@@ -315,7 +323,7 @@ impl Scheduler {
                 usage: Usage::default(),
             }));
         }
-        Box::pin(node_run::run_node(
+        Either::Right(node_run::run_node(
             Arc::clone(&self.graph),
             Arc::clone(&self.shared),
             index,
@@ -360,13 +368,17 @@ impl Scheduler {
                 if only_a_tool(node) {
                     return;
                 }
-                outputs.retain(|port, _| node.node.ports().outputs.iter().any(|p| &p.name == port));
-                self.shared.emit(EventKind::NodeFinished {
-                    node: node.id.clone(),
-                    outputs,
-                    attempts: outcome.attempts,
-                    duration_ms: outcome.duration_ms,
-                    usage: outcome.usage,
+                self.shared.emit_with(|| {
+                    outputs.retain(|port, _| {
+                        node.node.ports().outputs.iter().any(|p| &p.name == port)
+                    });
+                    EventKind::NodeFinished {
+                        node: node.id.clone(),
+                        outputs,
+                        attempts: outcome.attempts,
+                        duration_ms: outcome.duration_ms,
+                        usage: outcome.usage,
+                    }
                 });
             }
             Err(err) => {
@@ -414,8 +426,10 @@ impl Scheduler {
     /// Settles one input slot; starts or skips the node when it has all it needs.
     /// Iterative, so a skip that cascades down a long chain cannot overflow the stack.
     fn settle(&mut self, target: usize, slot: usize, value: Option<Value>) {
-        let mut pending = vec![(target, slot, value)];
-        while let Some((target, slot, value)) = pending.pop() {
+        // Only a skip cascading down fills `pending`: most settles need no list.
+        let mut first = Some((target, slot, value));
+        let mut pending = Vec::new();
+        while let Some((target, slot, value)) = first.take().or_else(|| pending.pop()) {
             let state = &mut self.states[target];
             if state.slots[slot].is_some() {
                 continue;
@@ -506,8 +520,8 @@ impl Scheduler {
             duration_ms,
         });
         let shared = &self.shared;
-        let mut nodes: Vec<NodeReport> = self
-            .graph
+        let graph = Arc::clone(&self.graph);
+        let mut nodes: Vec<Option<NodeReport>> = graph
             .nodes
             .iter()
             .zip(self.states)
@@ -516,16 +530,16 @@ impl Scheduler {
                 if only_a_tool(node)
                     && let Some(recorded) = shared.recorded_final(&node.id)
                 {
-                    return NodeReport {
+                    return Some(NodeReport {
                         id: node.id.clone(),
                         status: recorded.status,
                         attempts: recorded.attempts,
                         duration_ms: recorded.duration_ms.unwrap_or(0),
                         error: recorded.error.clone(),
                         usage: recorded.usage,
-                    };
+                    });
                 }
-                NodeReport {
+                Some(NodeReport {
                     id: node.id.clone(),
                     status: match state.status {
                         // A paused run's node waits for its decision, as `show` says too.
@@ -547,10 +561,15 @@ impl Scheduler {
                         error
                     }),
                     usage: state.usage,
-                }
+                })
             })
             .collect();
-        nodes.sort_by(|a, b| a.id.cmp(&b.id));
+        // Listed by id.
+        let nodes: Vec<NodeReport> = graph
+            .order_by_id()
+            .iter()
+            .filter_map(|&index| nodes[index].take())
+            .collect();
         RunReport {
             run_id: self.shared.run_id.clone(),
             status,

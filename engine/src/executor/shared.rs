@@ -24,6 +24,9 @@ pub(super) struct RunShared {
     pub(super) inputs: ValueMap,
     pub(super) outputs: Mutex<ValueMap>,
     pub(super) sink: Arc<dyn EventSink>,
+    /// What the sink said when the run started (see [`EventSink::wants_events`]): when
+    /// `false`, no event is built.
+    pub(super) events_wanted: bool,
     /// When this segment of the run started (a resumed run has earlier ones).
     pub(super) started: Instant,
     /// Wall milliseconds from the run's start to `started`.
@@ -113,7 +116,16 @@ impl RequestSlots {
 
 impl RunShared {
     /// The one way out of the run for events: secrets are redacted here.
-    pub(super) fn emit(&self, mut kind: EventKind) {
+    pub(super) fn emit(&self, kind: EventKind) {
+        self.emit_with(|| kind);
+    }
+
+    /// [`RunShared::emit`], the event built only when the sink wants events.
+    pub(super) fn emit_with(&self, kind: impl FnOnce() -> EventKind) {
+        if !self.events_wanted {
+            return;
+        }
+        let mut kind = kind();
         self.redactor.event(&mut kind);
         let event = RunEvent {
             seq: self.seq.fetch_add(1, Ordering::Relaxed),

@@ -87,6 +87,10 @@ impl EventSink for SubRunSink {
         self.parent.emit(kind);
     }
 
+    fn wants_events(&self) -> bool {
+        self.parent.events_wanted
+    }
+
     fn record_call(&self, call: &crate::RecordedCall) {
         let mut call = call.clone();
         call.node = format!("{}/{}", self.prefix, call.node);
