@@ -19,9 +19,10 @@ use crate::events::EventKind;
 use crate::limits::NodeBudget;
 
 /// What a running node sees.
-pub(super) struct NodeCtx {
+pub(super) struct NodeCtx<'a> {
     pub(super) shared: Arc<RunShared>,
-    pub(super) node_id: String,
+    /// Borrowed from the graph the node runs in.
+    pub(super) node_id: &'a str,
     pub(super) attempt: u32,
     pub(super) previous_error: Option<String>,
     /// Cancelled when its parent is or this node timed out: made when first asked for
@@ -35,13 +36,13 @@ pub(super) struct NodeCtx {
 }
 
 #[async_trait::async_trait]
-impl RunCtx for NodeCtx {
+impl RunCtx for NodeCtx<'_> {
     fn run_id(&self) -> &str {
         &self.shared.run_id
     }
 
     fn node_id(&self) -> &str {
-        &self.node_id
+        self.node_id
     }
 
     fn attempt(&self) -> u32 {
@@ -66,7 +67,7 @@ impl RunCtx for NodeCtx {
 
     fn partial(&self, port: &str, chunk: &str) {
         self.shared.emit(EventKind::NodePartial {
-            node: self.node_id.clone(),
+            node: self.node_id.to_owned(),
             port: port.to_owned(),
             chunk: chunk.to_owned(),
         });
@@ -74,7 +75,7 @@ impl RunCtx for NodeCtx {
 
     fn report_usage(&self, usage: Usage) {
         self.add_usage(usage);
-        if let Err(message) = self.shared.limits.spend(usage.cost_usd, &self.node_id) {
+        if let Err(message) = self.shared.limits.spend(usage.cost_usd, self.node_id) {
             self.shared.stop_for_limit(message);
         }
     }
@@ -82,7 +83,7 @@ impl RunCtx for NodeCtx {
     fn reserve_cost(&self, estimate_usd: f64) -> Result<(), BlockError> {
         self.shared
             .limits
-            .reserve(&self.budget, estimate_usd, &self.node_id)
+            .reserve(&self.budget, estimate_usd, self.node_id)
             .map_err(|message| {
                 self.shared.stop_for_limit(message.clone());
                 BlockError::permanent(message)
@@ -140,7 +141,7 @@ impl RunCtx for NodeCtx {
         call: &agentloom_core::OutboundCall<'_>,
     ) -> Option<agentloom_core::CallRecording> {
         let shared = Arc::clone(&self.shared);
-        let node = self.node_id.clone();
+        let node = self.node_id.to_owned();
         let attempt = self.attempt;
         let request_hash = crate::request_hash(call);
         let method = call.method.to_owned();
@@ -205,7 +206,7 @@ impl RunCtx for NodeCtx {
     ) -> Result<ValueMap, BlockError> {
         let report = sub_runs::run_nested(
             &self.shared,
-            &self.node_id,
+            self.node_id,
             self.cancel_token(),
             graph,
             inputs,
@@ -215,7 +216,7 @@ impl RunCtx for NodeCtx {
         if !report.usage.is_zero() {
             self.add_usage(report.usage);
         }
-        sub_runs::calling_node_result(&self.shared, &self.node_id, report)
+        sub_runs::calling_node_result(&self.shared, self.node_id, report)
     }
 
     fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError> {
@@ -245,19 +246,19 @@ impl RunCtx for NodeCtx {
         if !self.shared.safe_mode {
             return Ok(request.approve_as_is());
         }
-        ask_approval(&self.shared, &self.node_id, &request).await
+        ask_approval(&self.shared, self.node_id, &request).await
     }
 
     fn resume_checkpoint(&self) -> Option<Value> {
-        self.shared.checkpoints.get(&self.node_id).cloned()
+        self.shared.checkpoints.get(self.node_id).cloned()
     }
 
     async fn ask_person(&self, request: ApprovalRequest) -> Result<ApprovalDecision, BlockError> {
-        ask_approval(&self.shared, &self.node_id, &request).await
+        ask_approval(&self.shared, self.node_id, &request).await
     }
     async fn call_tool(&self, node: &str, arguments: Value) -> Result<ValueMap, BlockError> {
         let graph = Arc::clone(&self.shared.graph);
-        let caller = graph.index_of(&self.node_id);
+        let caller = graph.index_of(self.node_id);
         let Some(index) = graph.index_of(node) else {
             return Err(BlockError::permanent(format!(
                 "tool `{node}` is not a node of this graph"
@@ -287,7 +288,7 @@ impl RunCtx for NodeCtx {
         });
         let ctx = NodeCtx {
             shared: Arc::clone(&self.shared),
-            node_id: tool.id.clone(),
+            node_id: &tool.id,
             attempt: 1,
             previous_error: None,
             cancel: OnceLock::new(),
@@ -358,7 +359,7 @@ impl RunCtx for NodeCtx {
     }
 }
 
-impl NodeCtx {
+impl NodeCtx<'_> {
     /// Adds to this node's and this run's usage, and tells the watchers.
     fn add_usage(&self, usage: Usage) {
         if let Ok(mut mine) = self.usage.lock() {
@@ -368,19 +369,19 @@ impl NodeCtx {
             *total += usage;
         }
         self.shared.emit(EventKind::NodeUsage {
-            node: self.node_id.clone(),
+            node: self.node_id.to_owned(),
             usage,
         });
     }
 }
 
-impl NodeCtx {
+impl NodeCtx<'_> {
     fn parent_cancel(&self) -> &CancellationToken {
         self.parent_cancel.as_ref().unwrap_or(&self.shared.cancel)
     }
 }
 
-impl Drop for NodeCtx {
+impl Drop for NodeCtx<'_> {
     fn drop(&mut self) {
         // Reservations never settled (the request failed) go back to the budget.
         self.shared.limits.release_all(&self.budget);
@@ -391,13 +392,14 @@ impl Drop for NodeCtx {
 pub(super) async fn run_attempt(
     node: &dyn NodeImpl,
     inputs: ValueMap,
-    ctx: &NodeCtx,
+    ctx: &NodeCtx<'_>,
     timeout: Option<Duration>,
 ) -> Result<ValueMap, BlockError> {
     let work = node.run(inputs, ctx);
     let bounded = async {
         match timeout {
-            Some(limit) => match tokio::time::timeout(limit, work).await {
+            // Boxed: only a node with a timeout pays for its timer's room.
+            Some(limit) => match Box::pin(tokio::time::timeout(limit, work)).await {
                 Ok(result) => result,
                 Err(_) => {
                     // Unmade, nobody holds it: nothing to tell.

@@ -49,8 +49,17 @@ pub(super) async fn run_node(
         && conversion_error.is_none()
     {
         let ports = &node.node.ports().inputs;
-        match breakpoint_pause::pause_at(&shared, debug, &node.id, BreakAt::Before, ports, inputs)
-            .await
+        // Boxed, as the other waits below: the future of every node stays small (the
+        // running set holds each), and only a node that waits pays for the room.
+        match Box::pin(breakpoint_pause::pause_at(
+            &shared,
+            debug,
+            &node.id,
+            BreakAt::Before,
+            ports,
+            inputs,
+        ))
+        .await
         {
             Ok(edited) => inputs = edited,
             Err(err) => {
@@ -77,12 +86,16 @@ pub(super) async fn run_node(
         if let Some(err) = conversion_error.take() {
             break Err(err);
         }
-        if let Err(err) = clear_to_send(&graph, &shared, node, attempt, &mut inputs).await {
+        // Only safe mode and a side-effect gate have anything to clear.
+        if (shared.safe_mode || shared.side_effects.is_some())
+            && let Err(err) =
+                Box::pin(clear_to_send(&graph, &shared, node, attempt, &mut inputs)).await
+        {
             break Err(err);
         }
         let ctx = NodeCtx {
             shared: Arc::clone(&shared),
-            node_id: node.id.clone(),
+            node_id: &node.id,
             attempt,
             previous_error: previous_error.take(),
             cancel: OnceLock::new(),
@@ -120,7 +133,7 @@ pub(super) async fn run_node(
                 });
                 previous_error = Some(err.message);
                 tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
+                    () = Box::pin(tokio::time::sleep(wait)) => {}
                     () = shared.cancel.cancelled() => break Err(BlockError::cancelled()),
                 }
             }
@@ -132,8 +145,15 @@ pub(super) async fn run_node(
     let result = match (result, &shared.debug) {
         (Ok(outputs), Some(debug)) => {
             let ports = &node.node.ports().outputs;
-            breakpoint_pause::pause_at(&shared, debug, &node.id, BreakAt::After, ports, outputs)
-                .await
+            Box::pin(breakpoint_pause::pause_at(
+                &shared,
+                debug,
+                &node.id,
+                BreakAt::After,
+                ports,
+                outputs,
+            ))
+            .await
         }
         (result, _) => result,
     };

@@ -565,16 +565,18 @@ impl Scheduler {
             })
             .collect();
         // Listed by id.
-        let nodes: Vec<NodeReport> = graph
-            .order_by_id()
-            .iter()
-            .filter_map(|&index| nodes[index].take())
-            .collect();
+        let mut by_id = Vec::with_capacity(nodes.len());
+        by_id.extend(
+            graph
+                .order_by_id()
+                .iter()
+                .filter_map(|&index| nodes[index].take()),
+        );
         RunReport {
             run_id: self.shared.run_id.clone(),
             status,
             outputs,
-            nodes,
+            nodes: by_id,
             usage,
             duration_ms,
             error,
