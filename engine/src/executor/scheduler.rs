@@ -521,62 +521,54 @@ impl Scheduler {
         });
         let shared = &self.shared;
         let graph = Arc::clone(&self.graph);
-        let mut nodes: Vec<Option<NodeReport>> = graph
-            .nodes
-            .iter()
-            .zip(self.states)
-            .map(|(node, state)| {
-                // A tool's calls are its row; the dataflow only handed over its description.
-                if only_a_tool(node)
-                    && let Some(recorded) = shared.recorded_final(&node.id)
-                {
-                    return Some(NodeReport {
-                        id: node.id.clone(),
-                        status: recorded.status,
-                        attempts: recorded.attempts,
-                        duration_ms: recorded.duration_ms.unwrap_or(0),
-                        error: recorded.error.clone(),
-                        usage: recorded.usage,
-                    });
-                }
-                Some(NodeReport {
+        let mut states = self.states;
+        // Listed by id, each row made in its place (no second list of a large run's rows).
+        let mut nodes = Vec::with_capacity(graph.nodes.len());
+        nodes.extend(graph.order_by_id().iter().map(|&index| {
+            let node = &graph.nodes[index];
+            let state = &mut states[index];
+            // A tool's calls are its row; the dataflow only handed over its description.
+            if only_a_tool(node)
+                && let Some(recorded) = shared.recorded_final(&node.id)
+            {
+                return NodeReport {
                     id: node.id.clone(),
-                    status: match state.status {
-                        // A paused run's node waits for its decision, as `show` says too.
-                        waiting @ (NodeStatus::AwaitingApproval | NodeStatus::AtBreakpoint)
-                            if status == RunStatus::Waiting =>
-                        {
-                            waiting
-                        }
-                        NodeStatus::Queued
-                        | NodeStatus::Running
-                        | NodeStatus::AwaitingApproval
-                        | NodeStatus::AtBreakpoint => NodeStatus::Pending,
-                        other => other,
-                    },
-                    attempts: state.attempts,
-                    duration_ms: state.duration_ms,
-                    error: state.error.map(|mut error| {
-                        redactor.text(&mut error);
-                        error
-                    }),
-                    usage: state.usage,
-                })
-            })
-            .collect();
-        // Listed by id.
-        let mut by_id = Vec::with_capacity(nodes.len());
-        by_id.extend(
-            graph
-                .order_by_id()
-                .iter()
-                .filter_map(|&index| nodes[index].take()),
-        );
+                    status: recorded.status,
+                    attempts: recorded.attempts,
+                    duration_ms: recorded.duration_ms.unwrap_or(0),
+                    error: recorded.error.clone(),
+                    usage: recorded.usage,
+                };
+            }
+            NodeReport {
+                id: node.id.clone(),
+                status: match state.status {
+                    // A paused run's node waits for its decision, as `show` says too.
+                    waiting @ (NodeStatus::AwaitingApproval | NodeStatus::AtBreakpoint)
+                        if status == RunStatus::Waiting =>
+                    {
+                        waiting
+                    }
+                    NodeStatus::Queued
+                    | NodeStatus::Running
+                    | NodeStatus::AwaitingApproval
+                    | NodeStatus::AtBreakpoint => NodeStatus::Pending,
+                    other => other,
+                },
+                attempts: state.attempts,
+                duration_ms: state.duration_ms,
+                error: state.error.take().map(|mut error| {
+                    redactor.text(&mut error);
+                    error
+                }),
+                usage: state.usage,
+            }
+        }));
         RunReport {
             run_id: self.shared.run_id.clone(),
             status,
             outputs,
-            nodes: by_id,
+            nodes,
             usage,
             duration_ms,
             error,
