@@ -27,8 +27,8 @@ struct NodeState {
     status: NodeStatus,
     /// Wired inputs not yet settled (value or absent).
     waiting: usize,
-    /// One slot per wired input: `None` until settled, `Some(None)` when absent.
-    slots: Vec<Option<Option<Value>>>,
+    /// Where the node's input slots start in [`Scheduler::slots`], one per wired input.
+    first_slot: usize,
     attempts: u32,
     duration_ms: u64,
     error: Option<String>,
@@ -39,6 +39,9 @@ pub(super) struct Scheduler {
     graph: Arc<ValidGraph>,
     shared: Arc<RunShared>,
     states: Vec<NodeState>,
+    /// Every node's input slots, one list for the run: `None` until settled, `Some(None)`
+    /// when absent.
+    slots: Vec<Option<Option<Value>>>,
     /// Ready nodes keyed by topological rank.
     ready: BinaryHeap<Reverse<(usize, usize)>>,
     failure: Option<String>,
@@ -46,23 +49,29 @@ pub(super) struct Scheduler {
 
 impl Scheduler {
     pub(super) fn new(graph: Arc<ValidGraph>, shared: Arc<RunShared>) -> Self {
+        let mut slot_count = 0;
         let states = graph
             .nodes
             .iter()
-            .map(|node| NodeState {
-                status: NodeStatus::Pending,
-                waiting: node.inputs.len(),
-                slots: vec![None; node.inputs.len()],
-                attempts: 0,
-                duration_ms: 0,
-                error: None,
-                usage: Usage::default(),
+            .map(|node| {
+                let first_slot = slot_count;
+                slot_count += node.inputs.len();
+                NodeState {
+                    status: NodeStatus::Pending,
+                    waiting: node.inputs.len(),
+                    first_slot,
+                    attempts: 0,
+                    duration_ms: 0,
+                    error: None,
+                    usage: Usage::default(),
+                }
             })
             .collect();
         Self {
             graph,
             shared,
             states,
+            slots: vec![None; slot_count],
             ready: BinaryHeap::new(),
             failure: None,
         }
@@ -260,7 +269,8 @@ impl Scheduler {
         let node = &self.graph.nodes[index];
         let mut inputs = ValueMap::new();
         let mut conversion_error = None;
-        for (slot, value) in node.inputs.iter().zip(state.slots.iter_mut()) {
+        let slots = &mut self.slots[state.first_slot..state.first_slot + node.inputs.len()];
+        for (slot, value) in node.inputs.iter().zip(slots.iter_mut()) {
             if let Some(Some(value)) = value.take() {
                 let value = if slot.compat == Compat::Exact {
                     Ok(value)
@@ -431,23 +441,24 @@ impl Scheduler {
         let mut pending = Vec::new();
         while let Some((target, slot, value)) = first.take().or_else(|| pending.pop()) {
             let state = &mut self.states[target];
-            if state.slots[slot].is_some() {
+            let node = &self.graph.nodes[target];
+            let slots = &mut self.slots[state.first_slot..state.first_slot + node.inputs.len()];
+            if slots[slot].is_some() {
                 continue;
             }
-            state.slots[slot] = Some(value);
+            slots[slot] = Some(value);
             state.waiting -= 1;
             // A seeded node finished already, whatever its inputs.
             if state.waiting > 0 || state.status.is_final() {
                 continue;
             }
-            let node = &self.graph.nodes[target];
             let missing = node
                 .inputs
                 .iter()
-                .zip(&state.slots)
+                .zip(slots.iter())
                 .find(|(spec, value)| spec.required && matches!(value, Some(None)));
             // A node whose inputs are all absent has nothing to work on, even if they are optional.
-            let all_absent = state.slots.iter().all(|v| matches!(v, Some(None)));
+            let all_absent = slots.iter().all(|v| matches!(v, Some(None)));
             let skip_because = match missing {
                 Some((spec, _)) => Some(spec),
                 None if all_absent => node.inputs.first(),
