@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use agentloom_core::{BlockError, CancellationToken, RunCtx, run_cpu_bound};
-use minijinja::{Environment, ErrorKind, UndefinedBehavior};
+use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior};
 use serde::Serialize;
 
 /// Instructions an inline render may execute before it moves to the blocking pool.
@@ -28,6 +28,9 @@ fn environment(fuel: u64) -> Environment<'static> {
     env.set_keep_trailing_newline(true);
     // Missing attributes fail the render, but `{% if user.nickname %}` still works.
     env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+    // A template's output is text, never escaped: compiled templates are named by their
+    // source, and minijinja would choose HTML escaping for a source ending in ".html".
+    env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_fuel(Some(fuel));
     env
 }

@@ -172,6 +172,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_template_ending_like_a_file_name_is_not_html_escaped() {
+        // Joined piece by piece, and rendered by minijinja (a filter), alike.
+        for (template, expected) in [
+            (
+                "{{ s }} saved as report.html",
+                "a & <b> saved as report.html",
+            ),
+            ("{{ s | trim }} in page.xml", "a & <b> in page.xml"),
+        ] {
+            let out = run_block(
+                "text.template",
+                json!({"template": template}),
+                inputs([("s", Value::from("a & <b>"))]),
+            )
+            .await
+            .unwrap();
+            assert_eq!(out.get("text"), Some(&Value::from(expected)), "{template}");
+        }
+    }
+
+    #[tokio::test]
     async fn nodes_with_the_same_template_share_one_and_others_get_their_own_ports() {
         let catalog = crate::Registry::builtin();
         let block = catalog.block("text.template").unwrap();
