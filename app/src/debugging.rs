@@ -193,9 +193,7 @@ impl App {
             ctx: ctx.clone(),
         });
         self.run.debug = Some(Arc::new(going_on.debug.with_handler(handler)));
-        // Where the run started, as `agentloom continue` would go on.
-        let workspace =
-            (store.run_workspace(run_id).ok().flatten()).unwrap_or_else(|| self.run_workspace());
+        let workspace = self.recorded_run_workspace(&store, run_id);
         self.run.start_seeded(
             runtime,
             prepared,

@@ -237,6 +237,17 @@ impl App {
             .unwrap_or_else(|| self.graph_folder())
     }
 
+    /// Where a recorded run goes on (resumed after an approval, or continued from a
+    /// breakpoint): the folder it started in, as `agentloom approve` and `continue` do,
+    /// else this graph's [`App::run_workspace`].
+    pub(super) fn recorded_run_workspace(&self, store: &RunStore, run_id: &str) -> PathBuf {
+        store
+            .run_workspace(run_id)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| self.run_workspace())
+    }
+
     /// The folder of the graph's file, else the current directory.
     pub(super) fn graph_folder(&self) -> PathBuf {
         match self.document.path.as_deref().and_then(Path::parent) {
@@ -328,12 +339,7 @@ impl App {
             return Err(refusal);
         }
         let seed = store.resume_seed(&run_id).map_err(|e| e.to_string())?;
-        // Where the run started, as `agentloom approve` would resume it.
-        let workspace = store
-            .run_workspace(&run_id)
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| self.run_workspace());
+        let workspace = self.recorded_run_workspace(&store, &run_id);
         self.run.start_seeded(
             runtime,
             prepared,
