@@ -141,11 +141,15 @@ row("Fan-out 100 × 100 ms `control.delay`, whole process, beyond start-up over 
     "executor", f"{executor} fan-out")
 took_s, copy_s, ratio = find("values", r"chain ([\d.]+) s \([\d.]+ µs/node\); copying the text once per node ([\d.]+) s \([\d.]+ µs/node\); ratio ([\d.]+)")
 flat_s, growth = find("values", r"not growing \(.*\) ([\d.]+) s \([\d.]+ µs/node\); the growth adds [-\d.]+ s: (-?[\d.]+)x copying")
+watched_s, watched = find("values", r"chain watched \(.*\) ([\d.]+) s \([\d.]+ µs/node\); ratio ([\d.]+)")
 n = int(find("values", r"growing text: (\d+) text.template")[0])
 row(f"Growing text `\"{{{{ s }}}}.\"`, {n:,} templates, engine, no log, vs copying the text once per node",
     f"{ratio:.2f}× (target ≤ 1.5×); the growth alone {growth:.2f}× copying", ratio <= 1.5,
     f"{took_s:.3f} s; copying {copy_s:.3f} s; the same chain not growing {flat_s:.3f} s",
     "values", "cargo bench -p agentloom-engine --bench values growing")
+row(f"Same, watched (a sink keeps each node's text, so every node copies it), vs copying",
+    f"{watched:.2f}×", None, f"{watched_s:.3f} s", "values",
+    "cargo bench -p agentloom-engine --bench values growing")
 small_hop, large_hop, large = find("values", r"^\s+with log\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x")
 row("Handing on a 100 KB text instead of 1 character, 1,000 nodes, with the log", f"{large:.2f}×", None,
     f"{large_hop:.2f} µs per hop; 1 character {small_hop:.2f} µs", "values",

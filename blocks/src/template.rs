@@ -106,11 +106,13 @@ impl NodeImpl for TemplateNode {
     }
 
     async fn run(&self, inputs: ValueMap, ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
-        if !ctx.is_cancelled()
-            && let Some(text) = self.plain.as_ref().and_then(|plain| plain.render(&inputs))
-        {
-            return Ok(agentloom_core::outputs([("text", text.into())]));
-        }
+        let inputs = match self.plain.as_ref() {
+            Some(plain) if !ctx.is_cancelled() => match plain.render_owned(inputs) {
+                Ok(text) => return Ok(agentloom_core::outputs([("text", text.into())])),
+                Err(inputs) => inputs,
+            },
+            _ => inputs,
+        };
         // The output is mostly the inputs' texts and the template's own.
         let expected = self.template.source().len()
             + inputs

@@ -5,12 +5,13 @@
 //!   costs (1.0 when handing it on copies nothing);
 //! - `growing`: a chain of `text.template "{{ s }}."` nodes, each output one character
 //!   longer than its input, without the run log (N from `AGENTLOOM_BENCH_GROWING_N`, default
-//!   100,000): every node must write its whole text once, so this is the one chain whose
-//!   cost grows with N², and any further copy per node shows as a multiple of it. Beside it,
-//!   in turns, two baselines: the same texts made by copying each once, and the same chain
-//!   of `"{{ s }}"` handing one character on (what a node costs whatever its text); then the
-//!   chain's ratio to copying, and what the text's growth adds to the flat chain against
-//!   copying (1.0 when rendering copies the text once and nothing else grows with it).
+//!   100,000). Beside it, in turns, three baselines: the same texts made by copying each
+//!   once (what a chain costs that writes each text anew); the same chain of `"{{ s }}"`
+//!   handing one character on (what a node costs whatever its text); and the growing chain
+//!   watched by a sink that keeps the last node's outputs, as the live view does, so that
+//!   every node finds its text held elsewhere and must copy it. Then each one's ratio to
+//!   copying: unwatched, a node appends to the text it alone holds, so the chain costs what
+//!   its nodes cost, not what its texts weigh; watched, it costs a copy per node beside.
 //!
 //! Arguments name the sections to run; none runs them all.
 
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use agentloom_blocks::Registry;
 use agentloom_core::{EdgeDoc, GraphDoc, NodeDoc, ValidGraph, validate};
-use agentloom_engine::{Executor, RunStatus, RunStore};
+use agentloom_engine::{EventKind, EventSink, Executor, RunEvent, RunOptions, RunStatus, RunStore};
 
 mod support;
 use serde_json::json;
@@ -187,17 +188,19 @@ fn growing(runtime: &tokio::runtime::Runtime, executor: &Executor, registry: &Ar
     // Baselines, in turns with the chain: the text copied once per node into a new text one
     // character longer, each handed on as a shared value, what any chain must at least do;
     // and the chain's nodes without the growth, what they cost whatever their text.
-    let (mut chain_samples, mut copy_samples, mut flat_samples) =
-        (Vec::new(), Vec::new(), Vec::new());
+    let (mut chain_samples, mut copy_samples, mut flat_samples, mut watched_samples) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
         copy_samples.push(copy_growing_text(n));
         chain_samples.push(run_once(runtime, executor, &valid, None));
         flat_samples.push(run_once(runtime, executor, &flat, None));
+        watched_samples.push(run_watched(runtime, executor, &valid));
     }
-    let (took, copying, flat) = (
+    let (took, copying, flat, watched) = (
         median(chain_samples),
         median(copy_samples),
         median(flat_samples),
+        median(watched_samples),
     );
     #[allow(clippy::cast_precision_loss, reason = "a figure to print")]
     let per_node = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
@@ -221,6 +224,44 @@ fn growing(runtime: &tokio::runtime::Runtime, executor: &Executor, registry: &Ar
         took.as_secs_f64() - flat.as_secs_f64(),
         (took.as_secs_f64() - flat.as_secs_f64()) / copying_s
     );
+    println!(
+        "  the same chain watched (each text kept by the sink until the next, so every node copies it) {:.3} s ({:.2} µs/node); ratio {:.2}",
+        watched.as_secs_f64(),
+        per_node(watched),
+        watched.as_secs_f64() / copying_s
+    );
+}
+
+/// Keeps the outputs of the node that finished last, as the live view shows them.
+#[derive(Default)]
+struct KeepsLastOutputs(std::sync::Mutex<Option<agentloom_core::ValueMap>>);
+
+impl EventSink for KeepsLastOutputs {
+    fn emit(&self, event: &RunEvent) {
+        if let EventKind::NodeFinished { outputs, .. } = &event.kind {
+            *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(outputs.clone());
+        }
+    }
+}
+
+/// One run of `valid` watched by [`KeepsLastOutputs`]; its wall time.
+fn run_watched(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    valid: &Arc<ValidGraph>,
+) -> Duration {
+    let started = Instant::now();
+    let report = runtime.block_on(executor.run(
+        valid.clone(),
+        agentloom_core::ValueMap::new(),
+        RunOptions::default(),
+        Arc::new(KeepsLastOutputs::default()),
+    ));
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    started.elapsed()
 }
 
 /// The time to make the texts of a growing chain of `n` nodes by copying: each a new text

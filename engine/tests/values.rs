@@ -195,3 +195,72 @@ async fn a_block_changing_a_value_leaves_the_upstream_output_as_it_was() {
     assert_eq!(run.node("change").unwrap().inputs["value"], original);
     assert_eq!(run.node("change").unwrap().outputs["value"], changed);
 }
+
+/// `"x"`, then `n` templates `"{{ s }}."`, each appending a dot to the text before it, the
+/// last one's text the graph's output `text`.
+fn growing_chain(n: usize) -> GraphDoc {
+    let mut doc = GraphDoc::new("growing");
+    doc.nodes
+        .push(NodeDoc::new("t0", "data.constant").with_config(json!({"value": "x"})));
+    for i in 1..=n {
+        let id = format!("t{i}");
+        doc.nodes
+            .push(NodeDoc::new(&id, "text.template").with_config(json!({"template": "{{ s }}."})));
+        let from = if i == 1 { "value" } else { "text" };
+        doc.edges
+            .push(EdgeDoc::new(&format!("t{}", i - 1), from, &id, "s"));
+    }
+    doc.nodes
+        .push(NodeDoc::new("out", "graph.output").with_config(json!({"name": "text"})));
+    doc.edges
+        .push(EdgeDoc::new(&format!("t{n}"), "text", "out", "value"));
+    doc
+}
+
+async fn run_growing(n: usize, sink: Arc<dyn EventSink>) -> RunReport {
+    let registry = Arc::new(Registry::builtin());
+    let valid = Arc::new(validate(&growing_chain(n), registry.as_ref()).unwrap());
+    let report = Executor::new(registry)
+        .run(valid, ValueMap::new(), RunOptions::default(), sink)
+        .await;
+    assert_eq!(report.status, RunStatus::Completed, "{:?}", report.error);
+    report
+}
+
+#[tokio::test]
+async fn a_template_appends_to_a_text_nobody_else_holds_and_copies_one_that_is_watched() {
+    let n = 1_000;
+    let expected = format!("x{}", ".".repeat(n));
+    // Nobody watches: each node's text is handed to the next alone, which appends in place
+    // (a copy is made to the text's exact size; appending leaves room to grow).
+    let report = run_growing(n, Arc::new(agentloom_engine::NullSink)).await;
+    let Value::Text(end) = &report.outputs["text"] else {
+        panic!("the output is {:?}", report.outputs["text"].kind_name());
+    };
+    assert_eq!(**end, expected);
+    assert!(
+        end.capacity() > end.len(),
+        "the chain's text was copied at every node"
+    );
+    // Watched: every node's finished event keeps the text that node wrote, so none may
+    // be appended to afterwards.
+    let events = Arc::new(CollectSink::default());
+    let report = run_growing(n, events.clone()).await;
+    assert_eq!(report.outputs["text"], Value::text(expected));
+    let events: Vec<EventKind> = events.events().into_iter().map(|e| e.kind).collect();
+    let mut seen = 0;
+    for event in &events {
+        if let EventKind::NodeFinished { node, outputs, .. } = event
+            && let Some(dots) = node.strip_prefix('t').filter(|_| node != "t0")
+        {
+            let dots: usize = dots.parse().unwrap();
+            assert_eq!(
+                outputs["text"],
+                Value::text(format!("x{}", ".".repeat(dots))),
+                "`{node}`'s text changed after it finished"
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, n);
+}

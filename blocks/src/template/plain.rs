@@ -55,28 +55,73 @@ impl PlainTemplate {
 
     /// The rendered text, or `None` when an input is not a text (minijinja prints the
     /// others) or the output would pass the cap (minijinja says so).
+    #[cfg(test)]
     pub(super) fn render(&self, inputs: &ValueMap) -> Option<String> {
-        let piece_text = |piece: &Piece| -> Option<&str> {
-            match piece {
-                Piece::Literal(range) => Some(&self.source[range.clone()]),
-                Piece::Variable(name) => match inputs.get(name)? {
-                    Value::Text(text) => Some(text.as_str()),
-                    _ => None,
-                },
-            }
+        self.render_owned(inputs.clone()).ok()
+    }
+
+    /// As `render`, taking the inputs: when the template starts with a text nobody else
+    /// holds (a chain appending to what the node before wrote), the rest is appended to
+    /// that text in place instead of copying it, so a chain growing a text costs what it
+    /// appends, not what it carries. The inputs come back when minijinja must render.
+    pub(super) fn render_owned(&self, mut inputs: ValueMap) -> Result<String, ValueMap> {
+        let Some(length) = self.length(&inputs) else {
+            return Err(inputs);
         };
+        if length > MAX_OUTPUT_BYTES {
+            return Err(inputs);
+        }
+        let (mut text, rest) = match self.pieces.split_first() {
+            Some((Piece::Variable(name), rest)) if !self.names_again(name, rest) => {
+                // `length` found it a text.
+                let Some(Value::Text(shared)) = inputs.remove(name) else {
+                    return Err(inputs);
+                };
+                let mut text = Arc::try_unwrap(shared).unwrap_or_else(|shared| {
+                    let mut copy = String::with_capacity(length);
+                    copy.push_str(&shared);
+                    copy
+                });
+                // Amortised: a chain's text doubles its room now and then.
+                text.reserve(length - text.len());
+                (text, rest)
+            }
+            _ => (String::with_capacity(length), &self.pieces[..]),
+        };
+        // `length` found every piece; the first variable, taken, is not named again.
+        for piece in rest
+            .iter()
+            .filter_map(|piece| self.piece_text(piece, &inputs))
+        {
+            text.push_str(piece);
+        }
+        Ok(text)
+    }
+
+    /// The output's length, or `None` when an input is missing or not a text.
+    fn length(&self, inputs: &ValueMap) -> Option<usize> {
         let mut length = 0usize;
         for piece in &self.pieces {
-            length += piece_text(piece)?.len();
+            length += self.piece_text(piece, inputs)?.len();
         }
-        if length > MAX_OUTPUT_BYTES {
-            return None;
+        Some(length)
+    }
+
+    /// Whether `name` is printed again among `pieces`.
+    fn names_again(&self, name: &str, pieces: &[Piece]) -> bool {
+        pieces
+            .iter()
+            .any(|piece| matches!(piece, Piece::Variable(other) if other == name))
+    }
+
+    fn piece_text<'a>(&'a self, piece: &Piece, inputs: &'a ValueMap) -> Option<&'a str> {
+        match piece {
+            Piece::Literal(range) => Some(&self.source[range.clone()]),
+            Piece::Variable(name) => match inputs.get(name)? {
+                Value::Text(text) => Some(text.as_str()),
+                _ => None,
+            },
         }
-        let mut text = String::with_capacity(length);
-        for piece in &self.pieces {
-            text.push_str(piece_text(piece)?);
-        }
-        Some(text)
     }
 }
 
@@ -174,5 +219,38 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(out.get("text"), Some(&Value::from("n = 3")));
+    }
+
+    #[test]
+    fn a_text_held_only_by_the_inputs_is_appended_to_in_place() {
+        let template = plain("{{ s }}, {{ t }}.").unwrap();
+        let mut room = String::with_capacity(64);
+        room.push_str("head");
+        let buffer = room.as_ptr();
+        let text = template
+            .render_owned(inputs([
+                ("s", Value::text(room)),
+                ("t", Value::from("tail")),
+            ]))
+            .unwrap();
+        assert_eq!(text, "head, tail.");
+        assert_eq!(text.as_ptr(), buffer, "the text was copied");
+    }
+
+    #[test]
+    fn a_text_held_elsewhere_is_copied_and_left_as_it_was() {
+        for source in ["{{ s }}.", "{{ s }}{{ s }}", "<{{ s }}>"] {
+            let template = plain(source).unwrap();
+            let held = Value::text(String::with_capacity(64) + "head");
+            let text = template
+                .render_owned(inputs([("s", held.clone())]))
+                .unwrap();
+            assert_eq!(text, source.replace("{{ s }}", "head"), "{source:?}");
+            assert_eq!(
+                held,
+                Value::from("head"),
+                "{source:?} changed the held text"
+            );
+        }
     }
 }
