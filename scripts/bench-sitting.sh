@@ -8,7 +8,7 @@
 # and the command that reproduces it, and writes the table for the README's Performance
 # section to target/bench-sitting.md (the whole output in target/bench-sitting/).
 #
-#   scripts/bench-sitting.sh            # about 20 minutes on 2 cores
+#   scripts/bench-sitting.sh            # 10 to 20 minutes on 2 cores
 #   scripts/bench-sitting.sh --quick    # a few minutes: every step runs, smaller figures
 #   scripts/bench-sitting.sh --no-build # the binaries already built, as they are
 #
@@ -33,11 +33,26 @@ started=$(date +%s)
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
+# Waits (at most SETTLE_MAX_S seconds, 150 unless set) until the one-minute load is below
+# SETTLE_BELOW (1.0 unless set), so that no step is measured in the wake of the one before
+# (a build, a benchmark keeping both cores busy). --quick does not wait.
+settle() {
+  [ "$QUICK" = 1 ] && return 0
+  local waited=0
+  while awk -v below="${SETTLE_BELOW:-1.0}" '{ exit !($1 >= below) }' /proc/loadavg &&
+    [ "$waited" -lt "${SETTLE_MAX_S:-150}" ]; do
+    sleep 5
+    waited=$((waited + 5))
+  done
+  [ "$waited" = 0 ] || echo "   (waited ${waited} s for the load to settle: $(load))" >&2
+}
+
 # step NAME COMMAND…: runs COMMAND, its output shown and kept in $OUT/NAME.log, with the
 # load before and after and the command itself on the log's first lines.
 step() {
   local name="$1"
   shift
+  settle
   echo "== $name: $*" >&2
   {
     echo "command: $*"
