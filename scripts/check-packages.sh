@@ -181,6 +181,10 @@ echo "== the AppImage without libfuse.so.2 and /dev/fuse"
 without_libfuse2 sh -c '! ls -d /dev/fuse "$1"/libfuse.so.2* 2>/dev/null' _ "$libdir" ||
     fail "the namespace still has libfuse.so.2 or /dev/fuse"
 export XDG_CACHE_HOME="$work/cache"
+# An older image's copy, last launched three days ago: the launch of this one removes it.
+stale="$XDG_CACHE_HOME/agentloom/appimage/$(printf '0%.0s' $(seq 64))"
+mkdir -p "$stale" && : >"$stale/AppRun" && : >"$(dirname "$stale")/.$(basename "$stale").in-use"
+touch -d '3 days ago' "$(dirname "$stale")/.$(basename "$stale").in-use"
 said=$(cd "$work" && without_libfuse2 "$appimage" --version 2>"$work/appimage.log") ||
     fail "$appimage --version failed without libfuse.so.2: $(cat "$work/appimage.log")"
 [ "$said" = "agentloom $version" ] || fail "$appimage --version said '$said', not 'agentloom $version'"
@@ -188,6 +192,8 @@ echo "$(basename "$appimage") --version: $said"
 unpacked=$(ls -d "$XDG_CACHE_HOME"/agentloom/appimage/*/)
 [ -x "${unpacked}usr/bin/agentloom" ] || fail "the AppImage was not unpacked into $XDG_CACHE_HOME"
 echo "unpacked once into ${unpacked%/}"
+[ ! -e "$stale" ] || fail "an older image's copy unused for three days is still in the cache: $stale"
+echo "an older image's copy unused for three days was removed"
 
 # Inside xvfb-run: the AppImage's window, started on the graph where FUSE 2 is missing.
 open_appimage_window() {
@@ -208,6 +214,12 @@ open_appimage_window() {
     tr '\0' '\n' <"/proc/$app_pid/environ" | grep -qxF "APPIMAGE=$(readlink -f "$appimage")" ||
         fail "the app was not started with APPIMAGE=$appimage"
     echo "the AppImage started $exe on '$graph'"
+    # The running app holds its copy in use: no other launch may remove it.
+    local copy="${exe%/usr/bin/agentloom}"
+    if flock --nonblock --exclusive "$(dirname "$copy")/.$(basename "$copy").in-use" true; then
+        fail "the running app does not hold its copy's in-use lock"
+    fi
+    echo "the running app holds $(basename "$copy")'s in-use lock"
     check_window_class "$window"
     sleep 2
     import -window root "$shot"

@@ -104,8 +104,9 @@ fn run() -> anyhow::Result<ExitCode> {
         }
         Some(other) => bail!("unknown option {other}: see --appimage-help"),
     }
-    let appdir = unpack_into_cache(&appimage)?;
-    let err = start_app_run(&appimage, &appdir, argv0, rest);
+    let copy = unpack_into_cache(&appimage)?;
+    keep_across_exec(&copy.in_use)?;
+    let err = start_app_run(&appimage, &copy.place, argv0, rest);
     Err(err)
 }
 
@@ -129,16 +130,29 @@ fn extract_here(appimage: &Path) -> anyhow::Result<()> {
 }
 
 /// The unpacked AppDir in the user's cache, unpacked now if this image was not before.
-fn unpack_into_cache(appimage: &Path) -> anyhow::Result<PathBuf> {
+fn unpack_into_cache(appimage: &Path) -> anyhow::Result<cache::Copy> {
     let offset = payload::squashfs_offset(appimage)?;
     let digest = payload::image_digest(appimage, offset)?;
     let root = cache::cache_root(
         std::env::var_os("XDG_CACHE_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),
     )?;
-    cache::unpacked_copy(&root, &digest, |into| {
+    cache::unpacked_copy(&root, &digest, cache::KEEP_UNUSED, |into| {
         unpack::unpack(appimage, offset, into).map(|_| ())
     })
+}
+
+/// Leaves `file` open in the program this process becomes, so that the application holds
+/// its copy's in-use lock for as long as it runs.
+fn keep_across_exec(file: &std::fs::File) -> anyhow::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor this process owns, changing only its close-on-exec flag.
+    let done = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFD, 0) };
+    if done == -1 {
+        return Err(std::io::Error::last_os_error())
+            .context("cannot keep the unpacked copy's in-use lock for the application");
+    }
+    Ok(())
 }
 
 /// Replaces this process with the AppDir's `AppRun`; returns only if that cannot start.
