@@ -807,6 +807,7 @@ impl App {
             catalog: self.catalog.clone(),
             catalog_problems: self.problems.mcp.clone(),
             path: self.document.path.clone(),
+            trust_store: self.trust_store.clone(),
         };
         self.windows.assistant_edit.open(with, ctx);
     }

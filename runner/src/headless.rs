@@ -57,6 +57,28 @@ impl GraphRunner {
                 return Err(crate::trust::refusal(path, &needs));
             }
         }
+        Self::prepare(path, source, trusted, store, replay)
+    }
+
+    /// The graph `source` shown from the file at `path` (maybe with changes not saved
+    /// yet), trusted as `trusted` says: untrusted, it runs offline in safe mode, and one
+    /// that needs trust is refused by the caller, who knows what to tell.
+    pub fn of_source(
+        path: &Path,
+        source: GraphSource,
+        trusted: bool,
+        store: Option<Arc<RunStore>>,
+    ) -> Result<GraphRunner, Vec<String>> {
+        Self::prepare(path, source, trusted, store, None)
+    }
+
+    fn prepare(
+        path: &Path,
+        source: GraphSource,
+        trusted: bool,
+        store: Option<Arc<RunStore>>,
+        replay: Option<&agentloom_engine::Replay>,
+    ) -> Result<GraphRunner, Vec<String>> {
         let trust = Trust::of(trusted, Some(path));
         let prepared = Prepared::new(source, trust, &Credentials::Default, replay)?;
         Ok(GraphRunner {

@@ -413,3 +413,84 @@ fn the_token_is_never_logged_even_at_trace_level() {
     );
     assert!(!logged.contains(&token), "the token is in the log");
 }
+
+#[test]
+fn run_runs_the_graph_as_shown_trusted_only_as_its_user_saved_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = paths(&dir);
+    let file = dir.path().join("hello.agentloom.json");
+    std::fs::write(&file, agentloom::app::EXAMPLE_GRAPH).unwrap();
+    // Its user trusts the file as it is.
+    let trust = agentloom_runner::trust::TrustStore::in_dir(paths.data_dir.as_ref().unwrap());
+    trust
+        .trust(agentloom_runner::trust::fingerprint(&file).unwrap())
+        .unwrap();
+    let mut h = support::harness_for(agentloom::app::App::new(
+        &example(),
+        Some(file.clone()),
+        &paths,
+    ));
+    let (url, token) = open_window(&mut h);
+    let run = |h: &mut AppHarness, edit: Option<serde_json::Value>| {
+        let (url, token) = (url.clone(), token.clone());
+        while_drawing(h, async move {
+            let editor = connect(&url, &token).await?;
+            if let Some(config) = edit {
+                call(&editor, "set_config", config).await?;
+            }
+            call(&editor, "run", json!({"inputs": {"name": "Ada"}})).await
+        })
+    };
+
+    // As saved: the file's trust.
+    let saved = run(&mut h, None).unwrap();
+    assert_eq!(saved["outputs"]["greeting"], "Hello, Ada!", "{saved}");
+    assert_eq!(saved["trusted"], true, "{saved}");
+
+    // Changed by the assistant, not saved: its run shows the change (the file still says
+    // "Hello"), offline in safe mode.
+    let changed = run(
+        &mut h,
+        Some(json!({"node": "render", "config": {"template": "Bye, {{ name }}!"}})),
+    )
+    .unwrap();
+    assert_eq!(changed["outputs"]["greeting"], "Bye, Ada!", "{changed}");
+    assert_eq!(changed["trusted"], false, "{changed}");
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("Hello, {{ name }}!"),
+        "the file was written"
+    );
+
+    // A change that would need trust is refused, saying what it would allow and what to do.
+    let (client_url, client_token) = (url.clone(), token.clone());
+    let refused = while_drawing(&mut h, async move {
+        let editor = connect(&client_url, &client_token).await.unwrap();
+        call(
+            &editor,
+            "add_node",
+            json!({"block": "http.request", "id": "probe",
+                   "config": {"url": "http://127.0.0.1:9/", "allow_private_network": true}}),
+        )
+        .await
+        .unwrap();
+        call(&editor, "run", json!({"inputs": {"name": "Ada"}})).await
+    });
+    let refusal = refused.unwrap_err();
+    assert!(refusal.contains("node `probe`"), "{refusal}");
+    assert!(refusal.contains("save the graph in Agentloom"), "{refusal}");
+
+    // The person takes the probe back and saves: saving trusts what is shown.
+    point_at_canvas(&mut h);
+    keys(&mut h, Modifiers::COMMAND, Key::Z);
+    assert!(!ids(&h).contains(&"probe".to_owned()), "{:?}", ids(&h));
+    keys(&mut h, Modifiers::COMMAND, Key::S);
+    assert!(!h.state().document.dirty, "saved");
+    let saved_again = run(&mut h, None).unwrap();
+    assert_eq!(
+        saved_again["outputs"]["greeting"], "Bye, Ada!",
+        "{saved_again}"
+    );
+    assert_eq!(saved_again["trusted"], true, "{saved_again}");
+}

@@ -16,8 +16,11 @@ use std::time::{Duration, Instant};
 use agentloom_blocks::Registry;
 use agentloom_core::{GraphDoc, Problem};
 use agentloom_engine::RunStore;
+use agentloom_runner::GraphSource;
 use agentloom_runner::edit_server::http::RunningServer;
 use agentloom_runner::edit_server::{EditServer, EditedGraph, GraphEdit, ToolError};
+use agentloom_runner::headless::GraphRunner;
+use agentloom_runner::trust::TrustStore;
 use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
 
@@ -47,6 +50,8 @@ struct Shared {
     catalog: Arc<Registry>,
     catalog_problems: Vec<Problem>,
     path: Option<PathBuf>,
+    /// Where the user's trust in graph files is kept (the app's).
+    trust_store: Option<TrustStore>,
 }
 
 /// The open document, as the editing server sees it: every read and edit is a request to
@@ -101,12 +106,56 @@ impl EditedGraph for LiveDocument {
             .map_err(ToolError::Failed)?
     }
 
-    fn run_path(&self) -> Result<PathBuf, String> {
-        self.shared().path.clone().ok_or_else(|| {
-            "the graph is not saved to a file yet: ask the user to save it in Agentloom, \
-             then run it"
-                .to_owned()
-        })
+    /// The graph as shown, edits not saved yet included. It runs trusted only when its file
+    /// is trusted and holds exactly what is shown: the assistant's own edits run offline in
+    /// safe mode until the user saves them.
+    fn runner(&self, store: Option<Arc<RunStore>>) -> Result<GraphRunner, Vec<String>> {
+        let (path, trust_store, catalog) = {
+            let shared = self.shared();
+            (
+                shared.path.clone(),
+                shared.trust_store.clone(),
+                shared.catalog.clone(),
+            )
+        };
+        let Some(path) = path else {
+            return Err(vec![
+                "the graph is not saved to a file yet: ask the user to save it in Agentloom, \
+                 then run it"
+                    .to_owned(),
+            ]);
+        };
+        let shown = self.load().map_err(|err| vec![err])?;
+        let short =
+            |doc: &GraphDoc| agentloom_core::without_declared_defaults(doc, catalog.as_ref());
+        // The file read once: what its trust is checked against is what runs.
+        if let Ok(file) = GraphSource::read(&path)
+            && file.is_trusted_in(trust_store.as_ref())
+            && short(file.doc())
+                == short(&agentloom_blocks::graph_call::with_absolute_paths(
+                    shown.clone(),
+                    Some(&path),
+                ))
+        {
+            return GraphRunner::of_source(&path, file, true, store);
+        }
+        let source = GraphSource::of_doc(shown, Some(&path));
+        let needs = source.needs();
+        if !needs.is_empty() {
+            let mut refusal = vec![format!(
+                "the graph open in Agentloom is not trusted as it is (changes not saved to {}, \
+                 or a file its user has not trusted); trusting it would let it:",
+                agentloom_core::Escaped(&path.display().to_string())
+            )];
+            refusal.extend(needs.lines().iter().map(|line| format!("  - {line}")));
+            refusal.push(
+                "ask the user to look at the changes and save the graph in Agentloom (saving \
+                 trusts it), then run it again"
+                    .to_owned(),
+            );
+            return Err(refusal);
+        }
+        GraphRunner::of_source(&path, source, false, store)
     }
 }
 
@@ -128,6 +177,7 @@ pub struct StartWith<'a> {
     pub catalog: Arc<Registry>,
     pub catalog_problems: Vec<Problem>,
     pub path: Option<PathBuf>,
+    pub trust_store: Option<TrustStore>,
 }
 
 /// The window and its server.
@@ -208,6 +258,7 @@ impl AssistantEdit {
                 catalog: with.catalog,
                 catalog_problems: with.catalog_problems,
                 path: with.path,
+                trust_store: with.trust_store,
             }),
             repaint: ctx.clone(),
         });

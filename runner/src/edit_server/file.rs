@@ -8,7 +8,10 @@ use agentloom_blocks::Registry;
 use agentloom_core::{GraphDoc, Problem};
 use serde_json::Value as Json;
 
+use agentloom_engine::RunStore;
+
 use super::{EditedGraph, GraphEdit, ToolError};
+use crate::headless::GraphRunner;
 use crate::{Trust, trust};
 
 /// The graph file being edited. The trusted-graphs record is never touched: an edited file
@@ -85,8 +88,8 @@ impl EditedGraph for GraphFile {
         Ok((answer, doc))
     }
 
-    fn run_path(&self) -> Result<PathBuf, String> {
-        Ok(self.path.clone())
+    fn runner(&self, store: Option<Arc<RunStore>>) -> Result<GraphRunner, Vec<String>> {
+        GraphRunner::load(&self.path, store, false)
     }
 }
 

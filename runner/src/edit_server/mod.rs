@@ -188,8 +188,10 @@ pub trait EditedGraph: Send + Sync + 'static {
     /// Applies `edit` to the graph as it is now, as one step: kept when it succeeds,
     /// nothing changed when it fails. Returns the edit's answer and the graph after it.
     fn apply(&self, edit: GraphEdit) -> Result<(Json, GraphDoc), ToolError>;
-    /// The file `run` runs, or why there is none.
-    fn run_path(&self) -> Result<PathBuf, String>;
+    /// What `run` runs: the graph as it is now, recorded in `store`, with the trust its
+    /// user gave exactly that; or why it cannot run (each line a problem). May read files
+    /// and wait for the app's window, so it is called off the async threads.
+    fn runner(&self, store: Option<Arc<RunStore>>) -> Result<GraphRunner, Vec<String>>;
 }
 
 /// The MCP server: one graph, its editing tools and its runs.
@@ -326,7 +328,7 @@ fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             "run",
-            "Runs the graph with inputs (by graph input name) and returns its outputs and each node's status and error. The run is recorded in the run log. A file edited by these tools is not trusted until its user saves it in Agentloom or runs `agentloom trust`: until then it runs in safe mode, without credentials or MCP servers.",
+            "Runs the graph as it is now (in the Agentloom app: as shown, changes not saved yet included) with inputs (by graph input name) and returns its outputs and each node's status and error. The run is recorded in the run log. A graph changed by these tools is not trusted until its user saves it in Agentloom or runs `agentloom trust`: until then it runs offline in safe mode, without credentials or MCP servers, and one that would need trust is refused, saying what trusting it would allow.",
             schema(
                 json!({"inputs": {"type": "object", "description": "Graph inputs by name"}}),
                 &[],
@@ -447,8 +449,8 @@ impl EditServer {
         let store = self.store.clone();
         let loaded = {
             let _no_edit_meanwhile = self.edits.lock().await;
-            let path = self.graph.run_path().map_err(ToolError::Failed)?;
-            tokio::task::spawn_blocking(move || GraphRunner::load(&path, store, false))
+            let graph = Arc::clone(&self.graph);
+            tokio::task::spawn_blocking(move || graph.runner(store))
                 .await
                 .map_err(|err| ToolError::Failed(format!("the run could not start: {err}")))?
         };
