@@ -20,7 +20,8 @@ use crate::limits::NodeBudget;
 
 /// What a running node sees.
 pub(super) struct NodeCtx<'a> {
-    pub(super) shared: Arc<RunShared>,
+    /// Borrowed, as the node's id: the run outlives every node of it.
+    pub(super) shared: &'a Arc<RunShared>,
     /// Borrowed from the graph the node runs in.
     pub(super) node_id: &'a str,
     pub(super) attempt: u32,
@@ -140,7 +141,7 @@ impl RunCtx for NodeCtx<'_> {
         &self,
         call: &agentloom_core::OutboundCall<'_>,
     ) -> Option<agentloom_core::CallRecording> {
-        let shared = Arc::clone(&self.shared);
+        let shared = Arc::clone(self.shared);
         let node = self.node_id.to_owned();
         let attempt = self.attempt;
         let request_hash = crate::request_hash(call);
@@ -205,7 +206,7 @@ impl RunCtx for NodeCtx<'_> {
         scope: Option<&str>,
     ) -> Result<ValueMap, BlockError> {
         let report = sub_runs::run_nested(
-            &self.shared,
+            self.shared,
             self.node_id,
             self.cancel_token(),
             graph,
@@ -216,7 +217,7 @@ impl RunCtx for NodeCtx<'_> {
         if !report.usage.is_zero() {
             self.add_usage(report.usage);
         }
-        sub_runs::calling_node_result(&self.shared, self.node_id, report)
+        sub_runs::calling_node_result(self.shared, self.node_id, report)
     }
 
     fn instantiate(&self, kind: &str, config: &Config) -> Result<Arc<dyn NodeImpl>, BlockError> {
@@ -246,7 +247,7 @@ impl RunCtx for NodeCtx<'_> {
         if !self.shared.safe_mode {
             return Ok(request.approve_as_is());
         }
-        ask_approval(&self.shared, self.node_id, &request).await
+        ask_approval(self.shared, self.node_id, &request).await
     }
 
     fn resume_checkpoint(&self) -> Option<Value> {
@@ -254,7 +255,7 @@ impl RunCtx for NodeCtx<'_> {
     }
 
     async fn ask_person(&self, request: ApprovalRequest) -> Result<ApprovalDecision, BlockError> {
-        ask_approval(&self.shared, self.node_id, &request).await
+        ask_approval(self.shared, self.node_id, &request).await
     }
     async fn call_tool(&self, node: &str, arguments: Value) -> Result<ValueMap, BlockError> {
         let graph = Arc::clone(&self.shared.graph);
@@ -275,7 +276,7 @@ impl RunCtx for NodeCtx<'_> {
                 self.node_id
             )));
         }
-        let inputs = tool_call_inputs(&self.shared, index, tool, arguments)?;
+        let inputs = tool_call_inputs(self.shared, index, tool, arguments)?;
         // Queued first like any node, which tells the log its block.
         self.shared.emit(EventKind::NodeQueued {
             node: tool.id.clone(),
@@ -287,7 +288,7 @@ impl RunCtx for NodeCtx<'_> {
             inputs: inputs.clone(),
         });
         let ctx = NodeCtx {
-            shared: Arc::clone(&self.shared),
+            shared: self.shared,
             node_id: &tool.id,
             attempt: 1,
             previous_error: None,

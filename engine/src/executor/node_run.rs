@@ -27,10 +27,11 @@ pub(super) struct NodeOutcome {
 }
 
 /// Runs node `index` of `graph` through all its attempts: `inputs` as its wired inputs made
-/// them, `conversion_error` when one of them did not fit its port.
+/// them, `conversion_error` when one of them did not fit its port. The graph and the run's
+/// state are borrowed from the scheduler, which outlives every node it runs.
 pub(super) async fn run_node(
-    graph: Arc<ValidGraph>,
-    shared: Arc<RunShared>,
+    graph: &ValidGraph,
+    shared: &Arc<RunShared>,
     index: usize,
     mut inputs: ValueMap,
     mut conversion_error: Option<BlockError>,
@@ -52,7 +53,7 @@ pub(super) async fn run_node(
         // Boxed, as the other waits below: the future of every node stays small (the
         // running set holds each), and only a node that waits pays for the room.
         match Box::pin(breakpoint_pause::pause_at(
-            &shared,
+            shared,
             debug,
             &node.id,
             BreakAt::Before,
@@ -73,7 +74,8 @@ pub(super) async fn run_node(
             }
         }
     }
-    let node_usage = Mutex::new(Usage::default());
+    // The node's own: no lock (each attempt's context counts its part, read once it ends).
+    let mut node_usage = Usage::default();
     let mut previous_error: Option<String> = None;
     let mut attempt = 0;
     let result = loop {
@@ -89,12 +91,12 @@ pub(super) async fn run_node(
         // Only safe mode and a side-effect gate have anything to clear.
         if (shared.safe_mode || shared.side_effects.is_some())
             && let Err(err) =
-                Box::pin(clear_to_send(&graph, &shared, node, attempt, &mut inputs)).await
+                Box::pin(clear_to_send(graph, shared, node, attempt, &mut inputs)).await
         {
             break Err(err);
         }
-        let ctx = NodeCtx {
-            shared: Arc::clone(&shared),
+        let mut ctx = NodeCtx {
+            shared,
             node_id: &node.id,
             attempt,
             previous_error: previous_error.take(),
@@ -111,8 +113,9 @@ pub(super) async fn run_node(
         };
         let attempt_result =
             run_attempt(node.node.as_ref(), attempt_inputs, &ctx, node.timeout).await;
-        if let (Ok(mut total), Ok(mine)) = (node_usage.lock(), ctx.usage.lock()) {
-            *total += *mine;
+        // The attempt has ended: nobody else holds its context.
+        if let Ok(mine) = ctx.usage.get_mut() {
+            node_usage += *mine;
         }
         match attempt_result {
             Ok(outputs) => break Ok(outputs),
@@ -146,7 +149,7 @@ pub(super) async fn run_node(
         (Ok(outputs), Some(debug)) => {
             let ports = &node.node.ports().outputs;
             Box::pin(breakpoint_pause::pause_at(
-                &shared,
+                shared,
                 debug,
                 &node.id,
                 BreakAt::After,
@@ -157,7 +160,7 @@ pub(super) async fn run_node(
         }
         (result, _) => result,
     };
-    let mut usage = node_usage.lock().map(|u| *u).unwrap_or_default();
+    let mut usage = node_usage;
     usage += usage_before;
     NodeOutcome {
         index,

@@ -22,17 +22,20 @@ use super::{NodeReport, RunReport};
 use crate::events::{EventKind, NodeStatus, RunStatus};
 use crate::run_state::NodeProgress;
 
-/// Per-node bookkeeping of the scheduler.
+/// Per-node bookkeeping of the scheduler, kept small (a large run's nodes are walked
+/// several times): a node's error and usage, which few have, are kept apart.
 struct NodeState {
     status: NodeStatus,
+    /// Whether the node has a `tool` output, found once for the run.
+    offers_tool: bool,
+    /// Whether it is wired only as a tool ([`only_a_tool`]), found once for the run.
+    only_a_tool: bool,
+    attempts: u32,
     /// Wired inputs not yet settled (value or absent).
     waiting: usize,
     /// Where the node's input slots start in [`Scheduler::slots`], one per wired input.
     first_slot: usize,
-    attempts: u32,
     duration_ms: u64,
-    error: Option<String>,
-    usage: Usage,
 }
 
 pub(super) struct Scheduler {
@@ -45,6 +48,10 @@ pub(super) struct Scheduler {
     /// Ready nodes keyed by topological rank.
     ready: BinaryHeap<Reverse<(usize, usize)>>,
     failure: Option<String>,
+    /// The error of each failed node, by index.
+    errors: BTreeMap<usize, String>,
+    /// What each node that spent anything spent, by index (none: nothing).
+    usages: BTreeMap<usize, Usage>,
 }
 
 impl Scheduler {
@@ -58,12 +65,12 @@ impl Scheduler {
                 slot_count += node.inputs.len();
                 NodeState {
                     status: NodeStatus::Pending,
+                    offers_tool: node.outputs.iter().any(|f| f.port == TOOL_PORT),
+                    only_a_tool: only_a_tool(node),
+                    attempts: 0,
                     waiting: node.inputs.len(),
                     first_slot,
-                    attempts: 0,
                     duration_ms: 0,
-                    error: None,
-                    usage: Usage::default(),
                 }
             })
             .collect();
@@ -74,11 +81,15 @@ impl Scheduler {
             slots: vec![None; slot_count],
             ready: BinaryHeap::new(),
             failure: None,
+            errors: BTreeMap::new(),
+            usages: BTreeMap::new(),
         }
     }
 
     pub(super) async fn run(mut self, seeded: &BTreeMap<String, ValueMap>) -> RunReport {
         let graph = Arc::clone(&self.graph);
+        // Held here for the whole run, so that the nodes' futures borrow them.
+        let shared = Arc::clone(&self.shared);
         self.shared.emit(EventKind::RunStarted {
             run_id: self.shared.run_id.clone(),
             graph_name: graph.doc.name.clone(),
@@ -117,7 +128,7 @@ impl Scheduler {
                     self.shared.stop_for_limit(message);
                     break;
                 }
-                running.push(self.start(index));
+                running.push(self.start(&graph, &shared, index));
             }
             if running.is_empty() {
                 break;
@@ -166,6 +177,10 @@ impl Scheduler {
     /// its attempts, duration and usage (already in the run's total, not spent again),
     /// and a failure its error output caught fails the same way again.
     fn finish_known(&mut self, seeded: &BTreeMap<String, ValueMap>) {
+        // Nothing seeded, nothing recorded (a fresh run): no node to look up.
+        if seeded.is_empty() && self.shared.recorded.is_empty() {
+            return;
+        }
         let graph = Arc::clone(&self.graph);
         let shared = Arc::clone(&self.shared);
         let known: Vec<(usize, Result<ValueMap, BlockError>)> = graph
@@ -247,11 +262,11 @@ impl Scheduler {
         self.states[index].status = NodeStatus::Queued;
         self.ready
             .push(Reverse((self.graph.topo_rank[index], index)));
-        let node = &self.graph.nodes[index];
         // A node wired only as a tool runs when it is called, and says so then.
-        if only_a_tool(node) {
+        if self.states[index].only_a_tool {
             return;
         }
+        let node = &self.graph.nodes[index];
         self.shared.emit_with(|| EventKind::NodeQueued {
             node: node.id.clone(),
             block: node.meta.kind.clone(),
@@ -259,14 +274,17 @@ impl Scheduler {
     }
 
     /// Builds the future that runs node `index` through all its attempts (held in the
-    /// running set itself, not boxed apart).
-    fn start(
+    /// running set itself, not boxed apart), borrowing `graph` and `shared` (the
+    /// scheduler's own, held for the run) rather than a count of each per node.
+    fn start<'g>(
         &mut self,
+        graph: &'g ValidGraph,
+        shared: &'g Arc<RunShared>,
         index: usize,
-    ) -> Either<Ready<NodeOutcome>, impl Future<Output = NodeOutcome> + Send + 'static> {
+    ) -> Either<Ready<NodeOutcome>, impl Future<Output = NodeOutcome> + Send + use<'g>> {
         let state = &mut self.states[index];
         state.status = NodeStatus::Running;
-        let node = &self.graph.nodes[index];
+        let node = &graph.nodes[index];
         let mut inputs = ValueMap::new();
         let mut conversion_error = None;
         let slots = &mut self.slots[state.first_slot..state.first_slot + node.inputs.len()];
@@ -303,12 +321,12 @@ impl Scheduler {
                 }
             }
         }
-        if node.outputs.iter().any(|f| f.port == TOOL_PORT)
+        if state.offers_tool
             && let Ok(mut bound) = self.shared.tool_inputs.lock()
         {
             bound.insert(index, inputs.clone());
         }
-        if only_a_tool(node) {
+        if state.only_a_tool {
             return Either::Left(std::future::ready(NodeOutcome {
                 index,
                 result: Ok(ValueMap::new()),
@@ -334,8 +352,8 @@ impl Scheduler {
             }));
         }
         Either::Right(node_run::run_node(
-            Arc::clone(&self.graph),
-            Arc::clone(&self.shared),
+            graph,
+            shared,
             index,
             inputs,
             conversion_error,
@@ -349,7 +367,13 @@ impl Scheduler {
         let state = &mut self.states[outcome.index];
         state.attempts = outcome.attempts;
         state.duration_ms = outcome.duration_ms;
-        state.usage = outcome.usage;
+        // Exactly nothing (a cost of -0.0 is kept, as it was reported).
+        let usage = outcome.usage;
+        if usage.input_tokens == 0 && usage.output_tokens == 0 && usage.cost_usd.to_bits() == 0 {
+            self.usages.remove(&outcome.index);
+        } else {
+            self.usages.insert(outcome.index, outcome.usage);
+        }
         if outcome.result.is_err() && self.shared.is_waiting(&node.id) {
             // Paused on an approval or at a breakpoint: its dependents wait with it, the
             // rest runs on.
@@ -363,8 +387,10 @@ impl Scheduler {
         match outcome.result {
             Ok(mut outputs) => {
                 state.status = NodeStatus::Done;
+                let offers_tool = state.offers_tool;
+                let only_a_tool = state.only_a_tool;
                 for fanout in &node.outputs {
-                    let value = if fanout.port == TOOL_PORT {
+                    let value = if offers_tool && fanout.port == TOOL_PORT {
                         Some(describe_tool(&graph, outcome.index))
                     } else {
                         outputs.get(&fanout.port).cloned()
@@ -375,7 +401,7 @@ impl Scheduler {
                 }
                 // A node wired only as a tool has handed over its description, not run:
                 // it has nothing to report (a finish without attempts reads as reused).
-                if only_a_tool(node) {
+                if only_a_tool {
                     return;
                 }
                 self.shared.emit_with(|| {
@@ -393,7 +419,7 @@ impl Scheduler {
             }
             Err(err) => {
                 state.status = NodeStatus::Failed;
-                state.error = Some(err.message.clone());
+                self.errors.insert(outcome.index, err.message.clone());
                 let error_fanout = node
                     .outputs
                     .iter()
@@ -532,14 +558,16 @@ impl Scheduler {
         });
         let shared = &self.shared;
         let graph = Arc::clone(&self.graph);
-        let mut states = self.states;
+        let states = self.states;
+        let mut errors = self.errors;
+        let usages = self.usages;
         // Listed by id, each row made in its place (no second list of a large run's rows).
         let mut nodes = Vec::with_capacity(graph.nodes.len());
         nodes.extend(graph.order_by_id().iter().map(|&index| {
             let node = &graph.nodes[index];
-            let state = &mut states[index];
+            let state = &states[index];
             // A tool's calls are its row; the dataflow only handed over its description.
-            if only_a_tool(node)
+            if state.only_a_tool
                 && let Some(recorded) = shared.recorded_final(&node.id)
             {
                 return NodeReport {
@@ -568,11 +596,11 @@ impl Scheduler {
                 },
                 attempts: state.attempts,
                 duration_ms: state.duration_ms,
-                error: state.error.take().map(|mut error| {
+                error: errors.remove(&index).map(|mut error| {
                     redactor.text(&mut error);
                     error
                 }),
-                usage: state.usage,
+                usage: usages.get(&index).copied().unwrap_or_default(),
             }
         }));
         RunReport {
