@@ -181,13 +181,15 @@ impl App {
             .iter()
             .find(|p| p.hit.node == hit.node && p.hit.at == hit.at)
             .ok_or_else(|| format!("run {run_id} no longer waits at `{}`", hit.node))?;
+        // Refused (a secret the log does not keep, a value that does not fit) before the
+        // decision is claimed: the run stays paused.
+        let going_on = continuation(&store, run_id, prepared.graph(), pause, decision.clone())?;
         let claim = store
             .claim_breakpoint(run_id, &hit.node, hit.at, &decision)
             .map_err(|e| e.to_string())?;
         if let Some(refusal) = claim_refusal(run_id, &hit.node, &claim) {
             return Err(refusal);
         }
-        let going_on = continuation(&store, run_id, pause, decision)?;
         let handler = Arc::new(UiBreakpoints {
             tx: self.debugger.pauses_tx.clone(),
             ctx: ctx.clone(),

@@ -52,9 +52,10 @@ impl App {
             .get_run(&reuse)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("run {reuse} is no longer in the run log"))?;
-        let seed = store
+        let mut seed = store
             .reuse_seed(&reuse, &downstream_of(prepared.graph(), &node_id))
             .map_err(|e| e.to_string())?;
+        seed.settle_redacted(prepared.graph())?;
         let runtime = self
             .runtime
             .as_ref()
@@ -332,13 +333,21 @@ impl App {
             .runtime
             .as_ref()
             .ok_or("the run threads could not start")?;
+        // Refused before the decision is claimed: the run stays waiting.
+        let seed_now = || -> Result<_, String> {
+            let mut seed = store.resume_seed(&run_id).map_err(|e| e.to_string())?;
+            seed.settle_redacted(prepared.graph())?;
+            Ok(seed)
+        };
+        seed_now()?;
         let claim = store
             .claim_decision(&run_id, node, decision)
             .map_err(|e| e.to_string())?;
         if let Some(refusal) = claim_refusal(&run_id, node, &claim) {
             return Err(refusal);
         }
-        let seed = store.resume_seed(&run_id).map_err(|e| e.to_string())?;
+        // With the decision now stored.
+        let seed = seed_now()?;
         let workspace = self.recorded_run_workspace(&store, &run_id);
         self.run.start_seeded(
             runtime,

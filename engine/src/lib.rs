@@ -46,7 +46,7 @@ pub use executor::{
     default_concurrency, new_run_id,
 };
 pub use fork::{ForkEdit, ForkRecord, GraphChanges};
-pub use redact::{REDACTED, redact_resolved_secrets};
+pub use redact::{REDACTED, holds_marker, redact_resolved_secrets, value_holds_marker};
 pub use replay::{Replay, ReplayMiss, request_hash};
 pub use run_state::{KeptValues, MAX_PARTIAL_BYTES, NodeProgress, RunState};
 pub use seed::{EarlierSegments, RunSeed, downstream_of};

@@ -331,53 +331,70 @@ impl Redactor {
     }
 
     /// Redacts `value`. Its contents may be shared with the value a node handed on: they
-    /// are copied only when they carry a secret.
-    pub(crate) fn value(&self, value: &mut Value) {
+    /// are copied only when they carry a secret. Returns whether it carried one (and was
+    /// copied).
+    pub(crate) fn value(&self, value: &mut Value) -> bool {
         let Ok(needles) = self.needles.read() else {
-            return;
+            return false;
         };
         if !carries_any(value, &needles.compiled) {
-            return;
+            return false;
         }
         drop(needles);
         match value {
             Value::Text(text) => self.text(Arc::make_mut(text)),
             Value::Bytes(bytes) => self.bytes(Arc::make_mut(bytes)),
-            Value::List(items) => Arc::make_mut(items)
-                .iter_mut()
-                .for_each(|item| self.value(item)),
-            Value::Object(map) => self.map(Arc::make_mut(map)),
+            Value::List(items) => Arc::make_mut(items).iter_mut().for_each(|item| {
+                self.value(item);
+            }),
+            Value::Object(map) => {
+                self.map(Arc::make_mut(map));
+            }
             Value::Null | Value::Bool(_) | Value::Integer(_) | Value::Number(_) => {}
         }
+        true
     }
 
-    pub(crate) fn map(&self, map: &mut ValueMap) {
+    /// Redacts every key and value of `map`; returns whether anything carried a secret.
+    pub(crate) fn map(&self, map: &mut ValueMap) -> bool {
         if self.is_empty() {
-            return;
+            return false;
         }
+        let mut carried = false;
         let keys: Vec<String> = map.keys().cloned().collect();
         for key in keys {
             let mut clean = key.clone();
             self.text(&mut clean);
+            carried |= clean != key;
             if let Some(mut value) = map.remove(&key) {
-                self.value(&mut value);
+                carried |= self.value(&mut value);
                 map.insert(clean, value);
             }
         }
+        carried
     }
 
-    /// Redacts every text an event carries.
+    /// Redacts every text an event carries. A node's finish also leaves whether its
+    /// outputs carried a secret for the run log's recorder ([`take_finish_redacted`]).
     pub(crate) fn event(&self, kind: &mut EventKind) {
+        if let EventKind::NodeFinished { node, outputs, .. } = kind {
+            let redacted = self.map(outputs);
+            LAST_FINISH.with(|last| *last.borrow_mut() = Some((node.clone(), redacted)));
+            return;
+        }
         if self.is_empty() {
             return;
         }
         match kind {
-            EventKind::RunStarted { inputs, .. } => self.map(inputs),
-            EventKind::NodeStarted { inputs, .. } => self.map(inputs),
+            EventKind::RunStarted { inputs, .. } | EventKind::NodeStarted { inputs, .. } => {
+                self.map(inputs);
+            }
             EventKind::NodePartial { chunk, .. } => self.text(chunk),
             EventKind::NodeRetrying { error, .. } => self.text(error),
-            EventKind::NodeFinished { outputs, .. } => self.map(outputs),
-            EventKind::NodeAtBreakpoint { values, .. } => self.map(values),
+            EventKind::NodeFinished { .. } => {}
+            EventKind::NodeAtBreakpoint { values, .. } => {
+                self.map(values);
+            }
             EventKind::NodeFailed { error, .. } => self.text(error),
             EventKind::NodeSkipped { reason, .. } => self.text(reason),
             EventKind::RunFinished { outputs, error, .. } => {
@@ -388,6 +405,51 @@ impl Redactor {
             | EventKind::NodeUsage { .. }
             | EventKind::NodeAwaitingApproval { .. } => {}
         }
+    }
+}
+
+thread_local! {
+    /// The last node finish redacted on this thread: the node and whether its outputs
+    /// carried a secret. An event reaches its sinks on the thread that redacted it, right
+    /// after, so the run log's recorder learns it without looking into the values again.
+    static LAST_FINISH: std::cell::RefCell<Option<(String, bool)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Whether the outputs of `node`'s finish, just redacted on this thread, carried a secret
+/// (`None`: not known, for a finish that did not pass through a run's redaction, such as
+/// one replayed from another process). `node` may be the finish's node renamed by a
+/// sub-run (`call/render` for `render`). Taken once.
+pub(crate) fn take_finish_redacted(node: &str) -> Option<bool> {
+    let (redacted_node, redacted) = LAST_FINISH.with(|last| last.borrow_mut().take())?;
+    let same = node == redacted_node
+        || node
+            .strip_suffix(redacted_node.as_str())
+            .is_some_and(|prefix| prefix.ends_with('/'));
+    same.then_some(redacted)
+}
+
+/// Whether a text, bytes or key in `values` holds the marker [`REDACTED`]: values read
+/// back from the run log with a secret replaced (for rows that do not say so themselves,
+/// and values a person sent back as they were shown).
+pub fn holds_marker(values: &ValueMap) -> bool {
+    values
+        .iter()
+        .any(|(key, value)| key.contains(REDACTED) || value_holds_marker(value))
+}
+
+/// [`holds_marker`] for one value.
+pub fn value_holds_marker(value: &Value) -> bool {
+    let marker = REDACTED.as_bytes();
+    let has = |bytes: &[u8]| bytes.windows(marker.len()).any(|w| w == marker);
+    match value {
+        Value::Text(text) => has(text.as_bytes()),
+        Value::Bytes(bytes) => has(bytes),
+        Value::List(items) => items.iter().any(value_holds_marker),
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, item)| has(key.as_bytes()) || value_holds_marker(item)),
+        Value::Null | Value::Bool(_) | Value::Integer(_) | Value::Number(_) => false,
     }
 }
 

@@ -32,12 +32,67 @@ pub struct RunSeed {
     /// Set when the run resumes a paused one under its id ([`crate::RunStore::resume_seed`]):
     /// what the run did before, which the resumed run's totals, limits and node rows include.
     pub earlier: Option<EarlierSegments>,
+    /// Node id → the outputs it finished with as the run log keeps them, with a secret
+    /// replaced by the marker: not the node's own values, so not in `outputs`. Such a node
+    /// runs again, so that its dependents get the real value; [`RunSeed::settle_redacted`]
+    /// decides before the run starts.
+    pub redacted: BTreeMap<String, ValueMap>,
 }
 
 impl RunSeed {
     pub fn is_empty(&self) -> bool {
         self.outputs.is_empty() && self.decisions.is_empty()
     }
+
+    /// Settles the nodes whose recorded outputs held a secret ([`RunSeed::redacted`])
+    /// before a run of `graph` starts from this seed: one whose dependents are all seeded
+    /// is seeded too (nothing reads its outputs); any other runs again, unless running it
+    /// has side effects (it would send, write or delete twice): then the seed is refused,
+    /// naming the node, why, and what to do instead. A node inside a sub-run (`call/x`)
+    /// goes with the node that calls it.
+    pub fn settle_redacted(&mut self, graph: &ValidGraph) -> Result<(), String> {
+        let mut redacted = std::mem::take(&mut self.redacted);
+        // Dependents first: a node read only by nodes that are seeded after all is too.
+        for &index in graph.topo_order.iter().rev() {
+            let node = &graph.nodes[index];
+            let Some(outputs) = redacted.remove(&node.id) else {
+                continue;
+            };
+            let read = node.outputs.iter().any(|fanout| {
+                fanout
+                    .targets
+                    .iter()
+                    .any(|&(target, _)| !self.outputs.contains_key(&graph.nodes[target].id))
+            });
+            if !read {
+                self.outputs.insert(node.id.clone(), outputs);
+                continue;
+            }
+            if node.node.side_effects().unwrap_or(node.meta.side_effects) {
+                return Err(redacted_side_effect_message(&node.id, &node.meta.title));
+            }
+            self.redacted.insert(node.id.clone(), outputs);
+        }
+        // A sub-run's node runs again inside its calling node when that runs again; a
+        // seeded calling node runs no sub-run. A node the graph does not have is dropped.
+        for (id, outputs) in redacted {
+            if let Some((owner, _)) = id.split_once('/')
+                && graph.index_of(owner).is_some()
+                && !self.outputs.contains_key(owner)
+            {
+                self.redacted.insert(id, outputs);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a run cannot go on from a log whose outputs of node `id` (a `title` block, with side
+/// effects) held a secret, and what to do instead.
+fn redacted_side_effect_message(id: &str, title: &str) -> String {
+    format!(
+        "node `{id}`'s output held a secret, which the run log does not keep, and `{id}` ({title}) has side effects: running it again to get the secret back would do them twice; rerun the graph from the start, or fork from before `{id}`"
+    )
 }
 
 /// What a run did before it paused (in one segment or several): a resumed run goes on from

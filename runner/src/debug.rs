@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentloom_core::{Escaped, ValueMap};
+use agentloom_core::{Escaped, ValidGraph, ValueMap};
 use agentloom_engine::{
     BreakAt, BreakpointDecision, DurableBreakpoints, PendingBreakpoint, RunDebug, RunOptions,
     RunSeed, RunStore,
@@ -83,11 +83,15 @@ pub struct Continuation {
     pub debug: RunDebug,
 }
 
-/// Continuing run `run_id` from `pause` with `decision` (already claimed: see
-/// [`RunStore::claim_breakpoint`]): edited values are checked against the node's ports.
+/// Continuing run `run_id` of `graph` from `pause` with `decision` (claimed before it
+/// goes on: see [`RunStore::claim_breakpoint`]): edited values are checked against the
+/// node's ports. Outputs the run log keeps with a secret replaced are not handed on as
+/// values ([`RunSeed::settle_redacted`]): their node runs again, or, when that would
+/// repeat its side effects, the continuation is refused saying so.
 pub fn continuation(
     store: &RunStore,
     run_id: &str,
+    graph: &ValidGraph,
     pause: &PendingBreakpoint,
     decision: BreakpointDecision,
 ) -> Result<Continuation, String> {
@@ -101,6 +105,36 @@ pub fn continuation(
     let stepping = matches!(decision, BreakpointDecision::Step { .. });
     let mut debug = RunDebug::new(breakpoints).stepping(stepping);
     match (hit.at, edited) {
+        // Outputs left as they were shown with a secret replaced are not the node's: it
+        // runs again (the secret comes back) and goes on with the values that were changed.
+        (BreakAt::After, Some(outputs)) if !unchanged_redacted(hit, &decision).is_empty() => {
+            let changed: ValueMap = decision
+                .values()
+                .into_iter()
+                .flatten()
+                .filter(|(port, value)| hit.values.get(*port) != Some(*value))
+                .map(|(port, value)| (port.clone(), value.clone()))
+                .collect();
+            let decided = if stepping {
+                BreakpointDecision::Step { values: changed }
+            } else {
+                BreakpointDecision::Continue { values: changed }
+            };
+            // Not asked again before it runs (stepping stays as decided).
+            let before = if stepping {
+                BreakpointDecision::Step {
+                    values: ValueMap::new(),
+                }
+            } else {
+                BreakpointDecision::Continue {
+                    values: ValueMap::new(),
+                }
+            };
+            debug = debug
+                .with_decision(&hit.node, BreakAt::Before, before)
+                .with_decision(&hit.node, BreakAt::After, decided);
+            seed.redacted.insert(hit.node.clone(), outputs);
+        }
         // The node finished before the pause: it hands on its (edited) outputs, not run again.
         (BreakAt::After, Some(outputs)) => {
             seed.outputs.insert(hit.node.clone(), outputs);
@@ -121,7 +155,28 @@ pub fn continuation(
             debug = debug.with_decision(&hit.node, BreakAt::Before, decision);
         }
     }
+    seed.settle_redacted(graph)
+        .map_err(|message| format!("cannot go on from `{}`: {message}", hit.node))?;
     Ok(Continuation { seed, debug })
+}
+
+/// The outputs of a node paused after it finished that were shown with a secret replaced
+/// and that `decision` leaves as they were shown (not given, or given back unchanged).
+fn unchanged_redacted<'a>(
+    hit: &'a agentloom_engine::BreakpointHit,
+    decision: &BreakpointDecision,
+) -> Vec<&'a str> {
+    let given = decision.values();
+    hit.values
+        .iter()
+        .filter(|(port, shown)| {
+            agentloom_engine::value_holds_marker(shown)
+                && given
+                    .and_then(|values| values.get(*port))
+                    .is_none_or(|value| value == *shown)
+        })
+        .map(|(port, _)| port.as_str())
+        .collect()
 }
 
 /// `NODE.PORT=JSON` edits of the paused node `node`: the values by port, or why not (the

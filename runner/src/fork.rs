@@ -151,11 +151,35 @@ pub fn plan_fork(
         graph.index_of(owner).is_some()
     });
     for edit in &edits_checked {
+        // An edited node whose recorded outputs held a secret starts from them too.
+        if let Some(recorded) = seed.redacted.remove(&edit.node) {
+            seed.outputs.insert(edit.node.clone(), recorded);
+        }
         seed.outputs
             .entry(edit.node.clone())
             .or_default()
             .insert(edit.port.clone(), edit.value.clone());
     }
+    for node in &edited {
+        let still = seed.outputs.get(node).is_some_and(|outputs| {
+            outputs.iter().any(|(port, value)| {
+                !edits_checked
+                    .iter()
+                    .any(|e| &e.node == node && &e.port == port)
+                    && agentloom_engine::value_holds_marker(value)
+            })
+        });
+        let redacted_before = detail.node(node).is_some_and(|row| row.outputs_redacted);
+        if still && redacted_before {
+            return Err(format!(
+                "node `{node}`'s output held a secret, which the run log does not keep: the fork would hand on the marker {} in the outputs left unedited; set every output of `{node}` that held it, or fork from before `{node}`",
+                agentloom_engine::REDACTED
+            ));
+        }
+    }
+    // Outputs the log keeps with a secret replaced are not handed on as values: their node
+    // runs again, or the fork is refused when that would repeat a side effect.
+    seed.settle_redacted(graph)?;
     Ok(ForkPlan {
         record: ForkRecord {
             parent_run_id: parent_id,

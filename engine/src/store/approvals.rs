@@ -1,6 +1,6 @@
 //! Approvals a paused run waits for, and the seeds that resume or rerun a recorded run.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use agentloom_core::{ApprovalDecision, ApprovalRequest, Value, ValueMap};
 use rusqlite::{OptionalExtension as _, TransactionBehavior, params};
@@ -544,16 +544,25 @@ impl RunStore {
 }
 
 /// The outputs of the nodes that finished in the run `detail`, except `rerun`, and the
-/// graph outputs it had set.
+/// graph outputs it had set. Outputs the log keeps with a secret replaced are set apart
+/// ([`RunSeed::redacted`]): they are not the node's.
 fn seed_from(detail: super::RunDetail, rerun: &BTreeSet<String>) -> RunSeed {
-    let outputs = detail
-        .nodes
-        .into_iter()
-        .filter(|node| node.status == NodeStatus::Done && !reruns(rerun, &node.node_id))
-        .map(|node| (node.node_id, node.progress.outputs))
-        .collect();
+    let mut outputs = BTreeMap::new();
+    let mut redacted = BTreeMap::new();
+    for node in detail.nodes {
+        if node.status != NodeStatus::Done || reruns(rerun, &node.node_id) {
+            continue;
+        }
+        let kept = if node.outputs_redacted {
+            &mut redacted
+        } else {
+            &mut outputs
+        };
+        kept.insert(node.node_id, node.progress.outputs);
+    }
     RunSeed {
         outputs,
+        redacted,
         graph_outputs: detail.outputs,
         from_run: Some(detail.run.id),
         ..RunSeed::default()

@@ -236,6 +236,12 @@ CREATE TABLE run_forks (
 ) STRICT;
 CREATE INDEX run_forks_by_parent ON run_forks (parent_run_id);
 ",
+    // 13: whether redaction replaced a secret in the outputs a node finished with (1), or
+    // not (0): such outputs are not the node's own, and a seed does not hand them on. NULL
+    // for rows written before: read as redacted when they hold the marker.
+    r"
+ALTER TABLE node_runs ADD COLUMN outputs_redacted INTEGER;
+",
 ];
 
 /// The schema version this build writes.

@@ -109,6 +109,10 @@ pub struct NodeRow {
     /// What its events said (the block kind is empty if the graph does not list the node).
     #[serde(flatten)]
     pub progress: NodeProgress,
+    /// Redaction replaced a secret in the outputs it finished with: they are not the
+    /// node's own values, and a seed does not hand them on (see [`crate::RunSeed::redacted`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outputs_redacted: bool,
 }
 
 impl std::ops::Deref for NodeRow {
@@ -201,6 +205,7 @@ struct RawNode {
     input_tokens: i64,
     output_tokens: i64,
     cost_usd: f64,
+    outputs_redacted: Option<bool>,
 }
 
 impl RawNode {
@@ -222,6 +227,7 @@ impl RawNode {
             input_tokens: row.get(13)?,
             output_tokens: row.get(14)?,
             cost_usd: row.get(15)?,
+            outputs_redacted: row.get(16)?,
         })
     }
 
@@ -245,7 +251,12 @@ impl RawNode {
                 ))
             })?,
         };
+        // A row written before the log kept it: redacted when its outputs hold the marker.
+        let outputs_redacted = self
+            .outputs_redacted
+            .unwrap_or_else(|| status == NodeStatus::Done && crate::redact::holds_marker(&outputs));
         Ok(NodeRow {
+            outputs_redacted,
             started_at_ms: self.started_at_ms.map(from_i64),
             finished_at_ms: self.finished_at_ms.map(from_i64),
             progress: NodeProgress {
@@ -424,7 +435,7 @@ impl RunStore {
                 .prepare_cached(
                     "SELECT node_id, block, status, attempts, started_at_ms, finished_at_ms, duration_ms,
                             inputs_json, outputs_json, error, error_caught, skip_reason, partial_json,
-                            input_tokens, output_tokens, cost_usd
+                            input_tokens, output_tokens, cost_usd, outputs_redacted
                      FROM node_runs WHERE run_id = ?1 ORDER BY node_id",
                 )
                 .map_err(|e| self.read_error(e))?;
@@ -601,6 +612,7 @@ fn add_pending_nodes(graph: &serde_json::Value, nodes: &mut Vec<NodeRow>) {
             continue;
         }
         nodes.push(NodeRow {
+            outputs_redacted: false,
             node_id: node_id.to_owned(),
             started_at_ms: None,
             finished_at_ms: None,

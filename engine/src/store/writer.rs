@@ -49,7 +49,8 @@ enum Msg {
     /// A node's start or finish, its inputs or outputs taken out of the map into `ports`:
     /// a one-entry map allocates room for eleven, and a long run of quick nodes can queue
     /// many of these before the writer catches up.
-    NodeValues(RunEvent, Vec<(String, Value)>),
+    /// A finish also says whether its outputs carried a secret (`None`: not known).
+    NodeValues(RunEvent, Vec<(String, Value)>, Option<bool>),
     /// The response of an outbound call, for replay.
     Call(Box<crate::events::RecordedCall>),
     /// Write everything queued so far, then answer.
@@ -163,7 +164,7 @@ impl EventSink for RunRecorder {
                 at_ms: event.at_ms,
                 kind,
             };
-            Msg::NodeValues(event, ports)
+            Msg::NodeValues(event, ports, None)
         };
         let msg = match &event.kind {
             EventKind::NodeStarted {
@@ -184,16 +185,22 @@ impl EventSink for RunRecorder {
                 attempts,
                 duration_ms,
                 usage,
-            } => compact(
-                EventKind::NodeFinished {
-                    node: node.clone(),
-                    outputs: ValueMap::new(),
-                    attempts: *attempts,
-                    duration_ms: *duration_ms,
-                    usage: *usage,
-                },
-                outputs,
-            ),
+            } => {
+                let mut msg = compact(
+                    EventKind::NodeFinished {
+                        node: node.clone(),
+                        outputs: ValueMap::new(),
+                        attempts: *attempts,
+                        duration_ms: *duration_ms,
+                        usage: *usage,
+                    },
+                    outputs,
+                );
+                if let Msg::NodeValues(_, _, redacted) = &mut msg {
+                    *redacted = crate::redact::take_finish_redacted(node);
+                }
+                msg
+            }
             _ => Msg::Event(event.clone(), wall_ms),
         };
         // After finish() nobody listens; the event is dropped as documented.
@@ -246,6 +253,9 @@ struct NodeState {
     /// has not started in this one: a finish, failure or skip restates the row, it is no
     /// new event.
     restates: bool,
+    /// Whether redaction replaced a secret in the outputs it finished with (the row's
+    /// `outputs_redacted`; `None`: not known, as for rows written before it was kept).
+    outputs_redacted: Option<bool>,
 }
 
 impl NodeState {
@@ -258,6 +268,7 @@ impl NodeState {
             finished_seq: None,
             progress: NodeProgress::default(),
             restates: false,
+            outputs_redacted: None,
         }
     }
 }
@@ -617,6 +628,9 @@ struct Writer {
     /// The first error, reported by `finish`.
     error: Option<String>,
     warned_without_start: bool,
+    /// Whether the outputs of the finish being applied carried a secret (see
+    /// [`NodeState::outputs_redacted`]).
+    finish_redacted: Option<bool>,
     /// Large values, stored once each.
     values: ValueLog,
     /// Where the connection goes when the recording ends well.
@@ -647,6 +661,7 @@ impl Writer {
             retry_at: None,
             error: None,
             warned_without_start: false,
+            finish_redacted: None,
             values: ValueLog::new(policy),
             idle_writers,
         }
@@ -717,12 +732,13 @@ impl Writer {
     fn handle(&mut self, msg: Msg) -> Control {
         match msg {
             Msg::Event(event, wall_ms) => self.apply(event, wall_ms),
-            Msg::NodeValues(mut event, ports) => {
+            Msg::NodeValues(mut event, ports, redacted) => {
                 if let EventKind::NodeStarted { inputs: map, .. }
                 | EventKind::NodeFinished { outputs: map, .. } = &mut event.kind
                 {
                     map.extend(ports);
                 }
+                self.finish_redacted = redacted;
                 self.apply(event, None);
             }
             Msg::Call(call) => self.keep_call(*call),
@@ -868,6 +884,7 @@ impl Writer {
 
     /// Updates the in-memory rows from one event.
     fn apply(&mut self, mut event: RunEvent, wall_ms: Option<u64>) {
+        let finish_redacted = self.finish_redacted.take();
         if matches!(event.kind, EventKind::RunStarted { .. }) {
             // A recorder reused for a second run: write out the first one completely.
             if self.run.is_some() {
@@ -968,6 +985,7 @@ impl Writer {
             EventKind::NodeStarted { node, .. } => {
                 let state = run.apply_to_node(slots.slot(node), &event.kind);
                 state.restates = false;
+                state.outputs_redacted = None;
                 state.started_at_ms.get_or_insert(at);
                 if state.started_seq.is_none() {
                     state.started_seq = Some(event.seq);
@@ -994,6 +1012,7 @@ impl Writer {
             }
             EventKind::NodeFinished { node, .. } => {
                 let state = run.apply_to_node(slots.slot(node), &event.kind);
+                state.outputs_redacted = finish_redacted;
                 state.finished_at_ms = Some(at);
                 state.finished_seq = Some(event.seq);
                 run.dirty = true;
@@ -1147,7 +1166,7 @@ fn recorded_run(conn: &Connection, run_id: &str) -> rusqlite::Result<Option<Reco
             "SELECT node_id, block, status, attempts, started_at_ms, finished_at_ms, duration_ms,
                     inputs_json IS NOT NULL, outputs_json IS NOT NULL, error, error_caught,
                     skip_reason, partial_json, input_tokens, output_tokens, cost_usd, started_seq,
-                    finished_seq
+                    finished_seq, outputs_redacted
              FROM node_runs WHERE run_id = ?1",
         )?
         .query_map(params![run_id], |row| {
@@ -1182,6 +1201,7 @@ fn recorded_run(conn: &Connection, run_id: &str) -> rusqlite::Result<Option<Reco
                 started_seq: row.get::<_, Option<i64>>(16)?.map(super::from_i64),
                 finished_seq: row.get::<_, Option<i64>>(17)?.map(super::from_i64),
                 restates: status.is_final(),
+                outputs_redacted: row.get(18)?,
                 progress,
             };
             Ok((row.get(0)?, row.get(1)?, state))
@@ -1200,8 +1220,9 @@ const UPSERT_NODE_ROW: &str = "
     INSERT INTO node_runs (run_id, node_id, block, status, attempts, started_at_ms, finished_at_ms,
                            duration_ms, inputs_json, outputs_json, error, error_caught, skip_reason,
                            partial_json, input_tokens, output_tokens, cost_usd, started_seq,
-                           finished_seq)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+                           finished_seq, outputs_redacted)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+            ?22)
     ON CONFLICT (run_id, node_id) DO UPDATE SET
        block = excluded.block, status = excluded.status, attempts = excluded.attempts,
        started_at_ms = excluded.started_at_ms, finished_at_ms = excluded.finished_at_ms,
@@ -1212,7 +1233,7 @@ const UPSERT_NODE_ROW: &str = "
        skip_reason = excluded.skip_reason, partial_json = excluded.partial_json,
        input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
        cost_usd = excluded.cost_usd, started_seq = excluded.started_seq,
-       finished_seq = excluded.finished_seq";
+       finished_seq = excluded.finished_seq, outputs_redacted = excluded.outputs_redacted";
 
 /// What one transaction writes: the run row, the changed node rows, the new events.
 struct Batch<'a> {
@@ -1373,6 +1394,7 @@ impl Batch<'_> {
                 node.finished_seq.map(to_i64),
                 progress.inputs.is_stored(),
                 progress.outputs.is_stored(),
+                node.outputs_redacted,
             ])?;
         }
         Ok(())

@@ -507,7 +507,7 @@ impl Worker {
                 .map(|seed| (seed, history)),
             Err(reason) => Err(reason),
         };
-        let (seed, history) = match seeded {
+        let (mut seed, history) = match seeded {
             Ok(seeded) => seeded,
             // The events cannot be read now: another delivery tries again.
             Err(reason) => {
@@ -516,6 +516,17 @@ impl Worker {
                 return Outcome::Release;
             }
         };
+        // Outputs the log keeps with a secret replaced run again here; when that would
+        // repeat a side effect, no worker can take the run over.
+        if let Some(Err(reason)) = seed
+            .as_mut()
+            .map(|seed| seed.settle_redacted(prepared.graph()))
+        {
+            let reason = format!("cannot take the run over: {reason}");
+            self.fail(&run_id, &name, &request.inputs, &reason).await;
+            self.move_aside(&run_id, payload, &reason).await;
+            return Outcome::Done;
+        }
         self.execute(&request, &prepared, seed, fence, history)
             .await
     }

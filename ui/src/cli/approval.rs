@@ -116,13 +116,27 @@ fn decide_and_resume(
     let Some(prepared) = prepare_recorded_run(&store, &detail) else {
         return Ok(EXIT_INVALID);
     };
+    // Outputs the log keeps with a secret replaced run again, or the resume is refused
+    // before the decision is claimed: the run stays waiting.
+    if let Err(message) = store
+        .resume_seed(&run_id)?
+        .settle_redacted(prepared.graph())
+    {
+        eprintln!("run {run_id} cannot resume: {}", Escaped(&message));
+        return Ok(EXIT_INVALID);
+    }
     // One decision counts: a second `approve`/`reject` finds it taken and changes nothing.
     let claim = store.claim_decision(&run_id, &approval.node, &decision)?;
     if let Some(refusal) = claim_refusal(&run_id, &approval.node, &claim) {
         eprintln!("{refusal}");
         return Ok(EXIT_INVALID);
     }
-    let seed = store.resume_seed(&run_id)?;
+    // With the decision now stored.
+    let mut seed = store.resume_seed(&run_id)?;
+    if let Err(message) = seed.settle_redacted(prepared.graph()) {
+        eprintln!("run {run_id} cannot resume: {}", Escaped(&message));
+        return Ok(EXIT_INVALID);
+    }
     // The run resumes where it started, wherever this is typed, unless told otherwise.
     let recorded = match args.workspace {
         Some(_) => None,
@@ -176,5 +190,9 @@ pub(super) fn run_from_seed(
         ));
     };
     let rerun = agentloom_engine::downstream_of(graph, from);
-    store.reuse_seed(&run_id, &rerun).map_err(|e| e.to_string())
+    let mut seed = store
+        .reuse_seed(&run_id, &rerun)
+        .map_err(|e| e.to_string())?;
+    seed.settle_redacted(graph)?;
+    Ok(seed)
 }

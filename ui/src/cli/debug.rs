@@ -214,19 +214,20 @@ pub fn continue_command(args: ContinueArgs) -> anyhow::Result<i32> {
     let Some(prepared) = prepare_recorded_run(&store, &detail) else {
         return Ok(EXIT_INVALID);
     };
-    // One decision counts: a second `continue` finds it taken and changes nothing.
-    let claim = store.claim_breakpoint(&run_id, &pause.hit.node, pause.hit.at, &decision)?;
-    if let Some(refusal) = claim_refusal(&run_id, &pause.hit.node, &claim) {
-        eprintln!("{refusal}");
-        return Ok(EXIT_INVALID);
-    }
-    let going_on = match continuation(&store, &run_id, &pause, decision) {
+    // Refused before the decision is claimed: the run stays paused.
+    let going_on = match continuation(&store, &run_id, prepared.graph(), &pause, decision.clone()) {
         Ok(going_on) => going_on,
         Err(message) => {
             eprintln!("run {run_id}: {}", Escaped(&message));
             return Ok(EXIT_INVALID);
         }
     };
+    // One decision counts: a second `continue` finds it taken and changes nothing.
+    let claim = store.claim_breakpoint(&run_id, &pause.hit.node, pause.hit.at, &decision)?;
+    if let Some(refusal) = claim_refusal(&run_id, &pause.hit.node, &claim) {
+        eprintln!("{refusal}");
+        return Ok(EXIT_INVALID);
+    }
     let recorded = match args.workspace {
         Some(_) => None,
         None => store.run_workspace(&run_id)?,
