@@ -379,7 +379,15 @@ impl Redactor {
     pub(crate) fn event(&self, kind: &mut EventKind) {
         if let EventKind::NodeFinished { node, outputs, .. } = kind {
             let redacted = self.map(outputs);
-            LAST_FINISH.with(|last| *last.borrow_mut() = Some((node.clone(), redacted)));
+            LAST_FINISH.with(|last| {
+                let mut last = last.borrow_mut();
+                // A sub-run's finish comes through here again, renamed (`render`, then
+                // `call/render`) and redacted already: what the first pass found holds.
+                let found_before = last
+                    .take()
+                    .is_some_and(|(before, found)| found && renames(node, &before));
+                *last = Some((node.clone(), redacted || found_before));
+            });
             return;
         }
         if self.is_empty() {
@@ -422,11 +430,15 @@ thread_local! {
 /// sub-run (`call/render` for `render`). Taken once.
 pub(crate) fn take_finish_redacted(node: &str) -> Option<bool> {
     let (redacted_node, redacted) = LAST_FINISH.with(|last| last.borrow_mut().take())?;
-    let same = node == redacted_node
-        || node
-            .strip_suffix(redacted_node.as_str())
-            .is_some_and(|prefix| prefix.ends_with('/'));
-    same.then_some(redacted)
+    (node == redacted_node || renames(node, &redacted_node)).then_some(redacted)
+}
+
+/// Whether node path `renamed` is `node` as a sub-run names it for its parent
+/// (`call/render` for `render`, `each/3/render` for `3/render`).
+fn renames(renamed: &str, node: &str) -> bool {
+    renamed
+        .strip_suffix(node)
+        .is_some_and(|prefix| prefix.ends_with('/'))
 }
 
 /// Whether a text, bytes or key in `values` holds the marker [`REDACTED`]: values read

@@ -199,3 +199,45 @@ async fn rows_written_before_the_log_said_so_read_as_redacted_when_they_hold_the
     // Not known otherwise: the marker typed into a constant reads as redacted too.
     assert!(detail.node("n").unwrap().outputs_redacted);
 }
+
+#[tokio::test]
+async fn a_sub_run_node_row_says_its_outputs_had_a_secret_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let store = RunStore::open(&db).unwrap();
+    let inner = json!({"format": "agentloom.graph", "version": 1, "name": "per item",
+        "nodes": [
+            {"id": "item", "block": "graph.input", "config": {"name": "item", "type": "json"}},
+            {"id": "key", "block": "test.key", "credential": "svc"},
+            {"id": "tpl", "block": "text.template", "config": {"template": "{{ i }}: {{ k }}"}},
+            {"id": "result", "block": "graph.output", "config": {"name": "result"}}],
+        "edges": [
+            {"from": ["item", "value"], "to": ["tpl", "i"]},
+            {"from": ["key", "value"], "to": ["tpl", "k"]},
+            {"from": ["tpl", "text"], "to": ["result", "value"]}]});
+    let doc = GraphDoc::from_json_str(
+        &json!({"format": "agentloom.graph", "version": 1, "name": "each",
+            "nodes": [
+                {"id": "items", "block": "data.constant", "config": {"value": ["a"], "type": "list<json>"}},
+                {"id": "each", "block": "control.for_each", "config": {"graph": inner}},
+                {"id": "out", "block": "graph.output", "config": {"name": "all"}}],
+            "edges": [
+                {"from": ["items", "value"], "to": ["each", "items"]},
+                {"from": ["each", "results"], "to": ["out", "value"]}]})
+        .to_string(),
+    )
+    .unwrap();
+    let run_id = run_recorded(&store, &doc).await;
+    let flags = stored_flags(&db, &run_id);
+    let flag = |id: &str| {
+        flags
+            .iter()
+            .find(|(n, _)| n == id)
+            .unwrap_or_else(|| panic!("no row {id} in {flags:?}"))
+            .1
+    };
+    assert_eq!(flag("each/0/key"), Some(true), "{flags:?}");
+    assert_eq!(flag("each/0/tpl"), Some(true), "{flags:?}");
+    assert_eq!(flag("each/0/item"), Some(false), "{flags:?}");
+    assert_eq!(flag("items"), Some(false), "{flags:?}");
+}
