@@ -1,7 +1,8 @@
 //! The executor: runs a [`ValidGraph`] as a dataflow.
 //!
 //! One scheduler task owns all run state; node futures are polled on it through a
-//! `FuturesUnordered` (no task spawn per node, no locks on the hot path). A node starts when
+//! `FuturesUnordered` (no task spawn per node, no locks on the hot path), a node started
+//! while nothing else runs polled once before it goes there, in the order the set would. A node starts when
 //! every wired input has either a value or is known to be absent. A node whose required input
 //! is absent is skipped, and its outputs become absent in turn: that is how untaken branches
 //! are skipped, with no sentinel value on the wires. Ready nodes start in topological order,

@@ -3,9 +3,10 @@
 //! them), and the run's report once nothing runs.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::future::Ready;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use agentloom_core::{
@@ -113,6 +114,12 @@ impl Scheduler {
             tokio::time::Instant::now() + Duration::from_millis(left)
         });
         let mut running = FuturesUnordered::new();
+        // Nodes started while nothing else runs, not yet polled, in the order the running
+        // set would poll them (its queue holds just these then). Each is polled here first,
+        // so one that finishes at once never enters the set; the first that waits goes in
+        // after the rest of them (polled again there, with the set's waker), and so does
+        // every node started while one waits.
+        let mut fresh = VecDeque::new();
         loop {
             // Every ready node starts: a node that waits holds no slot, and CPU-bound work
             // is bounded by `cpu_slots` instead.
@@ -128,7 +135,22 @@ impl Scheduler {
                     self.shared.stop_for_limit(message);
                     break;
                 }
-                running.push(self.start(&graph, &shared, index));
+                let future = Box::pin(self.start(&graph, &shared, index));
+                if running.is_empty() {
+                    fresh.push_back(future);
+                } else {
+                    running.push(future);
+                }
+            }
+            if let Some(mut future) = fresh.pop_front() {
+                match futures::poll!(future.as_mut()) {
+                    Poll::Ready(outcome) => self.finish(outcome),
+                    Poll::Pending => {
+                        running.extend(fresh.drain(..));
+                        running.push(future);
+                    }
+                }
+                continue;
             }
             if running.is_empty() {
                 break;
@@ -273,9 +295,9 @@ impl Scheduler {
         });
     }
 
-    /// Builds the future that runs node `index` through all its attempts (held in the
-    /// running set itself, not boxed apart), borrowing `graph` and `shared` (the
-    /// scheduler's own, held for the run) rather than a count of each per node.
+    /// Builds the future that runs node `index` through all its attempts, borrowing `graph`
+    /// and `shared` (the scheduler's own, held for the run) rather than a count of each per
+    /// node.
     fn start<'g>(
         &mut self,
         graph: &'g ValidGraph,
