@@ -49,7 +49,8 @@ impl RunSeed {
     /// is seeded too (nothing reads its outputs); any other runs again, unless running it
     /// has side effects (it would send, write or delete twice): then the seed is refused,
     /// naming the node, why, and what to do instead. A node inside a sub-run (`call/x`)
-    /// goes with the node that calls it.
+    /// goes with the node that calls it: nothing when that is seeded, refused when it goes
+    /// on.
     pub fn settle_redacted(&mut self, graph: &ValidGraph) -> Result<(), String> {
         let mut redacted = std::mem::take(&mut self.redacted);
         // Dependents first: a node read only by nodes that are seeded after all is too.
@@ -73,14 +74,18 @@ impl RunSeed {
             }
             self.redacted.insert(node.id.clone(), outputs);
         }
-        // A sub-run's node runs again inside its calling node when that runs again; a
-        // seeded calling node runs no sub-run. A node the graph does not have is dropped.
-        for (id, outputs) in redacted {
+        // A sub-run's node would run again inside its calling node, when that goes on: its
+        // block and config are the sub-run's, not the graph's, so whether that repeats a side
+        // effect cannot be told here, and it is refused. A seeded calling node runs no
+        // sub-run; a node the graph does not have is dropped.
+        for id in redacted.into_keys() {
             if let Some((owner, _)) = id.split_once('/')
                 && graph.index_of(owner).is_some()
                 && !self.outputs.contains_key(owner)
             {
-                self.redacted.insert(id, outputs);
+                return Err(format!(
+                    "node `{id}`'s output held a secret, which the run log does not keep, and `{id}` runs inside `{owner}`, which goes on: whether running it again would repeat a side effect cannot be told; rerun the graph from the start"
+                ));
             }
         }
         Ok(())

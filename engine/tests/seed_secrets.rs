@@ -14,7 +14,7 @@ use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigError, GraphDoc, NodeImpl, PortSpec, Ports, RunCtx,
     Secret, SecretError, SecretSource, ValueMap, ValueType, async_trait, validate,
 };
-use agentloom_engine::{Executor, REDACTED, RunOptions, RunStatus, RunStore};
+use agentloom_engine::{DurableApprover, Executor, REDACTED, RunOptions, RunStatus, RunStore};
 use serde_json::json;
 
 const TOKEN: &str = "tok-seed-log-CANARY-88";
@@ -84,6 +84,22 @@ fn graph(kind: &str) -> GraphDoc {
                 {"from": ["key", "value"], "to": ["tpl", "value"]},
                 {"from": ["tpl", "text"], "to": ["out", "value"]},
                 {"from": ["n", "value"], "to": ["plain", "value"]}]})
+        .to_string(),
+    )
+    .unwrap()
+}
+
+/// `items` (one item) → `each` (a for-each of `inner` per item) → `out`.
+fn for_each_item(inner: &serde_json::Value) -> GraphDoc {
+    GraphDoc::from_json_str(
+        &json!({"format": "agentloom.graph", "version": 1, "name": "each",
+            "nodes": [
+                {"id": "items", "block": "data.constant", "config": {"value": ["a"], "type": "list<json>"}},
+                {"id": "each", "block": "control.for_each", "config": {"graph": inner}},
+                {"id": "out", "block": "graph.output", "config": {"name": "all"}}],
+            "edges": [
+                {"from": ["items", "value"], "to": ["each", "items"]},
+                {"from": ["each", "results"], "to": ["out", "value"]}]})
         .to_string(),
     )
     .unwrap()
@@ -215,18 +231,7 @@ async fn a_sub_run_node_row_says_its_outputs_had_a_secret_redacted() {
             {"from": ["item", "value"], "to": ["tpl", "i"]},
             {"from": ["key", "value"], "to": ["tpl", "k"]},
             {"from": ["tpl", "text"], "to": ["result", "value"]}]});
-    let doc = GraphDoc::from_json_str(
-        &json!({"format": "agentloom.graph", "version": 1, "name": "each",
-            "nodes": [
-                {"id": "items", "block": "data.constant", "config": {"value": ["a"], "type": "list<json>"}},
-                {"id": "each", "block": "control.for_each", "config": {"graph": inner}},
-                {"id": "out", "block": "graph.output", "config": {"name": "all"}}],
-            "edges": [
-                {"from": ["items", "value"], "to": ["each", "items"]},
-                {"from": ["each", "results"], "to": ["out", "value"]}]})
-        .to_string(),
-    )
-    .unwrap();
+    let doc = for_each_item(&inner);
     let run_id = run_recorded(&store, &doc).await;
     let flags = stored_flags(&db, &run_id);
     let flag = |id: &str| {
@@ -240,4 +245,42 @@ async fn a_sub_run_node_row_says_its_outputs_had_a_secret_redacted() {
     assert_eq!(flag("each/0/tpl"), Some(true), "{flags:?}");
     assert_eq!(flag("each/0/item"), Some(false), "{flags:?}");
     assert_eq!(flag("items"), Some(false), "{flags:?}");
+}
+
+#[tokio::test]
+async fn a_redacted_node_inside_a_sub_run_that_goes_on_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(RunStore::open(&dir.path().join("runs.sqlite3")).unwrap());
+    // Each item: `key` hands on the secret, a person approves it (nobody can: the run waits).
+    let inner = json!({"format": "agentloom.graph", "version": 1, "name": "per item",
+        "nodes": [
+            {"id": "item", "block": "graph.input", "config": {"name": "item", "type": "json"}},
+            {"id": "key", "block": "test.key", "credential": "svc"},
+            {"id": "gate", "block": "human.approval", "config": {"action": "Send it?"}},
+            {"id": "result", "block": "graph.output", "config": {"name": "result"}}],
+        "edges": [
+            {"from": ["key", "value"], "to": ["gate", "value"]},
+            {"from": ["gate", "value"], "to": ["result", "value"]}]});
+    let doc = for_each_item(&inner);
+    let registry = registry();
+    let graph = validate(&doc, registry.as_ref()).unwrap_or_else(|p| panic!("{p:?}"));
+    let recorder = Arc::new(store.recorder(&doc).unwrap());
+    let report = Executor::new(registry)
+        .with_secrets(Arc::new(OneSecret))
+        .with_approver(Arc::new(DurableApprover::new(store.clone(), None)))
+        .run(
+            Arc::new(graph.clone()),
+            ValueMap::new(),
+            RunOptions::default(),
+            recorder.clone(),
+        )
+        .await;
+    recorder.finish().unwrap();
+    assert_eq!(report.status, RunStatus::Waiting, "{report:?}");
+    let mut seed = store.resume_seed(&report.run_id).unwrap();
+    assert!(seed.redacted.contains_key("each/0/key"), "{seed:?}");
+    assert_eq!(
+        seed.settle_redacted(&graph).unwrap_err(),
+        "node `each/0/key`'s output held a secret, which the run log does not keep, and `each/0/key` runs inside `each`, which goes on: whether running it again would repeat a side effect cannot be told; rerun the graph from the start"
+    );
 }
