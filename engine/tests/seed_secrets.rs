@@ -14,7 +14,10 @@ use agentloom_core::{
     Block, BlockError, BlockMeta, Config, ConfigError, GraphDoc, NodeImpl, PortSpec, Ports, RunCtx,
     Secret, SecretError, SecretSource, ValueMap, ValueType, async_trait, validate,
 };
-use agentloom_engine::{DurableApprover, Executor, REDACTED, RunOptions, RunStatus, RunStore};
+use agentloom_engine::{
+    BreakAt, Breakpoint, BreakpointDecision, BreakpointHandler, BreakpointHit, DurableApprover,
+    Executor, REDACTED, RunDebug, RunOptions, RunStatus, RunStore,
+};
 use serde_json::json;
 
 const TOKEN: &str = "tok-seed-log-CANARY-88";
@@ -283,4 +286,105 @@ async fn a_redacted_node_inside_a_sub_run_that_goes_on_is_refused() {
         seed.settle_redacted(&graph).unwrap_err(),
         "node `each/0/key`'s output held a secret, which the run log does not keep, and `each/0/key` runs inside `each`, which goes on: whether running it again would repeat a side effect cannot be told; rerun the graph from the start"
     );
+}
+
+/// Goes on from every pause with the values as they were shown.
+struct AsShown;
+
+#[async_trait]
+impl BreakpointHandler for AsShown {
+    async fn at_breakpoint(
+        &self,
+        _run_id: &str,
+        hit: &BreakpointHit,
+    ) -> Option<BreakpointDecision> {
+        assert_eq!(
+            hit.values["value"].as_str(),
+            Some(REDACTED),
+            "shown redacted"
+        );
+        Some(BreakpointDecision::Continue {
+            values: hit.values.clone(),
+        })
+    }
+}
+
+/// What `test.seen` nodes were given, in order.
+static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps the text it is given in [`SEEN`].
+struct Seen(BlockMeta);
+struct SeenNode(Ports);
+
+impl Block for Seen {
+    fn meta(&self) -> &BlockMeta {
+        &self.0
+    }
+    fn instantiate(
+        &self,
+        _config: &Config,
+        _ctx: &agentloom_core::ConfigCtx<'_>,
+    ) -> Result<Arc<dyn NodeImpl>, ConfigError> {
+        Ok(Arc::new(SeenNode(Ports::new(
+            vec![PortSpec::new("value", ValueType::Text)],
+            vec![],
+        ))))
+    }
+}
+
+#[async_trait]
+impl NodeImpl for SeenNode {
+    fn ports(&self) -> &Ports {
+        &self.0
+    }
+    async fn run(&self, inputs: ValueMap, _ctx: &dyn RunCtx) -> Result<ValueMap, BlockError> {
+        let text = inputs["value"].as_str().unwrap_or_default().to_owned();
+        SEEN.lock().unwrap().push(text);
+        Ok(ValueMap::new())
+    }
+}
+
+#[tokio::test]
+async fn outputs_sent_back_as_shown_in_the_pausing_process_keep_their_secret() {
+    let doc = GraphDoc::from_json_str(
+        &json!({"format": "agentloom.graph", "version": 1, "name": "seen",
+            "nodes": [
+                {"id": "key", "block": "test.key", "credential": "svc"},
+                {"id": "seen", "block": "test.seen"}],
+            "edges": [{"from": ["key", "value"], "to": ["seen", "value"]}]})
+        .to_string(),
+    )
+    .unwrap();
+    let registry = Arc::new(
+        Registry::builtin()
+            .with(Box::new(Key(BlockMeta::new(
+                "test.key",
+                "Key",
+                "Test",
+                "Hands on its secret.",
+            ))))
+            .with(Box::new(Seen(BlockMeta::new(
+                "test.seen",
+                "Seen",
+                "Test",
+                "Keeps its input.",
+            )))),
+    );
+    let graph = validate(&doc, registry.as_ref()).unwrap_or_else(|p| panic!("{p:?}"));
+    let debug =
+        RunDebug::new([Breakpoint::new("key", BreakAt::After)]).with_handler(Arc::new(AsShown));
+    let report = Executor::new(registry)
+        .with_secrets(Arc::new(OneSecret))
+        .run(
+            Arc::new(graph),
+            ValueMap::new(),
+            RunOptions {
+                debug: Some(Arc::new(debug)),
+                ..RunOptions::default()
+            },
+            Arc::new(agentloom_engine::CollectSink::default()),
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    assert_eq!(*SEEN.lock().unwrap(), [TOKEN], "what `seen` was given");
 }
