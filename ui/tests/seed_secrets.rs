@@ -3,9 +3,12 @@
 //! so the node after it sends the real value; one that would repeat a side effect is refused
 //! before anything runs, saying why and what to do. Real `agentloom` processes (the paused
 //! one gone before the next starts), real SQLite run logs, a real loopback HTTP server that
-//! hands the bearer token back, the secret from `AGENTLOOM_SECRET_SVC`.
+//! hands the bearer token back, the secret from `AGENTLOOM_SECRET_SVC`; the app, shown the
+//! paused run from its history, says why it cannot go on.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod support;
 
 use std::io::{BufReader, Write as _};
 use std::net::{TcpListener, TcpStream};
@@ -13,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
+use egui_kittest::kittest::Queryable as _;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "tok-SEED-canary-41c7";
@@ -318,4 +322,35 @@ fn a_run_resumed_after_an_approval_hands_the_real_secret_on() {
         !run_log_holds_token(dir.path()),
         "the run log holds the token"
     );
+}
+
+#[test]
+fn the_app_says_why_a_run_that_would_repeat_a_side_effect_cannot_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = support::paths(&dir);
+    let peer = Peer::start();
+    let graph = graph(dir.path(), &peer, "POST");
+    let run_id = run_until_paused(dir.path(), &peer, &graph, "use");
+
+    // The app shows the paused run from its history; Continue is refused, saying why.
+    let doc = agentloom::app::load_graph(&graph).unwrap();
+    let mut h = support::harness_for(agentloom::app::App::new(&doc, Some(graph.clone()), &paths));
+    h.get_by_label_contains("waiting · just now").click();
+    h.run_steps(3);
+    assert_eq!(h.state().run.run_id.as_deref(), Some(run_id.as_str()));
+    support::wait_until(&mut h, "the pause", |h| {
+        h.query_by_label_contains("Paused before `use`").is_some()
+    });
+    support::keys(&mut h, egui::Modifiers::NONE, egui::Key::F5);
+    h.run_steps(3);
+    let notice = h.state().notice.clone().unwrap_or_default();
+    assert!(
+        notice.starts_with("Cannot continue the run: ")
+            && notice
+                .contains("node `fetch`'s output held a secret, which the run log does not keep"),
+        "{notice}"
+    );
+    h.get_by_label_contains("rerun the graph from the start, or fork from before `fetch`");
+    assert_eq!(peer.bodies("/echo").len(), 1, "`fetch` sent once");
+    assert!(peer.bodies("/use").is_empty(), "nothing ran");
 }
