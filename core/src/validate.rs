@@ -101,6 +101,11 @@ pub struct ValidGraph {
     pub topo_rank: Vec<usize>,
     /// Node indices sorted by node id, found the first time they are asked for.
     by_id: OnceLock<Vec<usize>>,
+    /// [`ValidGraph::interface_inputs`], found the first time they are asked for (each run
+    /// asks, for its secret inputs).
+    interface_inputs: OnceLock<Vec<RunInput>>,
+    /// Whether a node of the document has pinned outputs, found the first time asked.
+    any_pinned: OnceLock<bool>,
 }
 
 impl ValidGraph {
@@ -121,16 +126,27 @@ impl ValidGraph {
 
     /// The graph's declared inputs, sorted by name.
     pub fn interface_inputs(&self) -> Vec<RunInput> {
-        let mut inputs: Vec<_> = self
-            .nodes
-            .iter()
-            .filter_map(|n| match n.node.interface() {
-                Some(GraphInterface::Input(input)) => Some(input),
-                _ => None,
+        self.interface_inputs
+            .get_or_init(|| {
+                let mut inputs: Vec<_> = self
+                    .nodes
+                    .iter()
+                    .filter_map(|n| match n.node.interface() {
+                        Some(GraphInterface::Input(input)) => Some(input),
+                        _ => None,
+                    })
+                    .collect();
+                inputs.sort_by(|a, b| a.name.cmp(&b.name));
+                inputs
             })
-            .collect();
-        inputs.sort_by(|a, b| a.name.cmp(&b.name));
-        inputs
+            .clone()
+    }
+
+    /// Whether any node of the document has pinned outputs (looked for once per graph).
+    pub fn any_pinned(&self) -> bool {
+        *self
+            .any_pinned
+            .get_or_init(|| self.doc.nodes.iter().any(|node| node.pinned.is_some()))
     }
 
     /// The graph's declared output names, sorted.
@@ -229,6 +245,8 @@ pub fn validate_shared(
         topo_order,
         topo_rank,
         by_id: OnceLock::new(),
+        interface_inputs: OnceLock::new(),
+        any_pinned: OnceLock::new(),
     })
 }
 

@@ -307,6 +307,9 @@ pub fn default_concurrency() -> usize {
 /// The run's seed with the graph's pinned outputs added (a pin wins over the seed).
 fn seed_with_pins(seed: Option<&RunSeed>, graph: &ValidGraph) -> RunSeed {
     let mut seed = seed.cloned().unwrap_or_default();
+    if !graph.any_pinned() {
+        return seed;
+    }
     for node in &graph.doc.nodes {
         if let Some(pinned) = &node.pinned {
             seed.outputs.insert(node.id.clone(), pinned.clone());
