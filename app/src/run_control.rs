@@ -82,6 +82,15 @@ impl App {
         };
         let pinned = if pin {
             match self.run.node(&canvas.doc.id) {
+                // Shown with a secret replaced: pinned, its dependents would get the marker.
+                Some(run) if agentloom_engine::holds_marker(&run.outputs) => {
+                    self.notice = Some(format!(
+                        "`{}`'s outputs are not pinned: they held a secret, which the run shown does not keep, and the nodes after it would get {} instead.",
+                        canvas.doc.id,
+                        agentloom_engine::REDACTED
+                    ));
+                    return;
+                }
                 Some(run) if !run.outputs.is_empty() => Some(run.outputs.clone()),
                 _ => {
                     self.notice = Some(format!(

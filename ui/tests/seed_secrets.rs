@@ -97,14 +97,14 @@ fn answer(mut stream: TcpStream, kept: &Mutex<Vec<(String, String, String)>>) {
 fn graph(dir: &Path, peer: &Peer, fetch_method: &str) -> PathBuf {
     let graph = json!({"format": "agentloom.graph", "version": 1, "name": "seeded secret",
         "nodes": [
-            {"id": "fetch", "block": "http.request", "config": {
+            {"id": "fetch", "block": "http.request", "label": "Fetch", "position": [0, 0], "config": {
                 "url": format!("{}/echo", peer.base), "method": fetch_method,
                 "credential": "svc", "allow_private_network": true}},
-            {"id": "url", "block": "data.constant", "config": {
+            {"id": "url", "block": "data.constant", "position": [0, 300], "config": {
                 "value": format!("{}/use", peer.base), "type": "text"}},
-            {"id": "use", "block": "http.request", "config": {
+            {"id": "use", "block": "http.request", "position": [350, 0], "config": {
                 "method": "POST", "allow_private_network": true}},
-            {"id": "out", "block": "graph.output", "config": {"name": "answer"}}],
+            {"id": "out", "block": "graph.output", "position": [700, 0], "config": {"name": "answer"}}],
         "edges": [
             {"from": ["fetch", "body"], "to": ["use", "body"]},
             {"from": ["url", "value"], "to": ["use", "url"]},
@@ -353,4 +353,47 @@ fn the_app_says_why_a_run_that_would_repeat_a_side_effect_cannot_go_on() {
     h.get_by_label_contains("rerun the graph from the start, or fork from before `fetch`");
     assert_eq!(peer.bodies("/echo").len(), 1, "`fetch` sent once");
     assert!(peer.bodies("/use").is_empty(), "nothing ran");
+}
+
+#[test]
+fn outputs_that_held_a_secret_are_not_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = support::paths(&dir);
+    let peer = Peer::start();
+    let graph = graph(dir.path(), &peer, "GET");
+    let ran = agentloom(
+        dir.path(),
+        &peer,
+        &["run", graph.to_str().unwrap(), "--trust", "--json"],
+    );
+    assert!(ran.status.success(), "{}", stderr(&ran));
+
+    let doc = agentloom::app::load_graph(&graph).unwrap();
+    let mut h = support::harness_for(agentloom::app::App::new(&doc, Some(graph.clone()), &paths));
+    h.get_by_label_contains("completed · just now").click();
+    h.run_steps(3);
+    let at = support::title_of(&h, "Fetch");
+    support::click_at(
+        &mut h,
+        at,
+        egui::PointerButton::Secondary,
+        egui::Modifiers::NONE,
+    );
+    h.get_by_role_and_label(egui::accesskit::Role::Button, "Pin outputs")
+        .click();
+    h.run_steps(3);
+    let notice = h.state().notice.clone().unwrap_or_default();
+    assert!(
+        notice.starts_with("`fetch`'s outputs are not pinned: they held a secret, which the run shown does not keep"),
+        "{notice}"
+    );
+    assert!(
+        h.state()
+            .document
+            .to_doc()
+            .node("fetch")
+            .unwrap()
+            .pinned
+            .is_none()
+    );
 }
