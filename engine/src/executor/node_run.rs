@@ -45,10 +45,14 @@ pub(super) async fn run_node(
         .map(|progress| (progress.usage, progress.duration_ms.unwrap_or(0)))
         .unwrap_or_default();
     let started = Instant::now();
+    // The first attempt's start is the node's, read once for both, unless a breakpoint
+    // came between.
+    let mut first_started = Some(started);
     // A breakpoint before the node: its inputs may be edited, or the run pauses here.
     if let Some(debug) = &shared.debug
         && conversion_error.is_none()
     {
+        first_started = None;
         let ports = &node.node.ports().inputs;
         // Boxed, as the other waits below: the future of every node stays small (the
         // running set holds each), and only a node that waits pays for the room.
@@ -80,7 +84,7 @@ pub(super) async fn run_node(
     let mut attempt = 0;
     let result = loop {
         attempt += 1;
-        shared.emit_with(|| EventKind::NodeStarted {
+        shared.emit_at(first_started.take(), || EventKind::NodeStarted {
             node: node.id.clone(),
             attempt,
             inputs: inputs.clone(),

@@ -122,14 +122,26 @@ impl RunShared {
 
     /// [`RunShared::emit`], the event built only when the sink wants events.
     pub(super) fn emit_with(&self, kind: impl FnOnce() -> EventKind) {
+        self.emit_at(None, kind);
+    }
+
+    /// [`RunShared::emit_with`] for an event that happened at `at`, a clock read taken
+    /// just before it with no event between (`None`: now).
+    pub(super) fn emit_at(&self, at: Option<Instant>, kind: impl FnOnce() -> EventKind) {
         if !self.events_wanted {
             return;
         }
         let mut kind = kind();
         self.redactor.event(&mut kind);
+        let since_start = match at {
+            Some(at) => at.saturating_duration_since(self.started),
+            None => self.started.elapsed(),
+        };
         let event = RunEvent {
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
-            at_ms: self.at_before_ms.saturating_add(elapsed_ms(self.started)),
+            at_ms: self
+                .at_before_ms
+                .saturating_add(u64::try_from(since_start.as_millis()).unwrap_or(u64::MAX)),
             kind,
         };
         self.sink.emit(&event);
