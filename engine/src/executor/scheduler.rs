@@ -118,7 +118,8 @@ impl Scheduler {
         // set would poll them (its queue holds just these then). Each is polled here first,
         // so one that finishes at once never enters the set; the first that waits goes in
         // after the rest of them (polled again there, with the set's waker), and so does
-        // every node started while one waits.
+        // every node started while one waits. With the task's budget spent they all go in
+        // unpolled: the `select!` below yields first, as it did for them.
         let mut fresh = VecDeque::new();
         loop {
             // Every ready node starts: a node that waits holds no slot, and CPU-bound work
@@ -141,6 +142,9 @@ impl Scheduler {
                 } else {
                     running.push(future);
                 }
+            }
+            if !fresh.is_empty() && !tokio::task::coop::has_budget_remaining() {
+                running.extend(fresh.drain(..));
             }
             if let Some(mut future) = fresh.pop_front() {
                 match futures::poll!(future.as_mut()) {
