@@ -3,6 +3,7 @@
 //! approvals, tools, request and CPU slots), and one attempt bounded by its timeout.
 
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use agentloom_core::{
@@ -416,10 +417,27 @@ pub(super) async fn run_attempt(
             None => work.await,
         }
     };
-    tokio::select! {
-        biased;
-        result = bounded => result,
-        // The node's own token is cancelled only with its parent's, or above on a timeout.
-        () = ctx.parent_cancel().cancelled() => Err(BlockError::cancelled()),
-    }
+    // What `tokio::select! { biased; .. }` of the work and the parent's cancellation did, the
+    // wait for the cancellation made only when the work first waits (most nodes never do).
+    // The node's own token is cancelled only with its parent's, or above on a timeout.
+    let mut bounded = std::pin::pin!(bounded);
+    let mut cancelled = std::pin::pin!(None);
+    std::future::poll_fn(|cx| {
+        // As `select!`: with the task's budget spent, yield before polling anything (asked
+        // then, `poll_proceed` registers the task to be woken; nothing is taken).
+        if !tokio::task::coop::has_budget_remaining() {
+            let _unspent = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        }
+        if let Poll::Ready(result) = bounded.as_mut().poll(cx) {
+            return Poll::Ready(result);
+        }
+        if cancelled.is_none() {
+            cancelled.set(Some(ctx.parent_cancel().cancelled()));
+        }
+        match cancelled.as_mut().as_pin_mut() {
+            Some(wait) => wait.poll(cx).map(|()| Err(BlockError::cancelled())),
+            None => Poll::Pending,
+        }
+    })
+    .await
 }
