@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::future::Ready;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -121,6 +122,9 @@ impl Scheduler {
         // every node started while one waits. With the task's budget spent they all go in
         // unpolled: the `select!` below yields first, as it did for them.
         let mut fresh = VecDeque::new();
+        // The room of the last node that finished where it started, for the next one (a
+        // node's future is large; most never need room of their own).
+        let mut spare = None;
         loop {
             // Every ready node starts: a node that waits holds no slot, and CPU-bound work
             // is bounded by `cpu_slots` instead.
@@ -136,7 +140,14 @@ impl Scheduler {
                     self.shared.stop_for_limit(message);
                     break;
                 }
-                let future = Box::pin(self.start(&graph, &shared, index));
+                let future = self.start(&graph, &shared, index);
+                let future = match spare.take() {
+                    Some(mut room) => {
+                        Pin::set(&mut room, future);
+                        room
+                    }
+                    None => Box::pin(future),
+                };
                 if running.is_empty() {
                     fresh.push_back(future);
                 } else {
@@ -148,7 +159,10 @@ impl Scheduler {
             }
             if let Some(mut future) = fresh.pop_front() {
                 match futures::poll!(future.as_mut()) {
-                    Poll::Ready(outcome) => self.finish(outcome),
+                    Poll::Ready(outcome) => {
+                        spare = Some(future);
+                        self.finish(outcome);
+                    }
                     Poll::Pending => {
                         running.extend(fresh.drain(..));
                         running.push(future);
