@@ -429,14 +429,23 @@ impl Scheduler {
                 state.status = NodeStatus::Done;
                 let offers_tool = state.offers_tool;
                 let only_a_tool = state.only_a_tool;
+                // The outputs are kept for the NodeFinished event only when one is built;
+                // otherwise each port's value (one fanout per port) is taken, not copied,
+                // and its last target takes it.
+                let keep_outputs = self.shared.events_wanted && !only_a_tool;
                 for fanout in &node.outputs {
                     let value = if offers_tool && fanout.port == TOOL_PORT {
                         Some(describe_tool(&graph, outcome.index))
-                    } else {
+                    } else if keep_outputs {
                         outputs.get(&fanout.port).cloned()
+                    } else {
+                        outputs.remove(&fanout.port)
                     };
-                    for &(target, slot) in &fanout.targets {
-                        self.settle(target, slot, value.clone());
+                    if let Some((&(last, last_slot), others)) = fanout.targets.split_last() {
+                        for &(target, slot) in others {
+                            self.settle(target, slot, value.clone());
+                        }
+                        self.settle(last, last_slot, value);
                     }
                 }
                 // A node wired only as a tool has handed over its description, not run:
