@@ -173,6 +173,11 @@ pub enum EventKind {
         attempts: u32,
         duration_ms: u64,
         usage: Usage,
+        /// Whether redaction replaced a secret in `outputs`, as the run's one way out found
+        /// it (`None`: not known, as for an event from before it was said): such outputs
+        /// are not the node's, and a seed must not hand them on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outputs_redacted: Option<bool>,
     },
     NodeFailed {
         node: String,

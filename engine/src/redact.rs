@@ -374,20 +374,19 @@ impl Redactor {
         carried
     }
 
-    /// Redacts every text an event carries. A node's finish also leaves whether its
-    /// outputs carried a secret for the run log's recorder ([`take_finish_redacted`]).
+    /// Redacts every text an event carries. A node's finish also says whether its outputs
+    /// carried a secret, for the run log (and so for seeds made from it).
     pub(crate) fn event(&self, kind: &mut EventKind) {
-        if let EventKind::NodeFinished { node, outputs, .. } = kind {
-            let redacted = self.map(outputs);
-            LAST_FINISH.with(|last| {
-                let mut last = last.borrow_mut();
-                // A sub-run's finish comes through here again, renamed (`render`, then
-                // `call/render`) and redacted already: what the first pass found holds.
-                let found_before = last
-                    .take()
-                    .is_some_and(|(before, found)| found && renames(node, &before));
-                *last = Some((node.clone(), redacted || found_before));
-            });
+        if let EventKind::NodeFinished {
+            outputs,
+            outputs_redacted,
+            ..
+        } = kind
+        {
+            let found = self.map(outputs);
+            // A sub-run's finish comes through here again, renamed and redacted already:
+            // what the first pass found holds.
+            *outputs_redacted = Some(found || outputs_redacted.unwrap_or(false));
             return;
         }
         if self.is_empty() {
@@ -414,31 +413,6 @@ impl Redactor {
             | EventKind::NodeAwaitingApproval { .. } => {}
         }
     }
-}
-
-thread_local! {
-    /// The last node finish redacted on this thread: the node and whether its outputs
-    /// carried a secret. An event reaches its sinks on the thread that redacted it, right
-    /// after, so the run log's recorder learns it without looking into the values again.
-    static LAST_FINISH: std::cell::RefCell<Option<(String, bool)>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Whether the outputs of `node`'s finish, just redacted on this thread, carried a secret
-/// (`None`: not known, for a finish that did not pass through a run's redaction, such as
-/// one replayed from another process). `node` may be the finish's node renamed by a
-/// sub-run (`call/render` for `render`). Taken once.
-pub(crate) fn take_finish_redacted(node: &str) -> Option<bool> {
-    let (redacted_node, redacted) = LAST_FINISH.with(|last| last.borrow_mut().take())?;
-    (node == redacted_node || renames(node, &redacted_node)).then_some(redacted)
-}
-
-/// Whether node path `renamed` is `node` as a sub-run names it for its parent
-/// (`call/render` for `render`, `each/3/render` for `3/render`).
-fn renames(renamed: &str, node: &str) -> bool {
-    renamed
-        .strip_suffix(node)
-        .is_some_and(|prefix| prefix.ends_with('/'))
 }
 
 /// Whether a text, bytes or key in `values` holds the marker [`REDACTED`]: values read

@@ -73,6 +73,7 @@ fn finished(node: &str, attempts: u32, output: &str, cost: Usage) -> EventKind {
         attempts,
         duration_ms: 7,
         usage: cost,
+        outputs_redacted: None,
     }
 }
 

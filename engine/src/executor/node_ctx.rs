@@ -316,6 +316,7 @@ impl RunCtx for NodeCtx<'_> {
                     attempts: 1,
                     duration_ms,
                     usage,
+                    outputs_redacted: None,
                 });
             }
             Err(err) => self.shared.emit(EventKind::NodeFailed {

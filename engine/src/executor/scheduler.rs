@@ -463,6 +463,7 @@ impl Scheduler {
                         attempts: outcome.attempts,
                         duration_ms: outcome.duration_ms,
                         usage: outcome.usage,
+                        outputs_redacted: None,
                     }
                 });
             }
@@ -684,6 +685,8 @@ fn restated(id: &str, progress: &NodeProgress) -> Option<EventKind> {
             attempts: progress.attempts,
             duration_ms,
             usage: progress.usage,
+            // Read back from the run log: redacted there if the marker is in them.
+            outputs_redacted: Some(crate::redact::holds_marker(&progress.outputs)),
         },
         NodeStatus::Failed => EventKind::NodeFailed {
             node,

@@ -548,6 +548,7 @@ impl RunStore {
                             output_tokens: from_i64(row.output_tokens),
                             cost_usd: row.cost_usd,
                         },
+                        outputs_redacted: None,
                     },
                 });
             }

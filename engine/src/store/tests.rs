@@ -90,6 +90,7 @@ fn full_run(run_id: &str) -> Vec<RunEvent> {
                 attempts: 1,
                 duration_ms: 38,
                 usage: Usage::default(),
+                outputs_redacted: None,
             },
         ),
         ev(
@@ -163,6 +164,7 @@ fn full_run(run_id: &str) -> Vec<RunEvent> {
                 attempts: 2,
                 duration_ms: 29,
                 usage: usage(12, 3, 0.25),
+                outputs_redacted: None,
             },
         ),
         ev(
@@ -513,6 +515,7 @@ fn a_running_run_shows_the_usage_of_its_nodes_so_far() {
             attempts: 1,
             duration_ms: 3,
             usage: usage(12, 4, 0.75),
+            outputs_redacted: None,
         },
     ));
     recorder.emit(&ev(
@@ -741,6 +744,7 @@ fn unfinished(run_id: &str) -> Vec<RunEvent> {
                 attempts: 1,
                 duration_ms: 3,
                 usage: Usage::default(),
+                outputs_redacted: None,
             },
         ),
         ev(
@@ -1346,6 +1350,7 @@ fn a_finished_nodes_row_written_again_keeps_its_values_and_a_rerun_replaces_them
                 attempts: 1,
                 duration_ms: 1,
                 usage: Usage::default(),
+                outputs_redacted: None,
             },
         )
     };

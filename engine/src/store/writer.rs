@@ -185,6 +185,7 @@ impl EventSink for RunRecorder {
                 attempts,
                 duration_ms,
                 usage,
+                outputs_redacted,
             } => {
                 let mut msg = compact(
                     EventKind::NodeFinished {
@@ -193,11 +194,12 @@ impl EventSink for RunRecorder {
                         attempts: *attempts,
                         duration_ms: *duration_ms,
                         usage: *usage,
+                        outputs_redacted: *outputs_redacted,
                     },
                     outputs,
                 );
                 if let Msg::NodeValues(_, _, redacted) = &mut msg {
-                    *redacted = crate::redact::take_finish_redacted(node);
+                    *redacted = *outputs_redacted;
                 }
                 msg
             }

@@ -711,6 +711,7 @@ mod tests {
                 attempts: 1,
                 duration_ms: 0,
                 usage: Usage::default(),
+                outputs_redacted: None,
             },
         }
     }
