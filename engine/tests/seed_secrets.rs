@@ -388,3 +388,43 @@ async fn outputs_sent_back_as_shown_in_the_pausing_process_keep_their_secret() {
     assert_eq!(report.status, RunStatus::Completed, "{report:?}");
     assert_eq!(*SEEN.lock().unwrap(), [TOKEN], "what `seen` was given");
 }
+
+#[tokio::test]
+async fn the_events_of_a_run_say_which_outputs_had_a_secret_redacted_wherever_they_are_recorded() {
+    // The run's events, as a worker sends them over the queue (JSON), then recorded by
+    // another process taking the run over, with no redaction of its own to ask.
+    let doc = graph("test.key");
+    let registry = registry();
+    let graph = validate(&doc, registry.as_ref()).unwrap();
+    let events = Arc::new(agentloom_engine::CollectSink::default());
+    let report = Executor::new(registry)
+        .with_secrets(Arc::new(OneSecret))
+        .run(
+            Arc::new(graph),
+            ValueMap::new(),
+            RunOptions::default(),
+            events.clone(),
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let sent = serde_json::to_string(&events.events()).unwrap();
+    assert!(!sent.contains(TOKEN), "an event holds the token");
+    let received: Vec<agentloom_engine::RunEvent> = serde_json::from_str(&sent).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let store = RunStore::open(&db).unwrap();
+    let recorder = store
+        .recorder_with(&doc, agentloom_engine::LogPolicy::full())
+        .unwrap();
+    for event in &received {
+        agentloom_engine::EventSink::emit(&recorder, event);
+    }
+    recorder.finish().unwrap();
+    let flags = stored_flags(&db, &report.run_id);
+    let flag = |id: &str| flags.iter().find(|(n, _)| n == id).unwrap().1;
+    assert_eq!(flag("key"), Some(true), "{flags:?}");
+    assert_eq!(flag("tpl"), Some(true), "{flags:?}");
+    // Its text holds the marker as typed: known not redacted, not guessed from the marker.
+    assert_eq!(flag("n"), Some(false), "{flags:?}");
+}
