@@ -355,6 +355,19 @@ impl Redactor {
         true
     }
 
+    /// Whether a key or value of `map` carries a remembered secret: what [`Redactor::map`]
+    /// would replace (nothing, when this says no), found without changing or copying it.
+    pub(crate) fn carries(&self, map: &ValueMap) -> bool {
+        let Ok(needles) = self.needles.read() else {
+            return false;
+        };
+        let forms = &needles.compiled;
+        !forms.is_empty()
+            && map
+                .iter()
+                .any(|(key, value)| forms.is_in(key.as_bytes()) || carries_any(value, forms))
+    }
+
     /// Redacts every key and value of `map`; returns whether anything carried a secret.
     pub(crate) fn map(&self, map: &mut ValueMap) -> bool {
         if self.is_empty() {

@@ -12,7 +12,7 @@ use agentloom_core::{
 use super::approval::ask_approval;
 use super::breakpoint_pause;
 use super::node_ctx::{NodeCtx, run_attempt};
-use super::shared::{RunShared, elapsed_ms};
+use super::shared::RunShared;
 use crate::breakpoints::BreakAt;
 use crate::events::EventKind;
 use crate::limits::NodeBudget;
@@ -24,6 +24,9 @@ pub(super) struct NodeOutcome {
     pub(super) attempts: u32,
     pub(super) duration_ms: u64,
     pub(super) usage: Usage,
+    /// When its last attempt (or its breakpoint after) ended, read once for its duration
+    /// and for the events its finish brings (`None`: it did not run here).
+    pub(super) ended: Option<Instant>,
 }
 
 /// Runs node `index` of `graph` through all its attempts: `inputs` as its wired inputs made
@@ -74,6 +77,7 @@ pub(super) async fn run_node(
                     attempts: 0,
                     duration_ms: duration_before,
                     usage: usage_before,
+                    ended: None,
                 };
             }
         }
@@ -84,11 +88,7 @@ pub(super) async fn run_node(
     let mut attempt = 0;
     let result = loop {
         attempt += 1;
-        shared.emit_at(first_started.take(), || EventKind::NodeStarted {
-            node: node.id.clone(),
-            attempt,
-            inputs: inputs.clone(),
-        });
+        inputs = shared.emit_started(first_started.take(), &node.id, attempt, inputs);
         if let Some(err) = conversion_error.take() {
             break Err(err);
         }
@@ -166,12 +166,17 @@ pub(super) async fn run_node(
     };
     let mut usage = node_usage;
     usage += usage_before;
+    let ended = Instant::now();
+    let took = ended.saturating_duration_since(started);
     NodeOutcome {
         index,
         result,
         attempts: attempt,
-        duration_ms: elapsed_ms(started).saturating_add(duration_before),
+        duration_ms: u64::try_from(took.as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_add(duration_before),
         usage,
+        ended: Some(ended),
     }
 }
 

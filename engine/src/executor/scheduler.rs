@@ -8,7 +8,7 @@ use std::future::Ready;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentloom_core::{
     BlockError, Compat, ErrorClass, TOOL_PORT, Usage, ValidGraph, Value, ValueMap, coerce,
@@ -54,6 +54,9 @@ pub(super) struct Scheduler {
     errors: BTreeMap<usize, String>,
     /// What each node that spent anything spent, by index (none: nothing).
     usages: BTreeMap<usize, Usage>,
+    /// The time of the events of the finish being recorded: when its node ended, read
+    /// in the node's last poll, with no event since (`None`: read at each event).
+    clock: Option<Instant>,
 }
 
 impl Scheduler {
@@ -85,6 +88,7 @@ impl Scheduler {
             failure: None,
             errors: BTreeMap::new(),
             usages: BTreeMap::new(),
+            clock: None,
         }
     }
 
@@ -264,6 +268,7 @@ impl Scheduler {
                 attempts: recorded.map_or(0, |r| r.attempts),
                 duration_ms: recorded.and_then(|r| r.duration_ms).unwrap_or(0),
                 usage: recorded.map(|r| r.usage).unwrap_or_default(),
+                ended: None,
             });
         }
     }
@@ -307,7 +312,7 @@ impl Scheduler {
             return;
         }
         let node = &self.graph.nodes[index];
-        self.shared.emit_with(|| EventKind::NodeQueued {
+        self.shared.emit_at(self.clock, || EventKind::NodeQueued {
             node: node.id.clone(),
             block: node.meta.kind.clone(),
         });
@@ -373,15 +378,12 @@ impl Scheduler {
                 attempts: 0,
                 duration_ms: 0,
                 usage: Usage::default(),
+                ended: None,
             }));
         }
         if node.bypass {
             // Not run: no approval, no side effect; its inputs are handed on.
-            self.shared.emit_with(|| EventKind::NodeStarted {
-                node: node.id.clone(),
-                attempt: 1,
-                inputs: inputs.clone(),
-            });
+            let inputs = self.shared.emit_started(None, &node.id, 1, inputs);
             let outputs = agentloom_core::bypass_outputs(node.node.ports(), &inputs);
             return Either::Left(std::future::ready(NodeOutcome {
                 index,
@@ -389,6 +391,7 @@ impl Scheduler {
                 attempts: 1,
                 duration_ms: 0,
                 usage: Usage::default(),
+                ended: None,
             }));
         }
         Either::Right(node_run::run_node(
@@ -400,8 +403,16 @@ impl Scheduler {
         ))
     }
 
-    /// Records a node's outcome and settles its dependents' inputs.
+    /// Records a node's outcome and settles its dependents' inputs. The events this brings
+    /// (its finish, its dependents queued or skipped) take their time from the node's end:
+    /// the outcome is recorded as soon as the poll that ended it returns.
     fn finish(&mut self, outcome: NodeOutcome) {
+        self.clock = outcome.ended;
+        self.record_outcome(outcome);
+        self.clock = None;
+    }
+
+    fn record_outcome(&mut self, outcome: NodeOutcome) {
         let graph = Arc::clone(&self.graph);
         let node = &graph.nodes[outcome.index];
         let state = &mut self.states[outcome.index];
@@ -453,7 +464,7 @@ impl Scheduler {
                 if only_a_tool {
                     return;
                 }
-                self.shared.emit_with(|| {
+                self.shared.emit_at(self.clock, || {
                     outputs.retain(|port, _| {
                         node.node.ports().outputs.iter().any(|p| &p.name == port)
                     });
@@ -475,7 +486,7 @@ impl Scheduler {
                     .iter()
                     .find(|f| f.port == agentloom_core::ERROR_PORT);
                 let caught = error_fanout.is_some() && err.class != ErrorClass::Cancelled;
-                self.shared.emit(EventKind::NodeFailed {
+                self.shared.emit_at(self.clock, || EventKind::NodeFailed {
                     node: node.id.clone(),
                     error: err.message.clone(),
                     attempts: outcome.attempts,
@@ -547,7 +558,7 @@ impl Scheduler {
                     spec.port, spec.source_port
                 );
                 state.status = NodeStatus::Skipped;
-                self.shared.emit(EventKind::NodeSkipped {
+                self.shared.emit_at(self.clock, || EventKind::NodeSkipped {
                     node: node.id.clone(),
                     reason,
                     block: node.meta.kind.clone(),

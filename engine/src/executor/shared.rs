@@ -133,6 +133,48 @@ impl RunShared {
         }
         let mut kind = kind();
         self.redactor.event(&mut kind);
+        self.send(at, kind);
+    }
+
+    /// The `NodeStarted` of `node`'s attempt `attempt` (at `at`, as [`RunShared::emit_at`]),
+    /// handing back `inputs`. Inputs that carry no secret go in the event as they are and
+    /// come back from it; only inputs redaction changes are copied (the copy redacted).
+    pub(super) fn emit_started(
+        &self,
+        at: Option<Instant>,
+        node: &str,
+        attempt: u32,
+        inputs: ValueMap,
+    ) -> ValueMap {
+        if !self.events_wanted {
+            return inputs;
+        }
+        if self.redactor.carries(&inputs) {
+            self.emit_at(at, || EventKind::NodeStarted {
+                node: node.to_owned(),
+                attempt,
+                inputs: inputs.clone(),
+            });
+            return inputs;
+        }
+        // Redaction would change nothing of it (its inputs are all it redacts).
+        let event = self.send(
+            at,
+            EventKind::NodeStarted {
+                node: node.to_owned(),
+                attempt,
+                inputs,
+            },
+        );
+        match event.kind {
+            EventKind::NodeStarted { inputs, .. } => inputs,
+            _ => ValueMap::new(),
+        }
+    }
+
+    /// Numbers and stamps `kind` (redacted already) and hands it to the sink; the event,
+    /// for what it holds.
+    fn send(&self, at: Option<Instant>, kind: EventKind) -> RunEvent {
         let since_start = match at {
             Some(at) => at.saturating_duration_since(self.started),
             None => self.started.elapsed(),
@@ -145,6 +187,7 @@ impl RunShared {
             kind,
         };
         self.sink.emit(&event);
+        event
     }
 
     /// Keeps what the catalog learnt from outside before the run (an MCP server's tool
