@@ -9,6 +9,7 @@
 //! Log lines do not pass through a run: every secret is also added to one process-wide
 //! list, which the binary's log writer applies with [`redact_resolved_secrets`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use agentloom_core::{
@@ -24,6 +25,9 @@ pub use agentloom_core::REDACTED;
 #[derive(Default)]
 pub(crate) struct Redactor {
     needles: RwLock<Needles>,
+    /// Set once `needles` match anything: until then, redaction has nothing to find and
+    /// asks no lock (most runs resolve no secret).
+    remembered: AtomicBool,
     /// Each resolved secret with its credential and hosts, for [`Redactor::check_egress`].
     bound: RwLock<Vec<Bound>>,
 }
@@ -67,6 +71,7 @@ struct Bound {
 /// Every secret any run in this process resolved.
 static RESOLVED_IN_PROCESS: Redactor = Redactor {
     needles: RwLock::new(Needles::new()),
+    remembered: AtomicBool::new(false),
     bound: RwLock::new(Vec::new()),
 };
 
@@ -182,14 +187,20 @@ impl Redactor {
         if needles.forms.len() != before {
             needles.shortest = needles.shortest.min(plain.len());
             needles.compiled = Forms::new(&needles.forms, needles.shortest);
+            // Still under the lock: a reader that sees the flag finds the forms.
+            if !needles.compiled.is_empty() {
+                self.remembered.store(true, Ordering::Release);
+            }
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.needles
-            .read()
-            .map(|n| n.compiled.is_empty())
-            .unwrap_or(true)
+        !self.remembered.load(Ordering::Acquire)
+            || self
+                .needles
+                .read()
+                .map(|n| n.compiled.is_empty())
+                .unwrap_or(true)
     }
 
     /// `text` with every remembered secret replaced.
@@ -358,6 +369,9 @@ impl Redactor {
     /// Whether a key or value of `map` carries a remembered secret: what [`Redactor::map`]
     /// would replace (nothing, when this says no), found without changing or copying it.
     pub(crate) fn carries(&self, map: &ValueMap) -> bool {
+        if !self.remembered.load(Ordering::Acquire) {
+            return false;
+        }
         let Ok(needles) = self.needles.read() else {
             return false;
         };

@@ -465,9 +465,12 @@ impl Scheduler {
                     return;
                 }
                 self.shared.emit_at(self.clock, || {
-                    outputs.retain(|port, _| {
-                        node.node.ports().outputs.iter().any(|p| &p.name == port)
-                    });
+                    let declared =
+                        |port: &String| node.node.ports().outputs.iter().any(|p| &p.name == port);
+                    // Most blocks return only their declared ports: nothing to take out.
+                    if !outputs.keys().all(declared) {
+                        outputs.retain(|port, _| declared(port));
+                    }
                     EventKind::NodeFinished {
                         node: node.id.clone(),
                         outputs,
