@@ -79,7 +79,10 @@ else
 fi
 
 step executor cargo bench -p agentloom-engine --bench executor
-step values cargo bench -p agentloom-engine --bench values
+# Each section of the values benchmark in a process of its own: the allocator's state after
+# the with-log runs of `handing` slows a 100,000-node chain run next in the same process.
+step values-handing cargo bench -p agentloom-engine --bench values handing
+step values-growing cargo bench -p agentloom-engine --bench values growing
 step peers scripts/bench-peers.sh "${PEERS_ARGS[@]}" --only agentloom --only rivet --only node-red
 for round in 1 2 3; do
   step "serve-$round" scripts/bench-peers.sh "${PEERS_ARGS[@]}" --only serve
@@ -154,20 +157,20 @@ row("Fan-out 100 × 100 ms `control.delay`, whole process, beyond start-up over 
     f"{fan / 100:.3f}× the ideal", beyond <= 5,
     f"{beyond:.1f} ms beyond (target ≤ 5); {fan:.1f} ms whole, a 1-node run {one:.1f} ms",
     "executor", f"{executor} fan-out")
-took_s, copy_s, ratio = find("values", r"chain ([\d.]+) s \([\d.]+ µs/node\); copying the text once per node ([\d.]+) s \([\d.]+ µs/node\); ratio ([\d.]+)")
-flat_s, growth = find("values", r"not growing \(.*\) ([\d.]+) s \([\d.]+ µs/node\); the growth adds [-\d.]+ s: (-?[\d.]+)x copying")
-watched_s, watched = find("values", r"chain watched \(.*\) ([\d.]+) s \([\d.]+ µs/node\); ratio ([\d.]+)")
-n = int(find("values", r"growing text: (\d+) text.template")[0])
+took_s, copy_s, ratio = find("values-growing", r"chain ([\d.]+) s \([\d.]+ µs/node\); copying the text once per node ([\d.]+) s \([\d.]+ µs/node\); ratio ([\d.]+)")
+flat_s, growth = find("values-growing", r"not growing \(.*\) ([\d.]+) s \([\d.]+ µs/node\); the growth adds [-\d.]+ s: (-?[\d.]+)x copying")
+watched_s, watched = find("values-growing", r"chain watched \(.*\) ([\d.]+) s \([\d.]+ µs/node\); ratio ([\d.]+)")
+n = int(find("values-growing", r"growing text: (\d+) text.template")[0])
 row(f"Growing text `\"{{{{ s }}}}.\"`, {n:,} templates, engine, no log, vs copying the text once per node",
     f"{ratio:.2f}× (target ≤ 1.5×); beyond the same chain not growing, {growth:.2f}× copying", ratio <= 1.5,
     f"{took_s:.3f} s; copying {copy_s:.3f} s; the same chain not growing {flat_s:.3f} s",
-    "values", "cargo bench -p agentloom-engine --bench values growing")
+    "values-growing", "cargo bench -p agentloom-engine --bench values growing")
 row(f"Same, watched (a sink keeps each node's text, so every node copies it), vs copying",
-    f"{watched:.2f}×", None, f"{watched_s:.3f} s", "values",
+    f"{watched:.2f}×", None, f"{watched_s:.3f} s", "values-growing",
     "cargo bench -p agentloom-engine --bench values growing")
-small_hop, large_hop, large = find("values", r"^\s+with log\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x")
+small_hop, large_hop, large = find("values-handing", r"^\s+with log\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x")
 row("Handing on a 100 KB text instead of 1 character, 1,000 nodes, with the log", f"{large:.2f}×", None,
-    f"{large_hop:.2f} µs per hop; 1 character {small_hop:.2f} µs", "values",
+    f"{large_hop:.2f} µs per hop; 1 character {small_hop:.2f} µs", "values-handing",
     "cargo bench -p agentloom-engine --bench values handing")
 
 peers = last_json("peers")
