@@ -242,6 +242,11 @@ CREATE INDEX run_forks_by_parent ON run_forks (parent_run_id);
     r"
 ALTER TABLE node_runs ADD COLUMN outputs_redacted INTEGER;
 ",
+    // 14: a graph's newest runs found without walking every other graph's (the app's
+    // History, the editing tools' `explain_run`), which walked every run of every graph.
+    r"
+CREATE INDEX runs_by_graph ON runs (graph_name, started_at_ms DESC, id DESC);
+",
 ];
 
 /// The schema version this build writes.

@@ -345,15 +345,22 @@ impl RunStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let raw: Vec<RawRun> = {
             let conn = self.lock();
-            let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM runs WHERE ?1 IS NULL OR graph_name = ?1
-                     ORDER BY started_at_ms DESC, id DESC LIMIT ?2"
-                ))
-                .map_err(|e| self.read_error(e))?;
-            stmt.query_map(params![graph_name, limit], RawRun::from_row)
-                .and_then(Iterator::collect)
-                .map_err(|e| self.read_error(e))?
+            // Two statements: with `?1 IS NULL OR graph_name = ?1` SQLite walks every run.
+            let listed = match graph_name {
+                Some(graph_name) => {
+                    conn.prepare_cached(&newest_runs_sql(true))
+                        .and_then(|mut stmt| {
+                            stmt.query_map(params![graph_name, limit], RawRun::from_row)?
+                                .collect()
+                        })
+                }
+                None => conn
+                    .prepare_cached(&newest_runs_sql(false))
+                    .and_then(|mut stmt| {
+                        stmt.query_map(params![limit], RawRun::from_row)?.collect()
+                    }),
+            };
+            listed.map_err(|e| self.read_error(e))?
         };
         raw.into_iter().map(|run| run.check(self)).collect()
     }
@@ -665,4 +672,14 @@ impl EventNodeRow {
             finished_seq: row.get(11)?,
         })
     }
+}
+
+/// The newest runs (`LIMIT` the last parameter), of one graph (the first) when `of_graph`.
+pub(crate) fn newest_runs_sql(of_graph: bool) -> String {
+    let filter = if of_graph {
+        "WHERE graph_name = ?1 ORDER BY started_at_ms DESC, id DESC LIMIT ?2"
+    } else {
+        "ORDER BY started_at_ms DESC, id DESC LIMIT ?1"
+    };
+    format!("SELECT {RUN_COLUMNS} FROM runs {filter}")
 }

@@ -1452,3 +1452,54 @@ fn a_background_checkpointer_moves_recorded_runs_into_the_database_file() {
     assert_eq!(runs_in_the_file_alone(&path, &copy), 0);
     drop(store);
 }
+
+#[test]
+fn a_graphs_newest_runs_are_found_through_its_own_index() {
+    let (_dir, path) = temp_db();
+    let store = RunStore::open(&path).unwrap();
+    {
+        let conn = raw(&path);
+        for i in 0..300_i64 {
+            let graph = if i % 30 == 0 { "quiet" } else { "busy" };
+            conn.execute(
+                "INSERT INTO runs (id, graph_name, status, started_at_ms) VALUES (?1, ?2, 'completed', ?3)",
+                params![format!("r{i:04}"), graph, 1_000 + i],
+            )
+            .unwrap();
+        }
+    }
+    let ids = |rows: Vec<crate::store::RunRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.list_runs_of_graph("quiet", 3).unwrap()),
+        ["r0270", "r0240", "r0210"]
+    );
+    assert_eq!(ids(store.list_runs(2).unwrap()), ["r0299", "r0298"]);
+    assert!(store.list_runs_of_graph("none", 3).unwrap().is_empty());
+
+    // Neither walks the other graphs' runs nor sorts them.
+    let conn = raw(&path);
+    for (of_graph, index) in [(true, "runs_by_graph"), (false, "runs_by_start")] {
+        let sql = format!(
+            "EXPLAIN QUERY PLAN {}",
+            super::queries::newest_runs_sql(of_graph)
+        );
+        let mut stmt = conn.prepare(&sql).unwrap();
+        let detail = |row: &rusqlite::Row<'_>| row.get::<_, String>(3);
+        let plan: Vec<String> = if of_graph {
+            stmt.query_map(params!["quiet", 3], detail)
+                .unwrap()
+                .collect::<Result<_, _>>()
+        } else {
+            stmt.query_map(params![3], detail)
+                .unwrap()
+                .collect::<Result<_, _>>()
+        }
+        .unwrap();
+        let plan = plan.join("; ");
+        assert!(plan.contains(&format!("USING INDEX {index}")), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        if of_graph {
+            assert!(plan.starts_with("SEARCH"), "{plan}");
+        }
+    }
+}
