@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use agentloom_engine::{Replay, ReplayMiss, RunDetail, RunStatus, RunStore, downstream_of};
 use agentloom_runner::Prepared;
-use agentloom_runner::resume::{claim_refusal, prepare_recorded};
+use agentloom_runner::resume::{claim_refusal, prepare_recorded, resume_seed};
 use egui_snarl::NodeId;
 
 use super::approval_panel::ApprovalPrompt;
@@ -343,12 +343,7 @@ impl App {
             .as_ref()
             .ok_or("the run threads could not start")?;
         // Refused before the decision is claimed: the run stays waiting.
-        let seed_now = || -> Result<_, String> {
-            let mut seed = store.resume_seed(&run_id).map_err(|e| e.to_string())?;
-            seed.settle_redacted(prepared.graph())?;
-            Ok(seed)
-        };
-        seed_now()?;
+        resume_seed(&store, &run_id, prepared.graph())?;
         let claim = store
             .claim_decision(&run_id, node, decision)
             .map_err(|e| e.to_string())?;
@@ -356,7 +351,7 @@ impl App {
             return Err(refusal);
         }
         // With the decision now stored.
-        let seed = seed_now()?;
+        let seed = resume_seed(&store, &run_id, prepared.graph())?;
         let workspace = self.recorded_run_workspace(&store, &run_id);
         self.run.start_seeded(
             runtime,

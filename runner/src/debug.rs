@@ -115,24 +115,14 @@ pub fn continuation(
                 .filter(|(port, value)| hit.values.get(*port) != Some(*value))
                 .map(|(port, value)| (port.clone(), value.clone()))
                 .collect();
-            let decided = if stepping {
-                BreakpointDecision::Step { values: changed }
-            } else {
-                BreakpointDecision::Continue { values: changed }
-            };
             // Not asked again before it runs (stepping stays as decided).
-            let before = if stepping {
-                BreakpointDecision::Step {
-                    values: ValueMap::new(),
-                }
-            } else {
-                BreakpointDecision::Continue {
-                    values: ValueMap::new(),
-                }
-            };
             debug = debug
-                .with_decision(&hit.node, BreakAt::Before, before)
-                .with_decision(&hit.node, BreakAt::After, decided);
+                .with_decision(
+                    &hit.node,
+                    BreakAt::Before,
+                    going_on(stepping, ValueMap::new()),
+                )
+                .with_decision(&hit.node, BreakAt::After, going_on(stepping, changed));
             seed.redacted.insert(hit.node.clone(), outputs);
         }
         // The node finished before the pause: it hands on its (edited) outputs, not run again.
@@ -144,12 +134,7 @@ pub fn continuation(
             debug = debug.with_decision(&hit.node, BreakAt::Before, decision);
         }
         (BreakAt::Before, Some(inputs)) => {
-            let decision = if stepping {
-                BreakpointDecision::Step { values: inputs }
-            } else {
-                BreakpointDecision::Continue { values: inputs }
-            };
-            debug = debug.with_decision(&hit.node, BreakAt::Before, decision);
+            debug = debug.with_decision(&hit.node, BreakAt::Before, going_on(stepping, inputs));
         }
         (BreakAt::Before, None) => {
             debug = debug.with_decision(&hit.node, BreakAt::Before, decision);
@@ -158,6 +143,15 @@ pub fn continuation(
     seed.settle_redacted(graph)
         .map_err(|message| format!("cannot go on from `{}`: {message}", hit.node))?;
     Ok(Continuation { seed, debug })
+}
+
+/// Going on with `values`: a step when `stepping`, else a continue.
+fn going_on(stepping: bool, values: ValueMap) -> BreakpointDecision {
+    if stepping {
+        BreakpointDecision::Step { values }
+    } else {
+        BreakpointDecision::Continue { values }
+    }
 }
 
 /// The outputs of a node paused after it finished that were shown with a secret replaced

@@ -2,8 +2,18 @@
 
 use std::path::{Path, PathBuf};
 
-use agentloom_core::Escaped;
-use agentloom_engine::{Claim, RunStore, StoreError};
+use agentloom_core::{Escaped, ValidGraph};
+use agentloom_engine::{Claim, RunSeed, RunStore, StoreError};
+
+/// What paused run `run_id` of `graph` resumes from after an approval: its seed from the
+/// log, outputs kept with a secret replaced settled ([`RunSeed::settle_redacted`]), or why
+/// it cannot resume. Asked before the decision is claimed (a refusal leaves the run
+/// waiting) and again after (the seed then holds the decision).
+pub fn resume_seed(store: &RunStore, run_id: &str, graph: &ValidGraph) -> Result<RunSeed, String> {
+    let mut seed = store.resume_seed(run_id).map_err(|e| e.to_string())?;
+    seed.settle_redacted(graph)?;
+    Ok(seed)
+}
 
 /// Why a decision on `node` of run `run_id` did not count, or `None` when it did.
 pub fn claim_refusal(run_id: &str, node: &str, claim: &Claim) -> Option<String> {

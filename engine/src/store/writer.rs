@@ -49,8 +49,7 @@ enum Msg {
     /// A node's start or finish, its inputs or outputs taken out of the map into `ports`:
     /// a one-entry map allocates room for eleven, and a long run of quick nodes can queue
     /// many of these before the writer catches up.
-    /// A finish also says whether its outputs carried a secret (`None`: not known).
-    NodeValues(RunEvent, Vec<(String, Value)>, Option<bool>),
+    NodeValues(RunEvent, Vec<(String, Value)>),
     /// The response of an outbound call, for replay.
     Call(Box<crate::events::RecordedCall>),
     /// Write everything queued so far, then answer.
@@ -164,7 +163,7 @@ impl EventSink for RunRecorder {
                 at_ms: event.at_ms,
                 kind,
             };
-            Msg::NodeValues(event, ports, None)
+            Msg::NodeValues(event, ports)
         };
         let msg = match &event.kind {
             EventKind::NodeStarted {
@@ -186,23 +185,17 @@ impl EventSink for RunRecorder {
                 duration_ms,
                 usage,
                 outputs_redacted,
-            } => {
-                let mut msg = compact(
-                    EventKind::NodeFinished {
-                        node: node.clone(),
-                        outputs: ValueMap::new(),
-                        attempts: *attempts,
-                        duration_ms: *duration_ms,
-                        usage: *usage,
-                        outputs_redacted: *outputs_redacted,
-                    },
-                    outputs,
-                );
-                if let Msg::NodeValues(_, _, redacted) = &mut msg {
-                    *redacted = *outputs_redacted;
-                }
-                msg
-            }
+            } => compact(
+                EventKind::NodeFinished {
+                    node: node.clone(),
+                    outputs: ValueMap::new(),
+                    attempts: *attempts,
+                    duration_ms: *duration_ms,
+                    usage: *usage,
+                    outputs_redacted: *outputs_redacted,
+                },
+                outputs,
+            ),
             _ => Msg::Event(event.clone(), wall_ms),
         };
         // After finish() nobody listens; the event is dropped as documented.
@@ -630,9 +623,6 @@ struct Writer {
     /// The first error, reported by `finish`.
     error: Option<String>,
     warned_without_start: bool,
-    /// Whether the outputs of the finish being applied carried a secret (see
-    /// [`NodeState::outputs_redacted`]).
-    finish_redacted: Option<bool>,
     /// Large values, stored once each.
     values: ValueLog,
     /// Where the connection goes when the recording ends well.
@@ -663,7 +653,6 @@ impl Writer {
             retry_at: None,
             error: None,
             warned_without_start: false,
-            finish_redacted: None,
             values: ValueLog::new(policy),
             idle_writers,
         }
@@ -734,13 +723,12 @@ impl Writer {
     fn handle(&mut self, msg: Msg) -> Control {
         match msg {
             Msg::Event(event, wall_ms) => self.apply(event, wall_ms),
-            Msg::NodeValues(mut event, ports, redacted) => {
+            Msg::NodeValues(mut event, ports) => {
                 if let EventKind::NodeStarted { inputs: map, .. }
                 | EventKind::NodeFinished { outputs: map, .. } = &mut event.kind
                 {
                     map.extend(ports);
                 }
-                self.finish_redacted = redacted;
                 self.apply(event, None);
             }
             Msg::Call(call) => self.keep_call(*call),
@@ -886,7 +874,6 @@ impl Writer {
 
     /// Updates the in-memory rows from one event.
     fn apply(&mut self, mut event: RunEvent, wall_ms: Option<u64>) {
-        let finish_redacted = self.finish_redacted.take();
         if matches!(event.kind, EventKind::RunStarted { .. }) {
             // A recorder reused for a second run: write out the first one completely.
             if self.run.is_some() {
@@ -1012,9 +999,14 @@ impl Writer {
             | EventKind::NodeAtBreakpoint { node, .. } => {
                 run.apply_to_node(slots.slot(node), &event.kind);
             }
-            EventKind::NodeFinished { node, .. } => {
+            EventKind::NodeFinished {
+                node,
+                outputs_redacted,
+                ..
+            } => {
+                let outputs_redacted = *outputs_redacted;
                 let state = run.apply_to_node(slots.slot(node), &event.kind);
-                state.outputs_redacted = finish_redacted;
+                state.outputs_redacted = outputs_redacted;
                 state.finished_at_ms = Some(at);
                 state.finished_seq = Some(event.seq);
                 run.dirty = true;

@@ -10,7 +10,7 @@ pub use super::approval_choice::ResumeArgs;
 use super::approval_choice::{decided_line, pick_and_decide};
 use super::{EXIT_INVALID, Execution, execute, prepare_recorded_run, recorded_run_workspace};
 use crate::runner::open_run_log;
-use crate::runner::resume::claim_refusal;
+use crate::runner::resume::{claim_refusal, resume_seed};
 
 #[derive(Debug, clap::Args)]
 pub struct ApproveArgs {
@@ -118,10 +118,7 @@ fn decide_and_resume(
     };
     // Outputs the log keeps with a secret replaced run again, or the resume is refused
     // before the decision is claimed: the run stays waiting.
-    if let Err(message) = store
-        .resume_seed(&run_id)?
-        .settle_redacted(prepared.graph())
-    {
+    if let Err(message) = resume_seed(&store, &run_id, prepared.graph()) {
         eprintln!("run {run_id} cannot resume: {}", Escaped(&message));
         return Ok(EXIT_INVALID);
     }
@@ -132,11 +129,13 @@ fn decide_and_resume(
         return Ok(EXIT_INVALID);
     }
     // With the decision now stored.
-    let mut seed = store.resume_seed(&run_id)?;
-    if let Err(message) = seed.settle_redacted(prepared.graph()) {
-        eprintln!("run {run_id} cannot resume: {}", Escaped(&message));
-        return Ok(EXIT_INVALID);
-    }
+    let seed = match resume_seed(&store, &run_id, prepared.graph()) {
+        Ok(seed) => seed,
+        Err(message) => {
+            eprintln!("run {run_id} cannot resume: {}", Escaped(&message));
+            return Ok(EXIT_INVALID);
+        }
+    };
     // The run resumes where it started, wherever this is typed, unless told otherwise.
     let recorded = match args.workspace {
         Some(_) => None,
